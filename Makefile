@@ -1,0 +1,49 @@
+# Trellis: two set-up commands on a fresh machine.
+#   make run    virtualenv + core + every plugin, migrate, first admin, serve on 127.0.0.1:3000
+#   make test   the same install plus test tools, then the whole suite on SQLite and PostgreSQL
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
+PYTEST_ARGS ?=
+export FLASK_APP := wsgi
+
+.PHONY: run test install install-test test-sqlite test-postgresql browser bench openapi clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e . $(foreach p,$(PLUGINS),-e ./$(p))
+
+install-test: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]' $(foreach p,$(PLUGINS),-e './$(p)[test]')
+
+run: install
+	$(BIN)/flask trellis init
+	$(BIN)/python wsgi.py
+
+# Headless Chromium for the browser tests (Debian package; Playwright drives it, no download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "install Debian's chromium package (needed by the browser tests)"; exit 1; fi; }
+
+test: install-test browser
+	$(MAKE) --no-print-directory test-sqlite test-postgresql
+
+test-sqlite:
+	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+test-postgresql:
+	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+bench: install-test
+	$(BIN)/python -m bench
+
+openapi: install
+	$(BIN)/flask trellis openapi export openapi.json
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info plugins/*/*.egg-info

@@ -1,0 +1,31 @@
+"""Alembic environment for Trellis: the core's versions plus each loaded module's branch.
+
+Run through ``flask --app wsgi trellis db upgrade`` (see ``trellis.migrate``), which hands us the
+app's engine; every module's models are imported by then, so ``Base.metadata`` is complete.
+"""
+from alembic import context
+
+from trellis.db import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run_migrations_online() -> None:
+    engine = config.attributes["engine"]
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            # SQLite cannot ALTER most things; batch mode recreates tables instead.
+            render_as_batch=connection.dialect.name == "sqlite",
+            compare_type=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+
+
+if context.is_offline_mode():
+    raise SystemExit("Trellis migrations run online only: flask --app wsgi trellis db upgrade")
+run_migrations_online()

@@ -1,0 +1,176 @@
+"""The application factory: settings → database → API → modules (in dependency order)."""
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Iterable
+
+import pluggy
+from flask import Flask, g, request
+from flask.cli import AppGroup
+from flask_jwt_extended import JWTManager
+from flask_limiter import Limiter
+from flask_socketio import SocketIO
+from sqlalchemy.engine import Engine
+
+from . import db, errors, routes
+from .cache import Generations
+from .cli import trellis_cli
+from .credentials import identify
+from .errors import not_found
+from .hooks import make_manager
+from .module_config import ConfigStore
+from .modules import Module, load_modules, resolve
+from .openapi import OpenAPIProvider, TrellisApi, init_api
+from .ratelimit import init_limiter
+from .realtime import init_socketio
+from .settings import instance_path, load_settings
+
+log = logging.getLogger("trellis")
+
+try:
+    __version__ = version("trellis")
+except PackageNotFoundError:  # running from a source tree without installing
+    __version__ = "0.0.0"
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+@dataclass
+class Trellis:
+    """What the host keeps per app, at ``app.extensions["trellis"]``."""
+
+    modules: list[Module]
+    engine: Engine
+    api: TrellisApi
+    configs: ConfigStore
+    generations: Generations
+    hooks: pluggy.PluginManager
+    limiter: Limiter
+    socketio: SocketIO | None = None
+    openapi_providers: list[OpenAPIProvider] = field(default_factory=list)
+
+    def module(self, name: str) -> Module | None:
+        return next((m for m in self.modules if m.name == name), None)
+
+
+def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] | None = None) -> Flask:
+    """Build a Trellis app.
+
+    ``config`` overrides settings (tests); ``modules`` replaces entry-point discovery (tests of the
+    loader); otherwise every installed module, filtered by ``TRELLIS_MODULES``, is loaded.
+    """
+    app = Flask("trellis", instance_path=str(instance_path()))
+    load_settings(app, config)
+    _configure_logging(app)
+    allow = app.config.get("MODULES")
+    loaded = resolve(modules, _allow(allow)) if modules is not None else load_modules(allow or "")
+
+    JWTManager(app)
+    engine = db.init_app(app)
+    api = init_api(app, __version__)
+    errors.register(app)
+    _request_ids(app)
+
+    trellis = Trellis(
+        modules=loaded,
+        engine=engine,
+        api=api,
+        configs=ConfigStore({m.name: m.config_schema for m in loaded}),
+        generations=Generations(app.config["CACHE_CHECK_SECONDS"]),
+        hooks=make_manager(),
+        limiter=init_limiter(app),
+    )
+    app.extensions["trellis"] = trellis
+    api.register_blueprint(routes.blp)
+    trellis.socketio = init_socketio(app)
+    cli = _cli_group()
+    guarded: dict[str, str] = {}
+    for module in loaded:
+        _install(app, trellis, module, cli)
+        guarded.update({blueprint.name: module.name for blueprint in module.blueprints})
+    app.before_request(_active_guard(guarded))
+    app.cli.add_command(cli)
+    return app
+
+
+def _allow(value: Any) -> set[str] | None:
+    from .modules import parse_allow_list
+
+    return parse_allow_list(value)
+
+
+def _install(app: Flask, trellis: Trellis, module: Module, cli: AppGroup) -> None:
+    trellis.configs.defaults(module.name)  # a broken config schema fails at start-up, not on first use
+    for hooks in module.hooks:
+        trellis.hooks.register(hooks, name=f"{module.name}:{hooks.__class__.__name__}:{id(hooks)}")
+    for blueprint in module.blueprints:
+        trellis.api.register_blueprint(blueprint)
+    for make_namespace in module.socket_namespaces:
+        trellis.socketio.on_namespace(make_namespace())
+    if module.cli is not None:
+        cli.add_command(module.cli, module.name)
+    if module.openapi_paths is not None:
+        trellis.openapi_providers.append(module.openapi_paths)
+    if module.init_app is not None:
+        module.init_app(app)
+
+
+def _active_guard(module_of_blueprint: dict[str, str]):
+    """Public routes of an inactive module answer 404; admins keep access to configure it."""
+
+    def check_module_active() -> None:
+        from flask import current_app
+
+        name = module_of_blueprint.get(request.blueprint or "")
+        if name is None or current_app.extensions["trellis"].configs.is_active(name):
+            return
+        if request.path.startswith("/admin/"):
+            return
+        identity = identify()
+        if identity is None or not identity.is_admin:
+            raise not_found(f"The {name} module is not active")
+
+    return check_module_active
+
+
+def _cli_group() -> AppGroup:
+    group = AppGroup("trellis", help=trellis_cli.help)
+    for name, command in trellis_cli.commands.items():
+        group.add_command(command, name)
+    return group
+
+
+def _request_ids(app: Flask) -> None:
+    @app.before_request
+    def assign_request_id() -> None:
+        incoming = request.headers.get("X-Request-ID", "")
+        g.request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+
+    @app.after_request
+    def send_request_id(response):
+        response.headers["X-Request-ID"] = g.get("request_id") or uuid.uuid4().hex
+        return response
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            record.request_id = g.get("request_id", "-")
+        except RuntimeError:  # outside a request
+            record.request_id = "-"
+        return True
+
+
+def _configure_logging(app: Flask) -> None:
+    """Log lines carry the request id; configured once per process on the root logger."""
+    root = logging.getLogger()
+    if not any(isinstance(f, _RequestIdFilter) for h in root.handlers for f in h.filters):
+        handler = logging.StreamHandler()
+        handler.addFilter(_RequestIdFilter())
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"))
+        root.addHandler(handler)
+    logging.getLogger("trellis").setLevel(app.config.get("LOG_LEVEL", "INFO"))

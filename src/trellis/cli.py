@@ -1,0 +1,114 @@
+"""``flask --app wsgi trellis …``: admins, modules, OpenAPI export, migrations."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from flask import current_app
+from flask.cli import AppGroup
+
+from . import admins, migrate
+from .errors import APIError
+from .openapi import document
+
+trellis_cli = AppGroup("trellis", help="Trellis administration.")
+
+
+@trellis_cli.group("admin")
+def admin_group() -> None:
+    """Administrator accounts."""
+
+
+def _password_option(func):
+    return click.password_option("--password", prompt=True, confirmation_prompt=True, help="the new password")(func)
+
+
+@admin_group.command("create")
+@click.argument("username")
+@_password_option
+def admin_create(username: str, password: str) -> None:
+    """Create an administrator."""
+    _check_password(password)
+    try:
+        admins.create_admin(username, password)
+    except APIError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"created administrator {username}")
+
+
+@admin_group.command("reset-password")
+@click.argument("username")
+@_password_option
+def admin_reset_password(username: str, password: str) -> None:
+    """Set a new password; the admin's existing tokens stop working."""
+    _check_password(password)
+    try:
+        admins.reset_password(username, password)
+    except APIError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(f"password of {username} changed")
+
+
+def _check_password(password: str) -> None:
+    if len(password) < admins.MIN_PASSWORD_LENGTH:
+        raise click.ClickException(f"the password needs at least {admins.MIN_PASSWORD_LENGTH} characters")
+
+
+@trellis_cli.command("init")
+def init() -> None:
+    """Migrate to the newest schema and create the first admin if there is none."""
+    migrate.upgrade(current_app)
+    generated = admins.ensure_first_admin()
+    if generated:
+        username = current_app.config["ADMIN_USERNAME"]
+        click.echo(f"created the first administrator {username!r} with password: {generated}")
+        click.echo("(shown once; change it with: flask --app wsgi trellis admin reset-password)")
+
+
+@trellis_cli.command("modules")
+def list_modules() -> None:
+    """List the loaded modules in start-up order."""
+    for module in current_app.extensions["trellis"].modules:
+        requires = f" (requires {', '.join(module.requires)})" if module.requires else ""
+        click.echo(f"{module.name}{requires}")
+
+
+@trellis_cli.group("openapi")
+def openapi_group() -> None:
+    """The OpenAPI document."""
+
+
+@openapi_group.command("export")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def openapi_export(file: Path) -> None:
+    """Write the complete OpenAPI document (with request-time paths) to FILE ('-' for stdout)."""
+    with current_app.test_request_context("/openapi.json"):
+        text = json.dumps(document(current_app), indent=2)
+    if str(file) == "-":
+        click.echo(text)
+    else:
+        file.write_text(text)
+        click.echo(f"wrote {file}")
+
+
+@trellis_cli.group("db")
+def db_group() -> None:
+    """Database migrations."""
+
+
+@db_group.command("upgrade")
+@click.argument("revision", default="heads")
+def db_upgrade(revision: str) -> None:
+    """Upgrade the database (default: every branch to its head)."""
+    migrate.upgrade(current_app, revision)
+    click.echo(f"database upgraded to {revision}")
+
+
+@db_group.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Downgrade the database to REVISION (e.g. 'base')."""
+    migrate.downgrade(current_app, revision)
+    click.echo(f"database downgraded to {revision}")
+

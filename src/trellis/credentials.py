@@ -1,0 +1,180 @@
+"""Who is calling: the master key, an admin token, or a user token; and the guards built on it.
+
+Rules (CONTRACT.md "Credentials"): either ``masterkey`` or an admin Bearer is enough on every
+administrative route; any credential sent must be valid (else 401); a valid user token on an admin
+route is 403. Tokens are JWTs whose ``kind`` claim says who they were issued to.
+"""
+from __future__ import annotations
+
+import functools
+import hmac
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable, TypeVar
+
+from flask import current_app, request
+from flask_jwt_extended import create_access_token, decode_token
+from jwt import PyJWTError
+from flask_jwt_extended.exceptions import JWTExtendedException
+
+from . import db
+from .errors import forbidden, unauthorized
+from .hooks import call as hooks
+from .models import Admin
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ADMIN_SECURITY = [{"masterkey": []}, {"bearerAuth": []}]
+USER_SECURITY = [{"bearerAuth": []}]
+
+
+@dataclass
+class Identity:
+    kind: str  # "master" | "admin" | "user"
+    id: str | None = None
+    claims: dict[str, Any] = field(default_factory=dict)
+    user: dict[str, Any] | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.kind in ("master", "admin")
+
+
+def master_key_matches(candidate: str) -> bool:
+    expected = current_app.config["MASTER_KEY"]
+    return hmac.compare_digest(candidate.encode(), expected.encode())
+
+
+def issue_admin_token(admin: Admin) -> str:
+    hours = float(current_app.config["ADMIN_TOKEN_HOURS"])
+    return create_access_token(
+        identity=admin.id,
+        additional_claims={"kind": "admin", "ver": admin.token_version},
+        expires_delta=timedelta(hours=hours),
+    )
+
+
+def bearer_token() -> str | None:
+    header = request.headers.get("Authorization", "")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise unauthorized("Authorization header must be 'Bearer <token>'")
+    return token.strip()
+
+
+def decode(token: str) -> dict[str, Any]:
+    try:
+        return decode_token(token)
+    except (PyJWTError, JWTExtendedException, ValueError) as exc:
+        message = "Token expired" if exc.__class__.__name__ == "ExpiredSignatureError" else "Invalid token"
+        raise unauthorized(message) from None
+
+
+def _identity_from_token(token: str) -> Identity:
+    claims = decode(token)
+    kind = claims.get("kind")
+    if kind == "admin":
+        admin = db.session.get(Admin, claims.get("sub"))
+        if admin is None or admin.token_version != claims.get("ver"):
+            raise unauthorized("Admin token is no longer valid")
+        return Identity("admin", admin.id, claims)
+    if kind == "user":
+        user = hooks().trellis_user_from_claims(claims=claims)
+        if user is None:
+            raise unauthorized("User tokens are not accepted (no authentication module)")
+        return Identity("user", user["_id"], claims, user)
+    raise unauthorized("Invalid token")
+
+
+def identify() -> Identity | None:
+    """The caller of this request, or None when no credential was sent. Memoised per request.
+
+    Raises 401 when a credential was sent but is not valid.
+    """
+    memo = request.environ.setdefault("trellis", {})
+    if "identity" in memo:
+        return memo["identity"]
+    identity = None
+    key = request.headers.get("masterkey")
+    token = bearer_token()
+    if key is not None:
+        if not master_key_matches(key):
+            raise unauthorized("Invalid master key")
+        identity = Identity("master")
+    if token is not None:
+        token_identity = _identity_from_token(token)
+        # A master key plus a token: the token still has to be valid; the key decides admin rights.
+        identity = identity if identity is not None and not token_identity.is_admin else token_identity
+    memo["identity"] = identity
+    return identity
+
+
+def require_admin() -> Identity:
+    identity = identify()
+    if identity is None:
+        raise unauthorized("Administrative route: send the masterkey header or an admin Bearer token")
+    if not identity.is_admin:
+        raise forbidden("Administrative route: a user token is not enough")
+    return identity
+
+
+def require_user() -> Identity:
+    """A user token (admins are not users: an admin token here is 403)."""
+    identity = identify()
+    if identity is None:
+        raise unauthorized("This route needs a user Bearer token")
+    if identity.kind != "user":
+        raise forbidden("This route needs a user token, not administrator credentials")
+    return identity
+
+
+def _document(func: Any, security: list[dict[str, list]], statuses: tuple[int, ...]) -> None:
+    """Add security and error responses to the flask-smorest doc of ``func``."""
+    from .errors import ErrorSchema
+
+    apidoc = getattr(func, "_apidoc", {})
+    manual = apidoc.setdefault("manual_doc", {})
+    manual.setdefault("security", security)
+    responses = manual.setdefault("responses", {})
+    for status in statuses:
+        responses.setdefault(
+            status, {"description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": ErrorSchema}}}
+        )
+    func._apidoc = apidoc
+
+
+_DESCRIPTIONS = {401: "Missing or invalid credentials", 403: "Not allowed"}
+
+
+def admin_required(func: F) -> F:
+    """Guard for every administrative route: masterkey OR admin Bearer."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        require_admin()
+        return func(*args, **kwargs)
+
+    _document(wrapper, ADMIN_SECURITY, (401, 403))
+    return wrapper  # type: ignore[return-value]
+
+
+def master_key_required(func: F) -> F:
+    """Guard for ``POST /login``: only the master key opens it."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        key = request.headers.get("masterkey")
+        if key is None or not master_key_matches(key):
+            raise unauthorized("This route needs a valid masterkey header")
+        return func(*args, **kwargs)
+
+    _document(wrapper, [{"masterkey": []}], (401,))
+    return wrapper  # type: ignore[return-value]
+
+
+def document_user_route(func: F) -> F:
+    """OpenAPI bits for a route that takes a user Bearer token (used by modules' user guards)."""
+    _document(func, USER_SECURITY, (401, 403))
+    return func

@@ -1,0 +1,157 @@
+"""Database access: one engine per app, a session scoped to the app context, the shared metadata.
+
+Every module's models derive from :class:`Base`, so Alembic and the migration test see one metadata.
+Code uses :data:`session` (an SQLAlchemy ``scoped_session``); it binds to the current app's engine
+and is removed when the app context ends.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from flask import Flask, current_app
+from flask.globals import app_ctx
+from sqlalchemy import JSON, DateTime, MetaData, TypeDecorator, create_engine, event
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+log = logging.getLogger(__name__)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# JSON on SQLite, JSONB on PostgreSQL.
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def new_id() -> str:
+    """Opaque record id: 32 hex characters."""
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware datetimes on both databases (SQLite drops the zone; we put UTC back)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value
+
+
+def isoformat(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def normalise_url(url: str, async_mode: str) -> URL:
+    """Pick the PostgreSQL driver: psycopg2 under eventlet (it can be made cooperative), as asked otherwise."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        driver = parsed.get_driver_name()
+        if async_mode == "eventlet" and driver != "psycopg2":
+            log.info("eventlet mode: using psycopg2 instead of %s for PostgreSQL", driver)
+            parsed = parsed.set(drivername="postgresql+psycopg2")
+    return parsed
+
+
+def make_engine(url: str, async_mode: str = "threading") -> Engine:
+    parsed = normalise_url(url, async_mode)
+    kwargs: dict[str, Any] = {"future": True}
+    if parsed.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        if parsed.database in (None, "", ":memory:"):
+            kwargs["poolclass"] = StaticPool
+    else:
+        kwargs.update(pool_pre_ping=True, pool_size=10, max_overflow=20)
+        if async_mode == "eventlet" and "eventlet" in sys.modules:
+            from eventlet.support import psycopg2_patcher
+
+            psycopg2_patcher.make_psycopg_green()
+    engine = create_engine(parsed, **kwargs)
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # pysqlite's own transaction handling breaks SAVEPOINT; SQLAlchemy emits BEGIN itself instead.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    connection.exec_driver_sql("BEGIN")
+
+
+def engine() -> Engine:
+    return current_app.extensions["trellis"].engine
+
+
+class _AppSession(Session):
+    """A session that binds to the engine of the app in whose context it was created."""
+
+    def get_bind(self, mapper: Any = None, clause: Any = None, **kw: Any) -> Any:
+        if self.bind is not None:
+            return self.bind
+        return engine()
+
+
+def _scope() -> int:
+    try:
+        return id(app_ctx._get_current_object())
+    except RuntimeError:  # outside an app context (scripts, test set-up): one session per thread
+        return threading.get_ident()
+
+
+session: scoped_session[Session] = scoped_session(
+    sessionmaker(class_=_AppSession, expire_on_commit=False), scopefunc=_scope
+)
+
+
+def init_app(app: Flask) -> Engine:
+    eng = make_engine(app.config["DATABASE_URL"], app.config["ASYNC_MODE"])
+
+    @app.teardown_appcontext
+    def _remove_session(_exc: BaseException | None) -> None:
+        session.remove()
+
+    return eng
+
+
+def is_postgresql(bind: Any = None) -> bool:
+    return (bind or engine()).dialect.name == "postgresql"

@@ -1,0 +1,108 @@
+"""Module configuration: stored in the database, validated by each module's marshmallow schema.
+
+``get(name)`` is what module code calls on a request path; it serves from a per-process cache that
+follows the ``module-config`` generation (see ``trellis.cache``), so a ``PUT`` in one worker reaches
+every worker.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+from flask import current_app
+from marshmallow import Schema, ValidationError, fields
+
+from . import db
+from .errors import bad_request, not_found
+from .models import ModuleConfig
+
+GENERATION = "module-config"
+
+
+class ModuleConfigSchema(Schema):
+    """Base of every module's config schema: the ``active`` flag its public routes honour."""
+
+    active = fields.Boolean(load_default=True, metadata={"description": "public routes answer 404 when false"})
+
+
+class ConfigStore:
+    def __init__(self, schemas: dict[str, type[Schema] | None]) -> None:
+        self._schemas = schemas
+        self._cache: dict[str, dict[str, Any]] = {}
+        self._cache_stamp: tuple[int, int] | None = None
+        self._lock = threading.Lock()
+
+    def names(self) -> list[str]:
+        return list(self._schemas)
+
+    def schema(self, name: str) -> Schema:
+        if name not in self._schemas:
+            raise not_found(f"No module named {name!r} is loaded")
+        schema_class = self._schemas[name] or ModuleConfigSchema
+        return schema_class()
+
+    def defaults(self, name: str) -> dict[str, Any]:
+        return self.schema(name).load({})
+
+    def get(self, name: str) -> dict[str, Any]:
+        """The effective configuration (defaults merged with what is stored). Do not mutate it."""
+        stamp = current_app.extensions["trellis"].generations.stamp(GENERATION)
+        if stamp != self._cache_stamp:
+            stored = {row.module: row.data for row in db.session.query(ModuleConfig).all()}
+            fresh = {module: self._effective(module, stored.get(module)) for module in self._schemas}
+            with self._lock:
+                self._cache, self._cache_stamp = fresh, stamp
+        if name not in self._cache:
+            raise not_found(f"No module named {name!r} is loaded")
+        return self._cache[name]
+
+    def _effective(self, name: str, stored: dict[str, Any] | None) -> dict[str, Any]:
+        schema = self.schema(name)
+        try:
+            return schema.load(stored or {})
+        except ValidationError:
+            # Stored config no longer fits a newer schema: keep what still loads, default the rest.
+            current_app.logger.warning("stored config of module %s does not validate; using defaults", name)
+            return schema.load({})
+
+    def put(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``changes`` into the current config, validate, store; returns the new config."""
+        if not isinstance(changes, dict):
+            raise bad_request("The configuration must be a JSON object")
+        schema = self.schema(name)
+        merged = deep_merge(copy.deepcopy(self._stored(name)), changes)
+        try:
+            loaded = schema.load(merged)
+        except ValidationError as exc:
+            raise bad_request(f"Invalid configuration for module {name!r}", exc.messages) from None
+        row = db.session.get(ModuleConfig, name)
+        stored = schema.dump(loaded)
+        if row is None:
+            db.session.add(ModuleConfig(module=name, data=stored))
+        else:
+            row.data = stored
+        current_app.extensions["trellis"].generations.bump(GENERATION)
+        db.session.commit()
+        return loaded
+
+    def _stored(self, name: str) -> dict[str, Any]:
+        row = db.session.get(ModuleConfig, name)
+        return dict(row.data) if row is not None else {}
+
+    def is_active(self, name: str) -> bool:
+        return bool(self.get(name).get("active", True))
+
+
+def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            deep_merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def get(name: str) -> dict[str, Any]:
+    """The current app's effective configuration of module ``name``."""
+    return current_app.extensions["trellis"].configs.get(name)

@@ -1,0 +1,137 @@
+"""The module contract: what a Trellis module declares, and how the host finds and orders modules.
+
+A module is a pip-installable distribution that exposes one :class:`Module` object in the
+``trellis.modules`` entry-point group. The host never imports a module by name; it only reads
+the declarations below. See ``docs/modules.md``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Callable, Iterable, Sequence
+
+ENTRY_POINT_GROUP = "trellis.modules"
+
+
+class ModuleError(RuntimeError):
+    """A module set that cannot be loaded (missing dependency, duplicate, bad declaration)."""
+
+
+@dataclass(frozen=True)
+class OwnedSchema:
+    """A data schema a module owns and publishes to the Database module's schema list."""
+
+    name: str
+    fields: dict[str, Any]
+    owner_module: str
+    can_modify: str = "Nothing"  # Everything | Nothing | ExtensionOnly
+    extendable: bool = False
+    timestamps: bool = True
+
+
+@dataclass(frozen=True)
+class Module:
+    """Declarative description of one module.
+
+    name               unique module name, used in ``/config/{name}`` and ``TRELLIS_MODULES``
+    requires           names of modules that must be loaded first
+    blueprints         flask-smorest blueprints (registered through the Api, so they are documented)
+    config_schema      marshmallow schema class of the module's configuration (defaults = load_default)
+    migrations         path of the module's Alembic versions directory (a branch labelled ``name``)
+    socket_namespaces  callables returning Flask-SocketIO ``Namespace`` instances
+    cli                click group mounted as ``flask trellis <name> ...``
+    owned_schemas      schema descriptors shown in the Database module's schema list
+    hooks              objects with pluggy ``@hookimpl`` functions (see ``trellis.hooks``)
+    openapi_paths      callable(app) -> {"paths": {...}, "schemas": {...}} computed per request
+    init_app           callable(app) run once after the module's blueprints are registered
+    """
+
+    name: str
+    requires: Sequence[str] = ()
+    blueprints: Sequence[Any] = ()
+    config_schema: type | None = None
+    migrations: str | None = None
+    socket_namespaces: Sequence[Callable[[], Any]] = ()
+    cli: Any = None
+    owned_schemas: Sequence[OwnedSchema] = ()
+    hooks: Sequence[object] = ()
+    openapi_paths: Callable[[Any], dict] | None = None
+    init_app: Callable[[Any], None] | None = None
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def discover() -> list[Module]:
+    """Load every Module object from the installed ``trellis.modules`` entry points."""
+    found: list[Module] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        if callable(obj) and not isinstance(obj, Module):
+            obj = obj()
+        if not isinstance(obj, Module):
+            raise ModuleError(f"entry point {ep.name!r} ({ep.value}) does not give a trellis Module")
+        if obj.name != ep.name:
+            raise ModuleError(f"entry point {ep.name!r} gives a module named {obj.name!r}")
+        found.append(obj)
+    return found
+
+
+def parse_allow_list(value: str | Iterable[str] | None) -> set[str] | None:
+    """``TRELLIS_MODULES`` as a set of names; None or empty means every installed module."""
+    if value is None:
+        return None
+    names = value.split(",") if isinstance(value, str) else list(value)
+    cleaned = {n.strip() for n in names if n and n.strip()}
+    return cleaned or None
+
+
+def resolve(modules: Iterable[Module], allow: set[str] | None = None) -> list[Module]:
+    """Filter by the allow-list and order modules so each comes after the ones it requires.
+
+    Fails fast on a duplicate name, an allow-listed module that is not installed, a missing
+    requirement, or a requirement cycle. Ties keep alphabetical order so start-up is deterministic.
+    """
+    by_name: dict[str, Module] = {}
+    for module in modules:
+        if module.name in by_name:
+            raise ModuleError(f"two installed modules are named {module.name!r}")
+        by_name[module.name] = module
+    if allow is not None:
+        unknown = sorted(allow - by_name.keys())
+        if unknown:
+            raise ModuleError(f"TRELLIS_MODULES names modules that are not installed: {', '.join(unknown)}")
+        by_name = {name: m for name, m in by_name.items() if name in allow}
+    for module in by_name.values():
+        missing = [r for r in module.requires if r not in by_name]
+        if missing:
+            raise ModuleError(
+                f"module {module.name!r} requires {', '.join(repr(m) for m in missing)}, "
+                "which is not installed or not enabled"
+            )
+    ordered: list[Module] = []
+    done: set[str] = set()
+    visiting: set[str] = set()
+
+    def visit(module: Module) -> None:
+        if module.name in done:
+            return
+        if module.name in visiting:
+            raise ModuleError(f"modules require each other in a cycle through {module.name!r}")
+        visiting.add(module.name)
+        for dep in sorted(module.requires):
+            visit(by_name[dep])
+        visiting.discard(module.name)
+        done.add(module.name)
+        ordered.append(module)
+
+    for name in sorted(by_name):
+        visit(by_name[name])
+    return ordered
+
+
+def load_modules(allow: str | Iterable[str] | None = None) -> list[Module]:
+    """Discover installed modules and resolve them against ``allow`` (default: ``TRELLIS_MODULES``)."""
+    if allow is None:
+        allow = os.environ.get("TRELLIS_MODULES")
+    return resolve(discover(), parse_allow_list(allow))

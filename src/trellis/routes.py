@@ -1,0 +1,110 @@
+"""The host's own routes: admin login, module configuration, health."""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app
+from marshmallow import Schema, fields
+from sqlalchemy import select, text
+
+from . import db
+from .credentials import admin_required, issue_admin_token, master_key_required
+from .errors import APIError, ErrorSchema, unauthorized
+from .http import Blueprint
+from .models import Admin
+from .passwords import verify_password
+
+blp = Blueprint("core", __name__, description="Administrator sign-in, module configuration, health")
+
+
+class LoginSchema(Schema):
+    username = fields.String(required=True)
+    password = fields.String(required=True, load_only=True)
+
+
+class TokenSchema(Schema):
+    token = fields.String(required=True)
+
+
+class HealthSchema(Schema):
+    status = fields.String(required=True)
+    database = fields.String(required=True)
+    redis = fields.String()
+
+
+class ModuleConfigurationSchema(Schema):
+    """A module configuration: free-form here, validated by the module's own schema."""
+
+    class Meta:
+        unknown = "include"
+
+
+@blp.route("/login", methods=["POST"])
+@master_key_required
+@blp.arguments(LoginSchema)
+@blp.response(200, TokenSchema)
+def login(body: dict[str, Any]):
+    """Administrator sign-in (needs the master key)."""
+    admin = db.session.execute(select(Admin).where(Admin.username == body["username"])).scalar_one_or_none()
+    if not verify_password(admin.password_hash if admin else None, body["password"]) or admin is None:
+        raise unauthorized("Wrong username or password")
+    return {"token": issue_admin_token(admin)}
+
+
+def _configs():
+    return current_app.extensions["trellis"].configs
+
+
+@blp.route("/config/<string:moduleName>", methods=["GET"])
+@admin_required
+@blp.response(200, ModuleConfigurationSchema)
+def get_config(moduleName: str):
+    """A module's configuration (stored values merged with the defaults)."""
+    return _configs().get(moduleName)
+
+
+@blp.route("/config/<string:moduleName>", methods=["PUT"])
+@admin_required
+@blp.arguments(ModuleConfigurationSchema)
+@blp.response(200, ModuleConfigurationSchema)
+@blp.alt_response(400, schema=ErrorSchema, description="The configuration does not validate; `errors` lists the fields")
+def put_config(body: dict[str, Any], moduleName: str):
+    """Change a module's configuration: the body is merged into the current one, then validated."""
+    return _configs().put(moduleName, body)
+
+
+@blp.route("/health", methods=["GET"])
+@blp.response(200, HealthSchema)
+@blp.alt_response(503, schema=HealthSchema, description="A dependency is down")
+def health():
+    """Liveness and dependencies: database (and Redis when configured)."""
+    result = {"status": "ok", "database": "ok"}
+    try:
+        db.session.execute(text("SELECT 1"))
+    except Exception as exc:  # reported, not raised: health must answer
+        current_app.logger.warning("health: database check failed: %s", exc.__class__.__name__)
+        result.update(status="unavailable", database="unavailable")
+    redis_url = current_app.config.get("REDIS_URL")
+    if redis_url:
+        try:
+            import redis
+
+            redis.Redis.from_url(redis_url, socket_timeout=2).ping()
+            result["redis"] = "ok"
+        except Exception as exc:
+            current_app.logger.warning("health: redis check failed: %s", exc.__class__.__name__)
+            result.update(status="unavailable", redis="unavailable")
+    if result["status"] != "ok":
+        raise _Unavailable(result)
+    return result
+
+
+class _Unavailable(APIError):
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(503, "A dependency is down")
+        self.result = result
+
+
+@blp.errorhandler(_Unavailable)
+def _unavailable(error: _Unavailable):
+    return error.result, 503

@@ -1,0 +1,91 @@
+"""Settings: defaults, ``TRELLIS_*`` environment variables, and secrets kept under ``instance/``."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+log = logging.getLogger(__name__)
+
+# Secrets generated on first start when the environment does not provide them.
+GENERATED_SECRETS = ("MASTER_KEY", "SECRET_KEY")
+
+DEFAULTS: dict[str, Any] = {
+    "ENV": "development",
+    "DATABASE_URL": None,  # computed: SQLite file under the instance folder
+    "REDIS_URL": None,
+    "MASTER_KEY": None,
+    "SECRET_KEY": None,
+    "ADMIN_USERNAME": "admin",
+    "ADMIN_PASSWORD": None,
+    "STORAGE_PATH": None,  # computed: instance/storage
+    "ASYNC_MODE": "eventlet",
+    "ADMIN_TOKEN_HOURS": 20,
+    # How often a process re-reads the shared cache generations (config, schemas); 0 = every request.
+    "CACHE_CHECK_SECONDS": 1.0,
+    "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
+    "CORS_ORIGINS": "*",
+    "LOG_LEVEL": "INFO",
+}
+
+
+class SettingsError(RuntimeError):
+    """Settings that make start-up impossible (missing secret in production, bad value)."""
+
+
+def instance_path() -> Path:
+    return Path(os.environ.get("TRELLIS_INSTANCE_PATH", Path.cwd() / "instance")).resolve()
+
+
+def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
+    """Fill ``app.config`` from defaults, ``TRELLIS_*`` variables, then explicit overrides."""
+    for key, value in DEFAULTS.items():
+        app.config.setdefault(key, value)
+    app.config.from_prefixed_env("TRELLIS")
+    if overrides:
+        app.config.update(overrides)
+    folder = Path(app.instance_path)
+    if not app.config["DATABASE_URL"]:
+        app.config["DATABASE_URL"] = f"sqlite:///{folder / 'trellis.db'}"
+    if not app.config["STORAGE_PATH"]:
+        app.config["STORAGE_PATH"] = str(folder / "storage")
+    app.config["CACHE_CHECK_SECONDS"] = float(app.config["CACHE_CHECK_SECONDS"])
+    _ensure_secrets(app, folder)
+    # flask-jwt-extended signs with this key; Flask sessions too.
+    app.config["JWT_SECRET_KEY"] = app.config["SECRET_KEY"]
+
+
+def is_production(app: Flask) -> bool:
+    return str(app.config.get("ENV", "")).lower() == "production"
+
+
+def _ensure_secrets(app: Flask, folder: Path) -> None:
+    missing = [key for key in GENERATED_SECRETS if not app.config.get(key)]
+    if not missing:
+        return
+    if is_production(app):
+        names = ", ".join(f"TRELLIS_{key}" for key in missing)
+        raise SettingsError(f"TRELLIS_ENV=production needs {names} to be set; refusing to generate secrets")
+    stored_file = folder / "secrets.json"
+    stored: dict[str, str] = {}
+    if stored_file.exists():
+        stored = json.loads(stored_file.read_text())
+    created = []
+    for key in missing:
+        if key not in stored:
+            stored[key] = secrets.token_urlsafe(32)
+            created.append(key)
+        app.config[key] = stored[key]
+    if created:
+        folder.mkdir(parents=True, exist_ok=True)
+        stored_file.write_text(json.dumps(stored, indent=2))
+        os.chmod(stored_file, 0o600)
+        # Printed once, on the start that generated them; never logged afterwards.
+        print(f"Trellis generated {', '.join(created)} into {stored_file}")
+        if "MASTER_KEY" in created:
+            print(f"  master key: {stored['MASTER_KEY']}")

@@ -1,0 +1,1 @@
+"""Test support: the pytest plugin (fixtures) and the live-server entry point."""

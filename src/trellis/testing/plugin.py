@@ -1,0 +1,244 @@
+"""pytest plugin shipped with the core (entry point ``pytest11: trellis``), reused by every module.
+
+Database: ``TRELLIS_TEST_DB=sqlite`` (default) or ``postgresql``. PostgreSQL runs get a throwaway
+database on ``TRELLIS_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/postgres``),
+created for the session and dropped after. With ``CI=true`` an unreachable PostgreSQL fails the run.
+
+Fixtures:
+    app             session-wide app, migrated to heads, with the first admin
+    db              per-test transaction, rolled back afterwards (the app's session joins it)
+    client          Flask test client inside ``db``
+    admin_headers   ``{"masterkey": …}``
+    admin_token     an admin Bearer token from ``POST /login``
+    live_server     starts the real server (eventlet) in a subprocess; data it writes is committed
+                    and wiped after the test
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import delete
+
+TEST_MASTER_KEY = "test-master-key"
+TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"
+TEST_ADMIN = ("admin", "admin-password")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"trellis test database: {test_database_kind()}"
+
+
+def test_database_kind() -> str:
+    kind = os.environ.get("TRELLIS_TEST_DB", "sqlite").lower()
+    if kind not in ("sqlite", "postgresql"):
+        raise pytest.UsageError("TRELLIS_TEST_DB must be 'sqlite' or 'postgresql'")
+    return kind
+
+
+def _postgres_admin_url() -> str:
+    return os.environ.get("TRELLIS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def trellis_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if test_database_kind() == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'trellis-test.db'}"
+        return
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    admin_url = make_url(_postgres_admin_url())
+    dsn = admin_url.set(drivername="postgresql").render_as_string(hide_password=False)
+    try:
+        conn = psycopg2.connect(dsn, connect_timeout=5)
+    except psycopg2.OperationalError as exc:
+        message = f"PostgreSQL at {admin_url.render_as_string()} is unreachable: {exc}"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    name = f"trellis_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin_url.set(drivername="postgresql+psycopg2", database=name).render_as_string(hide_password=False)
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def app_config(trellis_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Settings of the test app; override this fixture in a conftest to change them."""
+    return {
+        "TESTING": True,
+        "DATABASE_URL": trellis_database_url,
+        "MASTER_KEY": TEST_MASTER_KEY,
+        "SECRET_KEY": TEST_SECRET_KEY,
+        "ADMIN_USERNAME": TEST_ADMIN[0],
+        "ADMIN_PASSWORD": TEST_ADMIN[1],
+        "ASYNC_MODE": "threading",
+        "CACHE_CHECK_SECONDS": 0,
+        "STORAGE_PATH": str(tmp_path_factory.mktemp("storage")),
+    }
+
+
+@pytest.fixture(scope="session")
+def app(app_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory):
+    os.environ.setdefault("TRELLIS_INSTANCE_PATH", str(tmp_path_factory.mktemp("instance")))
+    from trellis import create_app
+    from trellis.admins import ensure_first_admin
+    from trellis.migrate import upgrade
+
+    application = create_app(app_config)
+    upgrade(application)
+    with application.app_context():
+        ensure_first_admin()
+    yield application
+    application.extensions["trellis"].engine.dispose()
+
+
+@pytest.fixture()
+def db(app) -> Iterator[Any]:
+    """Run the test inside one transaction that is rolled back; the app's sessions join it."""
+    from trellis import db as trellis_db
+
+    trellis_db.session.remove()
+    connection = app.extensions["trellis"].engine.connect()
+    transaction = connection.begin()
+    trellis_db.session.configure(bind=connection, join_transaction_mode="create_savepoint")
+    try:
+        with app.app_context():
+            yield trellis_db.session
+    finally:
+        trellis_db.session.remove()
+        trellis_db.session.configure(bind=None, join_transaction_mode="conservative_savepoint")
+        if transaction.is_active:
+            transaction.rollback()
+        connection.close()
+        app.extensions["trellis"].generations.reset()
+
+
+@pytest.fixture()
+def client(app, db):
+    return app.test_client()
+
+
+@pytest.fixture()
+def admin_headers() -> dict[str, str]:
+    return {"masterkey": TEST_MASTER_KEY}
+
+
+@pytest.fixture()
+def admin_token(client, admin_headers) -> str:
+    response = client.post("/login", json={"username": TEST_ADMIN[0], "password": TEST_ADMIN[1]}, headers=admin_headers)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()["token"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """A real Trellis process (``python wsgi.py`` semantics, eventlet) on 127.0.0.1."""
+
+    def __init__(self, env: dict[str, str], port: int, log_path: Path) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self._log = open(log_path, "wb")
+        self.log_path = log_path
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "trellis.testing.server"],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        import requests
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log_path.read_text()}")
+            try:
+                if requests.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server did not become ready:\n{self.log_path.read_text()}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()
+
+
+@pytest.fixture()
+def live_server_factory(app, app_config, tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Start real servers sharing the test database: ``live_server_factory(TRELLIS_REDIS_URL=…)``."""
+    servers: list[LiveServer] = []
+
+    def start(**extra_env: str) -> LiveServer:
+        port = free_port()
+        env = dict(os.environ)
+        env.update(
+            TRELLIS_DATABASE_URL=app_config["DATABASE_URL"],
+            TRELLIS_MASTER_KEY=app_config["MASTER_KEY"],
+            TRELLIS_SECRET_KEY=app_config["SECRET_KEY"],
+            TRELLIS_STORAGE_PATH=app_config["STORAGE_PATH"],
+            TRELLIS_INSTANCE_PATH=str(tmp_path / f"instance-{port}"),
+            TRELLIS_ASYNC_MODE="eventlet",
+            TRELLIS_CACHE_CHECK_SECONDS="0",
+            HOST="127.0.0.1",
+            PORT=str(port),
+        )
+        env.update(extra_env)
+        server = LiveServer(env, port, tmp_path / f"server-{port}.log")
+        servers.append(server)
+        server.wait_ready()
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()
+        wipe_data(app)
+
+
+@pytest.fixture()
+def live_server(live_server_factory) -> LiveServer:
+    return live_server_factory()
+
+
+def wipe_data(app) -> None:
+    """Delete committed rows of every table but the admins (after live-server tests)."""
+    from trellis import db as trellis_db
+
+    with app.app_context():
+        engine = app.extensions["trellis"].engine
+        with engine.begin() as connection:
+            for table in reversed(trellis_db.Base.metadata.sorted_tables):
+                if table.name != "trellis_admins":
+                    connection.execute(delete(table))
+    app.extensions["trellis"].generations.reset()

@@ -1,0 +1,79 @@
+"""Core test helpers: apps built from hand-made modules that share the session's database."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from marshmallow import fields
+
+from trellis import Module, create_app
+from trellis.credentials import require_user
+from trellis.hooks import hookimpl
+from trellis.http import Blueprint
+from trellis.module_config import ModuleConfigSchema
+
+
+class GreeterConfig(ModuleConfigSchema):
+    greeting = fields.String(load_default="hello")
+    repeat = fields.Integer(load_default=1, validate=lambda n: 1 <= n <= 5)
+
+
+greeter_blp = Blueprint("greeter", __name__, url_prefix="/greeter", description="test module")
+
+
+@greeter_blp.route("/hello")
+@greeter_blp.response(200)
+def hello():
+    from trellis.module_config import get
+
+    config = get("greeter")
+    return {"message": " ".join([config["greeting"]] * config["repeat"])}
+
+
+@greeter_blp.route("/me")
+@greeter_blp.response(200)
+def me():
+    return {"user": require_user().id}
+
+
+@greeter_blp.route("/boom")
+def boom():
+    raise RuntimeError("secret internals: password=hunter2")
+
+
+class FakeUsers:
+    """Stands in for an authentication module: accepts user tokens whose subject is not 'blocked'."""
+
+    @hookimpl
+    def trellis_user_from_claims(self, claims: dict[str, Any]):
+        from trellis.errors import forbidden
+
+        if claims["sub"] == "blocked":
+            raise forbidden("User is blocked")
+        return {"_id": claims["sub"]}
+
+
+GREETER = Module(name="greeter", blueprints=(greeter_blp,), config_schema=GreeterConfig, hooks=(FakeUsers(),))
+
+
+@pytest.fixture()
+def greeter_app(app_config, app):
+    """A second app (think: another worker) on the same database, with the greeter module."""
+    return create_app(app_config, modules=[GREETER])
+
+
+@pytest.fixture()
+def greeter_client(greeter_app, db):
+    return greeter_app.test_client()
+
+
+@pytest.fixture()
+def make_user_token():
+    """A user-kind JWT signed by the app (the greeter's fake user hook accepts it)."""
+    from flask_jwt_extended import create_access_token
+
+    def make(app, subject: str = "user-1") -> str:
+        with app.app_context():
+            return create_access_token(identity=subject, additional_claims={"kind": "user"})
+
+    return make

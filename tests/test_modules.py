@@ -1,0 +1,66 @@
+"""The module contract: ordering, fail-fast loading, allow-list, registration through the Api."""
+import pytest
+
+from trellis import Module, create_app
+from trellis.modules import ModuleError, parse_allow_list, resolve
+
+
+def names(modules):
+    return [m.name for m in modules]
+
+
+def test_modules_are_ordered_by_requires():
+    mods = [Module("chat", requires=("authentication",)), Module("authentication"), Module("email")]
+    assert names(resolve(mods)) == ["authentication", "chat", "email"]
+
+
+def test_nested_requirements_come_first():
+    mods = [Module("a", requires=("b",)), Module("b", requires=("c",)), Module("c")]
+    assert names(resolve(mods)) == ["c", "b", "a"]
+
+
+def test_missing_dependency_fails_with_clear_message():
+    with pytest.raises(ModuleError, match="'chat' requires 'authentication'"):
+        resolve([Module("chat", requires=("authentication",))])
+
+
+def test_duplicate_module_name_fails():
+    with pytest.raises(ModuleError, match="two installed modules are named 'email'"):
+        resolve([Module("email"), Module("email")])
+
+
+def test_cycle_fails():
+    with pytest.raises(ModuleError, match="cycle"):
+        resolve([Module("a", requires=("b",)), Module("b", requires=("a",))])
+
+
+def test_allow_list_filters_and_checks_dependencies():
+    mods = [Module("authentication"), Module("chat", requires=("authentication",)), Module("email")]
+    assert names(resolve(mods, parse_allow_list("email"))) == ["email"]
+    with pytest.raises(ModuleError, match="requires 'authentication'"):
+        resolve(mods, parse_allow_list("chat"))
+    with pytest.raises(ModuleError, match="not installed: sms"):
+        resolve(mods, parse_allow_list("email,sms"))
+
+
+def test_allow_list_parsing():
+    assert parse_allow_list(None) is None
+    assert parse_allow_list(" ") is None
+    assert parse_allow_list("a, b,,c") == {"a", "b", "c"}
+
+
+def test_create_app_fails_fast_on_missing_dependency(app_config):
+    with pytest.raises(ModuleError, match="requires 'authentication'"):
+        create_app(app_config, modules=[Module("chat", requires=("authentication",))])
+
+
+def test_module_routes_are_served_and_documented(greeter_client):
+    assert greeter_client.get("/greeter/hello").get_json() == {"message": "hello"}
+    doc = greeter_client.get("/openapi.json").get_json()
+    assert "/greeter/hello" in doc["paths"]
+    assert any(tag["name"] == "greeter" for tag in doc["tags"])
+
+
+def test_installed_modules_obey_trellis_modules_allow_list(app_config):
+    with pytest.raises(ModuleError, match="not installed: nothing-like-this"):
+        create_app({**app_config, "MODULES": "nothing-like-this"})

@@ -1,0 +1,25 @@
+"""Serving entry point.
+
+    python wsgi.py                    REST + Socket.IO on HOST:PORT (default 127.0.0.1:3000)
+    flask --app wsgi trellis ...      the admin CLI
+
+Under eventlet (the default async mode) the standard library must be patched before anything else
+imports sockets or threads, so this happens first.
+"""
+import os
+
+if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet":
+    import eventlet
+
+    eventlet.monkey_patch()
+
+from trellis import create_app  # noqa: E402
+
+app = create_app()
+
+if __name__ == "__main__":
+    socketio = app.extensions["socketio"]
+    host = os.environ.get("HOST", "127.0.0.1")
+    port = int(os.environ.get("PORT", "3000"))
+    print(f"Trellis serving on http://{host}:{port} (swagger: http://{host}:{port}/swagger)", flush=True)
+    socketio.run(app, host=host, port=port, log_output=os.environ.get("TRELLIS_ACCESS_LOG") == "1")

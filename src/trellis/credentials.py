@@ -72,7 +72,8 @@ def decode(token: str) -> dict[str, Any]:
         raise unauthorized(message) from None
 
 
-def _identity_from_token(token: str) -> Identity:
+def identity_from_token(token: str) -> Identity:
+    """Verify a token (admin or user) outside the header flow, e.g. Socket.IO connect auth. 401 if bad."""
     claims = decode(token)
     kind = claims.get("kind")
     if kind == "admin":
@@ -104,7 +105,7 @@ def identify() -> Identity | None:
             raise unauthorized("Invalid master key")
         identity = Identity("master")
     if token is not None:
-        token_identity = _identity_from_token(token)
+        token_identity = identity_from_token(token)
         # A master key plus a token: the token still has to be valid; the key decides admin rights.
         identity = identity if identity is not None and not token_identity.is_admin else token_identity
     memo["identity"] = identity
@@ -174,7 +175,19 @@ def master_key_required(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def document_user_route(func: F) -> F:
-    """OpenAPI bits for a route that takes a user Bearer token (used by modules' user guards)."""
-    _document(func, USER_SECURITY, (401, 403))
-    return func
+def user_required(func: F) -> F:
+    """Guard for user routes: a valid user Bearer token (401 without, 403 for admin credentials)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        require_user()
+        return func(*args, **kwargs)
+
+    _document(wrapper, USER_SECURITY, (401, 403))
+    return wrapper  # type: ignore[return-value]
+
+
+def current_user() -> dict[str, Any] | None:
+    """The user of this request (a dict with ``_id``), or None for admins and anonymous callers."""
+    identity = identify()
+    return identity.user if identity is not None and identity.kind == "user" else None

@@ -62,10 +62,16 @@ class Module:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def discover() -> list[Module]:
-    """Load every Module object from the installed ``trellis.modules`` entry points."""
+def discover(allow: set[str] | None = None) -> list[Module]:
+    """Load the Module objects of the installed ``trellis.modules`` entry points.
+
+    Entry points outside ``allow`` are not even imported, so a module that is installed but not
+    enabled adds no models to the metadata and cannot break start-up.
+    """
     found: list[Module] = []
     for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if allow is not None and ep.name not in allow:
+            continue
         obj = ep.load()
         if callable(obj) and not isinstance(obj, Module):
             obj = obj()
@@ -134,4 +140,9 @@ def load_modules(allow: str | Iterable[str] | None = None) -> list[Module]:
     """Discover installed modules and resolve them against ``allow`` (default: ``TRELLIS_MODULES``)."""
     if allow is None:
         allow = os.environ.get("TRELLIS_MODULES")
-    return resolve(discover(), parse_allow_list(allow))
+    allowed = parse_allow_list(allow)
+    names = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if allowed is not None and allowed - names:
+        unknown = ", ".join(sorted(allowed - names))
+        raise ModuleError(f"TRELLIS_MODULES names modules that are not installed: {unknown}")
+    return resolve(discover(allowed), allowed)

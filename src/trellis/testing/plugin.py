@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, inspect
 
 TEST_MASTER_KEY = "test-master-key"
 TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"
@@ -238,7 +238,8 @@ def wipe_data(app) -> None:
     with app.app_context():
         engine = app.extensions["trellis"].engine
         with engine.begin() as connection:
+            present = set(inspect(connection).get_table_names())
             for table in reversed(trellis_db.Base.metadata.sorted_tables):
-                if table.name != "trellis_admins":
+                if table.name in present and table.name != "trellis_admins":
                     connection.execute(delete(table))
     app.extensions["trellis"].generations.reset()

@@ -74,13 +74,15 @@ def isoformat(value: datetime | None) -> str | None:
 
 
 def normalise_url(url: str, async_mode: str) -> URL:
-    """Pick the PostgreSQL driver: psycopg2 under eventlet (it can be made cooperative), as asked otherwise."""
+    """PostgreSQL always goes through psycopg2, the driver we install.
+
+    ``postgresql://`` and the contract's ``postgresql+psycopg://`` are accepted; under eventlet
+    psycopg2 is made cooperative, which psycopg 3 cannot be (it would block the hub).
+    """
     parsed = make_url(url)
-    if parsed.get_backend_name() == "postgresql":
-        driver = parsed.get_driver_name()
-        if async_mode == "eventlet" and driver != "psycopg2":
-            log.info("eventlet mode: using psycopg2 instead of %s for PostgreSQL", driver)
-            parsed = parsed.set(drivername="postgresql+psycopg2")
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() != "psycopg2":
+        log.info("using psycopg2 for PostgreSQL (asked for %s, async mode %s)", parsed.drivername, async_mode)
+        parsed = parsed.set(drivername="postgresql+psycopg2")
     return parsed
 
 
@@ -92,7 +94,8 @@ def make_engine(url: str, async_mode: str = "threading") -> Engine:
         if parsed.database in (None, "", ":memory:"):
             kwargs["poolclass"] = StaticPool
     else:
-        kwargs.update(pool_pre_ping=True, pool_size=10, max_overflow=20)
+        # No pre-ping: it costs a round trip per checkout; stale connections are recycled instead.
+        kwargs.update(pool_size=10, max_overflow=20, pool_recycle=1800)
         if async_mode == "eventlet" and "eventlet" in sys.modules:
             from eventlet.support import psycopg2_patcher
 

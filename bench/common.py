@@ -1,0 +1,245 @@
+"""Shared benchmark machinery: a throwaway database, a real server process, and wrk as the load.
+
+    with bench_server(database="postgresql") as server:     # eventlet process, migrated, admin created
+        stats = wrk(server.url + "/health", connections=16)  # {"rps", "p50_ms", "p99_ms", ...}
+
+`wrk` (Debian package) generates the load: it is C, so the 2-core machine spends its CPU on the
+server rather than on the load generator. `ceiling_server()` serves a minimal Flask JSON route the
+same way (eventlet, one process) to put every figure beside the best this stack can do.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+MASTER_KEY = "bench-master-key"
+SECRET_KEY = "bench-secret-key-long-enough-for-hs256-signing"
+ADMIN = ("admin", "bench-admin-password")
+PG_ADMIN_DSN = os.environ.get("TRELLIS_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@dataclass
+class Server:
+    url: str
+    process: subprocess.Popen
+    database_url: str
+    env: dict[str, str]
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        return {"masterkey": MASTER_KEY}
+
+    def rss_mb(self) -> float:
+        """Resident memory of the server process, from /proc."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+    def peak_rss_mb(self) -> float:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024
+
+
+@contextlib.contextmanager
+def throwaway_database(kind: str = "postgresql") -> Iterator[str]:
+    """A fresh database URL, dropped afterwards."""
+    if kind == "sqlite":
+        folder = tempfile.mkdtemp(prefix="trellis-bench-")
+        try:
+            yield f"sqlite:///{folder}/bench.db"
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    import psycopg2
+
+    name = f"trellis_bench_{uuid.uuid4().hex[:8]}"
+    conn = psycopg2.connect(PG_ADMIN_DSN)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_ADMIN_DSN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg2://") + f"/{name}"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(url: str, process: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited:\n{log.read_text()}")
+        try:
+            requests.get(url, timeout=1)
+            return
+        except requests.RequestException:
+            time.sleep(0.2)
+    raise RuntimeError(f"server not ready:\n{log.read_text()}")
+
+
+@contextlib.contextmanager
+def bench_server(database: str = "postgresql", modules: str | None = None, **env: str) -> Iterator[Server]:
+    """Migrate a throwaway database, create the admin, and serve it with eventlet on a free port."""
+    with throwaway_database(database) as db_url, tempfile.TemporaryDirectory(prefix="trellis-bench-") as tmp:
+        port = _free_port()
+        full_env = dict(os.environ)
+        full_env.update(
+            TRELLIS_DATABASE_URL=db_url,
+            TRELLIS_MASTER_KEY=MASTER_KEY,
+            TRELLIS_SECRET_KEY=SECRET_KEY,
+            TRELLIS_ADMIN_USERNAME=ADMIN[0],
+            TRELLIS_ADMIN_PASSWORD=ADMIN[1],
+            TRELLIS_INSTANCE_PATH=f"{tmp}/instance",
+            TRELLIS_STORAGE_PATH=f"{tmp}/storage",
+            TRELLIS_ASYNC_MODE="eventlet",
+            TRELLIS_LOG_LEVEL="WARNING",
+            HOST="127.0.0.1",
+            PORT=str(port),
+        )
+        if modules is not None:
+            full_env["TRELLIS_MODULES"] = modules
+        full_env.update(env)
+        subprocess.run(
+            [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis", "init"],
+            env=full_env, check=True, capture_output=True, cwd=tmp,
+        )
+        log = Path(tmp) / "server.log"
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "trellis.testing.server"], env=full_env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp
+            )
+            try:
+                url = f"http://127.0.0.1:{port}"
+                _wait(url + "/health", process, log)
+                yield Server(url, process, db_url, full_env)
+            finally:
+                process.terminate()
+                process.wait(10)
+
+
+@contextlib.contextmanager
+def ceiling_server() -> Iterator[Server]:
+    """A minimal Flask app with one JSON route, served exactly like Trellis (eventlet, one process)."""
+    port = _free_port()
+    code = (
+        "import eventlet; eventlet.monkey_patch()\n"
+        "from flask import Flask\n"
+        "from flask_socketio import SocketIO\n"
+        "app = Flask('ceiling')\n"
+        "@app.get('/item')\n"
+        "def item():\n"
+        "    return {'_id': 'abc', 'title': 'hello', 'price': 10}\n"
+        f"SocketIO(app, async_mode='eventlet').run(app, host='127.0.0.1', port={port}, log_output=False)\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ceiling.log"
+        with open(log, "wb") as out:
+            process = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
+            try:
+                url = f"http://127.0.0.1:{port}"
+                _wait(url + "/item", process, log)
+                yield Server(url, process, "", {})
+            finally:
+                process.terminate()
+                process.wait(10)
+
+
+_LUA_REQUEST = """
+wrk.method = {method}
+wrk.body = {body}
+{headers}
+"""
+
+# Lua that lets each request pick a different path from a file (e.g. many document ids).
+_LUA_PATHS = """
+local paths = {{}}
+for line in io.lines({paths_file}) do paths[#paths + 1] = line end
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format(nil, paths[(i % #paths) + 1])
+end
+"""
+
+
+def wrk(
+    url: str,
+    *,
+    connections: int = 16,
+    duration: int = 10,
+    threads: int = 2,
+    method: str = "GET",
+    headers: dict[str, str] | None = None,
+    body: Any = None,
+    paths: list[str] | None = None,
+) -> dict[str, float]:
+    """Run wrk against ``url``; returns requests/s, latency p50/p90/p99 (ms), errors."""
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: apt-get install wrk (make bench does it)")
+    headers = dict(headers or {})
+    if body is not None and not isinstance(body, str):
+        body = json.dumps(body)
+        headers.setdefault("Content-Type", "application/json")
+    lua_headers = "\n".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items())
+    script = _LUA_REQUEST.format(method=json.dumps(method), body=json.dumps(body) if body else "nil", headers=lua_headers)
+    with tempfile.TemporaryDirectory() as tmp:
+        if paths:
+            paths_file = Path(tmp) / "paths.txt"
+            paths_file.write_text("\n".join(paths))
+            script += _LUA_PATHS.format(paths_file=json.dumps(str(paths_file)))
+        script_file = Path(tmp) / "req.lua"
+        script_file.write_text(script)
+        result = subprocess.run(
+            ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration}s", "--latency", "-s", str(script_file), url],
+            capture_output=True, text=True, check=True,
+        )
+    return parse_wrk(result.stdout)
+
+
+def _ms(value: str) -> float:
+    number, unit = re.match(r"([\d.]+)(us|ms|s|m)", value).groups()
+    return float(number) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[unit]
+
+
+def parse_wrk(output: str) -> dict[str, float]:
+    stats: dict[str, float] = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))}
+    for pct in ("50", "90", "99"):
+        match = re.search(rf"^\s+{pct}%\s+(\S+)", output, re.M)
+        stats[f"p{pct}_ms"] = round(_ms(match.group(1)), 2) if match else float("nan")
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", output)
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output)
+    stats["non_2xx"] = float(non2xx.group(1)) if non2xx else 0.0
+    stats["socket_errors"] = float(sum(int(x) for x in errors.groups())) if errors else 0.0
+    stats["rps"] = round(stats["rps"], 1)
+    return stats
+
+
+def table(rows: list[tuple[str, dict[str, float]]]) -> str:
+    """Markdown table of named wrk results."""
+    lines = ["| case | req/s | p50 ms | p90 ms | p99 ms | non-2xx |", "|---|---:|---:|---:|---:|---:|"]
+    for name, s in rows:
+        lines.append(f"| {name} | {s['rps']} | {s['p50_ms']} | {s['p90_ms']} | {s['p99_ms']} | {int(s['non_2xx'])} |")
+    return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from marshmallow import fields
+from marshmallow import fields, validate
 
 from trellis import Module, create_app
 from trellis.credentials import require_user
@@ -15,7 +15,7 @@ from trellis.module_config import ModuleConfigSchema
 
 class GreeterConfig(ModuleConfigSchema):
     greeting = fields.String(load_default="hello")
-    repeat = fields.Integer(load_default=1, validate=lambda n: 1 <= n <= 5)
+    repeat = fields.Integer(load_default=1, validate=validate.Range(min=1, max=5))
 
 
 greeter_blp = Blueprint("greeter", __name__, url_prefix="/greeter", description="test module")

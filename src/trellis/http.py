@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import flask_smorest
-from marshmallow import Schema, fields, validate
+from marshmallow import INCLUDE, Schema, fields, validate
 from sqlalchemy import Select, func, select
 from webargs.flaskparser import FlaskParser
 
@@ -30,6 +30,19 @@ class ListArgs(Schema):
 
     skip = fields.Integer(load_default=0, validate=validate.Range(min=0))
     limit = fields.Integer(load_default=DEFAULT_LIMIT, validate=validate.Range(min=1, max=MAX_LIMIT))
+
+
+class FreeFormSchema(Schema):
+    """A JSON object whose keys another layer validates (module configs, documents).
+
+    Loads every key as is and dumps the object unchanged; documented as an open object.
+    """
+
+    class Meta:
+        unknown = INCLUDE
+
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
+        return obj
 
 
 class DeletedSchema(Schema):

@@ -10,7 +10,7 @@ from sqlalchemy import select, text
 from . import db
 from .credentials import admin_required, issue_admin_token, master_key_required
 from .errors import APIError, ErrorSchema, unauthorized
-from .http import Blueprint
+from .http import Blueprint, FreeFormSchema
 from .models import Admin
 from .passwords import verify_password
 
@@ -32,11 +32,8 @@ class HealthSchema(Schema):
     redis = fields.String()
 
 
-class ModuleConfigurationSchema(Schema):
+class ModuleConfigurationSchema(FreeFormSchema):
     """A module configuration: free-form here, validated by the module's own schema."""
-
-    class Meta:
-        unknown = "include"
 
 
 @blp.route("/login", methods=["POST"])

@@ -45,7 +45,8 @@ def instance_path() -> Path:
 def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
     """Fill ``app.config`` from defaults, ``TRELLIS_*`` variables, then explicit overrides."""
     for key, value in DEFAULTS.items():
-        app.config.setdefault(key, value)
+        if app.config.get(key) is None:  # Flask pre-sets some keys (MAX_CONTENT_LENGTH …) to None
+            app.config[key] = value
     app.config.from_prefixed_env("TRELLIS")
     if overrides:
         app.config.update(overrides)

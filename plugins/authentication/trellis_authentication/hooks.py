@@ -1,0 +1,14 @@
+"""What this module contributes to the core's hooks: turning user-token claims into a user."""
+from __future__ import annotations
+
+from typing import Any
+
+from trellis.hooks import hookimpl
+
+from . import service
+
+
+class UserTokens:
+    @hookimpl
+    def trellis_user_from_claims(self, claims: dict[str, Any]) -> dict[str, Any]:
+        return service.user_from_claims(claims)

@@ -1,0 +1,122 @@
+"""HTTP routes of the Authentication module (CONTRACT.md, "Authentication module")."""
+from __future__ import annotations
+
+from typing import Any
+
+from trellis.credentials import admin_required, bearer_token, current_user, require_user, user_required
+from trellis.errors import ErrorSchema, unauthorized
+from trellis.http import Blueprint, DeletedSchema, MessageSchema, deleted
+
+from . import service
+from .schemas import (
+    UserCredentialsSchema,
+    UserLoginSchema,
+    UserRegisteredSchema,
+    RenewTokenSchema,
+    UserTokensSchema,
+    UserListArgs,
+    UserListSchema,
+    AuthUserSchema,
+)
+
+blp = Blueprint("authentication", __name__, description="Users, sign-in, tokens, blocking")
+
+
+@blp.route("/authentication/local/new", methods=["POST"])
+@blp.arguments(UserCredentialsSchema)
+@blp.response(201, UserRegisteredSchema)
+@blp.alt_response(403, schema=ErrorSchema, description="Registration is closed (module config)")
+@blp.alt_response(409, schema=ErrorSchema, description="The email is already registered")
+@blp.alt_response(429, schema=ErrorSchema, description="Too many registrations from this address")
+def register(body: dict[str, Any]):
+    """Register with email and password (the password rules are in the module config)."""
+    return {"user": service.user_dict(service.register(body["email"], body["password"]))}
+
+
+@blp.route("/authentication/local", methods=["POST"])
+@blp.arguments(UserLoginSchema)
+@blp.response(200, UserTokensSchema)
+@blp.alt_response(401, schema=ErrorSchema, description="Wrong email or password")
+@blp.alt_response(403, schema=ErrorSchema, description="The user is blocked")
+@blp.alt_response(429, schema=ErrorSchema, description="Too many attempts (per address or per email)")
+def login(body: dict[str, Any]):
+    """Sign in: an access token (JWT) and a refresh token."""
+    return service.login(body["email"], body["password"])
+
+
+@blp.route("/authentication/renew", methods=["POST"])
+@blp.arguments(RenewTokenSchema)
+@blp.response(200, UserTokensSchema)
+@blp.alt_response(401, schema=ErrorSchema, description="Unknown, expired, revoked or already used refresh token")
+@blp.alt_response(403, schema=ErrorSchema, description="The user is blocked")
+def renew(body: dict[str, Any]):
+    """Exchange a refresh token (body or Bearer) for a new pair; the old refresh token stops working."""
+    token = body.get("refreshToken") or bearer_token()
+    if not token:
+        raise unauthorized("Send the refresh token in the body (refreshToken) or as the Bearer token")
+    return service.renew(token)
+
+
+@blp.route("/authentication/logout", methods=["POST"])
+@user_required
+@blp.response(200, MessageSchema)
+def logout():
+    """End this session: its access and refresh tokens stop working at once."""
+    service.logout(service.session_of(require_user().claims))
+    return {"message": "Logged out"}
+
+
+@blp.route("/authentication/user", methods=["GET"])
+@user_required
+@blp.response(200, AuthUserSchema)
+def me():
+    """The signed-in user."""
+    return current_user()
+
+
+@blp.route("/authentication/users", methods=["GET"])
+@admin_required
+@blp.arguments(UserListArgs, location="query")
+@blp.response(200, UserListSchema)
+def list_users(args: dict[str, Any]):
+    """Users, newest first; `search` matches part of the email, `isActive=false` lists blocked users."""
+    users, count = service.list_users(args["skip"], args["limit"], args.get("search"), args.get("isActive"))
+    return {"users": [service.user_dict(u) for u in users], "count": count}
+
+
+@blp.route("/authentication/users", methods=["POST"])
+@admin_required
+@blp.arguments(UserCredentialsSchema)
+@blp.response(201, AuthUserSchema)
+@blp.alt_response(409, schema=ErrorSchema, description="The email is already registered")
+def create_user(body: dict[str, Any]):
+    """Create a user (works whether or not self-registration is open)."""
+    return service.user_dict(service.create_user(body["email"], body["password"]))
+
+
+@blp.route("/authentication/users/<string:userId>/block", methods=["PUT"])
+@admin_required
+@blp.response(200, AuthUserSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="No such user")
+def block(userId: str):
+    """Block a user: sign-in is refused and every session ends (open sockets are dropped)."""
+    return service.user_dict(service.set_active(userId, False))
+
+
+@blp.route("/authentication/users/<string:userId>/unblock", methods=["PUT"])
+@admin_required
+@blp.response(200, AuthUserSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="No such user")
+def unblock(userId: str):
+    """Unblock a user (they sign in again; sessions ended by the block stay ended)."""
+    return service.user_dict(service.set_active(userId, True))
+
+
+@blp.route("/authentication/users/<string:userId>", methods=["DELETE"])
+@admin_required
+@blp.response(200, DeletedSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="No such user")
+def delete_user(userId: str):
+    """Delete a user and their sessions; other modules drop what belonged only to them."""
+    service.delete_user(userId)
+    return deleted(userId)

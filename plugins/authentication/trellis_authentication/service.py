@@ -1,0 +1,259 @@
+"""Users, sessions and tokens. Routes and the user-token hook call these; nothing here knows HTTP shapes.
+
+Tokens: the access token is a flask-jwt-extended JWT with ``kind="user"`` (so it never passes as an
+admin token) and ``sid`` (the session). The refresh token is opaque random text; only its sha256 is
+stored. Renew rotates it; a rotated token presented again revokes its session (reuse detection).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import string
+from datetime import timedelta
+from typing import Any
+
+from flask_jwt_extended import create_access_token
+from sqlalchemy import Row, select, update
+from sqlalchemy import delete as sql_delete
+from sqlalchemy.exc import IntegrityError
+
+from trellis import db
+from trellis.errors import bad_request, conflict, forbidden, not_found, unauthorized
+from trellis.hooks import call as hooks
+from trellis.http import paginate
+from trellis.module_config import get as get_config
+from trellis.passwords import hash_password, needs_rehash, verify_password
+from trellis.ratelimit import check as rate_limit
+from trellis.ratelimit import client_ip
+
+from .models import RotatedToken, Session, User
+
+MODULE = "authentication"
+log = logging.getLogger(__name__)
+
+# Columns of the user as other modules see it (``current_user()``), selected without the ORM.
+USER_COLUMNS = (User.id, User.email, User.is_active, User.is_verified, User.created_at, User.updated_at, User.extra)
+
+
+def config() -> dict[str, Any]:
+    return get_config(MODULE)
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def user_dict(user: User | Row[Any]) -> dict[str, Any]:
+    """The public shape of a user: extension fields first, so they can never shadow ours."""
+    result: dict[str, Any] = dict(user.extra or {})
+    result.update(
+        _id=user.id,
+        email=user.email,
+        isActive=user.is_active,
+        isVerified=user.is_verified,
+        createdAt=db.isoformat(user.created_at),
+        updatedAt=db.isoformat(user.updated_at),
+    )
+    return result
+
+
+# --- users -------------------------------------------------------------------------------------------
+
+
+def password_problems(password: str, rules: dict[str, Any]) -> list[str]:
+    problems = []
+    if len(password) < rules["minLength"]:
+        problems.append(f"Must be at least {rules['minLength']} characters long.")
+    if len(password) > rules["maxLength"]:
+        problems.append(f"Must be at most {rules['maxLength']} characters long.")
+    if rules["requireLetter"] and not any(c.isalpha() for c in password):
+        problems.append("Must contain a letter.")
+    if rules["requireUppercase"] and not any(c.isupper() for c in password):
+        problems.append("Must contain an upper-case letter.")
+    if rules["requireDigit"] and not any(c.isdigit() for c in password):
+        problems.append("Must contain a digit.")
+    if rules["requireSymbol"] and not any(c in string.punctuation or c.isspace() for c in password):
+        problems.append("Must contain a symbol.")
+    return problems
+
+
+def create_user(email: str, password: str) -> User:
+    """A new active, unverified user (409 when the email is taken, 400 when the password breaks the rules)."""
+    email = normalise_email(email)
+    problems = password_problems(password, config()["passwordRules"])
+    if problems:
+        raise bad_request("The password does not meet the password rules", {"password": problems})
+    taken = conflict("A user with this email already exists", {"email": ["Already registered."]})
+    # Checked first so a duplicate costs no argon2 hash; the unique index still decides races.
+    if db.session.execute(select(User.id).where(User.email == email)).first() is not None:
+        raise taken
+    now = db.utcnow()
+    user = User(
+        id=db.new_id(), email=email, password_hash=hash_password(password), extra={}, created_at=now, updated_at=now
+    )
+    db.session.add(user)
+    try:
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        raise taken from None
+    log.info("user %s registered", user.id)
+    return user
+
+
+def register(email: str, password: str) -> User:
+    """Self-registration: honours ``registrationOpen`` and the per-IP limit."""
+    settings = config()
+    if not settings["registrationOpen"]:
+        raise forbidden("Registration is closed")
+    rate_limit("auth-register-ip", client_ip(), settings["rateLimits"]["registerPerIp"])
+    return create_user(email, password)
+
+
+def get_user(user_id: str) -> User:
+    user = db.session.get(User, user_id)
+    if user is None:
+        raise not_found("No user with this id")
+    return user
+
+
+def list_users(skip: int, limit: int, search: str | None = None, is_active: bool | None = None) -> tuple[list[User], int]:
+    query = select(User)
+    if search:
+        query = query.where(User.email.contains(search.strip().lower(), autoescape=True))
+    if is_active is not None:
+        query = query.where(User.is_active.is_(is_active))
+    return paginate(query, skip, limit, order_by=(User.created_at.desc(), User.id))
+
+
+def set_active(user_id: str, active: bool) -> User:
+    """Block or unblock. Blocking also ends every session, so unblocking means signing in again."""
+    user = get_user(user_id)
+    user.is_active = active
+    if not active:
+        db.session.execute(update(Session).where(Session.user_id == user_id).values(revoked=True))
+    db.session.commit()
+    log.info("user %s %s", user_id, "unblocked" if active else "blocked")
+    if not active:
+        # After the commit, so listeners (chat sockets) see the user as blocked when they re-check.
+        hooks().trellis_user_blocked(user_id=user_id)
+    return user
+
+
+def delete_user(user_id: str) -> None:
+    get_user(user_id)
+    # In the same transaction as the delete: other modules' clean-up commits with it, or nothing does.
+    hooks().trellis_user_deleted(user_id=user_id)
+    db.session.execute(sql_delete(User).where(User.id == user_id))  # sessions go by ON DELETE CASCADE
+    db.session.commit()
+    log.info("user %s deleted", user_id)
+
+
+# --- tokens ------------------------------------------------------------------------------------------
+
+
+def _issue(user_id: str, session: Session, settings: dict[str, Any]) -> dict[str, str]:
+    """A fresh refresh token for ``session`` and an access token bound to it (the caller commits)."""
+    refresh_token = secrets.token_urlsafe(32)
+    now = db.utcnow()
+    session.refresh_hash = hash_token(refresh_token)
+    session.expires_at = now + timedelta(days=settings["refreshTokenDays"])
+    access_token = create_access_token(
+        identity=user_id,
+        additional_claims={"kind": "user", "sid": session.id},
+        expires_delta=timedelta(minutes=settings["accessTokenMinutes"]),
+    )
+    return {"accessToken": access_token, "refreshToken": refresh_token, "userId": user_id}
+
+
+def login(email: str, password: str) -> dict[str, str]:
+    """Check the password; 401 for a wrong pair, 403 for a blocked user (only after a right password)."""
+    settings = config()
+    email = normalise_email(email)
+    limits = settings["rateLimits"]
+    rate_limit("auth-login-ip", client_ip(), limits["loginPerIp"])
+    # Keyed by a digest so the limiter store (Redis) holds no addresses.
+    rate_limit("auth-login-email", hash_token(email), limits["loginPerEmail"])
+    user = db.session.execute(select(User).where(User.email == email)).scalar_one_or_none()
+    # An unknown email still costs one argon2 verify, so timing does not tell which emails exist.
+    if not verify_password(user.password_hash if user else None, password) or user is None:
+        raise unauthorized("Wrong email or password")
+    if not user.is_active:
+        raise forbidden("This user is blocked")
+    if needs_rehash(user.password_hash):
+        user.password_hash = hash_password(password)
+    session = Session(id=db.new_id(), user_id=user.id)
+    tokens = _issue(user.id, session, settings)
+    db.session.add(session)
+    db.session.commit()
+    return tokens
+
+
+def renew(refresh_token: str) -> dict[str, str]:
+    """Exchange a refresh token for a new pair; the presented one is retired for good."""
+    settings = config()
+    token_hash = hash_token(refresh_token)
+    # Row lock (PostgreSQL): two renews of one token serialise, and the second sees it as reused.
+    found = db.session.execute(
+        select(Session, User.is_active)
+        .join(User, User.id == Session.user_id)
+        .where(Session.refresh_hash == token_hash)
+        .with_for_update(of=Session)
+    ).one_or_none()
+    if found is None:
+        rotated = db.session.get(RotatedToken, token_hash)
+        if rotated is None:
+            raise unauthorized("Invalid refresh token")
+        db.session.execute(update(Session).where(Session.id == rotated.session_id).values(revoked=True))
+        db.session.commit()
+        log.warning("refresh token reuse on session %s; session revoked", rotated.session_id)
+        raise unauthorized("This refresh token was already used; the session has been revoked")
+    session, active = found
+    if session.revoked:
+        raise unauthorized("The session has ended; sign in again")
+    if session.expires_at <= db.utcnow():
+        raise unauthorized("Refresh token expired; sign in again")
+    if not active:
+        raise forbidden("This user is blocked")
+    db.session.add(RotatedToken(token_hash=token_hash, session_id=session.id))
+    session.renewed_at = db.utcnow()
+    tokens = _issue(session.user_id, session, settings)
+    db.session.commit()
+    return tokens
+
+
+def logout(session_id: str) -> None:
+    db.session.execute(update(Session).where(Session.id == session_id).values(revoked=True))
+    db.session.commit()
+
+
+def user_from_claims(claims: dict[str, Any]) -> dict[str, Any]:
+    """The user of a verified access token: one primary-key lookup of the user joined to its session."""
+    user_id, session_id = claims.get("sub"), claims.get("sid")
+    if not isinstance(user_id, str) or not isinstance(session_id, str):
+        raise unauthorized("Invalid token")
+    row = db.session.execute(
+        select(*USER_COLUMNS, Session.revoked, Session.expires_at)
+        .join(Session, Session.user_id == User.id)
+        .where(Session.id == session_id, User.id == user_id)
+    ).one_or_none()
+    if row is None:
+        raise unauthorized("The session of this token no longer exists")
+    # Blocked before revoked: blocking also revokes sessions, and the caller should learn why.
+    if not row.is_active:
+        raise forbidden("This user is blocked")
+    if row.revoked or row.expires_at <= db.utcnow():
+        raise unauthorized("The session of this token has ended; sign in again")
+    return user_dict(row)
+
+
+def session_of(claims: dict[str, Any]) -> str:
+    session_id = claims.get("sid")
+    if not isinstance(session_id, str):
+        raise unauthorized("Invalid token")
+    return session_id

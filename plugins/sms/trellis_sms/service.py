@@ -1,0 +1,77 @@
+"""Sending and listing text messages. Routes call these; nothing here knows HTTP shapes."""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from trellis import db
+from trellis.errors import not_found
+from trellis.http import paginate
+from trellis.module_config import get as get_config
+
+from .models import SmsMessage
+from .providers import make_provider
+
+MODULE = "sms"
+
+
+def config() -> dict[str, Any]:
+    return get_config(MODULE)
+
+
+def require_active() -> dict[str, Any]:
+    # The core lets admin callers through an inactive module (to configure it); sending is refused.
+    settings = config()
+    if not settings["active"]:
+        raise not_found("The sms module is not active")
+    return settings
+
+
+def send(numbers: list[str], text: str) -> list[SmsMessage]:
+    """Send ``text`` to each E.164 number (already validated) and record every attempt in one commit."""
+    settings = require_active()
+    provider = make_provider(settings)
+    records = []
+    try:
+        for number in numbers:
+            delivery = provider.send(number, text)
+            records.append(
+                SmsMessage(
+                    id=db.new_id(),
+                    to=number,
+                    message=text,
+                    provider=provider.name,
+                    status=delivery.status,
+                    provider_message_id=delivery.provider_message_id,
+                    error=delivery.error,
+                    created_at=db.utcnow(),
+                )
+            )
+    finally:
+        provider.close()
+        # Recorded even when the provider failed, so the outbox shows what was attempted and why it failed.
+        db.session.add_all(records)
+        db.session.commit()
+    return records
+
+
+def record_dict(record: SmsMessage) -> dict[str, Any]:
+    return {
+        "_id": record.id,
+        "to": record.to,
+        "message": record.message,
+        "provider": record.provider,
+        "status": record.status,
+        "providerMessageId": record.provider_message_id,
+        "error": record.error,
+        "createdAt": db.isoformat(record.created_at),
+    }
+
+
+def list_messages(skip: int, limit: int, filters: dict[str, str]) -> tuple[list[SmsMessage], int]:
+    query = select(SmsMessage)
+    for name, column in (("to", SmsMessage.to), ("status", SmsMessage.status), ("provider", SmsMessage.provider)):
+        if filters.get(name):
+            query = query.where(column == filters[name])
+    return paginate(query, skip, limit, (SmsMessage.created_at.desc(), SmsMessage.id.desc()))

@@ -1,0 +1,45 @@
+"""Email tables: templates and the record of every message sent (the outbox)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Index, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from trellis.db import Base, JSONType, UTCDateTime, new_id, utcnow
+
+
+class EmailTemplate(Base):
+    __tablename__ = "email_templates"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    subject: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    # Derived from the placeholders of subject and body on every write.
+    variables: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    # Set by upload/sync: the provider's id of this template (Mailgun: its name; SendGrid: its id).
+    external_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    external_provider: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class EmailMessage(Base):
+    """One send: what was sent, through which provider, and how it went."""
+
+    __tablename__ = "email_messages"
+    __table_args__ = (Index("ix_email_messages_created_at", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    to: Mapped[str] = mapped_column(String(400))
+    sender: Mapped[str] = mapped_column(String(400))
+    subject: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    template_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    provider: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(20))  # pending | sent | failed
+    provider_message_id: Mapped[str | None] = mapped_column(String(400), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

@@ -1,0 +1,98 @@
+"""SendGrid over its v3 HTTP API: mail/send and dynamic transactional templates, Bearer API key."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+from urllib.parse import quote
+
+from . import Outgoing, ProviderFailure, RemoteTemplate
+from ._http import call, json_of, same_origin
+
+LABEL = "SendGrid"
+VERSION_NAME = "trellis"
+MAX_PAGES = 100
+
+
+def _party(address: Any) -> dict[str, str]:
+    return {"email": address.email, "name": address.name} if address.name else {"email": address.email}
+
+
+class SendGrid:
+    name = "sendgrid"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.base = config["baseUrl"].rstrip("/")
+        self.headers = {"Authorization": f"Bearer {config['apiKey']}"}
+        self.timeout: float = config["timeout"]
+
+    def _url(self, *parts: str) -> str:
+        return "/".join([self.base, *(quote(p, safe="") for p in parts)])
+
+    def _call(self, method: str, url: str, **kwargs: Any):
+        return call(LABEL, method, url, self.timeout, headers=self.headers, **kwargs)
+
+    def send(self, message: Outgoing) -> str | None:
+        payload = {
+            "personalizations": [{"to": [_party(message.to)]}],
+            "from": _party(message.sender),
+            "subject": message.subject,
+            # SendGrid wants text/plain before text/html.
+            "content": [{"type": "text/plain", "value": message.text or " "}, {"type": "text/html", "value": message.html}],
+        }
+        response = self._call("POST", self._url("mail", "send"), json=payload)
+        return response.headers.get("X-Message-Id")
+
+    def upload_template(self, name: str, subject: str, body: str, external_id: str | None) -> str:
+        version = {"name": VERSION_NAME, "subject": subject, "html_content": body, "active": 1}
+        if external_id:
+            try:
+                template = json_of(LABEL, self._call("GET", self._url("templates", external_id)))
+            except ProviderFailure as exc:
+                if exc.status != 404:
+                    raise
+            else:
+                if template.get("name") != name[:100]:
+                    self._call("PATCH", self._url("templates", external_id), json={"name": name[:100]})
+                active = next((v for v in template.get("versions") or [] if v.get("active") == 1), None)
+                if active is not None:
+                    self._call("PATCH", self._url("templates", external_id, "versions", active["id"]), json=version)
+                else:
+                    self._call("POST", self._url("templates", external_id, "versions"), json=version)
+                return external_id
+        created = json_of(
+            LABEL, self._call("POST", self._url("templates"), json={"name": name[:100], "generation": "dynamic"})
+        )
+        template_id = created.get("id") if isinstance(created, dict) else None
+        if not template_id:
+            raise ProviderFailure("SendGrid's answer to creating a template has no id")
+        self._call("POST", self._url("templates", template_id, "versions"), json=version)
+        return template_id
+
+    def list_templates(self) -> Iterator[RemoteTemplate]:
+        url: str | None = self._url("templates")
+        params: dict[str, Any] | None = {"generations": "dynamic", "page_size": 200}
+        seen: set[str] = set()
+        for _page in range(MAX_PAGES):
+            if url is None:
+                return
+            page = json_of(LABEL, self._call("GET", url, params=params))
+            items = [t for t in page.get("result") or [] if isinstance(t, dict) and t.get("id")]
+            fresh = [t for t in items if t["id"] not in seen]
+            if not fresh:
+                return
+            for item in fresh:
+                seen.add(item["id"])
+                yield self._fetch(item["id"])
+            following = (page.get("_metadata") or {}).get("next")
+            url = following if isinstance(following, str) and same_origin(self.base, following) else None
+            params = None
+
+    def _fetch(self, template_id: str) -> RemoteTemplate:
+        template = json_of(LABEL, self._call("GET", self._url("templates", template_id)))
+        active = next((v for v in template.get("versions") or [] if v.get("active") == 1), None) or {}
+        name = template.get("name") or template_id
+        return RemoteTemplate(
+            external_id=template_id,
+            name=name,
+            subject=active.get("subject") or name,
+            body=active.get("html_content"),
+        )

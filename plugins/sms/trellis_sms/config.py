@@ -13,11 +13,11 @@ PROVIDERS = ("outbox", "twilio")
 TWILIO_API = "https://api.twilio.com"
 
 
-class OutboxSettings(Schema):
+class SmsOutboxSettings(Schema):
     """The outbox provider delivers nothing; it has no settings."""
 
 
-class TwilioSettings(Schema):
+class SmsTwilioSettings(Schema):
     accountSid = fields.String(validate=validate.Regexp(r"^AC[0-9a-fA-F]{32}$", error="Twilio account SIDs look like AC + 32 hex digits"))
     authToken = fields.String(validate=validate.Length(min=1, max=256))
     phoneNumber = PhoneNumber(metadata={"description": "the Twilio number messages are sent from"})
@@ -31,8 +31,8 @@ class TwilioSettings(Schema):
 
 class SmsConfig(ModuleConfigSchema):
     provider = fields.String(load_default="outbox", validate=validate.OneOf(PROVIDERS))
-    outbox = fields.Nested(OutboxSettings, load_default=dict)
-    twilio = fields.Nested(TwilioSettings, load_default=dict)
+    outbox = fields.Nested(SmsOutboxSettings, load_default=dict)
+    twilio = fields.Nested(SmsTwilioSettings, load_default=dict)
 
     @validates_schema
     def provider_is_configured(self, data: dict[str, Any], partial: Any = None, **_: Any) -> None:

@@ -13,12 +13,12 @@ from . import service
 from .config import SmsConfig
 from .models import SENT
 from .schemas import (
-    OutboxArgs,
-    OutboxSchema,
-    SendManyResultSchema,
-    SendManySchema,
-    SendSchema,
-    SentSchema,
+    SmsOutboxArgs,
+    SmsOutboxSchema,
+    SmsSendManyResultSchema,
+    SmsSendManySchema,
+    SmsSendSchema,
+    SmsSentSchema,
     SmsConfigUpdateSchema,
 )
 
@@ -29,8 +29,8 @@ _PROVIDER_FAILED = "The provider did not take the message; the reason is in `mes
 
 @blp.route("/sms/send", methods=["POST"])
 @admin_required
-@blp.arguments(SendSchema)
-@blp.response(200, SentSchema)
+@blp.arguments(SmsSendSchema)
+@blp.response(200, SmsSentSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="Invalid phone number format (or missing fields)")
 @blp.alt_response(500, schema=ErrorSchema, description=_PROVIDER_FAILED)
 def send(body: dict[str, Any]):
@@ -43,8 +43,8 @@ def send(body: dict[str, Any]):
 
 @blp.route("/sms/sendMany", methods=["POST"])
 @admin_required
-@blp.arguments(SendManySchema)
-@blp.response(200, SendManyResultSchema)
+@blp.arguments(SmsSendManySchema)
+@blp.response(200, SmsSendManyResultSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="A phone number is invalid: nothing was sent")
 @blp.alt_response(500, schema=ErrorSchema, description="The provider took none of the messages")
 def send_many(body: dict[str, Any]):
@@ -68,8 +68,8 @@ def send_many(body: dict[str, Any]):
 
 @blp.route("/admin/sms/outbox", methods=["GET"])
 @admin_required
-@blp.arguments(OutboxArgs, location="query")
-@blp.response(200, OutboxSchema)
+@blp.arguments(SmsOutboxArgs, location="query")
+@blp.response(200, SmsOutboxSchema)
 def outbox(args: dict[str, Any]):
     """Every message the module sent or tried to send, newest first (`to`, `status`, `provider` filter)."""
     skip, limit = args.pop("skip"), args.pop("limit")

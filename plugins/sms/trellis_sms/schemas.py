@@ -14,12 +14,12 @@ MAX_MESSAGE_LENGTH = 1600
 MAX_RECIPIENTS = 1000
 
 
-class SendSchema(Schema):
+class SmsSendSchema(Schema):
     to = PhoneNumber(required=True)
     message = fields.String(required=True, validate=validate.Length(min=1, max=MAX_MESSAGE_LENGTH))
 
 
-class SendManySchema(Schema):
+class SmsSendManySchema(Schema):
     to = fields.List(
         PhoneNumber(),
         required=True,
@@ -29,20 +29,20 @@ class SendManySchema(Schema):
     message = fields.String(required=True, validate=validate.Length(min=1, max=MAX_MESSAGE_LENGTH))
 
 
-class SentSchema(Schema):
+class SmsSentSchema(Schema):
     message = fields.String(required=True, metadata={"example": "SMS sent"})
     messageId = fields.String(required=True, metadata={"description": "the `_id` of the outbox record"})
 
 
-class SendResultSchema(Schema):
+class SmsSendResultSchema(Schema):
     to = fields.String(required=True)
     messageId = fields.String(required=True)
     status = fields.String(required=True, metadata={"enum": [SENT, FAILED]})
     error = fields.String(metadata={"description": "why the provider did not take it (failed only)"})
 
 
-class SendManyResultSchema(Schema):
-    results = fields.List(fields.Nested(SendResultSchema), required=True)
+class SmsSendManyResultSchema(Schema):
+    results = fields.List(fields.Nested(SmsSendResultSchema), required=True)
 
 
 class SmsRecordSchema(Schema):
@@ -56,10 +56,10 @@ class SmsRecordSchema(Schema):
     createdAt = fields.String(required=True, metadata={"format": "date-time"})
 
 
-OutboxSchema = list_schema("SmsOutbox", "messages", SmsRecordSchema)
+SmsOutboxSchema = list_schema("SmsOutbox", "messages", SmsRecordSchema)
 
 
-class OutboxArgs(ListArgs):
+class SmsOutboxArgs(ListArgs):
     to = PhoneNumber()
     status = fields.String(validate=validate.OneOf([SENT, FAILED]))
     provider = fields.String(validate=validate.OneOf(["outbox", "twilio"]))

@@ -7,7 +7,7 @@ Create Date: 2026-11-21
 import sqlalchemy as sa
 from alembic import op
 
-from trellis.db import UTCDateTime
+import trellis.db
 
 revision = "sms_0001"
 down_revision = None
@@ -25,7 +25,7 @@ def upgrade() -> None:
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("provider_message_id", sa.String(64), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("created_at", trellis.db.UTCDateTime(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sms_messages")),
     )
     op.create_index("ix_sms_messages_created_at", "sms_messages", ["created_at"])

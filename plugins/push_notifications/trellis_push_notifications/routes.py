@@ -1,0 +1,156 @@
+"""Push Notifications routes: users register device tokens and topics; admins send and configure."""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app
+from marshmallow import RAISE
+
+from trellis.credentials import admin_required, current_user, user_required
+from trellis.errors import ErrorSchema
+from trellis.http import Blueprint
+
+from . import service
+from .config import PushConfig
+from .providers import Notification
+from .schemas import (
+    PushDeviceSchema,
+    PushOutboxArgs,
+    PushOutboxSchema,
+    PushConfigUpdateSchema,
+    PushSendManySchema,
+    PushSendResultSchema,
+    PushSendSchema,
+    PushSendToTopicSchema,
+    PushSubscriptionSchema,
+    PushTokenRefSchema,
+    PushTokensDeletedSchema,
+    PushTokenSchema,
+    PushTopicSchema,
+)
+
+blp = Blueprint(
+    "pushNotifications",
+    __name__,
+    description="Device tokens, topic subscriptions, and notifications to users or topics (outbox or FCM)",
+)
+
+_PROVIDER_FAILED = "The provider could not be reached or refused our credentials (reason in `message`)"
+
+
+def _user_id() -> str:
+    return current_user()["_id"]
+
+
+def _notification(body: dict[str, Any]) -> Notification:
+    return Notification(title=body["title"], body=body["body"], data=body["data"])
+
+
+@blp.route("/pushNotifications/token", methods=["POST"])
+@user_required
+@blp.arguments(PushTokenSchema)
+@blp.response(201, PushDeviceSchema)
+def register_token(body: dict[str, Any]):
+    """Register the caller's device token (again: it is updated, and moves to the caller if another user had it)."""
+    return service.device_dict(service.register_token(_user_id(), body["token"], body["platform"]))
+
+
+@blp.route("/pushNotifications/token", methods=["DELETE"])
+@user_required
+# Unknown query parameters are an error here: a misspelt `token` must not remove every token.
+@blp.arguments(PushTokenRefSchema, location="query", arg_name="in_query", unknown=RAISE)
+@blp.arguments(PushTokenRefSchema, location="json", required=False, arg_name="in_body")
+@blp.response(200, PushTokensDeletedSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="The named token is not one of the caller's")
+def unregister_token(in_query: dict[str, Any], in_body: dict[str, Any]):
+    """Unregister the caller's device token named by `token` (query or body), or all of them without it."""
+    token = in_query.get("token") or in_body.get("token")
+    if token:
+        return {"_id": service.remove_token(_user_id(), token), "deleted": True, "count": 1}
+    return {"deleted": True, "count": service.remove_all_tokens(_user_id())}
+
+
+@blp.route("/pushNotifications/subscribe", methods=["POST"])
+@user_required
+@blp.arguments(PushTopicSchema)
+@blp.response(200, PushSubscriptionSchema)
+def subscribe(body: dict[str, Any]):
+    """Subscribe the caller to a topic (idempotent); topic sends reach all the caller's devices."""
+    service.subscribe(_user_id(), body["topic"])
+    return {"topic": body["topic"], "subscribed": True}
+
+
+@blp.route("/pushNotifications/unsubscribe", methods=["POST"])
+@user_required
+@blp.arguments(PushTopicSchema)
+@blp.response(200, PushSubscriptionSchema)
+def unsubscribe(body: dict[str, Any]):
+    """Unsubscribe the caller from a topic (idempotent)."""
+    service.unsubscribe(_user_id(), body["topic"])
+    return {"topic": body["topic"], "subscribed": False}
+
+
+@blp.route("/admin/pushNotifications/send", methods=["POST"])
+@admin_required
+@blp.arguments(PushSendSchema)
+@blp.response(200, PushSendResultSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="No user with this id")
+@blp.alt_response(500, schema=ErrorSchema, description=_PROVIDER_FAILED)
+def send(body: dict[str, Any]):
+    """Send a notification to every device of one user."""
+    from trellis_authentication.service import get_user  # the module this one requires
+
+    get_user(body["userId"])
+    return service.send(service.devices_of_users([body["userId"]]), _notification(body))
+
+
+@blp.route("/admin/pushNotifications/sendMany", methods=["POST"])
+@admin_required
+@blp.arguments(PushSendManySchema)
+@blp.response(200, PushSendResultSchema)
+@blp.alt_response(500, schema=ErrorSchema, description=_PROVIDER_FAILED)
+def send_many(body: dict[str, Any]):
+    """Send a notification to every device of several users (ids without devices count for nothing)."""
+    return service.send(service.devices_of_users(body["userIds"]), _notification(body))
+
+
+@blp.route("/admin/pushNotifications/sendToTopic", methods=["POST"])
+@admin_required
+@blp.arguments(PushSendToTopicSchema)
+@blp.response(200, PushSendResultSchema)
+@blp.alt_response(500, schema=ErrorSchema, description=_PROVIDER_FAILED)
+def send_to_topic(body: dict[str, Any]):
+    """Send a notification to every device of every user subscribed to the topic."""
+    return service.send(service.devices_of_topic(body["topic"]), _notification(body), topic=body["topic"])
+
+
+@blp.route("/admin/pushNotifications/outbox", methods=["GET"])
+@admin_required
+@blp.arguments(PushOutboxArgs, location="query")
+@blp.response(200, PushOutboxSchema)
+def outbox(args: dict[str, Any]):
+    """Every notification delivered (or attempted) to a device, newest first."""
+    skip, limit = args.pop("skip"), args.pop("limit")
+    rows, total = service.list_notifications(skip, limit, args)
+    return {"notifications": [service.notification_dict(r) for r in rows], "count": total}
+
+
+@blp.route("/admin/pushNotifications/config", methods=["GET"])
+@admin_required
+@blp.response(200, PushConfig)
+def get_config():
+    """The Push Notifications configuration (same as `GET /config/pushNotifications`)."""
+    return current_app.extensions["trellis"].configs.get(service.MODULE)
+
+
+@blp.route("/admin/pushNotifications/config", methods=["PUT"])
+@admin_required
+@blp.arguments(PushConfigUpdateSchema)
+@blp.response(200, PushConfig)
+@blp.alt_response(400, schema=ErrorSchema, description="The configuration does not validate")
+def put_config(body: dict[str, Any]):
+    """Change the configuration, e.g. `{"provider": "firebase", "firebase": {projectId, clientEmail, privateKey}}`.
+
+    The body is merged into the current configuration, then validated as a whole.
+    """
+    return current_app.extensions["trellis"].configs.put(service.MODULE, body)

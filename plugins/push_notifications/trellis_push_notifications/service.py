@@ -1,0 +1,210 @@
+"""Device tokens, topics and sending. Routes call these; nothing here knows HTTP shapes.
+
+A send is a constant number of statements whatever the audience: one SELECT of the devices, the
+provider's fan-out, one bulk INSERT of the outbox rows, one DELETE of the tokens the provider
+reported dead, one COMMIT.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import Row, Select, delete, insert, select
+from sqlalchemy.exc import IntegrityError
+
+from trellis import db
+from trellis.errors import not_found, provider_error
+from trellis.http import paginate
+from trellis.module_config import get as get_config
+
+from .models import SENT, PushDevice, PushNotification, PushSubscription
+from .providers import Notification, PushState, make_provider
+
+MODULE = "pushNotifications"
+log = logging.getLogger(__name__)
+# Bound parameters per statement stay well under SQLite's limit (32766).
+_CHUNK = 1000
+
+
+def config() -> dict[str, Any]:
+    return get_config(MODULE)
+
+
+def state() -> PushState:
+    return current_app.extensions[MODULE]
+
+
+def require_active() -> dict[str, Any]:
+    # The core lets admin callers through an inactive module (to configure it); sending is refused.
+    settings = config()
+    if not settings["active"]:
+        raise not_found("The pushNotifications module is not active")
+    return settings
+
+
+# --- device tokens ----------------------------------------------------------------------------------
+
+
+def register_token(user_id: str, token: str, platform: str) -> PushDevice:
+    """Upsert by token: a token names one app install, so registering it again moves it to this user."""
+    try:
+        return _upsert_device(user_id, token, platform)
+    except IntegrityError:
+        # The same token registered at the same moment by another request: it exists now, update it.
+        db.session.rollback()
+        return _upsert_device(user_id, token, platform)
+
+
+def _upsert_device(user_id: str, token: str, platform: str) -> PushDevice:
+    device = db.session.execute(select(PushDevice).where(PushDevice.token == token)).scalar_one_or_none()
+    if device is None:
+        device = PushDevice(user_id=user_id, token=token, platform=platform)
+        db.session.add(device)
+    else:
+        device.user_id, device.platform, device.updated_at = user_id, platform, db.utcnow()
+    db.session.commit()
+    return device
+
+
+def remove_token(user_id: str, token: str) -> str:
+    device = db.session.execute(
+        select(PushDevice).where(PushDevice.token == token, PushDevice.user_id == user_id)
+    ).scalar_one_or_none()
+    if device is None:
+        raise not_found("This user has no such device token")
+    db.session.delete(device)
+    db.session.commit()
+    return device.id
+
+
+def remove_all_tokens(user_id: str) -> int:
+    count = db.session.execute(delete(PushDevice).where(PushDevice.user_id == user_id)).rowcount
+    db.session.commit()
+    return count
+
+
+def device_dict(device: PushDevice) -> dict[str, Any]:
+    return {
+        "_id": device.id,
+        "userId": device.user_id,
+        "token": device.token,
+        "platform": device.platform,
+        "createdAt": db.isoformat(device.created_at),
+        "updatedAt": db.isoformat(device.updated_at),
+    }
+
+
+# --- topics -----------------------------------------------------------------------------------------
+
+
+def subscribe(user_id: str, topic: str) -> None:
+    exists = db.session.execute(
+        select(PushSubscription.id).where(PushSubscription.topic == topic, PushSubscription.user_id == user_id)
+    ).first()
+    if exists is None:
+        db.session.add(PushSubscription(topic=topic, user_id=user_id))
+        db.session.commit()
+
+
+def unsubscribe(user_id: str, topic: str) -> None:
+    db.session.execute(
+        delete(PushSubscription).where(PushSubscription.topic == topic, PushSubscription.user_id == user_id)
+    )
+    db.session.commit()
+
+
+def forget_user(user_id: str) -> None:
+    """A deleted user's devices and subscriptions go in the transaction that deletes the user."""
+    db.session.execute(delete(PushDevice).where(PushDevice.user_id == user_id))
+    db.session.execute(delete(PushSubscription).where(PushSubscription.user_id == user_id))
+
+
+# --- sending ----------------------------------------------------------------------------------------
+
+_DEVICE_COLUMNS = (PushDevice.id, PushDevice.user_id, PushDevice.token, PushDevice.platform)
+
+
+def devices_of_users(user_ids: Sequence[str]) -> Select:
+    return select(*_DEVICE_COLUMNS).where(PushDevice.user_id.in_(list(dict.fromkeys(user_ids))))
+
+
+def devices_of_topic(topic: str) -> Select:
+    return select(*_DEVICE_COLUMNS).join(PushSubscription, PushSubscription.user_id == PushDevice.user_id).where(
+        PushSubscription.topic == topic
+    )
+
+
+def send(devices_query: Select, notification: Notification, topic: str | None = None) -> dict[str, int]:
+    """Deliver to every device the query selects; record each delivery; answer ``{sent, failed}``."""
+    settings = require_active()
+    devices: list[Row[Any]] = list(db.session.execute(devices_query.order_by(PushDevice.id)).all())
+    if not devices:
+        return {"sent": 0, "failed": 0}
+    provider = make_provider(settings, state())
+    outcomes = provider.deliver([d.token for d in devices], notification)
+    now = db.utcnow()
+    rows = [
+        {
+            "id": db.new_id(),
+            "user_id": device.user_id,
+            "token": device.token,
+            "platform": device.platform,
+            "topic": topic,
+            "title": notification.title,
+            "body": notification.body,
+            "data": notification.data,
+            "provider": provider.name,
+            "status": outcome.status,
+            "provider_message_id": outcome.provider_message_id,
+            "error": outcome.error,
+            "created_at": now,
+        }
+        for device, outcome in zip(devices, outcomes)
+    ]
+    for start in range(0, len(rows), _CHUNK):
+        db.session.execute(insert(PushNotification), rows[start : start + _CHUNK])
+    dead = [device.id for device, outcome in zip(devices, outcomes) if outcome.token_invalid]
+    for start in range(0, len(dead), _CHUNK):
+        db.session.execute(delete(PushDevice).where(PushDevice.id.in_(dead[start : start + _CHUNK])))
+    db.session.commit()
+    if dead:
+        log.info("removed %d device tokens the provider reported invalid", len(dead))
+    sent = sum(1 for outcome in outcomes if outcome.status == SENT)
+    if sent == 0 and not any(outcome.reached for outcome in outcomes):
+        # Nothing got through to the provider at all (unreachable, or it refused our credentials).
+        raise provider_error(f"Push notification not sent: {outcomes[0].error}")
+    return {"sent": sent, "failed": len(outcomes) - sent}
+
+
+def notification_dict(row: PushNotification) -> dict[str, Any]:
+    return {
+        "_id": row.id,
+        "userId": row.user_id,
+        "token": row.token,
+        "platform": row.platform,
+        "topic": row.topic,
+        "title": row.title,
+        "body": row.body,
+        "data": row.data or {},
+        "provider": row.provider,
+        "status": row.status,
+        "providerMessageId": row.provider_message_id,
+        "error": row.error,
+        "createdAt": db.isoformat(row.created_at),
+    }
+
+
+def list_notifications(skip: int, limit: int, filters: dict[str, str]) -> tuple[list[PushNotification], int]:
+    query = select(PushNotification)
+    columns = {
+        "userId": PushNotification.user_id,
+        "topic": PushNotification.topic,
+        "status": PushNotification.status,
+        "provider": PushNotification.provider,
+    }
+    for name, column in columns.items():
+        if filters.get(name):
+            query = query.where(column == filters[name])
+    return paginate(query, skip, limit, (PushNotification.created_at.desc(), PushNotification.id.desc()))

@@ -335,7 +335,7 @@ def provider_api() -> Iterator[ProviderAPI]:
     fake = FakeProviders()
     server = make_server("127.0.0.1", 0, fake, threaded=True)
     fake.base = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield ProviderAPI(fake, fake.base, server, thread)

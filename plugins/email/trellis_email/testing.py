@@ -24,6 +24,8 @@ class Delivery:
     mail_from: str
     rcpt_tos: list[str]
     message: EmailMessage
+    tls: bool = False  # the message travelled over TLS (STARTTLS or implicit)
+    authenticated: bool = False  # the client logged in with AUTH
 
 
 @dataclass
@@ -43,7 +45,8 @@ class SMTPServer:
         return {"provider": "smtp", "smtp": smtp}
 
     def stop(self) -> None:
-        self.controller.stop()
+        if self.controller.server is not None:  # idempotent: tests stop a server to simulate an outage
+            self.controller.stop()
 
 
 @dataclass
@@ -59,7 +62,10 @@ class _Recorder:
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         parsed = BytesParser(policy=policy.default).parsebytes(envelope.original_content or envelope.content)
-        self.deliveries.append(Delivery(envelope.mail_from, list(envelope.rcpt_tos), parsed))
+        tls = server.transport.get_extra_info("ssl_object") is not None
+        self.deliveries.append(
+            Delivery(envelope.mail_from, list(envelope.rcpt_tos), parsed, tls, bool(session.authenticated))
+        )
         return "250 Message accepted for delivery"
 
 

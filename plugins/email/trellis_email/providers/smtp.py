@@ -47,12 +47,21 @@ class Smtp:
             raise ProviderFailure(f"SMTP server refused the recipient: {reasons}") from None
         except smtplib.SMTPResponseException as exc:
             raise ProviderFailure(f"SMTP server answered {exc.smtp_code} {_text(exc.smtp_error)}") from None
+        except smtplib.SMTPServerDisconnected as exc:
+            # smtplib turns a read timeout into "disconnected"; the timeout is the useful part.
+            if isinstance(exc.__context__, TimeoutError):
+                raise ProviderFailure(f"SMTP server {self.host}:{self.port} did not answer within {self.timeout:g} s") from None
+            raise ProviderFailure(f"SMTP server {self.host}:{self.port} closed the connection: {exc}") from None
         except smtplib.SMTPException as exc:
             raise ProviderFailure(f"SMTP error: {exc}") from None
         except ssl.SSLError as exc:
-            raise ProviderFailure(f"TLS with the SMTP server failed: {exc.reason or exc}") from None
-        except OSError as exc:  # refused, unreachable, DNS failure, timeout
-            reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or exc.__class__.__name__)
+            detail = getattr(exc, "verify_message", None)
+            reason = f"certificate verify failed: {detail}" if detail else (exc.reason or str(exc))
+            raise ProviderFailure(f"TLS with the SMTP server failed: {reason}") from None
+        except TimeoutError:
+            raise ProviderFailure(f"SMTP server {self.host}:{self.port} did not answer within {self.timeout:g} s") from None
+        except OSError as exc:  # refused, unreachable, DNS failure
+            reason = exc.strerror or exc.__class__.__name__
             raise ProviderFailure(f"Cannot reach SMTP server {self.host}:{self.port}: {reason}") from None
         if refused:
             raise ProviderFailure(f"SMTP server refused recipients: {', '.join(refused)}")

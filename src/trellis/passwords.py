@@ -1,26 +1,48 @@
-"""Password hashing with argon2 (argon2-cffi), shared by admin accounts and module users."""
+"""Password hashing with argon2 (argon2-cffi), shared by admin accounts and module users.
+
+The cost profile is process-wide: ``default`` is argon2-cffi's RFC 9106 low-memory profile; the test
+suite selects ``test`` (argon2's cheapest parameters) so thousands of hashes don't dominate its run
+time. Production refuses ``test`` (see ``trellis.settings``).
+"""
 from __future__ import annotations
 
-from argon2 import PasswordHasher
+from argon2 import PasswordHasher, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
 
-_hasher = PasswordHasher()
-# Verified against when the account does not exist, so both paths cost one argon2 verify.
-_DUMMY_HASH = _hasher.hash("trellis-timing-equaliser")
+PROFILES = {"default": profiles.RFC_9106_LOW_MEMORY, "test": profiles.CHEAPEST}
+
+
+class _Hashing:
+    def __init__(self, profile: str) -> None:
+        self.profile = profile
+        self.hasher = PasswordHasher.from_parameters(PROFILES[profile])
+        # Verified against when the account does not exist, so both paths cost one argon2 verify.
+        self.dummy_hash = self.hasher.hash("trellis-timing-equaliser")
+
+
+_current = _Hashing("default")
+
+
+def configure(profile: str) -> None:
+    global _current
+    if profile not in PROFILES:
+        raise ValueError(f"unknown password profile {profile!r}; choose one of {', '.join(PROFILES)}")
+    if profile != _current.profile:
+        _current = _Hashing(profile)
 
 
 def hash_password(password: str) -> str:
-    return _hasher.hash(password)
+    return _current.hasher.hash(password)
 
 
 def verify_password(password_hash: str | None, password: str) -> bool:
     """Constant-cost check; ``password_hash=None`` (unknown account) still runs a full verify."""
     try:
-        ok = _hasher.verify(password_hash or _DUMMY_HASH, password)
+        ok = _current.hasher.verify(password_hash or _current.dummy_hash, password)
     except (VerificationError, InvalidHashError):
         return False
     return ok and password_hash is not None
 
 
 def needs_rehash(password_hash: str) -> bool:
-    return _hasher.check_needs_rehash(password_hash)
+    return _current.hasher.check_needs_rehash(password_hash)

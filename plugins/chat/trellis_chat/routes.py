@@ -1,0 +1,167 @@
+"""REST routes of the Chat module. Writes are announced on the sockets after they commit."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, TypeVar
+
+from trellis.credentials import ADMIN_SECURITY, USER_SECURITY, admin_required, current_user, identify, user_required
+from trellis.errors import ErrorSchema, unauthorized
+from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted
+
+from . import service
+from .realtime import broadcast, close_room, user_sockets
+from .schemas import (
+    ChatAddUsersSchema,
+    ChatLeftSchema,
+    ChatMessageCreateSchema,
+    ChatMessageSchema,
+    ChatRoomCreatedSchema,
+    ChatRoomCreateSchema,
+    ChatRoomSchema,
+    MessageListSchema,
+    RoomListSchema,
+)
+
+blp = Blueprint("chat", __name__, description="Chat rooms and messages (realtime: Socket.IO namespace /chat/)")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _me() -> str:
+    return current_user()["_id"]
+
+
+def sender_or_admin_required(func: F) -> F:
+    """Guard for deleting a message: a user token (the sender, checked by the service) or admin credentials."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if identify() is None:
+            raise unauthorized("Send the sender's Bearer token or administrator credentials")
+        return func(*args, **kwargs)
+
+    errors = {"content": {"application/json": {"schema": ErrorSchema}}}
+    documented = blp.doc(
+        security=USER_SECURITY + ADMIN_SECURITY,
+        responses={401: {"description": "Missing or invalid credentials", **errors}, 403: {"description": "Not the sender", **errors}},
+    )
+    return documented(wrapper)  # type: ignore[return-value]
+
+
+# --- user routes --------------------------------------------------------------------------------------
+
+
+@blp.route("/chat/rooms", methods=["POST"])
+@user_required
+@blp.arguments(ChatRoomCreateSchema)
+@blp.response(201, ChatRoomCreatedSchema)
+def create_room(body: dict[str, Any]):
+    """Create a room; the caller and ``users`` are its participants."""
+    room, participants = service.create_room(_me(), body["roomName"], body["users"])
+    user_sockets().join(participants, room.id)
+    return {"roomId": room.id}
+
+
+@blp.route("/chat/rooms", methods=["GET"])
+@user_required
+@blp.arguments(ListArgs, location="query")
+@blp.response(200, RoomListSchema)
+def list_rooms(args: dict[str, Any]):
+    """The caller's rooms, newest first."""
+    rooms, count = service.rooms_of(_me(), args["skip"], args["limit"])
+    return {"rooms": rooms, "count": count}
+
+
+@blp.route("/chat/rooms/<roomId>", methods=["GET"])
+@user_required
+@blp.response(200, ChatRoomSchema)
+def get_room(roomId: str):
+    return service.room_view(service.visible_room(_me(), roomId))
+
+
+@blp.route("/chat/rooms/<roomId>/addUsers", methods=["PUT"])
+@user_required
+@blp.arguments(ChatAddUsersSchema)
+@blp.response(200, ChatRoomSchema)
+def add_users(body: dict[str, Any], roomId: str):
+    """Add participants; their connected sockets join the room at once."""
+    room, added = service.add_users(_me(), roomId, body["users"])
+    user_sockets().join(added, roomId)
+    return room
+
+
+@blp.route("/chat/leave/<roomId>", methods=["PUT"])
+@user_required
+@blp.response(200, ChatLeftSchema)
+def leave_room(roomId: str):
+    """Stop taking part in a room; the caller's sockets stop receiving it, in every worker."""
+    me = _me()
+    service.leave(me, roomId)
+    user_sockets().leave([me], roomId)
+    return {"_id": roomId, "left": True}
+
+
+@blp.route("/chat/rooms/<roomId>/messages", methods=["GET"])
+@user_required
+@blp.arguments(ListArgs, location="query")
+@blp.response(200, MessageListSchema)
+def list_messages(args: dict[str, Any], roomId: str):
+    """Messages of a room, newest first."""
+    service.visible_room(_me(), roomId)
+    messages, count = service.messages_of(roomId, args["skip"], args["limit"])
+    return {"messages": messages, "count": count}
+
+
+@blp.route("/chat/rooms/<roomId>/messages", methods=["POST"])
+@user_required
+@blp.arguments(ChatMessageCreateSchema)
+@blp.response(201, ChatMessageSchema)
+def send_message(body: dict[str, Any], roomId: str):
+    """Send a message; it is delivered to the room's sockets like one sent on the socket."""
+    stored = service.send_message(_me(), roomId, body["message"])
+    broadcast("message", stored, roomId)
+    return stored
+
+
+@blp.route("/chat/messages/<messageId>", methods=["DELETE"])
+@sender_or_admin_required
+@blp.response(200, DeletedSchema)
+def delete_message(messageId: str):
+    """Delete a message: its sender, or an administrator."""
+    identity = identify()
+    message = service.delete_message(messageId, None if identity.is_admin else identity.id)
+    broadcast("messageDeleted", {"_id": message.id, "room": message.room_id}, message.room_id)
+    return deleted(messageId)
+
+
+# --- admin routes -------------------------------------------------------------------------------------
+
+
+@blp.route("/admin/chat/rooms", methods=["GET"])
+@admin_required
+@blp.arguments(ListArgs, location="query")
+@blp.response(200, RoomListSchema)
+def admin_list_rooms(args: dict[str, Any]):
+    rooms, count = service.all_rooms(args["skip"], args["limit"])
+    return {"rooms": rooms, "count": count}
+
+
+@blp.route("/admin/chat/rooms/<roomId>/messages", methods=["GET"])
+@admin_required
+@blp.arguments(ListArgs, location="query")
+@blp.response(200, MessageListSchema)
+def admin_list_messages(args: dict[str, Any], roomId: str):
+    service.get_room(roomId)
+    messages, count = service.messages_of(roomId, args["skip"], args["limit"])
+    return {"messages": messages, "count": count}
+
+
+@blp.route("/admin/chat/rooms/<roomId>", methods=["DELETE"])
+@admin_required
+@blp.response(200, DeletedSchema)
+def admin_delete_room(roomId: str):
+    """Delete a room with its messages; its sockets are told (``roomDeleted``) and leave it."""
+    service.delete_room(roomId)
+    broadcast("roomDeleted", {"_id": roomId}, roomId)
+    close_room(roomId)
+    return deleted(roomId)

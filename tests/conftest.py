@@ -1,16 +1,20 @@
 """Core test helpers: apps built from hand-made modules that share the session's database."""
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 from marshmallow import fields, validate
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
 
 from trellis import Module, create_app
 from trellis.credentials import require_user
 from trellis.hooks import hookimpl
 from trellis.http import Blueprint
 from trellis.module_config import ModuleConfigSchema
+from trellis.testing.plugin import database_kind
 
 
 class GreeterConfig(ModuleConfigSchema):
@@ -77,3 +81,22 @@ def make_user_token():
             return create_access_token(identity=subject, additional_claims={"kind": "user"})
 
     return make
+
+
+@pytest.fixture()
+def empty_database_url(tmp_path, trellis_database_url):
+    """A second, empty database of the kind under test (dropped afterwards)."""
+    if database_kind() == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    url = make_url(trellis_database_url)
+    name = f"trellis_mig_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()

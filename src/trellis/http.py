@@ -28,7 +28,7 @@ class Blueprint(flask_smorest.Blueprint):
 class ListArgs(Schema):
     """``skip``/``limit`` of every list route (limit above 1000 → 400)."""
 
-    skip = fields.Integer(load_default=0, validate=validate.Range(min=0))
+    skip = fields.Integer(load_default=0, validate=validate.Range(min=0, max=2**31 - 1))
     limit = fields.Integer(load_default=DEFAULT_LIMIT, validate=validate.Range(min=1, max=MAX_LIMIT))
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from flask import Flask
 
+from . import passwords
+
 log = logging.getLogger(__name__)
 
 # Secrets generated on first start when the environment does not provide them.
@@ -31,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
     "CORS_ORIGINS": "*",
     "LOG_LEVEL": "INFO",
+    # argon2 cost profile: "default" (RFC 9106 low memory) or "test" (cheapest; refused in production)
+    "PASSWORD_PROFILE": "default",
 }
 
 
@@ -57,6 +61,9 @@ def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
         app.config["STORAGE_PATH"] = str(folder / "storage")
     app.config["CACHE_CHECK_SECONDS"] = float(app.config["CACHE_CHECK_SECONDS"])
     _ensure_secrets(app, folder)
+    if is_production(app) and app.config["PASSWORD_PROFILE"] != "default":
+        raise SettingsError("TRELLIS_PASSWORD_PROFILE must be 'default' in production")
+    passwords.configure(app.config["PASSWORD_PROFILE"])
     # flask-jwt-extended signs with this key; Flask sessions too.
     app.config["JWT_SECRET_KEY"] = app.config["SECRET_KEY"]
 

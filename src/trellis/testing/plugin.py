@@ -34,10 +34,10 @@ TEST_ADMIN = ("admin", "admin-password")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"trellis test database: {test_database_kind()}"
+    return f"trellis test database: {database_kind()}"
 
 
-def test_database_kind() -> str:
+def database_kind() -> str:
     kind = os.environ.get("TRELLIS_TEST_DB", "sqlite").lower()
     if kind not in ("sqlite", "postgresql"):
         raise pytest.UsageError("TRELLIS_TEST_DB must be 'sqlite' or 'postgresql'")
@@ -50,7 +50,7 @@ def _postgres_admin_url() -> str:
 
 @pytest.fixture(scope="session")
 def trellis_database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    if test_database_kind() == "sqlite":
+    if database_kind() == "sqlite":
         yield f"sqlite:///{tmp_path_factory.mktemp('db') / 'trellis-test.db'}"
         return
     import psycopg2
@@ -89,6 +89,7 @@ def app_config(trellis_database_url: str, tmp_path_factory: pytest.TempPathFacto
         "ADMIN_PASSWORD": TEST_ADMIN[1],
         "ASYNC_MODE": "threading",
         "CACHE_CHECK_SECONDS": 0,
+        "PASSWORD_PROFILE": "test",
         "STORAGE_PATH": str(tmp_path_factory.mktemp("storage")),
     }
 
@@ -209,6 +210,7 @@ def live_server_factory(app, app_config, tmp_path: Path) -> Iterator[Callable[..
             TRELLIS_INSTANCE_PATH=str(tmp_path / f"instance-{port}"),
             TRELLIS_ASYNC_MODE="eventlet",
             TRELLIS_CACHE_CHECK_SECONDS="0",
+            TRELLIS_PASSWORD_PROFILE="test",
             HOST="127.0.0.1",
             PORT=str(port),
         )

@@ -1,0 +1,48 @@
+"""Settings from TRELLIS_* variables; secrets generated once into instance/, refused in production."""
+import json
+
+import pytest
+from flask import Flask
+
+from trellis.settings import SettingsError, load_settings
+
+
+def make(tmp_path, **overrides):
+    app = Flask("t", instance_path=str(tmp_path / "instance"))
+    load_settings(app, overrides or None)
+    return app
+
+
+def test_secrets_are_generated_once_and_reused(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("TRELLIS_MASTER_KEY", raising=False)
+    monkeypatch.delenv("TRELLIS_SECRET_KEY", raising=False)
+    first = make(tmp_path)
+    printed = capsys.readouterr().out
+    assert first.config["MASTER_KEY"] in printed  # shown once, on the start that made it
+    stored = json.loads((tmp_path / "instance" / "secrets.json").read_text())
+    assert stored == {"MASTER_KEY": first.config["MASTER_KEY"], "SECRET_KEY": first.config["SECRET_KEY"]}
+    assert (tmp_path / "instance" / "secrets.json").stat().st_mode & 0o777 == 0o600
+    second = make(tmp_path)
+    assert capsys.readouterr().out == ""
+    assert second.config["MASTER_KEY"] == first.config["MASTER_KEY"]
+    assert second.config["JWT_SECRET_KEY"] == first.config["SECRET_KEY"]
+
+
+def test_environment_variables_win(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRELLIS_MASTER_KEY", "from-env")
+    monkeypatch.setenv("TRELLIS_SECRET_KEY", "secret-from-env")
+    monkeypatch.setenv("TRELLIS_CACHE_CHECK_SECONDS", "2.5")
+    app = make(tmp_path)
+    assert app.config["MASTER_KEY"] == "from-env"
+    assert app.config["CACHE_CHECK_SECONDS"] == 2.5
+    assert app.config["DATABASE_URL"] == f"sqlite:///{tmp_path / 'instance' / 'trellis.db'}"
+    assert not (tmp_path / "instance" / "secrets.json").exists()
+
+
+def test_production_refuses_to_generate_secrets(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRELLIS_MASTER_KEY", raising=False)
+    monkeypatch.delenv("TRELLIS_SECRET_KEY", raising=False)
+    monkeypatch.setenv("TRELLIS_ENV", "production")
+    with pytest.raises(SettingsError, match="TRELLIS_MASTER_KEY, TRELLIS_SECRET_KEY"):
+        make(tmp_path)
+    assert not (tmp_path / "instance").exists()

@@ -8,7 +8,7 @@ PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 PYTEST_ARGS ?=
 export FLASK_APP := wsgi
 
-.PHONY: run test install install-test test-sqlite test-postgresql browser bench openapi clean
+.PHONY: run test install install-test test-sqlite test-postgresql browser bench bench-deps openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,13 @@ test-sqlite:
 test-postgresql:
 	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
-bench: install-test
-	$(BIN)/python -m bench
+bench-deps: install-test
+	@command -v wrk >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
+	  else echo "install Debian's wrk package (the benchmarks' load generator)"; exit 1; fi; }
+
+bench: bench-deps
+	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python -m bench.$$(basename $$b .py) || exit 1; done
 
 openapi: install
 	$(BIN)/flask trellis openapi export openapi.json

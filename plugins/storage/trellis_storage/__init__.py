@@ -1,0 +1,73 @@
+"""Trellis Storage module: users' files and folders on local disk or S3, public and signed URLs."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from trellis import Module, OwnedSchema
+from trellis.hooks import hookimpl
+
+from .admin import blp as admin_blp
+from .backends import S3Clients
+from .config import StorageConfig
+from .routes import blp
+from .service import StorageState, delete_user_data
+
+
+class _UserHooks:
+    @hookimpl
+    def trellis_user_deleted(self, user_id: str) -> None:
+        """A deleted user's files and folders go with them (blobs once the deletion commits)."""
+        delete_user_data(user_id)
+
+
+# Published in the Database module's schema list (read-only: the records are managed here).
+OWNED_SCHEMAS = (
+    OwnedSchema(
+        name="File",
+        owner_module="storage",
+        fields={
+            "name": {"type": "String", "required": True},
+            "displayName": "String",
+            "folder": {"type": "Relation", "model": "Folder"},
+            "owner": {"type": "Relation", "model": "User", "required": True},
+            "size": "Number",
+            "contentType": "String",
+            "sha256": "String",
+            "isPublic": "Boolean",
+            "provider": "String",
+            "url": "String",
+        },
+    ),
+    OwnedSchema(
+        name="Folder",
+        owner_module="storage",
+        fields={
+            "name": {"type": "String", "required": True},
+            "isPublic": "Boolean",
+            "parent": {"type": "Relation", "model": "Folder"},
+            "owner": {"type": "Relation", "model": "User", "required": True},
+        },
+    ),
+)
+
+
+def _init_app(app: Flask) -> None:
+    app.extensions["trellis_storage"] = StorageState(s3_clients=S3Clients())
+
+
+module = Module(
+    name="storage",
+    requires=("authentication",),
+    blueprints=(blp, admin_blp),
+    config_schema=StorageConfig,
+    migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    hooks=(_UserHooks(),),
+    owned_schemas=OWNED_SCHEMAS,
+    init_app=_init_app,
+    description="Files and folders with public and signed URLs; local disk or S3",
+)
+
+__all__: list[Any] = ["module"]

@@ -1,0 +1,101 @@
+"""Administrative routes of the Storage module (``/admin/storage/...``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import func, select
+
+from trellis import db
+from trellis.credentials import admin_required
+from trellis.errors import ErrorSchema
+from trellis.http import Blueprint, list_schema, paginate
+
+from .config import StorageConfig
+from .models import File, Folder
+from .schemas import FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema, StorageConfigChanges
+from .service import MODULE
+
+blp = Blueprint("storage_admin", __name__, description="Storage administration: all files, statistics, configuration")
+
+FileList = list_schema("StorageFileList", "files", FileSchema)
+FolderList = list_schema("StorageFolderList", "folders", FolderSchema)
+
+
+@blp.route("/admin/storage/files", methods=["GET"])
+@admin_required
+@blp.arguments(FileListArgs, location="query")
+@blp.response(200, FileList)
+def list_files(args: dict[str, Any]):
+    """Every file, newest first; filters `owner`, `folder`, `isPublic`, `contentType`, `search`."""
+    query = select(File)
+    if "owner" in args:
+        query = query.where(File.owner == args["owner"])
+    if "folder" in args:
+        query = query.where(File.folder_id == args["folder"])
+    if "isPublic" in args:
+        query = query.where(File.is_public.is_(args["isPublic"]))
+    if "contentType" in args:
+        query = query.where(File.content_type == args["contentType"])
+    if args.get("search"):
+        query = query.where(func.lower(File.display_name).contains(args["search"].lower(), autoescape=True))
+    files, count = paginate(query, args["skip"], args["limit"], (File.created_at.desc(), File.id))
+    return {"files": files, "count": count}
+
+
+@blp.route("/admin/storage/folders", methods=["GET"])
+@admin_required
+@blp.arguments(FolderListArgs, location="query")
+@blp.response(200, FolderList)
+def list_folders(args: dict[str, Any]):
+    """Every folder, newest first; filters `owner`, `parent`."""
+    query = select(Folder)
+    if "owner" in args:
+        query = query.where(Folder.owner == args["owner"])
+    if "parent" in args:
+        query = query.where(Folder.parent_id == args["parent"])
+    folders, count = paginate(query, args["skip"], args["limit"], (Folder.created_at.desc(), Folder.id))
+    return {"folders": folders, "count": count}
+
+
+@blp.route("/admin/storage/stats", methods=["GET"])
+@admin_required
+@blp.response(200, StatsSchema)
+def stats():
+    """Files and bytes in total, per content type and per backend; the number of folders."""
+    count, total = db.session.execute(select(func.count(File.id), func.coalesce(func.sum(File.size), 0))).one()
+
+    def grouped(column: Any) -> dict[str, dict[str, int]]:
+        rows = db.session.execute(
+            select(column, func.count(File.id), func.coalesce(func.sum(File.size), 0)).group_by(column)
+        )
+        return {key: {"count": n, "bytes": int(size)} for key, n, size in rows}
+
+    return {
+        "count": count,
+        "bytes": int(total),
+        "folders": db.session.execute(select(func.count(Folder.id))).scalar_one(),
+        "byContentType": grouped(File.content_type),
+        "byProvider": grouped(File.backend),
+    }
+
+
+@blp.route("/admin/storage/config", methods=["GET"])
+@admin_required
+@blp.response(200, StorageConfig)
+def get_config():
+    """The storage configuration (same as `GET /config/storage`)."""
+    return current_app.extensions["trellis"].configs.get(MODULE)
+
+
+@blp.route("/admin/storage/config", methods=["PUT"])
+@admin_required
+@blp.arguments(StorageConfigChanges)
+@blp.response(200, StorageConfig)
+@blp.alt_response(400, schema=ErrorSchema, description="The merged configuration does not validate")
+def put_config(changes: dict[str, Any]):
+    """Change the configuration: the body (any part of it) is merged into the current one and validated.
+
+    Switching `provider` affects new uploads only; existing files stay readable where they are.
+    """
+    return current_app.extensions["trellis"].configs.put(MODULE, changes)

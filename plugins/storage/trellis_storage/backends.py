@@ -1,0 +1,349 @@
+"""Where the bytes live. Two backends behind one small interface:
+
+``writer(key, content_type)`` → a :class:`Writer` (``write`` chunks, then ``commit`` or ``abort``);
+``read(key, start, stop)`` → an iterator of chunks; ``delete(key)``; ``keys()`` (what is stored, for
+checks and tests). Keys are made by :func:`key_for` from the file id: ``ab/cd/<id>``. Nothing here
+knows about records or requests.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+CHUNK_SIZE = 256 * 1024
+# S3 multipart parts must be at least 5 MiB (but the last); 8 MiB is boto3's own default.
+S3_PART_SIZE = 8 * 1024 * 1024
+_KEY = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}$")
+TEMP_PREFIX = ".upload-"
+
+
+class BackendError(Exception):
+    """The storage provider failed (disk, network, S3 error); the message never carries secrets."""
+
+
+class UnsafeKey(BackendError):
+    """A key that is not one of ours, or that would leave the storage root."""
+
+
+def key_for(file_id: str) -> str:
+    """Sharded key of a file id, so no directory grows past 65 536 entries per level."""
+    key = f"{file_id[:2]}/{file_id[2:4]}/{file_id}"
+    check_key(key)
+    return key
+
+
+def check_key(key: str) -> None:
+    if not _KEY.fullmatch(key):
+        raise UnsafeKey("not a storage key")
+
+
+class Writer(Protocol):
+    def write(self, chunk: bytes) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class Backend(Protocol):
+    name: str
+    location: str | None  # the bucket for S3; None for local disk
+
+    def writer(self, key: str, content_type: str) -> Writer: ...
+
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[bytes]: ...
+
+    def delete(self, key: str) -> None: ...
+
+    def keys(self) -> list[str]: ...
+
+
+# ---------------------------------------------------------------------------------------------- local
+
+
+class LocalBackend:
+    """Files under ``root``: written to a temp file in the final directory, then ``os.replace``d."""
+
+    name = "local"
+    location = None
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).resolve()
+
+    def path(self, key: str) -> Path:
+        """The file of ``key``; refuses anything that would resolve outside the root (even via symlinks)."""
+        check_key(key)
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root):
+            raise UnsafeKey("key resolves outside the storage root")
+        return path
+
+    def writer(self, key: str, content_type: str) -> "LocalWriter":
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Same directory as the target, so the final os.replace is an atomic rename on one filesystem.
+            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".part")
+        except OSError as exc:
+            raise BackendError(f"cannot write to the storage directory: {exc.strerror}") from None
+        return LocalWriter(os.fdopen(fd, "wb"), Path(temp), path)
+
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+        handle = self._open(key)
+        return _read_range(handle, start, stop)
+
+    def _open(self, key: str):
+        try:
+            return open(self.path(key), "rb")
+        except FileNotFoundError:
+            raise BackendError("the stored file is missing") from None
+        except OSError as exc:
+            raise BackendError(f"cannot read the stored file: {exc.strerror}") from None
+
+    def delete(self, key: str) -> None:
+        try:
+            self.path(key).unlink(missing_ok=True)
+        except OSError as exc:
+            raise BackendError(f"cannot delete the stored file: {exc.strerror}") from None
+
+    def keys(self) -> list[str]:
+        """Every file under the root, temp files included (relative POSIX paths)."""
+        if not self.root.exists():
+            return []
+        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+
+
+def _read_range(handle: Any, start: int, stop: int | None) -> Iterator[bytes]:
+    with handle:
+        handle.seek(start)
+        remaining = None if stop is None else stop - start
+        while remaining is None or remaining > 0:
+            chunk = handle.read(CHUNK_SIZE if remaining is None else min(CHUNK_SIZE, remaining))
+            if not chunk:
+                return
+            if remaining is not None:
+                remaining -= len(chunk)
+            yield chunk
+
+
+class LocalWriter:
+    def __init__(self, handle: Any, temp: Path, target: Path) -> None:
+        self._handle = handle
+        self._temp = temp
+        self._target = target
+
+    def write(self, chunk: bytes) -> None:
+        try:
+            self._handle.write(chunk)
+        except OSError as exc:
+            raise BackendError(f"cannot write the file: {exc.strerror}") from None
+
+    def commit(self) -> None:
+        try:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+            os.replace(self._temp, self._target)
+        except OSError as exc:
+            self.abort()
+            raise BackendError(f"cannot store the file: {exc.strerror}") from None
+
+    def abort(self) -> None:
+        self._handle.close()
+        self._temp.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------------------------- S3
+
+
+class S3Backend:
+    """Objects in one bucket, through boto3; uploads stream as multipart uploads of 8 MiB parts."""
+
+    name = "s3"
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self.client = client
+        self.location = bucket
+
+    def writer(self, key: str, content_type: str) -> "S3Writer":
+        check_key(key)
+        return S3Writer(self, key, content_type)
+
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+        check_key(key)
+        kwargs: dict[str, Any] = {"Bucket": self.location, "Key": key}
+        if start or stop is not None:
+            kwargs["Range"] = f"bytes={start}-{'' if stop is None else stop - 1}"
+        with s3_errors("read"):
+            body = self.client.get_object(**kwargs)["Body"]
+        return _iterate_body(body)
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        with s3_errors("delete"):
+            self.client.delete_object(Bucket=self.location, Key=key)
+
+    def keys(self) -> list[str]:
+        """Stored objects and unfinished multipart uploads (an aborted upload must leave neither)."""
+        found: list[str] = []
+        with s3_errors("list"):
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.location):
+                found.extend(obj["Key"] for obj in page.get("Contents", []))
+            uploads = self.client.list_multipart_uploads(Bucket=self.location).get("Uploads", [])
+        found.extend(f"{TEMP_PREFIX}{u['Key']}" for u in uploads)
+        return sorted(found)
+
+    def presigned_url(self, key: str, expires_in: int, content_type: str, disposition: str) -> str:
+        check_key(key)
+        params = {
+            "Bucket": self.location,
+            "Key": key,
+            "ResponseContentType": content_type,
+            "ResponseContentDisposition": disposition,
+        }
+        with s3_errors("sign"):
+            return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_in)
+
+
+def _iterate_body(body: Any) -> Iterator[bytes]:
+    try:
+        yield from body.iter_chunks(CHUNK_SIZE)
+    finally:
+        body.close()
+
+
+class S3Writer:
+    """Buffers one part at a time: small files go up with one PutObject, large ones as multipart."""
+
+    def __init__(self, backend: S3Backend, key: str, content_type: str) -> None:
+        self._backend = backend
+        self._key = key
+        self._content_type = content_type
+        self._buffer = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[dict[str, Any]] = []
+
+    @property
+    def _client(self) -> Any:
+        return self._backend.client
+
+    def write(self, chunk: bytes) -> None:
+        self._buffer += chunk
+        if len(self._buffer) >= S3_PART_SIZE:
+            self._send_part()
+
+    def _send_part(self) -> None:
+        bucket = self._backend.location
+        with s3_errors("upload"):
+            if self._upload_id is None:
+                started = self._client.create_multipart_upload(
+                    Bucket=bucket, Key=self._key, ContentType=self._content_type
+                )
+                self._upload_id = started["UploadId"]
+            number = len(self._parts) + 1
+            sent = self._client.upload_part(
+                Bucket=bucket, Key=self._key, UploadId=self._upload_id, PartNumber=number, Body=bytes(self._buffer)
+            )
+        self._parts.append({"PartNumber": number, "ETag": sent["ETag"]})
+        self._buffer = bytearray()
+
+    def commit(self) -> None:
+        bucket = self._backend.location
+        try:
+            if self._upload_id is None:
+                with s3_errors("upload"):
+                    self._client.put_object(
+                        Bucket=bucket, Key=self._key, Body=bytes(self._buffer), ContentType=self._content_type
+                    )
+                return
+            if self._buffer:
+                self._send_part()
+            with s3_errors("upload"):
+                self._client.complete_multipart_upload(
+                    Bucket=bucket, Key=self._key, UploadId=self._upload_id, MultipartUpload={"Parts": self._parts}
+                )
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        self._buffer = bytearray()
+        if self._upload_id is None:
+            return
+        upload_id, self._upload_id = self._upload_id, None
+        try:
+            self._client.abort_multipart_upload(Bucket=self._backend.location, Key=self._key, UploadId=upload_id)
+        except Exception as exc:  # the upload already failed; S3 lifecycle rules reap what is left
+            log.warning("could not abort S3 multipart upload of %s: %s", self._key, exc.__class__.__name__)
+
+
+class s3_errors:
+    """Turns botocore failures into :class:`BackendError` with the S3 error code, never credentials."""
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> bool:
+        if exc is None:
+            return False
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        if isinstance(exc, ClientError):
+            code = exc.response.get("Error", {}).get("Code", "Unknown")
+            raise BackendError(f"S3 {self.action} failed: {code}") from None
+        if isinstance(exc, BotoCoreError):
+            raise BackendError(f"S3 {self.action} failed: {exc.__class__.__name__}") from None
+        return False
+
+
+class S3Clients:
+    """boto3 clients are costly to build and thread-safe: one per distinct S3 configuration."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[Any, ...], Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, settings: dict[str, Any]) -> Any:
+        ident = tuple(settings.get(k) for k in ("region", "endpointUrl", "accessKeyId", "secretAccessKey"))
+        client = self._clients.get(ident)
+        if client is None:
+            with self._lock:
+                client = self._clients.get(ident)
+                if client is None:
+                    client = self._clients[ident] = _make_client(settings)
+        return client
+
+
+def _make_client(settings: dict[str, Any]) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    endpoint = settings.get("endpointUrl") or None
+    config = Config(
+        signature_version="s3v4",
+        # Custom endpoints (MinIO, moto, on-premise) rarely have wildcard DNS for virtual-host buckets.
+        s3={"addressing_style": "path" if endpoint else "auto"},
+        retries={"max_attempts": 3, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=60,
+    )
+    session = boto3.session.Session()
+    return session.client(
+        "s3",
+        region_name=settings.get("region") or None,
+        endpoint_url=endpoint,
+        aws_access_key_id=settings.get("accessKeyId") or None,
+        aws_secret_access_key=settings.get("secretAccessKey") or None,
+        config=config,
+    )

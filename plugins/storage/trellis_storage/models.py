@@ -1,0 +1,46 @@
+"""Files and folders. Owners are user ids of the Authentication module (no foreign key across modules:
+a deleted user's files are removed through the ``trellis_user_deleted`` hook, which also deletes blobs)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from trellis.db import Base, UTCDateTime, new_id, utcnow
+
+
+class Folder(Base):
+    __tablename__ = "storage_folders"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    owner: Mapped[str] = mapped_column(String(32), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    is_public: Mapped[bool] = mapped_column(Boolean, default=False)
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("storage_folders.id"), index=True, default=None)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class File(Base):
+    __tablename__ = "storage_files"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    owner: Mapped[str] = mapped_column(String(32), index=True)
+    # ``name`` is the sanitised name (secure_filename); ``display_name`` what the client called it.
+    name: Mapped[str] = mapped_column(String(255))
+    display_name: Mapped[str] = mapped_column(String(255))
+    folder_id: Mapped[str | None] = mapped_column(ForeignKey("storage_folders.id"), index=True, default=None)
+    size: Mapped[int] = mapped_column(BigInteger)
+    content_type: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64))
+    is_public: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Where the bytes are: the backend that wrote them ("local" | "s3"), the bucket for S3, the key.
+    # Changing the configured provider affects new files only; these keep being read from here.
+    backend: Mapped[str] = mapped_column(String(16))
+    location: Mapped[str | None] = mapped_column(String(255), default=None)
+    key: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+    __table_args__ = (Index("ix_storage_files_created_at_id", "created_at", "id"),)

@@ -1,0 +1,283 @@
+"""User routes of the Storage module (``/storage/...``) and the credential-free file URLs."""
+from __future__ import annotations
+
+import functools
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+from flask import request
+from sqlalchemy import select
+from werkzeug.datastructures import CombinedMultiDict
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from trellis import db
+from trellis.credentials import Identity, identify, require_user, user_required
+from trellis.errors import ErrorSchema, not_found, unauthorized
+from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted, paginate
+
+from . import service
+from .models import File, Folder
+from .schemas import (
+    FileSchema,
+    FolderContentsSchema,
+    FolderCreateSchema,
+    FolderDeleteArgs,
+    FolderSchema,
+    UploadedSchema,
+    UploadForm,
+    UrlSchema,
+)
+from .streaming import serve
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Room for the multipart framing and the small form fields on top of the file itself.
+FORM_OVERHEAD = 64 * 1024
+
+
+class _Parser(Blueprint.ARGUMENTS_PARSER.__class__):
+    """Adds the ``multipart`` location: form fields and file parts of one multipart body, one schema."""
+
+    __location_map__ = {**Blueprint.ARGUMENTS_PARSER.__class__.__location_map__, "multipart": "load_multipart"}
+
+    def load_multipart(self, req: Any, schema: Any) -> Any:
+        try:
+            return self._makeproxy(CombinedMultiDict([req.files, req.form]), schema)
+        except RequestEntityTooLarge:
+            raise service.too_large(service.config()["maxFileSize"]) from None
+
+
+class StorageBlueprint(Blueprint):
+    ARGUMENTS_PARSER = _Parser()
+    DEFAULT_LOCATION_CONTENT_TYPE_MAPPING = {
+        **Blueprint.DEFAULT_LOCATION_CONTENT_TYPE_MAPPING,
+        "multipart": "multipart/form-data",
+    }
+
+
+blp = StorageBlueprint("storage", __name__, description="Files and folders of users; public and signed URLs")
+
+_BINARY = {"schema": {"type": "string", "format": "binary"}}
+_FILE_RESPONSES = {
+    200: {"description": "The file's bytes, with its stored content type", "content": {"*/*": _BINARY}},
+    206: {"description": "The requested byte range", "content": {"*/*": _BINARY}},
+    304: {"description": "Not modified (If-None-Match matched the ETag)"},
+    404: {"description": "No such file, or not yours", "content": {"application/json": {"schema": ErrorSchema}}},
+    416: {"description": "Range not satisfiable", "content": {"application/json": {"schema": ErrorSchema}}},
+}
+
+
+def _document(func: Any, security: list[dict[str, list]], responses: dict[int, str]) -> None:
+    apidoc = getattr(func, "_apidoc", {})
+    manual = apidoc.setdefault("manual_doc", {})
+    manual.setdefault("security", security)
+    for status, description in responses.items():
+        manual.setdefault("responses", {}).setdefault(
+            status, {"description": description, "content": {"application/json": {"schema": ErrorSchema}}}
+        )
+    func._apidoc = apidoc
+
+
+def user_or_admin_required(func: F) -> F:
+    """A user Bearer token, or administrator credentials (masterkey / admin Bearer): admins see every file."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if identify() is None:
+            raise unauthorized("This route needs a user Bearer token or administrator credentials")
+        return func(*args, **kwargs)
+
+    _document(
+        wrapper,
+        [{"bearerAuth": []}, {"masterkey": []}],
+        {401: "Missing or invalid credentials"},
+    )
+    return wrapper  # type: ignore[return-value]
+
+
+def _limit_upload_size(func: F) -> F:
+    """Sets this request's body limit from the config *before* the body is parsed: a Content-Length over
+    it is a 413 without reading a byte; a chunked body is cut off as soon as it passes the limit."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        request.max_content_length = service.config()["maxFileSize"] + FORM_OVERHEAD
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _caller() -> Identity:
+    identity = identify()
+    assert identity is not None  # the guards above ran
+    return identity
+
+
+# ------------------------------------------------------------------------------------------- files
+
+
+@blp.route("/storage/upload", methods=["POST"])
+@user_required
+@_limit_upload_size
+@blp.arguments(UploadForm, location="multipart")
+@blp.response(201, UploadedSchema)
+@blp.alt_response(413, schema=ErrorSchema, description="The file is larger than maxFileSize")
+@blp.alt_response(415, schema=ErrorSchema, description="The (sniffed) type is not in allowedTypes")
+@blp.alt_response(500, schema=ErrorSchema, description="PROVIDER_ERROR: the storage backend failed")
+def upload(form: dict[str, Any]):
+    """Upload a file (multipart `file`, optional `folder` id and `isPublic`).
+
+    The content type is sniffed from the bytes (by extension only when the bytes say nothing); the name
+    is sanitised. Nothing is left behind when the upload fails.
+    """
+    owner = require_user().id
+    folder = service.target_folder(form["folder"], owner, "folder")
+    upload = form["file"]
+    record = service.store_upload(
+        upload.stream, upload.filename, owner=owner, folder=folder, is_public=form["isPublic"]
+    )
+    return {
+        "id": record.id,
+        "url": service.record_url(record),
+        "name": record.name,
+        "size": record.size,
+        "content_type": record.content_type,
+        "is_public": record.is_public,
+        "folder_id": record.folder_id,
+    }
+
+
+@blp.route("/storage/file/<string:fileId>", methods=["GET"])
+@user_or_admin_required
+@blp.response(200, FileSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="No such file, or a private file of somebody else")
+def get_file(fileId: str):
+    """A file record (your own, a public one, or any for an admin)."""
+    return service.visible_file(fileId, _caller())
+
+
+@blp.route("/storage/download/<string:fileId>", methods=["GET"])
+@user_or_admin_required
+@blp.doc(responses=_FILE_RESPONSES)
+def download(fileId: str):
+    """The file's content, streamed; honours `Range` and `If-None-Match`."""
+    return serve(service.visible_file(fileId, _caller()))
+
+
+@blp.route("/storage/file/<string:fileId>", methods=["DELETE"])
+@user_or_admin_required
+@blp.response(200, DeletedSchema)
+@blp.alt_response(403, schema=ErrorSchema, description="A public file of somebody else")
+@blp.alt_response(404, schema=ErrorSchema, description="No such file, or a private file of somebody else")
+def delete_file(fileId: str):
+    """Delete a file (the owner, or an admin); its bytes are removed once the record is gone."""
+    record = service.own_file(fileId, _caller())
+    service.delete_files([record])
+    db.session.commit()
+    return deleted(fileId)
+
+
+@blp.route("/storage/getUrl/<string:fileId>", methods=["GET"])
+@blp.response(200, UrlSchema)
+@blp.alt_response(401, schema=ErrorSchema, description="A private file needs the owner's Bearer (or an admin)")
+@blp.alt_response(404, schema=ErrorSchema, description="No such file, or a private file of somebody else")
+@blp.doc(security=[{}, {"bearerAuth": []}, {"masterkey": []}])
+def get_url(fileId: str):
+    """A URL that serves the file without credentials.
+
+    Public file: its stable public URL (no credentials needed to ask). Private file: the owner (Bearer)
+    or an admin gets a signed URL that expires after `signedUrlExpiry` seconds (default 1 h).
+    """
+    identity = identify()
+    record = db.session.get(File, fileId)
+    if record is not None and record.is_public:
+        return {"url": service.public_url(record), "isPublic": True, "expiresAt": None}
+    if record is not None and identity is None:
+        raise unauthorized("A private file's URL needs the owner's Bearer token or administrator credentials")
+    record = service.visible_file(fileId, identity)
+    url, expires = service.signed_url(record)
+    return {
+        "url": url,
+        "isPublic": False,
+        "expiresAt": datetime.fromtimestamp(expires, timezone.utc).isoformat().replace("+00:00", "Z"),
+    }
+
+
+@blp.route("/storage/public/<string:fileId>/<string:name>", methods=["GET"])
+@blp.doc(responses=_FILE_RESPONSES, security=[])
+def public_file(fileId: str, name: str):
+    """A public file, without credentials (the name is cosmetic: browsers save under it)."""
+    record = db.session.get(File, fileId)
+    if record is None or not record.is_public:
+        raise not_found("File not found")
+    return serve(record, public=True)
+
+
+@blp.route("/storage/signed/<string:token>", methods=["GET"])
+@blp.doc(
+    responses={
+        **_FILE_RESPONSES,
+        403: {"description": "Forged or expired signature", "content": {"application/json": {"schema": ErrorSchema}}},
+    },
+    security=[],
+)
+def signed_file(token: str):
+    """A private file through a signed URL from `getUrl` (local backend; S3 files get presigned S3 URLs)."""
+    return serve(service.file_from_token(token))
+
+
+# ----------------------------------------------------------------------------------------- folders
+
+
+@blp.route("/storage/folder", methods=["POST"])
+@user_required
+@blp.arguments(FolderCreateSchema)
+@blp.response(201, FolderSchema)
+@blp.alt_response(409, schema=ErrorSchema, description="You already have a folder of that name there")
+def create_folder(body: dict[str, Any]):
+    """Create a folder (optionally inside one of yours: `parent`)."""
+    owner = require_user().id
+    parent = service.target_folder(body["parent"], owner, "parent")
+    return service.create_folder(owner, body["name"], body["isPublic"], parent)
+
+
+@blp.route("/storage/folder/<string:folderId>", methods=["GET"])
+@user_or_admin_required
+@blp.arguments(ListArgs, location="query")
+@blp.response(200, FolderContentsSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="No such folder, or a private folder of somebody else")
+def get_folder(args: dict[str, Any], folderId: str):
+    """A folder and its contents: `{folder, folders, files, count}`.
+
+    `folders` lists every sub-folder; `files` is one page (`skip`/`limit`) and `count` the number of
+    files in the folder. Somebody else's public folder shows only its public files and sub-folders.
+    """
+    identity = _caller()
+    folder = service.visible_folder(folderId, identity)
+    everything = service.owns(identity, folder.owner)
+    files = select(File).where(File.folder_id == folder.id)
+    children = select(Folder).where(Folder.parent_id == folder.id).order_by(Folder.name, Folder.id)
+    if not everything:
+        files = files.where(File.is_public.is_(True))
+        children = children.where(Folder.is_public.is_(True))
+    page, count = paginate(files, args["skip"], args["limit"], (File.created_at.desc(), File.id))
+    return {
+        "folder": folder,
+        "folders": list(db.session.execute(children).scalars()),
+        "files": page,
+        "count": count,
+    }
+
+
+@blp.route("/storage/folder/<string:folderId>", methods=["DELETE"])
+@user_or_admin_required
+@blp.arguments(FolderDeleteArgs, location="query")
+@blp.response(200, DeletedSchema)
+@blp.alt_response(403, schema=ErrorSchema, description="A public folder of somebody else")
+@blp.alt_response(404, schema=ErrorSchema, description="No such folder, or a private folder of somebody else")
+@blp.alt_response(409, schema=ErrorSchema, description="Not empty (use ?recursive=true)")
+def delete_folder(args: dict[str, Any], folderId: str):
+    """Delete a folder; a non-empty one only with `?recursive=true` (files and sub-folders go too)."""
+    folder = service.own_folder(folderId, _caller())
+    service.delete_folder(folder, args["recursive"])
+    return deleted(folderId)

@@ -1,0 +1,414 @@
+"""Storage operations: store an upload, find what a caller may see, delete, URLs and signatures.
+
+Rules that hold everywhere here:
+- a failed upload leaves neither a record nor a stored blob (blob first, then the record; any failure
+  after the blob is written deletes it);
+- blobs of deleted records are removed only after the transaction commits, so a rolled-back delete
+  never loses data;
+- a private file or folder of somebody else is reported as missing (404), never as forbidden.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import mimetypes
+import time
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Iterable
+from urllib.parse import quote
+
+import filetype
+from flask import current_app, url_for
+from itsdangerous import BadSignature, URLSafeSerializer
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
+from werkzeug.utils import secure_filename
+
+from trellis import db
+from trellis.credentials import Identity
+from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
+from trellis.module_config import get as get_config
+
+from .backends import Backend, BackendError, LocalBackend, S3Backend, S3Clients, key_for
+from .config import type_allowed
+from .models import File, Folder
+
+log = logging.getLogger(__name__)
+
+MODULE = "storage"
+SNIFF_BYTES = 8192  # filetype looks at most at the first 8 KiB
+READ_CHUNK = 1024 * 1024
+FALLBACK_TYPE = "application/octet-stream"
+# Served inline (a browser shows them); everything else is an attachment, so an uploaded HTML or SVG
+# page can never run script on this origin.
+INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "application/pdf", "text/plain")
+INLINE_PREFIXES = ("audio/", "video/")
+_SIGNER_SALT = "trellis-storage-signed-url"
+# The clock signed URLs are issued and checked against (tests move it forward instead of sleeping).
+_clock = time.time
+
+
+# ------------------------------------------------------------------------------------------- backends
+
+
+@dataclass
+class StorageState:
+    """Per-app state, at ``app.extensions["trellis_storage"]``."""
+
+    s3_clients: S3Clients
+
+
+def config() -> dict[str, Any]:
+    return get_config(MODULE)
+
+
+def active_backend() -> Backend:
+    """The backend new uploads go to (the configured provider)."""
+    cfg = config()
+    if cfg["provider"] == "s3":
+        return _s3(cfg, cfg["s3"]["bucket"])
+    return _local(cfg)
+
+
+def backend_of(record: File) -> Backend:
+    """The backend a stored file lives in, whatever the provider is now."""
+    cfg = config()
+    if record.backend == "s3":
+        return _s3(cfg, record.location or cfg["s3"]["bucket"])
+    return _local(cfg)
+
+
+def _local(cfg: dict[str, Any]) -> LocalBackend:
+    return LocalBackend(cfg["local"].get("path") or current_app.config["STORAGE_PATH"])
+
+
+def _s3(cfg: dict[str, Any], bucket: str) -> S3Backend:
+    state: StorageState = current_app.extensions["trellis_storage"]
+    return S3Backend(state.s3_clients.get(cfg["s3"]), bucket)
+
+
+# -------------------------------------------------------------------------------------------- upload
+
+
+def display_name(filename: str | None) -> str:
+    """What the client called the file, without any directory part or control characters."""
+    name = (filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in unicodedata.normalize("NFC", name) if unicodedata.category(ch)[0] != "C")
+    name = name.strip().strip(".") or "file"
+    return _truncate(name)
+
+
+def safe_name(display: str) -> str:
+    """ASCII name safe in a path or header (werkzeug's secure_filename), never empty."""
+    ascii_name = unicodedata.normalize("NFKD", display).encode("ascii", "ignore").decode("ascii")
+    secured = secure_filename(ascii_name)
+    if not secured or secured.startswith("."):
+        suffix = "".join(_ext(display))
+        secured = "file" + suffix
+    return _truncate(secured)
+
+
+def _ext(name: str) -> list[str]:
+    dot = name.rfind(".")
+    ext = secure_filename(name[dot:]) if dot > 0 else ""
+    return [f".{ext}"] if ext and ext.isascii() else []
+
+
+def _truncate(name: str, limit: int = 255) -> str:
+    if len(name) <= limit:
+        return name
+    dot = name.rfind(".")
+    ext = name[dot:] if 0 < dot and len(name) - dot <= 16 else ""
+    return name[: limit - len(ext)] + ext
+
+
+# Types filetype recognises by their bytes: a name claiming one of these is not believed when the bytes
+# do not match (a text file called photo.png is not an image).
+_SNIFFABLE = frozenset(kind.mime for kind in filetype.types)
+
+
+def sniff(head: bytes, name: str) -> str:
+    """Content type from the bytes; by extension only when the bytes say nothing; else octet-stream."""
+    kind = filetype.guess(head) if head else None
+    if kind is not None:
+        return kind.mime
+    guessed, _ = mimetypes.guess_type(name, strict=False)
+    if guessed is None or guessed in _SNIFFABLE:
+        return FALLBACK_TYPE
+    return guessed
+
+
+def too_large(limit: int) -> APIError:
+    return APIError(413, f"The file is larger than the limit of {limit} bytes")
+
+
+def store_upload(
+    stream: BinaryIO, filename: str | None, *, owner: str, folder: Folder | None, is_public: bool | None
+) -> File:
+    """Stream ``stream`` into the active backend and record it; all or nothing."""
+    cfg = config()
+    limit = cfg["maxFileSize"]
+    display = display_name(filename)
+    head = stream.read(SNIFF_BYTES)
+    content_type = sniff(head, display)
+    if not type_allowed(content_type, cfg["allowedTypes"]):
+        raise APIError(415, f"Files of type {content_type} are not accepted")
+
+    file_id = db.new_id()
+    key = key_for(file_id)
+    backend = active_backend()
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        writer = backend.writer(key, content_type)
+        try:
+            chunk = head
+            while chunk:
+                size += len(chunk)
+                if size > limit:  # the body may be under the request limit while the file part is not
+                    raise too_large(limit)
+                digest.update(chunk)
+                writer.write(chunk)
+                chunk = stream.read(READ_CHUNK)
+            writer.commit()
+        except BaseException:
+            writer.abort()
+            raise
+    except BackendError as exc:
+        raise provider_error(f"Storing the file failed: {exc}") from None
+
+    record = File(
+        id=file_id,
+        owner=owner,
+        name=safe_name(display),
+        display_name=display,
+        folder_id=folder.id if folder else None,
+        size=size,
+        content_type=content_type,
+        sha256=digest.hexdigest(),
+        is_public=bool(folder.is_public if is_public is None and folder else is_public),
+        backend=backend.name,
+        location=backend.location,
+        key=key,
+    )
+    try:
+        db.session.add(record)
+        db.session.commit()
+    except BaseException:
+        db.session.rollback()
+        _delete_blob(backend, key)
+        raise
+    return record
+
+
+def _delete_blob(backend: Backend, key: str) -> None:
+    try:
+        backend.delete(key)
+    except BackendError as exc:
+        # The record is gone (or was never written); an orphan blob is garbage, not data loss.
+        log.error("could not delete stored blob %s from %s: %s", key, backend.name, exc)
+
+
+# -------------------------------------------------------------------------------------------- access
+
+
+def owns(identity: Identity, owner: str) -> bool:
+    return identity.is_admin or identity.id == owner
+
+
+def visible_file(file_id: str, identity: Identity | None) -> File:
+    """A file the caller may read: their own, any public one, anything for an admin. Else 404."""
+    record = db.session.get(File, file_id)
+    if record is None or not (record.is_public or (identity is not None and owns(identity, record.owner))):
+        raise not_found("File not found")
+    return record
+
+
+def own_file(file_id: str, identity: Identity) -> File:
+    """A file the caller may change: 404 if they cannot see it, 403 if they see it but do not own it."""
+    record = visible_file(file_id, identity)
+    if not owns(identity, record.owner):
+        raise forbidden("Only the owner of a file may delete it")
+    return record
+
+
+def visible_folder(folder_id: str, identity: Identity) -> Folder:
+    folder = db.session.get(Folder, folder_id)
+    if folder is None or not (folder.is_public or owns(identity, folder.owner)):
+        raise not_found("Folder not found")
+    return folder
+
+
+def own_folder(folder_id: str, identity: Identity) -> Folder:
+    folder = visible_folder(folder_id, identity)
+    if not owns(identity, folder.owner):
+        raise forbidden("Only the owner of a folder may delete it")
+    return folder
+
+
+def target_folder(folder_id: str | None, owner: str, field: str) -> Folder | None:
+    """A folder the user may put things in (their own); a wrong id is a 400 on ``field``."""
+    if not folder_id:
+        return None
+    folder = db.session.get(Folder, folder_id)
+    if folder is None or folder.owner != owner:
+        raise bad_request(f"No folder {folder_id!r} of yours", {field: ["No such folder"]})
+    return folder
+
+
+# ------------------------------------------------------------------------------------------- folders
+
+
+def create_folder(owner: str, name: str, is_public: bool, parent: Folder | None) -> Folder:
+    clash = select(Folder.id).where(
+        Folder.owner == owner,
+        Folder.name == name,
+        Folder.parent_id.is_(None) if parent is None else Folder.parent_id == parent.id,
+    )
+    if db.session.execute(clash).first() is not None:
+        raise conflict(f"A folder named {name!r} already exists here")
+    folder = Folder(owner=owner, name=name, is_public=is_public, parent_id=parent.id if parent else None)
+    db.session.add(folder)
+    db.session.commit()
+    return folder
+
+
+def folder_tree(root: Folder) -> list[str]:
+    """Ids of ``root`` and every folder under it, parents before children."""
+    ids, frontier = [root.id], [root.id]
+    while frontier:
+        frontier = list(db.session.execute(select(Folder.id).where(Folder.parent_id.in_(frontier))).scalars())
+        ids.extend(frontier)
+    return ids
+
+
+def delete_folder(folder: Folder, recursive: bool) -> None:
+    has_files = db.session.execute(select(File.id).where(File.folder_id == folder.id).limit(1)).first()
+    has_folders = db.session.execute(select(Folder.id).where(Folder.parent_id == folder.id).limit(1)).first()
+    if (has_files or has_folders) and not recursive:
+        raise conflict("The folder is not empty; delete with ?recursive=true to remove its contents")
+    tree = folder_tree(folder)
+    files = list(db.session.execute(select(File).where(File.folder_id.in_(tree))).scalars())
+    delete_files(files)
+    for folder_id in reversed(tree):  # children first, for the parent foreign key
+        db.session.delete(db.session.get(Folder, folder_id))
+        db.session.flush()
+    db.session.commit()
+
+
+# ---------------------------------------------------------------------------------------- deletion
+
+
+def delete_files(records: Iterable[File]) -> None:
+    """Delete records in the current transaction; their blobs go once it commits."""
+    records = list(records)
+    blobs = [(backend_of(r), r.key) for r in records]
+    for record in records:
+        db.session.delete(record)
+    db.session.flush()
+    if blobs:
+        _after_commit(db.session(), blobs)
+
+
+_PENDING = "trellis_storage_pending_blob_deletes"
+
+
+def _after_commit(session: Session, blobs: list[tuple[Backend, str]]) -> None:
+    pending = session.info.get(_PENDING)
+    if pending is None:
+        pending = session.info[_PENDING] = []
+        # Once per session (sessions live for one app context); the handlers do nothing when idle.
+        if not event.contains(session, "after_commit", _run_pending):
+            event.listen(session, "after_commit", _run_pending)
+            event.listen(session, "after_rollback", _drop_pending)
+    pending.extend(blobs)
+
+
+def _run_pending(session: Session) -> None:
+    for backend, key in session.info.pop(_PENDING, []):
+        _delete_blob(backend, key)
+
+
+def _drop_pending(session: Session) -> None:
+    session.info.pop(_PENDING, None)
+
+
+def delete_user_data(user_id: str) -> None:
+    """Everything a user stored: files (blobs after commit), then folders, children first."""
+    files = list(db.session.execute(select(File).where(File.owner == user_id)).scalars())
+    delete_files(files)
+    # A folder's parent always has the same owner (see target_folder), so the user's roots reach them all.
+    roots = db.session.execute(select(Folder).where(Folder.owner == user_id, Folder.parent_id.is_(None))).scalars()
+    for root in list(roots):
+        for folder_id in reversed(folder_tree(root)):
+            db.session.delete(db.session.get(Folder, folder_id))
+            db.session.flush()
+
+
+# ---------------------------------------------------------------------------------------------- URLs
+
+
+def public_url(record: File) -> str:
+    return url_for("storage.public_file", fileId=record.id, name=record.name, _external=True)
+
+
+def download_url(record: File) -> str:
+    return url_for("storage.download", fileId=record.id, _external=True)
+
+
+def record_url(record: File) -> str:
+    """The ``url`` of a record: stable and credential-free if public, else the (Bearer) download route."""
+    return public_url(record) if record.is_public else download_url(record)
+
+
+def _serializer() -> URLSafeSerializer:
+    return URLSafeSerializer(current_app.config["SECRET_KEY"], salt=_SIGNER_SALT)
+
+
+def signed_url(record: File, expires_in: int | None = None) -> tuple[str, int]:
+    """A URL that serves ``record`` without credentials until it expires: (url, expiry epoch seconds)."""
+    seconds = config()["signedUrlExpiry"] if expires_in is None else expires_in
+    expires = int(_clock()) + seconds
+    if record.backend == "s3":
+        backend = backend_of(record)
+        assert isinstance(backend, S3Backend)
+        try:
+            url = backend.presigned_url(
+                record.key, seconds, record.content_type, content_disposition(record)
+            )
+        except BackendError as exc:
+            raise provider_error(f"Signing the URL failed: {exc}") from None
+        return url, expires
+    token = _serializer().dumps({"f": record.id, "e": expires})
+    return url_for("storage.signed_file", token=token, _external=True), expires
+
+
+def file_from_token(token: str) -> File:
+    """The file a local signed URL grants; 403 for a forged or expired one, 404 if the file is gone."""
+    try:
+        payload = _serializer().loads(token)
+    except BadSignature:
+        raise forbidden("The signed URL is not valid") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("e"), int) or not isinstance(payload.get("f"), str):
+        raise forbidden("The signed URL is not valid")
+    if payload["e"] <= _clock():
+        raise forbidden("The signed URL has expired")
+    record = db.session.get(File, payload["f"])
+    if record is None:
+        raise not_found("File not found")
+    return record
+
+
+# -------------------------------------------------------------------------------------------- headers
+
+
+def is_inline(content_type: str) -> bool:
+    return content_type in INLINE_TYPES or content_type.startswith(INLINE_PREFIXES)
+
+
+def content_disposition(record: File) -> str:
+    """RFC 6266: an ASCII ``filename`` for old clients plus ``filename*`` with the real (UTF-8) name."""
+    kind = "inline" if is_inline(record.content_type) else "attachment"
+    quoted = quote(record.display_name, safe="!#$&+-.^_`|~")
+    return f"{kind}; filename=\"{record.name}\"; filename*=UTF-8''{quoted}"

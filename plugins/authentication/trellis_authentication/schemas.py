@@ -11,10 +11,17 @@ from trellis.http import ListArgs, list_schema
 PASSWORD_FIELD_MAX = 1024
 
 
+class NormalisedEmail(fields.Email):
+    """An email address, trimmed and lower-cased before it is validated (emails are case-insensitive here)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        return super()._deserialize(value, attr, data, **kwargs).strip().lower()
+
+
 class UserCredentialsSchema(Schema):
     """``{email, password}`` to register or to create a user."""
 
-    email = fields.Email(required=True, validate=validate.Length(max=254))
+    email = NormalisedEmail(required=True, validate=validate.Length(max=254))
     password = fields.String(required=True, load_only=True, validate=validate.Length(min=1, max=PASSWORD_FIELD_MAX))
 
 

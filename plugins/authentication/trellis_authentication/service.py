@@ -10,7 +10,7 @@ import hashlib
 import logging
 import secrets
 import string
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from flask_jwt_extended import create_access_token
@@ -157,10 +157,9 @@ def delete_user(user_id: str) -> None:
 # --- tokens ------------------------------------------------------------------------------------------
 
 
-def _issue(user_id: str, session: Session, settings: dict[str, Any]) -> dict[str, str]:
+def _issue(user_id: str, session: Session, settings: dict[str, Any], now: datetime) -> dict[str, str]:
     """A fresh refresh token for ``session`` and an access token bound to it (the caller commits)."""
     refresh_token = secrets.token_urlsafe(32)
-    now = db.utcnow()
     session.refresh_hash = hash_token(refresh_token)
     session.expires_at = now + timedelta(days=settings["refreshTokenDays"])
     access_token = create_access_token(
@@ -187,8 +186,9 @@ def login(email: str, password: str) -> dict[str, str]:
         raise forbidden("This user is blocked")
     if needs_rehash(user.password_hash):
         user.password_hash = hash_password(password)
-    session = Session(id=db.new_id(), user_id=user.id)
-    tokens = _issue(user.id, session, settings)
+    now = db.utcnow()
+    session = Session(id=db.new_id(), user_id=user.id, created_at=now)
+    tokens = _issue(user.id, session, settings, now)
     db.session.add(session)
     db.session.commit()
     return tokens
@@ -214,15 +214,16 @@ def renew(refresh_token: str) -> dict[str, str]:
         log.warning("refresh token reuse on session %s; session revoked", rotated.session_id)
         raise unauthorized("This refresh token was already used; the session has been revoked")
     session, active = found
+    now = db.utcnow()
+    if not active:  # before "revoked", as in user_from_claims: blocking revokes sessions too
+        raise forbidden("This user is blocked")
     if session.revoked:
         raise unauthorized("The session has ended; sign in again")
-    if session.expires_at <= db.utcnow():
+    if session.expires_at <= now:
         raise unauthorized("Refresh token expired; sign in again")
-    if not active:
-        raise forbidden("This user is blocked")
     db.session.add(RotatedToken(token_hash=token_hash, session_id=session.id))
-    session.renewed_at = db.utcnow()
-    tokens = _issue(session.user_id, session, settings)
+    session.renewed_at = now
+    tokens = _issue(session.user_id, session, settings, now)
     db.session.commit()
     return tokens
 

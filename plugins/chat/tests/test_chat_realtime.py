@@ -1,4 +1,4 @@
-"""The Socket.IO channel against a real eventlet server (``live_server``), driven by python-socketio clients."""
+"""The Socket.IO channel against a real eventlet server (``chat_server``), driven by python-socketio clients."""
 from __future__ import annotations
 
 import pytest
@@ -12,8 +12,8 @@ pytestmark = pytest.mark.live
 ADMIN = {"masterkey": TEST_MASTER_KEY}
 
 
-def test_connect_needs_a_valid_user_token(live_server, refused, sockets):
-    url = live_server.url
+def test_connect_needs_a_valid_user_token(chat_server, refused, sockets):
+    url = chat_server.url
     missing = refused(url, None)
     assert missing["data"] == {"name": "UNAUTHORIZED", "status": 401, "message": missing["message"]}
     assert refused(url, "not-a-jwt")["data"]["status"] == 401
@@ -27,12 +27,12 @@ def test_connect_needs_a_valid_user_token(live_server, refused, sockets):
     assert sockets(url, user.access_token, namespace="/chat").client.connected
 
 
-def test_messages_reach_participants_only_and_are_stored(live_server, http, sockets):
-    api = http(live_server.url)
-    alice, bob, carol = (create_user_over_http(live_server.url) for _ in range(3))
+def test_messages_reach_participants_only_and_are_stored(chat_server, http, sockets):
+    api = http(chat_server.url)
+    alice, bob, carol = (create_user_over_http(chat_server.url) for _ in range(3))
     room = api.create_room(alice, [bob.id])
     carols_room = api.create_room(carol, [alice.id])
-    a, b, c = (sockets(live_server.url, u.access_token) for u in (alice, bob, carol))
+    a, b, c = (sockets(chat_server.url, u.access_token) for u in (alice, bob, carol))
 
     ack = a.call("message", room, "hello bob")
     assert set(ack) == {"_id", "room", "sender", "message", "createdAt"}
@@ -42,45 +42,45 @@ def test_messages_reach_participants_only_and_are_stored(live_server, http, sock
     a.call("message", carols_room, "hello carol")
     assert c.texts_until("hello carol") == ["hello carol"]  # carol never saw the message to bob
 
-    stored = requests.get(f"{live_server.url}/chat/rooms/{room}/messages", headers=bob.headers, timeout=10).json()
+    stored = requests.get(f"{chat_server.url}/chat/rooms/{room}/messages", headers=bob.headers, timeout=10).json()
     assert stored == {"messages": [ack], "count": 1}
 
 
-def test_rest_messages_and_deletions_reach_sockets_on_both_namespaces(live_server, http, sockets):
-    api = http(live_server.url)
-    alice, bob = create_user_over_http(live_server.url), create_user_over_http(live_server.url)
+def test_rest_messages_and_deletions_reach_sockets_on_both_namespaces(chat_server, http, sockets):
+    api = http(chat_server.url)
+    alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
     room = api.create_room(alice, [bob.id])
-    slash, plain = sockets(live_server.url, bob.access_token, "/chat/"), sockets(live_server.url, bob.access_token, "/chat")
+    slash, plain = sockets(chat_server.url, bob.access_token, "/chat/"), sockets(chat_server.url, bob.access_token, "/chat")
 
     sent = api.send(alice, room, "over REST")
     assert slash.next() == sent and plain.next() == sent
 
-    deleted = requests.delete(f"{live_server.url}/chat/messages/{sent['_id']}", headers=alice.headers, timeout=10)
+    deleted = requests.delete(f"{chat_server.url}/chat/messages/{sent['_id']}", headers=alice.headers, timeout=10)
     assert deleted.status_code == 200
     assert slash.next("messageDeleted") == {"_id": sent["_id"], "room": room}
 
 
-def test_socket_errors_come_back_in_the_acknowledgement(live_server, http, sockets):
-    api = http(live_server.url)
-    alice, bob = create_user_over_http(live_server.url), create_user_over_http(live_server.url)
+def test_socket_errors_come_back_in_the_acknowledgement(chat_server, http, sockets):
+    api = http(chat_server.url)
+    alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
     room = api.create_room(alice, [])
-    b = sockets(live_server.url, bob.access_token)
+    b = sockets(chat_server.url, bob.access_token)
 
     assert b.call("message", room, "intrusion")["error"]["status"] == 404
     assert b.call("join", room)["error"]["status"] == 404
-    a = sockets(live_server.url, alice.access_token)
+    a = sockets(chat_server.url, alice.access_token)
     assert a.call("message", room, "")["error"]["status"] == 400
     assert a.call("message", {"roomId": room, "message": "as one object"})["message"] == "as one object"
-    listed = requests.get(f"{live_server.url}/chat/rooms/{room}/messages", headers=alice.headers, timeout=10).json()
+    listed = requests.get(f"{chat_server.url}/chat/rooms/{room}/messages", headers=alice.headers, timeout=10).json()
     assert [m["message"] for m in listed["messages"]] == ["as one object"]
 
 
-def test_join_and_leave_a_room_on_one_socket(live_server, http, sockets):
-    api = http(live_server.url)
-    alice, bob = create_user_over_http(live_server.url), create_user_over_http(live_server.url)
+def test_join_and_leave_a_room_on_one_socket(chat_server, http, sockets):
+    api = http(chat_server.url)
+    alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
     room = api.create_room(alice, [bob.id])
     other = api.create_room(alice, [bob.id])
-    b = sockets(live_server.url, bob.access_token)
+    b = sockets(chat_server.url, bob.access_token)
 
     assert b.call("leave", room) == {"roomId": room, "left": True}
     api.send(alice, room, "while away")
@@ -93,10 +93,10 @@ def test_join_and_leave_a_room_on_one_socket(live_server, http, sockets):
     assert b.call("leave", f"user:{bob.id}")["error"]["status"] == 400  # its own user room is not a chat room
 
 
-def test_room_membership_changes_reach_connected_sockets(live_server, http, sockets):
-    api = http(live_server.url)
-    alice, bob, dave = (create_user_over_http(live_server.url) for _ in range(3))
-    b, d = sockets(live_server.url, bob.access_token), sockets(live_server.url, dave.access_token)
+def test_room_membership_changes_reach_connected_sockets(chat_server, http, sockets):
+    api = http(chat_server.url)
+    alice, bob, dave = (create_user_over_http(chat_server.url) for _ in range(3))
+    b, d = sockets(chat_server.url, bob.access_token), sockets(chat_server.url, dave.access_token)
 
     room = api.create_room(alice, [bob.id])  # bob was connected before the room existed
     api.send(alice, room, "welcome bob")
@@ -113,21 +113,21 @@ def test_room_membership_changes_reach_connected_sockets(live_server, http, sock
     api.send(alice, dm, "marker")
     assert b.texts_until("marker") == ["welcome dave", "marker"]
 
-    deleted = requests.delete(f"{live_server.url}/admin/chat/rooms/{room}", headers=ADMIN, timeout=10)
+    deleted = requests.delete(f"{chat_server.url}/admin/chat/rooms/{room}", headers=ADMIN, timeout=10)
     assert deleted.status_code == 200
     assert d.next("roomDeleted") == {"_id": room}
 
 
-def test_blocking_a_user_disconnects_their_sockets(live_server, http, sockets, refused):
-    api = http(live_server.url)
-    alice, bob = create_user_over_http(live_server.url), create_user_over_http(live_server.url)
+def test_blocking_a_user_disconnects_their_sockets(chat_server, http, sockets, refused):
+    api = http(chat_server.url)
+    alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
     room = api.create_room(alice, [bob.id])
-    first, second = sockets(live_server.url, bob.access_token), sockets(live_server.url, bob.access_token, "/chat")
-    watcher = sockets(live_server.url, alice.access_token)
+    first, second = sockets(chat_server.url, bob.access_token), sockets(chat_server.url, bob.access_token, "/chat")
+    watcher = sockets(chat_server.url, alice.access_token)
 
     assert api.put(f"/authentication/users/{bob.id}/block", ADMIN).status_code == 200
     first.disconnected.get(timeout=10)
     second.disconnected.get(timeout=10)
-    assert refused(live_server.url, bob.access_token)["data"]["status"] in (401, 403)
+    assert refused(chat_server.url, bob.access_token)["data"]["status"] in (401, 403)
     api.send(alice, room, "still here")
     assert watcher.next()["message"] == "still here"

@@ -2,14 +2,12 @@
 events, and operations on all sockets of a user in every worker.
 
 Socket rooms: each chat room is a Socket.IO room named by the room id; each socket is also in
-``user:<id>`` so the server can find every socket of a user.
+``user:<id>``. With Redis, each socket is also registered under its user (see ``UserSockets``).
 """
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import threading
 from typing import Any, Callable, Iterable
 
 import redis
@@ -27,7 +25,6 @@ log = logging.getLogger(__name__)
 
 # The contract names "/chat/"; "/chat" is the spelling most Socket.IO clients produce.
 NAMESPACES = ("/chat/", "/chat")
-CONTROL_CHANNEL = "trellis:chat:sockets"
 EXTENSION = "trellis_chat"
 
 
@@ -51,84 +48,62 @@ def close_room(room_id: str) -> None:
 class UserSockets:
     """Join, leave or disconnect all sockets of some users, whichever worker holds them.
 
-    python-socketio's queue carries emits and per-sid operations, but no worker knows the sids held by
-    another. So with Redis every worker subscribes to a control channel and applies each operation to
-    its own sockets of those users (found through their ``user:<id>`` room). Without Redis there is a
-    single process and the operation is applied at once.
+    A worker only knows its own sockets. With Redis, every socket is registered under its user in a
+    Redis set (``namespace sid``), and operations go through python-socketio's own queue-aware
+    ``enter_room`` / ``leave_room`` / ``disconnect``: they travel on the same Redis channel as the
+    emits, so a user added to a room gets the next message and one who left does not. Without Redis
+    there is one process and the sockets are found through their ``user:<id>`` room.
     """
+
+    KEY_SECONDS = 8 * 24 * 3600  # outlives any access token; refreshed on each connect
 
     def __init__(self, app: Flask) -> None:
         self._socketio = app.extensions["socketio"]
-        self._url: str | None = app.config.get("REDIS_URL") or None
-        self._lock = threading.Lock()
-        self._listening = False
-        self._publisher: redis.Redis | None = None
+        url = app.config.get("REDIS_URL") or None
+        self._redis: redis.Redis | None = redis.Redis.from_url(url) if url else None  # connects on first use
+        self._owners: dict[tuple[str, str], str] = {}  # (namespace, sid) → user id, sockets of this worker
+
+    @staticmethod
+    def _key(user_id: str) -> str:
+        return f"trellis:chat:sockets:{user_id}"
+
+    def register(self, user_id: str, namespace: str, sid: str) -> None:
+        """Called while a socket connects, before its user is checked (so a block from now on finds it)."""
+        if self._redis is not None:
+            key = self._key(user_id)
+            self._redis.pipeline().sadd(key, f"{namespace} {sid}").expire(key, self.KEY_SECONDS).execute()
+        self._owners[(namespace, sid)] = user_id
+        join_room(user_room(user_id), sid=sid, namespace=namespace)
+
+    def unregister(self, namespace: str, sid: str) -> None:
+        user_id = self._owners.pop((namespace, sid), None)
+        if user_id is not None and self._redis is not None:
+            self._redis.srem(self._key(user_id), f"{namespace} {sid}")
+
+    def sockets_of(self, user_id: str) -> list[tuple[str, str]]:
+        """(namespace, sid) of every socket of the user, in every worker."""
+        if self._redis is not None:
+            members = (raw.decode().split(" ", 1) for raw in self._redis.smembers(self._key(user_id)))
+            return [(namespace, sid) for namespace, sid in members]
+        manager = self._socketio.server.manager
+        return [(ns, sid) for ns in NAMESPACES for sid, _ in manager.get_participants(ns, user_room(user_id))]
 
     def join(self, user_ids: Iterable[str], room_id: str) -> None:
-        self._send({"op": "join", "users": list(user_ids), "room": room_id})
+        server = self._socketio.server
+        for user_id in user_ids:
+            for namespace, sid in self.sockets_of(user_id):
+                server.enter_room(sid, room_id, namespace=namespace)
 
     def leave(self, user_ids: Iterable[str], room_id: str) -> None:
-        self._send({"op": "leave", "users": list(user_ids), "room": room_id})
+        server = self._socketio.server
+        for user_id in user_ids:
+            for namespace, sid in self.sockets_of(user_id):
+                server.leave_room(sid, room_id, namespace=namespace)
 
     def disconnect(self, user_id: str) -> None:
-        self._send({"op": "disconnect", "users": [user_id]})
-
-    def _send(self, operation: dict[str, Any]) -> None:
-        if not operation["users"]:
-            return
-        if self._url is None:
-            self.apply(operation)
-            return
-        if self._publisher is None:
-            self._publisher = redis.Redis.from_url(self._url)
-        self._publisher.publish(CONTROL_CHANNEL, json.dumps(operation))
-
-    def apply(self, operation: dict[str, Any]) -> None:
-        """Apply an operation to the sockets of this process."""
         server = self._socketio.server
-        op, room = operation.get("op"), operation.get("room")
-        for namespace in NAMESPACES:
-            for user_id in operation.get("users", ()):
-                sids = [sid for sid, _ in server.manager.get_participants(namespace, user_room(user_id))]
-                for sid in sids:
-                    if op == "join":
-                        server.enter_room(sid, room, namespace=namespace)
-                    elif op == "leave":
-                        server.leave_room(sid, room, namespace=namespace)
-                    elif op == "disconnect":
-                        server.disconnect(sid, namespace=namespace, ignore_queue=True)
-
-    def ensure_listening(self) -> None:
-        """Subscribe this worker to the control channel (on its first socket; no-op without Redis).
-
-        The subscription is made before the socket is accepted, so no operation aimed at it is missed.
-        """
-        if self._url is None or self._listening:
-            return
-        with self._lock:
-            if self._listening:
-                return
-            pubsub = redis.Redis.from_url(self._url).pubsub(ignore_subscribe_messages=True)
-            pubsub.subscribe(CONTROL_CHANNEL)
-            self._socketio.start_background_task(self._listen, pubsub)
-            self._listening = True
-
-    def _listen(self, pubsub: Any) -> None:
-        while True:
-            try:
-                for item in pubsub.listen():
-                    if item.get("type") == "message":
-                        self._apply_published(item["data"])
-            except redis.RedisError as exc:
-                # redis-py resubscribes when the connection comes back; wait instead of spinning.
-                log.warning("chat control channel: %s; retrying", exc)
-                self._socketio.sleep(1)
-
-    def _apply_published(self, raw: bytes) -> None:
-        try:
-            self.apply(json.loads(raw))
-        except Exception:  # one bad operation must not stop the listener
-            log.exception("chat control operation failed")
+        for namespace, sid in self.sockets_of(user_id):
+            server.disconnect(sid, namespace=namespace)
 
 
 def user_sockets() -> UserSockets:
@@ -182,7 +157,11 @@ class ChatNamespace(Namespace):
     def on_connect(self, auth: Any = None) -> None:
         try:
             self._accept(auth)
-        except APIError as exc:
+        except Exception as exc:
+            user_sockets().unregister(self.namespace, request.sid)
+            if not isinstance(exc, APIError):
+                log.exception("chat socket connect failed")
+                exc = APIError(500, "Internal server error")
             raise ConnectionRefusedError(exc.message, body(exc.status, exc.message, name=exc.name)) from None
         finally:
             db.session.remove()
@@ -196,13 +175,15 @@ class ChatNamespace(Namespace):
             raise forbidden("Chat sockets need a user token")
         if not service.config()["active"]:
             raise not_found("The chat module is not active")
-        user_sockets().ensure_listening()
         # Before the check below: a block announced from now on already finds this socket.
-        join_room(user_room(claims["sub"]))
+        user_sockets().register(claims["sub"], self.namespace, request.sid)
         identity = identity_from_token(token)  # blocked user → 403, ended session → 401
         for room_id in service.room_ids_of(identity.id):
             join_room(room_id)
         self.socketio.server.save_session(request.sid, {"user": identity.id, "token": token}, namespace=self.namespace)
+
+    def on_disconnect(self, reason: Any = None) -> None:
+        user_sockets().unregister(self.namespace, request.sid)
 
     def _user(self) -> str:
         """The socket's user, re-checked: a session ended or a user blocked since connecting is refused."""

@@ -63,6 +63,9 @@ class FakeFcm:
 
     public_key: Any
     url: str = ""
+    project_id: str = PROJECT_ID
+    client_email: str = CLIENT_EMAIL
+    scope: str = FCM_SCOPE
     unregistered: set[str] = field(default_factory=set)  # 404 UNREGISTERED
     invalid: set[str] = field(default_factory=set)  # 400 INVALID_ARGUMENT on message.token
     unavailable: set[str] = field(default_factory=set)  # 503 UNAVAILABLE (device kept)

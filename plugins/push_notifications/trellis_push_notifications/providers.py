@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -167,15 +168,8 @@ def parallel_map(func: Callable[[T], R], items: Iterable[T], workers: int) -> li
     items = list(items)
     if len(items) <= 1:
         return [func(item) for item in items]
-    try:
-        from eventlet import patcher
-
-        green = patcher.is_monkey_patched("thread")
-    except ImportError:
-        green = False
-    if green:
-        import eventlet
-
+    eventlet = sys.modules.get("eventlet")  # only the server imports it; never import it from here
+    if eventlet is not None and eventlet.patcher.is_monkey_patched("thread"):
         return list(eventlet.GreenPool(min(workers, len(items))).imap(func, items))
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
         return list(pool.map(func, items))

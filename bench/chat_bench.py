@@ -1,0 +1,197 @@
+"""Chat fan-out: many Socket.IO clients in one room of one eventlet server process.
+
+    .venv/bin/python -m bench.chat_bench                       # 500 clients, 100 messages, PostgreSQL
+    .venv/bin/python -m bench.chat_bench --clients 100 --messages 20 --no-write
+
+Each message is sent by one client on the socket (``message(roomId, text)``: stored, then emitted to
+the room) and the clock stops when the last of the clients has received it. All clients live in this
+one asyncio process (python-socketio ``AsyncClient``, websocket transport, one shared aiohttp session)
+so the load generator costs one core at most and the server keeps the other. Send and receive times
+come from the same clock. Messages go one at a time: the next one leaves when every client has the
+previous one, so each figure is a fan-out latency, not a queueing delay.
+
+Figures: per message, the time until ALL clients have it (p50/p99 over the messages); per delivery,
+the time until one client has it (p50/p99 over clients × messages); server memory (RSS) idle, with
+the clients connected, after the messages, and its peak.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import socketio
+
+from bench.common import ROOT, Server, bench_server
+
+NAMESPACE = "/chat/"
+TARGET_P99_MS = 250.0
+RESULTS = ROOT / "bench" / "results" / "chat.md"
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * pct // 100))
+    return ordered[int(rank) - 1]
+
+
+async def make_users(http: aiohttp.ClientSession, server: Server, count: int) -> list[dict[str, str]]:
+    """Users created by the admin route and signed in, through the real API (a few at a time)."""
+    limits = {"rateLimits": {"loginPerIp": "100000/minute", "loginPerEmail": "100000/minute"}}
+    async with http.put(f"{server.url}/config/authentication", json=limits, headers=server.admin_headers) as response:
+        assert response.status == 200, await response.text()
+    gate = asyncio.Semaphore(8)
+
+    async def one(n: int) -> dict[str, str]:
+        body = {"email": f"bench-{n}@example.com", "password": "bench-password-1"}
+        async with gate:
+            async with http.post(f"{server.url}/authentication/users", json=body, headers=server.admin_headers) as r:
+                assert r.status == 201, await r.text()
+            async with http.post(f"{server.url}/authentication/local", json=body) as r:
+                assert r.status == 200, await r.text()
+                tokens = await r.json()
+        return {"id": tokens["userId"], "token": tokens["accessToken"]}
+
+    return await asyncio.gather(*(one(n) for n in range(count)))
+
+
+class Receiver:
+    """Records when each bench message reached each client."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.sent_at: dict[int, float] = {}
+        self.latencies: dict[int, list[float]] = {}
+        self.complete: dict[int, asyncio.Event] = {}
+
+    def expect(self, seq: int) -> asyncio.Event:
+        self.latencies[seq] = []
+        self.complete[seq] = asyncio.Event()
+        return self.complete[seq]
+
+    def on_message(self, message: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        seq = int(message["message"].split()[1])
+        arrived = self.latencies.get(seq)
+        if arrived is None:
+            return
+        arrived.append((now - self.sent_at[seq]) * 1000)
+        if len(arrived) == self.expected:
+            self.complete[seq].set()
+
+
+async def connect_all(url: str, users: list[dict[str, str]], http: aiohttp.ClientSession, receiver: Receiver) -> list[socketio.AsyncClient]:
+    gate = asyncio.Semaphore(25)
+
+    async def one(user: dict[str, str]) -> socketio.AsyncClient:
+        client = socketio.AsyncClient(reconnection=False, http_session=http)
+        client.on("message", receiver.on_message, namespace=NAMESPACE)
+        async with gate:
+            await client.connect(
+                url, socketio_path="realtime", transports=["websocket"], namespaces=[NAMESPACE],
+                auth={"token": user["token"]}, wait_timeout=60,
+            )
+        return client
+
+    return await asyncio.gather(*(one(user) for user in users))
+
+
+async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
+    figures: dict[str, Any] = {"rss_idle_mb": server.rss_mb()}
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        users = await make_users(http, server, clients)
+        owner = users[0]
+        body = {"roomName": "bench", "users": [u["id"] for u in users[1:]]}
+        async with http.post(f"{server.url}/chat/rooms", json=body, headers={"Authorization": f"Bearer {owner['token']}"}) as r:
+            assert r.status == 201, await r.text()
+            room_id = (await r.json())["roomId"]
+
+        receiver = Receiver(clients)
+        started = time.perf_counter()
+        sockets = await connect_all(server.url, users, http, receiver)
+        figures["connect_s"] = time.perf_counter() - started
+        await asyncio.sleep(1)
+        figures["rss_connected_mb"] = server.rss_mb()
+
+        sender = sockets[0]
+        per_message: list[float] = []
+        for seq in range(messages):
+            done = receiver.expect(seq)
+            receiver.sent_at[seq] = time.perf_counter()
+            await sender.emit("message", (room_id, f"bench {seq}"), namespace=NAMESPACE)
+            await asyncio.wait_for(done.wait(), timeout=30)
+            per_message.append(max(receiver.latencies[seq]))
+            await asyncio.sleep(0.02)
+        figures["rss_after_mb"] = server.rss_mb()
+        figures["rss_peak_mb"] = server.peak_rss_mb()
+        deliveries = [ms for seq in range(messages) for ms in receiver.latencies[seq]]
+        figures.update(
+            all_p50_ms=percentile(per_message, 50),
+            all_p99_ms=percentile(per_message, 99),
+            all_max_ms=max(per_message),
+            one_p50_ms=percentile(deliveries, 50),
+            one_p99_ms=percentile(deliveries, 99),
+            deliveries=len(deliveries),
+        )
+        await asyncio.gather(*(s.disconnect() for s in sockets))
+    return figures
+
+
+def report(figures: dict[str, Any], clients: int, messages: int, database: str, command: str) -> str:
+    verdict = "met" if figures["all_p99_ms"] < TARGET_P99_MS else "NOT met"
+    return f"""# Chat fan-out benchmark
+
+Command: `{command}`
+
+{clients} Socket.IO clients (python-socketio `AsyncClient`, websocket transport, one asyncio process) in
+one room of one Trellis server process (eventlet, `python -m trellis.testing.server`, {database}, no
+Redis). One client sends {messages} messages on the socket, one at a time; each is stored, then emitted
+to the room. Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; the
+clients share the machine with the server.
+
+| figure | value |
+|---|---:|
+| message reaches **all** {clients} clients, p50 | {figures['all_p50_ms']:.1f} ms |
+| message reaches **all** {clients} clients, p99 | {figures['all_p99_ms']:.1f} ms |
+| message reaches all clients, worst | {figures['all_max_ms']:.1f} ms |
+| one delivery, p50 ({figures['deliveries']} deliveries) | {figures['one_p50_ms']:.1f} ms |
+| one delivery, p99 | {figures['one_p99_ms']:.1f} ms |
+| {clients} clients connected in | {figures['connect_s']:.1f} s |
+| server RSS idle | {figures['rss_idle_mb']:.0f} MB |
+| server RSS with {clients} clients | {figures['rss_connected_mb']:.0f} MB |
+| server RSS after the messages | {figures['rss_after_mb']:.0f} MB |
+| server peak RSS | {figures['rss_peak_mb']:.0f} MB |
+
+Target: p99 of "reaches all" under {TARGET_P99_MS:.0f} ms — **{verdict}**.
+"""
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=500)
+    parser.add_argument("--messages", type=int, default=100)
+    parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
+    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    command = " ".join([".venv/bin/python -m bench.chat_bench", *(argv if argv is not None else sys.argv[1:])]).strip()
+    # The cheap argon2 profile: creating the users is set-up, not what is measured.
+    with bench_server(args.database, modules="authentication,chat", TRELLIS_PASSWORD_PROFILE="test") as server:
+        figures = asyncio.run(run(server, args.clients, args.messages))
+    text = report(figures, args.clients, args.messages, args.database, command)
+    print(text)
+    if not args.no_write:
+        Path(RESULTS).write_text(text)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -48,6 +48,7 @@ class FakeProviders:
         self.sendgrid_templates: dict[str, dict[str, Any]] = {}
         self.sendgrid_messages: list[dict[str, Any]] = []
         self.page_size_cap = 100  # lower it to make the client follow paging links
+        self.override: tuple[int, str, str] | None = None  # (status, content type, body) for every answer
         self.base = ""
         self.urls = Map(
             [
@@ -74,6 +75,9 @@ class FakeProviders:
         self.requests.append(
             Recorded(request.method, request.path, dict(request.args), dict(request.headers), dict(request.form), payload)
         )
+        if self.override is not None:
+            status, mimetype, text = self.override
+            return Response(text, status=status, mimetype=mimetype)(environ, start_response)
         try:
             endpoint, values = self.urls.bind_to_environ(environ).match()
             if endpoint.startswith("mg_"):

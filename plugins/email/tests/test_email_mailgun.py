@@ -161,3 +161,16 @@ def test_paging_links_to_another_host_are_not_followed(client, admin_headers, us
     report = client.post("/admin/email/sync", headers=admin_headers).get_json()
     assert report["created"] == ["one"]
     assert all(json.dumps(r.path).find("attacker") < 0 for r in fake.requests)
+
+
+def test_a_misbehaving_provider_is_a_provider_error_not_a_crash(client, admin_headers, use_mailgun):
+    template = make_template(client, admin_headers)
+    for override in [(200, "text/html", "<html>maintenance</html>"), (200, "application/json", "[1, 2]"),
+                     (503, "text/plain", "upstream down")]:
+        use_mailgun.fake.override = override
+        for path in ("/admin/email/sync", f"/admin/email/templates/{template['_id']}/upload"):
+            response = client.post(path, headers=admin_headers)
+            assert response.status_code == 500, (override, path)
+            assert response.get_json()["name"] == "PROVIDER_ERROR"
+    assert "503: upstream down" in response.get_json()["message"]
+    assert send(client, admin_headers, to="ada@example.com", subject="s", body="b").status_code == 500

@@ -124,3 +124,13 @@ def test_providers_without_templates_refuse_upload_and_sync(client, admin_header
         assert response.get_json()["message"] == (
             f"The {provider} provider keeps no templates; configure mailgun or sendgrid"
         )
+
+
+def test_a_misbehaving_sendgrid_is_a_provider_error(client, admin_headers, use_sendgrid):
+    use_sendgrid.fake.override = (200, "application/json", '{"result": "not a list", "_metadata": 5}')
+    report = client.post("/admin/email/sync", headers=admin_headers)
+    assert report.status_code == 200 and report.get_json()["created"] == []  # nothing usable, nothing done
+    use_sendgrid.fake.override = (500, "application/json", '{"errors": [{"message": "internal"}]}')
+    response = client.post("/admin/email/sync", headers=admin_headers)
+    assert response.status_code == 500
+    assert response.get_json()["message"] == "Template sync through sendgrid failed: SendGrid answered 500: internal"

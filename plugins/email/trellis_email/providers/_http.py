@@ -27,11 +27,19 @@ def call(label: str, method: str, url: str, timeout: float, **kwargs: Any) -> re
     return response
 
 
-def json_of(label: str, response: requests.Response) -> Any:
+def json_of(label: str, response: requests.Response) -> dict[str, Any]:
+    """The JSON object of an answer; anything else is the provider misbehaving, reported as its failure."""
     try:
-        return response.json()
+        data = response.json()
     except ValueError:
         raise ProviderFailure(f"{label} answered with something that is not JSON") from None
+    if not isinstance(data, dict):
+        raise ProviderFailure(f"{label} answered with JSON that is not an object")
+    return data
+
+
+def text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _reason(response: requests.Response) -> str:

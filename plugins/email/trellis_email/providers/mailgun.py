@@ -7,7 +7,7 @@ from typing import Any, Iterator
 from urllib.parse import quote
 
 from . import Outgoing, ProviderFailure, RemoteTemplate
-from ._http import call, json_of, same_origin
+from ._http import call, json_of, same_origin, text_or_none
 
 LABEL = "Mailgun"
 # The version Trellis writes; re-uploads update it in place (Mailgun keeps at most 10 versions per template).
@@ -32,7 +32,7 @@ class Mailgun:
     def _url(self, *parts: str) -> str:
         return "/".join([self.base, quote(self.domain, safe=""), *(quote(p, safe="") for p in parts)])
 
-    def _call(self, method: str, url: str, **kwargs: Any) -> Any:
+    def _call(self, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
         return json_of(LABEL, call(LABEL, method, url, self.timeout, auth=self.auth, **kwargs))
 
     def send(self, message: Outgoing) -> str | None:
@@ -44,7 +44,7 @@ class Mailgun:
             "html": message.html,
         }
         answer = self._call("POST", self._url("messages"), data=data)
-        return answer.get("id") if isinstance(answer, dict) else None
+        return text_or_none(answer.get("id"))
 
     def upload_template(self, name: str, subject: str, body: str, external_id: str | None) -> str:
         version = {"template": body, "headers": json.dumps({"Subject": subject}), "active": "yes"}
@@ -72,10 +72,11 @@ class Mailgun:
                 "headers": version["headers"],
             },
         )
-        try:
-            return created["template"]["name"]
-        except (KeyError, TypeError):
-            raise ProviderFailure("Mailgun's answer to creating a template has no template name") from None
+        template = created.get("template")
+        name = text_or_none(template.get("name")) if isinstance(template, dict) else None
+        if not name:
+            raise ProviderFailure("Mailgun's answer to creating a template has no template name")
+        return name
 
     def list_templates(self) -> Iterator[RemoteTemplate]:
         url: str | None = self._url("templates")
@@ -85,21 +86,22 @@ class Mailgun:
             if url is None:
                 return
             page = self._call("GET", url, params=params)
-            items = [item for item in page.get("items") or [] if isinstance(item, dict) and item.get("name")]
+            items = [item for item in _list(page.get("items")) if isinstance(item, dict) and text_or_none(item.get("name"))]
             fresh = [item for item in items if item["name"] not in seen]
             if not fresh:
                 return
             for item in fresh:
                 seen.add(item["name"])
                 yield self._fetch(item["name"])
-            following = (page.get("paging") or {}).get("next")
+            paging = page.get("paging")
+            following = paging.get("next") if isinstance(paging, dict) else None
             url = following if isinstance(following, str) and same_origin(self.base, following) else None
             params = None  # the paging link carries its own query
 
     def _fetch(self, name: str) -> RemoteTemplate:
         answer = self._call("GET", self._url("templates", name), params={"active": "yes"})
-        template = answer.get("template") or {}
-        version = template.get("version") or {}
+        template = _object(answer.get("template"))
+        version = _object(template.get("version"))
         headers = version.get("headers") or {}
         if isinstance(headers, str):  # stored as a JSON string; some answers echo it back that way
             try:
@@ -110,6 +112,14 @@ class Mailgun:
         return RemoteTemplate(
             external_id=name,
             name=name,
-            subject=subject or name,
-            body=version.get("template"),
+            subject=text_or_none(subject) or name,
+            body=text_or_none(version.get("template")),
         )
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

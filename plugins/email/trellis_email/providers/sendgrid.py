@@ -4,15 +4,18 @@ from __future__ import annotations
 from typing import Any, Iterator
 from urllib.parse import quote
 
+import requests
+
+from ..addresses import Address
 from . import Outgoing, ProviderFailure, RemoteTemplate
-from ._http import call, json_of, same_origin
+from ._http import call, json_of, same_origin, text_or_none
 
 LABEL = "SendGrid"
 VERSION_NAME = "trellis"
 MAX_PAGES = 100
 
 
-def _party(address: Any) -> dict[str, str]:
+def _party(address: Address) -> dict[str, str]:
     return {"email": address.email, "name": address.name} if address.name else {"email": address.email}
 
 
@@ -27,7 +30,7 @@ class SendGrid:
     def _url(self, *parts: str) -> str:
         return "/".join([self.base, *(quote(p, safe="") for p in parts)])
 
-    def _call(self, method: str, url: str, **kwargs: Any):
+    def _call(self, method: str, url: str, **kwargs: Any) -> requests.Response:
         return call(LABEL, method, url, self.timeout, headers=self.headers, **kwargs)
 
     def send(self, message: Outgoing) -> str | None:
@@ -52,8 +55,8 @@ class SendGrid:
             else:
                 if template.get("name") != name[:100]:
                     self._call("PATCH", self._url("templates", external_id), json={"name": name[:100]})
-                active = next((v for v in template.get("versions") or [] if v.get("active") == 1), None)
-                if active is not None:
+                active = _active_version(template)
+                if active is not None and text_or_none(active.get("id")):
                     self._call("PATCH", self._url("templates", external_id, "versions", active["id"]), json=version)
                 else:
                     self._call("POST", self._url("templates", external_id, "versions"), json=version)
@@ -61,7 +64,7 @@ class SendGrid:
         created = json_of(
             LABEL, self._call("POST", self._url("templates"), json={"name": name[:100], "generation": "dynamic"})
         )
-        template_id = created.get("id") if isinstance(created, dict) else None
+        template_id = text_or_none(created.get("id"))
         if not template_id:
             raise ProviderFailure("SendGrid's answer to creating a template has no id")
         self._call("POST", self._url("templates", template_id, "versions"), json=version)
@@ -75,24 +78,33 @@ class SendGrid:
             if url is None:
                 return
             page = json_of(LABEL, self._call("GET", url, params=params))
-            items = [t for t in page.get("result") or [] if isinstance(t, dict) and t.get("id")]
+            result = page.get("result")
+            items = [t for t in result if isinstance(t, dict) and text_or_none(t.get("id"))] if isinstance(result, list) else []
             fresh = [t for t in items if t["id"] not in seen]
             if not fresh:
                 return
             for item in fresh:
                 seen.add(item["id"])
                 yield self._fetch(item["id"])
-            following = (page.get("_metadata") or {}).get("next")
+            metadata = page.get("_metadata")
+            following = metadata.get("next") if isinstance(metadata, dict) else None
             url = following if isinstance(following, str) and same_origin(self.base, following) else None
             params = None
 
     def _fetch(self, template_id: str) -> RemoteTemplate:
         template = json_of(LABEL, self._call("GET", self._url("templates", template_id)))
-        active = next((v for v in template.get("versions") or [] if v.get("active") == 1), None) or {}
-        name = template.get("name") or template_id
+        active = _active_version(template) or {}
+        name = text_or_none(template.get("name")) or template_id
         return RemoteTemplate(
             external_id=template_id,
             name=name,
-            subject=active.get("subject") or name,
-            body=active.get("html_content"),
+            subject=text_or_none(active.get("subject")) or name,
+            body=text_or_none(active.get("html_content")),
         )
+
+
+def _active_version(template: dict[str, Any]) -> dict[str, Any] | None:
+    versions = template.get("versions")
+    if not isinstance(versions, list):
+        return None
+    return next((v for v in versions if isinstance(v, dict) and v.get("active") == 1), None)

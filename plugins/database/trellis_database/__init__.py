@@ -1,0 +1,56 @@
+"""Trellis Database module: admin-defined schemas, JSON documents with a query language, custom
+endpoints, GraphQL and request-time OpenAPI (see docs/database.md)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from marshmallow import fields as ma
+from marshmallow import validate
+from sqlalchemy import event
+
+from trellis import Module
+from trellis.module_config import ModuleConfigSchema
+
+from . import models  # noqa: F401  (the tables belong to the shared metadata)
+from .openapi import paths as openapi_paths
+from .registry import Registry
+from .routes import documents_blp, endpoints_blp, graphql_blp, schemas_blp
+
+
+class DatabaseConfig(ModuleConfigSchema):
+    graphqlMaxQueryLength = ma.Integer(load_default=20000, validate=validate.Range(min=100, max=1_000_000),
+                                           metadata={"description": "characters of one GraphQL query"})
+    graphqlMaxTokens = ma.Integer(load_default=5000, validate=validate.Range(min=50, max=100_000))
+    graphqlMaxDepth = ma.Integer(load_default=15, validate=validate.Range(min=2, max=50),
+                                     metadata={"description": "nesting of selections (introspection needs ~12)"})
+    graphqlMaxFields = ma.Integer(load_default=1000, validate=validate.Range(min=10, max=100_000),
+                                      metadata={"description": "selected fields, fragments expanded"})
+    graphqlMaxAliases = ma.Integer(load_default=30, validate=validate.Range(min=0, max=10_000))
+
+
+def _sqlite_functions(dbapi_connection: Any, _record: Any) -> None:
+    # Case-insensitive $contains with Unicode folding (SQLite's own lower() folds ASCII only).
+    dbapi_connection.create_function("trellis_lower", 1, lambda v: v.lower() if isinstance(v, str) else v,
+                                     deterministic=True)
+
+
+def init_app(app: Flask) -> None:
+    app.extensions["trellis_database"] = Registry()
+    engine = app.extensions["trellis"].engine
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_functions)
+        engine.dispose()  # connections opened before this listener existed lack the function
+
+
+module = Module(
+    name="database",
+    requires=("authentication",),
+    blueprints=(schemas_blp, documents_blp, endpoints_blp, graphql_blp),
+    config_schema=DatabaseConfig,
+    migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    openapi_paths=openapi_paths,
+    init_app=init_app,
+    description="Schemas, documents, custom endpoints and GraphQL",
+)

@@ -1,0 +1,168 @@
+"""Marshmallow schemas of the module's routes (request validation and the static OpenAPI document).
+
+Document bodies are checked against the admin-defined schema by ``documents.validate``; the schemas
+here only describe the generic route family. Per-schema request/response schemas are generated at
+request time by ``openapi.py``.
+"""
+from __future__ import annotations
+
+from marshmallow import INCLUDE, Schema, validate
+from marshmallow import fields as ma
+
+from trellis.http import ListArgs, list_schema
+
+
+class SchemaBody(Schema):
+    name = ma.String(required=True, metadata={"description": "^[A-Za-z][A-Za-z0-9_]{0,62}$, unique"})
+    fields_ = ma.Dict(required=True, data_key="fields", attribute="fields", metadata={
+        "description": "field name → type name (`String`), `[type]`, or {type, model?, required?, unique?, "
+                       "default?, description?, index?}; types: String, Number, Boolean, Date, ObjectId, JSON, "
+                       "Relation (needs model)",
+        "example": {"title": {"type": "String", "required": True}, "price": "Number", "tags": ["String"]},
+    })
+    modelOptions = ma.Dict(metadata={"description": "{timestamps, conduit: {permissions, cms}}"})
+    conduitOptions = ma.Dict(metadata={"description": "Conduit's name for modelOptions.conduit"})
+
+
+class SchemaChangesBody(Schema):
+    name = ma.String()
+    fields_ = ma.Dict(data_key="fields", attribute="fields", metadata={"description": "the complete new field map (fields left out are dropped)"})
+    modelOptions = ma.Dict(metadata={"description": "merged into the current options"})
+    conduitOptions = ma.Dict()
+
+
+class ExtensionBody(Schema):
+    fields_ = ma.Dict(required=True, data_key="fields", attribute="fields", metadata={"description": "the admin's extension fields ({} removes it)"})
+
+
+class SchemaRecordSchema(Schema):
+    _id = ma.String(required=True)
+    name = ma.String(required=True)
+    fields_ = ma.Dict(required=True, data_key="fields", attribute="fields")
+    modelOptions = ma.Dict(required=True)
+    ownerModule = ma.String(required=True)
+    extensions = ma.List(ma.Dict(), required=True)
+    createdAt = ma.String(allow_none=True)
+    updatedAt = ma.String(allow_none=True)
+    version = ma.Integer(data_key="__v", attribute="__v", metadata={"description": "revision counter"})
+
+
+SchemaListSchema = list_schema("DatabaseSchemaList", "schemas", SchemaRecordSchema)
+
+
+class SchemaListArgs(ListArgs):
+    enabled = ma.Boolean(metadata={"description": "only schemas whose CMS routes are (or are not) enabled"})
+    owner = ma.String(metadata={"description": "comma-separated owner module names, e.g. database,authentication"})
+    search = ma.String(metadata={"description": "part of the name"})
+
+
+class DeleteSchemaArgs(Schema):
+    deleteData = ma.Boolean(load_default=False, metadata={"description": "also delete the documents"})
+
+
+class DocumentSchema(Schema):
+    """Any document: ``_id``, the schema's fields, ``createdAt``, ``updatedAt``, ``__v``."""
+
+    class Meta:
+        unknown = INCLUDE
+
+    _id = ma.String(dump_only=True)
+    createdAt = ma.String(dump_only=True)
+    updatedAt = ma.String(dump_only=True)
+
+
+class DocumentBodySchema(Schema):
+    """The schema's fields (checked against the schema; unknown fields are a 400)."""
+
+    class Meta:
+        unknown = INCLUDE
+
+
+class DocumentListArgs(ListArgs):
+    class Meta:
+        unknown = INCLUDE  # field filters: field=v, field[$op]=v, field<v
+
+    sort = ma.String(metadata={"description": "fields, `-` for descending: `-price,title`"})
+    select = ma.String(metadata={"description": "fields to return: `title,price` (`_id` always)"})
+    populate = ma.String(metadata={"description": "relation fields to replace by their documents, "
+                                                      "nested with dots: `author,author.company`"})
+
+
+DocumentListSchema = list_schema("DatabaseDocumentList", "documents", DocumentSchema)
+
+
+class ManyBodySchema(Schema):
+    docs = ma.List(ma.Dict(), required=True, validate=validate.Length(min=1, max=1000))
+
+
+class ManyResultSchema(Schema):
+    docs = ma.List(ma.Nested(DocumentSchema), required=True)
+    count = ma.Integer(required=True)
+
+
+class EndpointBody(Schema):
+    name = ma.String(required=True)
+    operation = ma.Raw(required=True, metadata={"description": "GET|POST|PUT|DELETE|PATCH or Conduit's 0..4"})
+    selectedSchema = ma.String(metadata={"description": "schema id or name"})
+    selectedSchemaName = ma.String()
+    inputs = ma.List(ma.Dict(), metadata={
+        "description": "[{name, type, location: body|query|urlParams (0..2), optional, array}]"})
+    query = ma.Dict(allow_none=True, metadata={
+        "description": "{AND|OR: [{schemaField, operation: eq|ne|gt|gte|lt|lte|in|nin|contains (0..8), "
+                       "comparisonField: {type: Input|Context|Custom, value, like?}} | nested group]}"})
+    assignments = ma.List(ma.Dict(), metadata={
+        "description": "[{schemaField, action: set|increment|decrement|append|remove (0..4), assignmentField}]"})
+    authentication = ma.Boolean()
+    paginated = ma.Boolean()
+    sorted = ma.Boolean()
+    enabled = ma.Boolean()
+
+
+class EndpointChangesBody(EndpointBody):
+    name = ma.String()
+    operation = ma.Raw()
+
+
+class EndpointRecordSchema(Schema):
+    _id = ma.String(required=True)
+    name = ma.String(required=True)
+    operation = ma.String(required=True)
+    selectedSchema = ma.String(required=True)
+    selectedSchemaName = ma.String(allow_none=True)
+    inputs = ma.List(ma.Dict())
+    query = ma.Dict(allow_none=True)
+    assignments = ma.List(ma.Dict())
+    authentication = ma.Boolean()
+    paginated = ma.Boolean()
+    sorted = ma.Boolean()
+    enabled = ma.Boolean()
+    path = ma.String(metadata={"description": "where the endpoint is served"})
+    createdAt = ma.String(allow_none=True)
+    updatedAt = ma.String(allow_none=True)
+    version = ma.Integer(data_key="__v", attribute="__v")
+
+
+EndpointListSchema = list_schema("DatabaseCustomEndpointList", "customEndpoints", EndpointRecordSchema)
+
+
+class EndpointListArgs(ListArgs):
+    search = ma.String(metadata={"description": "part of the name"})
+    schema = ma.String(metadata={"description": "schema id or name"})
+
+
+class FunctionResultSchema(Schema):
+    """GET: {documents, count}; POST: the created document; PUT/PATCH: {documents, count}; DELETE: {deleted, count}."""
+
+    class Meta:
+        unknown = INCLUDE
+
+
+class GraphQLRequestSchema(Schema):
+    query = ma.String(required=True)
+    variables = ma.Dict(allow_none=True)
+    operationName = ma.String(allow_none=True)
+
+
+class GraphQLResponseSchema(Schema):
+    data = ma.Dict(allow_none=True)
+    errors = ma.List(ma.Dict())

@@ -1,0 +1,315 @@
+"""Documents: validation against the schema, reads (Core rows, no ORM) and writes.
+
+A document is ``{"_id", <fields>…, "createdAt", "updatedAt", "__v"}``; the fields are stored in
+``data``, the rest in columns. Writes are single statements where possible (``UPDATE … RETURNING``),
+reads fetch only the base columns, and populate runs one query per relation field and level.
+"""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any, Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.exc import IntegrityError
+
+from trellis import db
+from trellis.credentials import Identity
+from trellis.db import new_id, utcnow
+from trellis.errors import APIError, bad_request, conflict, not_found
+
+from .access import allowed
+from .fields import FieldError, check_value, format_datetime
+from .query import Compiler
+from .registry import CompiledSchema, Snapshot
+
+SERVER_FIELDS = frozenset({"_id", "createdAt", "updatedAt", "__v"})
+MAX_MANY = 1000
+
+
+def dialect() -> str:
+    return db.session.get_bind().dialect.name
+
+
+def columns(table: sa.Table) -> tuple[sa.Column, ...]:
+    return table.c.id, table.c.data, table.c.created_at, table.c.updated_at, table.c.version
+
+
+def to_document(schema: CompiledSchema, row: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"_id": row[0]}
+    data = row[1]
+    if isinstance(data, str):  # SQLite through RETURNING may hand back the text
+        data = json.loads(data)
+    doc.update(data)
+    if schema.timestamps:
+        doc["createdAt"] = _stamp(row[2])
+        doc["updatedAt"] = _stamp(row[3])
+    doc["__v"] = row[4]
+    return doc
+
+
+def _stamp(value: datetime | str | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return format_datetime(value)
+
+
+def project(doc: dict[str, Any], select: frozenset[str] | None) -> dict[str, Any]:
+    if select is None:
+        return doc
+    return {key: value for key, value in doc.items() if key in select}
+
+
+# ---- validation --------------------------------------------------------------------------------------
+
+
+def validate(schema: CompiledSchema, body: Any, mode: str) -> tuple[dict[str, Any], list[str]]:
+    """Check a request body; returns (values to store, keys to remove).
+
+    ``mode``: "create" and "replace" give the whole document (defaults filled, required checked);
+    "patch" gives only the changes (``null`` removes a field).
+    """
+    if not isinstance(body, dict):
+        raise bad_request("A document is a JSON object")
+    errors: dict[str, list[str]] = {}
+    values: dict[str, Any] = {}
+    removed: list[str] = []
+    for key in body:
+        if key not in schema.fields and key not in SERVER_FIELDS:
+            errors[key] = ["Unknown field"]
+    for name, field in schema.fields.items():
+        if name in body and body[name] is not None:
+            try:
+                values[name] = check_value(field, body[name])
+            except FieldError as exc:
+                errors[name] = [str(exc)]
+        elif mode == "patch":
+            if name in body:
+                if field.required:
+                    errors[name] = ["Required field; it cannot be removed"]
+                else:
+                    removed.append(name)
+        elif field.default is not None:
+            values[name] = field.default
+        elif field.required:
+            errors[name] = ["Missing data for required field."]
+    if errors:
+        raise bad_request("The document does not match the schema " + schema.name, errors)
+    return values, removed
+
+
+def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]],
+                    prefix: str = "") -> None:
+    """Every Relation value must name an existing document of the related schema (400 otherwise)."""
+    wanted: dict[str, set[str]] = {}
+    for doc in docs:
+        for name, field in schema.fields.items():
+            if field.type == "Relation" and name in doc:
+                ids = doc[name] if field.array else [doc[name]]
+                wanted.setdefault(field.model, set()).update(ids)
+    missing: dict[str, set[str]] = {}
+    for model, ids in wanted.items():
+        target = snapshot.document_schema(model)
+        found: set[str] = set()
+        if target is not None and ids:
+            table = target.table
+            found = set(db.session.execute(sa.select(table.c.id).where(table.c.id.in_(list(ids)))).scalars())
+        missing[model] = ids - found
+    errors: dict[str, list[str]] = {}
+    for index, doc in enumerate(docs):
+        for name, field in schema.fields.items():
+            if field.type == "Relation" and name in doc:
+                ids = doc[name] if field.array else [doc[name]]
+                gone = [i for i in ids if i in missing.get(field.model, ())]
+                if gone:
+                    key = f"{prefix}{index}.{name}" if prefix else name
+                    errors[key] = [f"No {field.model} document with id {gone[0]!r}"]
+    if errors:
+        raise bad_request("A related document does not exist", errors)
+
+
+_SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: index '([^']+)'")
+
+
+def unique_conflict(schema: CompiledSchema, exc: IntegrityError) -> APIError:
+    """The 409 for a unique index violation, naming the field when the database tells us which."""
+    db.session.rollback()
+    index = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
+    if index is None:
+        match = _SQLITE_UNIQUE.search(str(exc.orig))
+        index = match.group(1) if match else None
+    field = schema.unique_indexes.get(index or "")
+    if field is None:
+        return conflict("The document conflicts with an existing one")
+    return conflict(f"Another {schema.name} document already has this {field}", {field: ["Already taken"]})
+
+
+# ---- reads -----------------------------------------------------------------------------------------
+
+
+def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
+    table = schema.table
+    row = db.session.execute(sa.select(*columns(table)).where(table.c.id == doc_id)).first()
+    if row is None:
+        raise not_found(f"No {schema.name} document with id {doc_id!r}")
+    return to_document(schema, row)
+
+
+def find(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
+         count: bool = True) -> tuple[list[dict[str, Any]], int]:
+    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit."""
+    compiler = Compiler(schema, dialect())
+    condition = compiler.where(where)
+    table = schema.table
+    stmt = sa.select(*columns(table))
+    if condition is not None:
+        stmt = stmt.where(condition)
+    order = compiler.order_by(sort)
+    rows = db.session.execute(stmt.order_by(*order).offset(skip).limit(limit)).all()
+    if not count:
+        total = len(rows)
+    elif len(rows) < limit and (rows or skip == 0):
+        total = skip + len(rows)  # a short page tells the total without counting
+    else:
+        total_stmt = sa.select(sa.func.count()).select_from(table)
+        if condition is not None:
+            total_stmt = total_stmt.where(condition)
+        total = db.session.execute(total_stmt).scalar_one()
+    return [to_document(schema, row) for row in rows], total
+
+
+def populate(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], tree: dict[str, Any],
+             identity: Identity | None) -> None:
+    """Replace relation ids by the related documents, one query per relation field and level."""
+    for name, subtree in tree.items():
+        field = schema.fields[name]
+        target = snapshot.document_schema(field.model)
+        denied = allowed(target, "read", identity)
+        if denied is not None:
+            raise denied
+        ids: set[str] = set()
+        for doc in docs:
+            value = doc.get(name)
+            if field.array and isinstance(value, list):
+                ids.update(v for v in value if isinstance(v, str))
+            elif isinstance(value, str):
+                ids.add(value)
+        if not ids:
+            continue
+        table = target.table
+        rows = db.session.execute(sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))).all()
+        found = {row[0]: to_document(target, row) for row in rows}
+        if subtree:
+            populate(snapshot, target, list(found.values()), subtree, identity)
+        for doc in docs:
+            value = doc.get(name)
+            if field.array and isinstance(value, list):
+                doc[name] = [found[v] for v in value if v in found]
+            elif isinstance(value, str):
+                doc[name] = found.get(value)
+
+
+# ---- writes ----------------------------------------------------------------------------------------
+
+
+def insert(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: bool = False) -> list[dict[str, Any]]:
+    """Validate and insert documents in the caller's transaction (all or nothing)."""
+    if many and not 1 <= len(bodies) <= MAX_MANY:
+        raise bad_request(f"docs must hold 1 to {MAX_MANY} documents", {"docs": ["Wrong number of documents"]})
+    values: list[dict[str, Any]] = []
+    errors: dict[str, Any] = {}
+    for index, body in enumerate(bodies):
+        try:
+            values.append(validate(schema, body, "create")[0])
+        except APIError as exc:
+            if not many:
+                raise
+            errors[str(index)] = exc.errors or {"_schema": [exc.message]}
+    if errors:
+        raise bad_request("Some documents do not match the schema " + schema.name, {"docs": errors})
+    if many:
+        _unique_within(schema, values)
+    check_relations(snapshot, schema, values, prefix="docs." if many else "")
+    now = utcnow()
+    rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
+    try:
+        db.session.execute(sa.insert(schema.table), rows)
+    except IntegrityError as exc:
+        raise unique_conflict(schema, exc) from None
+    return [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
+
+
+def _unique_within(schema: CompiledSchema, values: list[dict[str, Any]]) -> None:
+    for name, field in schema.fields.items():
+        if not field.unique:
+            continue
+        seen: dict[Any, int] = {}
+        for index, data in enumerate(values):
+            if name in data:
+                if data[name] in seen:
+                    raise conflict(f"Two documents of the batch share the same {name}",
+                                   {"docs": {str(index): {name: ["Already taken (in this batch)"]}}})
+                seen[data[name]] = index
+
+
+def replace(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) -> dict[str, Any]:
+    values, _ = validate(schema, body, "replace")
+    check_relations(snapshot, schema, [values])
+    return _update(schema, doc_id, values)
+
+
+def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) -> dict[str, Any]:
+    values, removed = validate(schema, body, "patch")
+    check_relations(snapshot, schema, [values])
+    return _update(schema, doc_id, merge_expression(schema.table, values, removed))
+
+
+def merge_expression(table: sa.Table, values: dict[str, Any], removed: Iterable[str]) -> sa.ColumnElement:
+    """``data`` with ``values`` set and ``removed`` keys dropped, computed by the database."""
+    removed = list(removed)
+    if dialect() == "postgresql":
+        merged = sa.type_coerce(table.c.data, JSONB)
+        if values:
+            merged = merged.op("||")(sa.cast(sa.literal(json.dumps(values)), JSONB))
+        if removed:
+            merged = merged.op("-")(sa.cast(sa.literal(removed), sa.ARRAY(sa.Text)))
+        return sa.type_coerce(merged, JSONB)
+    merged = table.c.data
+    if removed:
+        merged = sa.func.json_remove(merged, *[f"$.{name}" for name in removed])
+    if values:
+        args: list[Any] = []
+        for name, value in values.items():
+            args += [f"$.{name}", sa.func.json(json.dumps(value))]
+        merged = sa.func.json_set(merged, *args)
+    return merged
+
+
+def _update(schema: CompiledSchema, doc_id: str, data: Any) -> dict[str, Any]:
+    table = schema.table
+    stmt = (
+        sa.update(table)
+        .where(table.c.id == doc_id)
+        .values(data=data, updated_at=utcnow(), version=table.c.version + 1)
+        .returning(*columns(table))
+    )
+    try:
+        row = db.session.execute(stmt).first()
+    except IntegrityError as exc:
+        raise unique_conflict(schema, exc) from None
+    if row is None:
+        raise not_found(f"No {schema.name} document with id {doc_id!r}")
+    return to_document(schema, row)
+
+
+def delete(schema: CompiledSchema, doc_id: str) -> None:
+    table = schema.table
+    result = db.session.execute(sa.delete(table).where(table.c.id == doc_id))
+    if result.rowcount == 0:
+        raise not_found(f"No {schema.name} document with id {doc_id!r}")
+
+
+def serialise(payload: Any) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,401 @@
+"""GraphQL over the CMS-enabled schemas (graphql-core).
+
+Built from a registry snapshot and cached on it, so it is rebuilt only when schemas change. Per
+schema ``X``: a query field ``X(where, skip, limit, sort): [X!]!`` and mutations ``createX(data)``,
+``updateX(_id, data)`` (merge, like PATCH), ``deleteX(_id)``. ``where`` takes ``field``,
+``field_ne|_lt|_lte|_gt|_gte|_in|_nin|_contains|_exists`` and ``AND``/``OR`` lists, compiled by the
+same compiler as the REST filters. Relations resolve to nested objects: the list resolver reads the
+selection set and populates one level per query (never one query per document).
+
+Limits, checked before execution: query length, lexer tokens, selection depth, total selected fields
+(after fragment expansion) and aliases; each breach is a GraphQL error, not a crash.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from graphql import (
+    FieldNode,
+    FragmentSpreadNode,
+    GraphQLArgument,
+    GraphQLBoolean,
+    GraphQLError,
+    GraphQLField,
+    GraphQLFloat,
+    GraphQLID,
+    GraphQLInputField,
+    GraphQLInputObjectType,
+    GraphQLInt,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLScalarType,
+    GraphQLSchema,
+    GraphQLString,
+    InlineFragmentNode,
+    OperationDefinitionNode,
+    execute,
+    parse,
+    validate,
+)
+from graphql.error import GraphQLSyntaxError
+from graphql.utilities import value_from_ast_untyped
+
+from trellis import db
+from trellis.credentials import identify
+from trellis.errors import APIError
+
+from . import documents
+from .access import allowed, check_permission
+from .fields import Field
+from .query import MAX_POPULATE_DEPTH, Condition, Group
+from .registry import CompiledSchema, Snapshot
+
+log = logging.getLogger(__name__)
+
+JSONScalar = GraphQLScalarType(
+    "JSON",
+    description="Any JSON value",
+    serialize=lambda value: value,
+    parse_value=lambda value: value,
+    parse_literal=lambda node, variables=None: value_from_ast_untyped(node, variables),
+)
+
+SUFFIXES = ("ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists")
+SCALARS = {"String": GraphQLString, "Number": GraphQLFloat, "Boolean": GraphQLBoolean, "Date": GraphQLString,
+           "ObjectId": GraphQLID, "Relation": GraphQLID, "JSON": JSONScalar}
+SPECIAL = {"_id": Field(name="_id", type="ObjectId"), "createdAt": Field(name="createdAt", type="Date"),
+           "updatedAt": Field(name="updatedAt", type="Date")}
+
+
+class Limits:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.length = int(config["graphqlMaxQueryLength"])
+        self.tokens = int(config["graphqlMaxTokens"])
+        self.depth = int(config["graphqlMaxDepth"])
+        self.fields = int(config["graphqlMaxFields"])
+        self.aliases = int(config["graphqlMaxAliases"])
+
+
+# ---- schema --------------------------------------------------------------------------------------------
+
+
+def build(snap: Snapshot) -> GraphQLSchema:
+    schemas = [s for s in snap.schemas if s.cms_enabled]
+    taken = {"Query", "Mutation", "JSON", "Deleted__Result", "String", "Int", "Float", "Boolean", "ID"}
+    usable: list[CompiledSchema] = []
+    for schema in schemas:
+        names = {schema.name, f"{schema.name}__Where", f"{schema.name}__Input"}
+        if names & taken:
+            log.warning("schema %s is left out of GraphQL: its type names clash with others", schema.name)
+            continue
+        taken |= names
+        usable.append(schema)
+    objects: dict[str, GraphQLObjectType] = {}
+    for schema in usable:
+        objects[schema.name] = GraphQLObjectType(schema.name, (lambda s=schema: _object_fields(s, objects)),
+                                                 description=f"A document of {schema.name}")
+    deleted = GraphQLObjectType("Deleted__Result", {"_id": GraphQLField(GraphQLNonNull(GraphQLID)),
+                                                    "deleted": GraphQLField(GraphQLNonNull(GraphQLBoolean))})
+    query: dict[str, GraphQLField] = {
+        "_schemas": GraphQLField(GraphQLNonNull(GraphQLList(GraphQLNonNull(GraphQLString))),
+                                 resolve=lambda *_: [s.name for s in usable],
+                                 description="Names of the schemas served here"),
+    }
+    mutation: dict[str, GraphQLField] = {}
+    for schema in usable:
+        obj = objects[schema.name]
+        where = _where_type(schema)
+        data = GraphQLInputObjectType(f"{schema.name}__Input", lambda s=schema: _input_fields(s))
+        query[schema.name] = GraphQLField(
+            GraphQLNonNull(GraphQLList(GraphQLNonNull(obj))),
+            args={"where": GraphQLArgument(where), "skip": GraphQLArgument(GraphQLInt),
+                  "limit": GraphQLArgument(GraphQLInt), "sort": GraphQLArgument(GraphQLString)},
+            resolve=_list_resolver(snap, schema.name),
+            description=f"Documents of {schema.name}",
+        )
+        mutation[f"create{schema.name}"] = GraphQLField(
+            obj, args={"data": GraphQLArgument(GraphQLNonNull(data))}, resolve=_create_resolver(snap, schema.name))
+        mutation[f"update{schema.name}"] = GraphQLField(
+            obj, args={"_id": GraphQLArgument(GraphQLNonNull(GraphQLID)), "data": GraphQLArgument(GraphQLNonNull(data))},
+            resolve=_update_resolver(snap, schema.name))
+        mutation[f"delete{schema.name}"] = GraphQLField(
+            deleted, args={"_id": GraphQLArgument(GraphQLNonNull(GraphQLID))},
+            resolve=_delete_resolver(snap, schema.name))
+    return GraphQLSchema(
+        query=GraphQLObjectType("Query", query),
+        mutation=GraphQLObjectType("Mutation", mutation) if mutation else None,
+    )
+
+
+def _output_type(field: Field, objects: dict[str, GraphQLObjectType]) -> Any:
+    base = objects.get(field.model) if field.type == "Relation" and field.model in objects else SCALARS[field.type]
+    return GraphQLList(base) if field.array else base
+
+
+def _object_fields(schema: CompiledSchema, objects: dict[str, GraphQLObjectType]) -> dict[str, GraphQLField]:
+    out = {"_id": GraphQLField(GraphQLNonNull(GraphQLID))}
+    for name, field in schema.fields.items():
+        out[name] = GraphQLField(_output_type(field, objects), description=field.description)
+    if schema.timestamps:
+        out["createdAt"] = GraphQLField(GraphQLString)
+        out["updatedAt"] = GraphQLField(GraphQLString)
+    return out
+
+
+def _input_fields(schema: CompiledSchema) -> dict[str, GraphQLInputField]:
+    out = {}
+    for name, field in schema.fields.items():
+        base = SCALARS[field.type]
+        out[name] = GraphQLInputField(GraphQLList(base) if field.array else base, description=field.description)
+    return out
+
+
+def _where_type(schema: CompiledSchema) -> GraphQLInputObjectType:
+    def fields() -> dict[str, GraphQLInputField]:
+        out: dict[str, GraphQLInputField] = {}
+        candidates = dict(SPECIAL) if schema.timestamps else {"_id": SPECIAL["_id"]}
+        candidates.update(schema.fields)
+        for name, field in candidates.items():
+            for suffix, kind in _operators(field):
+                out[name if suffix == "eq" else f"{name}_{suffix}"] = GraphQLInputField(kind)
+        out["AND"] = GraphQLInputField(GraphQLList(GraphQLNonNull(where)))
+        out["OR"] = GraphQLInputField(GraphQLList(GraphQLNonNull(where)))
+        return out
+
+    where = GraphQLInputObjectType(f"{schema.name}__Where", fields)
+    return where
+
+
+def _operators(field: Field) -> list[tuple[str, Any]]:
+    if field.type == "JSON":
+        return [("exists", GraphQLBoolean)]
+    base = SCALARS[field.type]
+    ops = [("eq", base), ("ne", base)]
+    if not field.array and field.type != "Boolean":
+        ops += [(op, base) for op in ("lt", "lte", "gt", "gte")]
+    ops += [("in", GraphQLList(GraphQLNonNull(base))), ("nin", GraphQLList(GraphQLNonNull(base)))]
+    if field.array or field.type in ("String", "ObjectId", "Relation"):
+        ops.append(("contains", base))
+    ops.append(("exists", GraphQLBoolean))
+    return ops
+
+
+def where_tree(where: dict[str, Any] | None, schema: CompiledSchema) -> Any:
+    """A GraphQL ``where`` input → the condition tree of ``query.py``."""
+    if not where:
+        return None
+    items: list[Any] = []
+    for key, value in where.items():
+        if key in ("AND", "OR"):
+            children = [where_tree(child, schema) for child in value or []]
+            items.append(Group(key.lower(), tuple(c for c in children if c is not None)))
+            continue
+        if value is None:
+            continue
+        name, op = key, "eq"
+        head, _, tail = key.rpartition("_")
+        if head and tail in SUFFIXES and (head in schema.fields or head in SPECIAL):
+            name, op = head, tail
+        items.append(Condition(name, op, value))
+    return Group("and", tuple(items)) if items else None
+
+
+# ---- selection → populate tree ------------------------------------------------------------------------
+
+
+def _selected(info: Any, selection_set: Any) -> list[FieldNode]:
+    out: list[FieldNode] = []
+    for node in selection_set.selections if selection_set else ():
+        if isinstance(node, FieldNode):
+            out.append(node)
+        elif isinstance(node, InlineFragmentNode):
+            out.extend(_selected(info, node.selection_set))
+        elif isinstance(node, FragmentSpreadNode):
+            fragment = info.fragments.get(node.name.value)
+            if fragment is not None:
+                out.extend(_selected(info, fragment.selection_set))
+    return out
+
+
+def populate_tree(info: Any, snap: Snapshot, schema: CompiledSchema, selection_sets: list[Any],
+                  depth: int = 0) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    nodes = [field for selection in selection_sets for field in _selected(info, selection)]
+    for node in nodes:
+        field = schema.fields.get(node.name.value)
+        if field is None or field.type != "Relation" or node.selection_set is None:
+            continue
+        target = snap.document_schema(field.model)
+        if target is None:
+            continue
+        if depth + 1 > MAX_POPULATE_DEPTH:
+            raise GraphQLError(f"Relations nest at most {MAX_POPULATE_DEPTH} levels deep")
+        same = [n.selection_set for n in nodes if n.name.value == field.name and n.selection_set]
+        tree[field.name] = populate_tree(info, snap, target, same, depth + 1)
+    return tree
+
+
+# ---- resolvers -------------------------------------------------------------------------------------------
+
+
+def _error(exc: APIError) -> GraphQLError:
+    extensions: dict[str, Any] = {"code": exc.name, "status": exc.status}
+    if exc.errors:
+        extensions["errors"] = exc.errors
+    return GraphQLError(exc.message, extensions=extensions)
+
+
+def _schema(snap: Snapshot, name: str) -> CompiledSchema:
+    return snap.document_schema(name)
+
+
+def _guard(schema: CompiledSchema, operation: str) -> Any:
+    identity = identify()
+    denied = allowed(schema, operation, identity)
+    if denied is not None:
+        raise _error(denied)
+    return identity
+
+
+def _finish(info: Any, snap: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], identity: Any) -> None:
+    tree = populate_tree(info, snap, schema, [n.selection_set for n in info.field_nodes])
+    if tree and docs:
+        documents.populate(snap, schema, docs, tree, identity)
+
+
+def _list_resolver(snap: Snapshot, name: str):
+    def resolve(_root: Any, info: Any, where: Any = None, skip: Any = None, limit: Any = None, sort: Any = None):
+        schema = _schema(snap, name)
+        try:
+            identity = _guard(schema, "read")
+            skip = 0 if skip is None else skip
+            limit = 25 if limit is None else limit
+            if skip < 0 or not 1 <= limit <= 1000:
+                raise GraphQLError("skip must be ≥ 0 and limit between 1 and 1000")
+            docs, _ = documents.find(schema, where_tree(where, schema), sort, skip, limit, count=False)
+            _finish(info, snap, schema, docs, identity)
+            return docs
+        except APIError as exc:
+            raise _error(exc) from None
+
+    return resolve
+
+
+def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
+    def resolve(_root: Any, info: Any, **kwargs: Any):
+        schema = _schema(snap, name)
+        try:
+            identity = _guard(schema, operation)
+            check_permission(schema, operation)
+            result = action(schema, **kwargs)
+            db.session.commit()
+        except APIError as exc:
+            db.session.rollback()
+            raise _error(exc) from None
+        if operation != "delete":
+            try:
+                _finish(info, snap, schema, [result], identity)
+            except APIError as exc:
+                raise _error(exc) from None
+        return result
+
+    return resolve
+
+
+def _create_resolver(snap: Snapshot, name: str):
+    return _mutation(snap, name, "create", lambda schema, data: documents.insert(snap, schema, [_clean(data)])[0])
+
+
+def _update_resolver(snap: Snapshot, name: str):
+    return _mutation(snap, name, "update", lambda schema, _id, data: documents.patch(snap, schema, _id, data))
+
+
+def _delete_resolver(snap: Snapshot, name: str):
+    def action(schema: CompiledSchema, _id: str) -> dict[str, Any]:
+        documents.delete(schema, _id)
+        return {"_id": _id, "deleted": True}
+
+    return _mutation(snap, name, "delete", action)
+
+
+def _clean(data: dict[str, Any]) -> dict[str, Any]:
+    """On create, an explicit null means "not given"."""
+    return {key: value for key, value in data.items() if value is not None}
+
+
+# ---- execution ---------------------------------------------------------------------------------------------
+
+
+def run(snap: Snapshot, source: str, variables: dict[str, Any] | None, operation_name: str | None,
+        limits: Limits) -> dict[str, Any]:
+    if len(source) > limits.length:
+        return _errors(f"The query is longer than {limits.length} characters")
+    try:
+        document = parse(source, max_tokens=limits.tokens)
+    except GraphQLSyntaxError as exc:
+        return {"errors": [exc.formatted]}
+    schema = snap.lazy("graphql", lambda: build(snap))
+    problems = validate(schema, document)
+    if problems:
+        return {"errors": [p.formatted for p in problems[:20]]}
+    breach = _check_limits(document, limits)
+    if breach:
+        return _errors(breach)
+    result = execute(schema, document, variable_values=variables, operation_name=operation_name)
+    out: dict[str, Any] = {"data": result.data}
+    if result.errors:
+        out["errors"] = [_format(error) for error in result.errors]
+    return out
+
+
+def _format(error: GraphQLError) -> dict[str, Any]:
+    if error.original_error is not None and not isinstance(error.original_error, (GraphQLError, APIError)):
+        log.exception("GraphQL resolver failed", exc_info=error.original_error)
+        return {"message": "Internal server error", "path": error.path,
+                "extensions": {"code": "INTERNAL_SERVER_ERROR"}}
+    return error.formatted
+
+
+def _errors(message: str) -> dict[str, Any]:
+    return {"errors": [{"message": message, "extensions": {"code": "QUERY_TOO_COMPLEX"}}]}
+
+
+def _check_limits(document: Any, limits: Limits) -> str | None:
+    fragments = {d.name.value: d for d in document.definitions if d.kind == "fragment_definition"}
+    counts = {"fields": 0, "aliases": 0}
+
+    class Breach(Exception):
+        pass
+
+    def walk(selection_set: Any, depth: int, seen: tuple[str, ...]) -> None:
+        if selection_set is None:
+            return
+        for node in selection_set.selections:
+            if isinstance(node, FieldNode):
+                counts["fields"] += 1
+                if node.alias is not None:
+                    counts["aliases"] += 1
+                if depth + 1 > limits.depth:
+                    raise Breach(f"The query is nested deeper than {limits.depth} levels")
+                if counts["fields"] > limits.fields:
+                    raise Breach(f"The query selects more than {limits.fields} fields")
+                if counts["aliases"] > limits.aliases:
+                    raise Breach(f"The query uses more than {limits.aliases} aliases")
+                walk(node.selection_set, depth + 1, seen)
+            elif isinstance(node, InlineFragmentNode):
+                walk(node.selection_set, depth, seen)
+            elif isinstance(node, FragmentSpreadNode):
+                name = node.name.value
+                if name in seen or name not in fragments:
+                    continue  # cycles and unknown fragments are reported by validation
+                walk(fragments[name].selection_set, depth, seen + (name,))
+
+    try:
+        for definition in document.definitions:
+            if isinstance(definition, OperationDefinitionNode):
+                walk(definition.selection_set, 0, ())
+    except Breach as exc:
+        return str(exc)
+    return None

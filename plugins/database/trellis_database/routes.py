@@ -1,0 +1,397 @@
+"""HTTP routes: schemas (admin), documents (generated per schema), custom endpoints, GraphQL.
+
+Document routes are one generic family (``/database/<schemaName>…``); the per-schema OpenAPI paths
+come from ``openapi.py``. Their responses are serialised once, straight to JSON, not through a
+marshmallow dump (a document's fields are only known at run time).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from flask import Response, current_app, request
+from sqlalchemy.exc import DBAPIError
+
+from trellis import db
+from trellis.credentials import admin_required, current_user, identify
+from trellis.errors import APIError
+from trellis.http import Blueprint, DeletedSchema, deleted
+from trellis.module_config import get as get_config
+
+from . import documents, endpoints, graphql_api, schemas
+from .access import authorize, check_permission
+from .api_schemas import (
+    DeleteSchemaArgs,
+    DocumentBodySchema,
+    DocumentListArgs,
+    DocumentListSchema,
+    DocumentSchema,
+    EndpointBody,
+    EndpointChangesBody,
+    EndpointListArgs,
+    EndpointListSchema,
+    EndpointRecordSchema,
+    ExtensionBody,
+    FunctionResultSchema,
+    GraphQLRequestSchema,
+    GraphQLResponseSchema,
+    ManyBodySchema,
+    ManyResultSchema,
+    SchemaBody,
+    SchemaChangesBody,
+    SchemaListArgs,
+    SchemaListSchema,
+    SchemaRecordSchema,
+)
+from .query import parse_filters, parse_populate, parse_select
+from .registry import snapshot
+
+schemas_blp = Blueprint("database-schemas", __name__, description="Database: schemas (administrators)")
+documents_blp = Blueprint("database-documents", __name__,
+                          description="Database: documents of every CMS-enabled schema (see the per-schema paths)")
+endpoints_blp = Blueprint("database-custom-endpoints", __name__, description="Database: custom endpoints")
+graphql_blp = Blueprint("database-graphql", __name__, description="Database: GraphQL")
+
+OPTIONAL_USER = [{}, {"bearerAuth": []}, {"masterkey": []}]
+
+
+def json_response(payload: Any, status: int = 200) -> Response:
+    return current_app.response_class(documents.serialise(payload), status=status, mimetype="application/json")
+
+
+def require_json() -> None:
+    if not request.is_json:
+        raise APIError(415, "Send the document as JSON (Content-Type: application/json)")
+
+
+def _retry_stale(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Another worker dropped a table or column this process still has cached: refresh once and retry."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except DBAPIError as exc:
+            if isinstance(exc.orig, Exception) and _is_missing_object(exc):
+                db.session.rollback()
+                current_app.extensions["trellis"].generations.reset()
+                return func(*args, **kwargs)
+            raise
+
+    return wrapper
+
+
+def _is_missing_object(exc: DBAPIError) -> bool:
+    text = str(exc.orig).lower()
+    return "no such table" in text or "no such column" in text or "does not exist" in text
+
+
+# ---- schemas ----------------------------------------------------------------------------------------
+
+
+def _list_schemas(args: dict[str, Any]) -> dict[str, Any]:
+    owner = [o.strip() for o in args["owner"].split(",") if o.strip()] if args.get("owner") else None
+    found = schemas.list_schemas(snapshot(), args.get("enabled"), owner, args.get("search"))
+    page = found[args["skip"]: args["skip"] + args["limit"]]
+    return {"schemas": [s.record() for s in page], "count": len(found)}
+
+
+@schemas_blp.route("/admin/database/schemas", methods=["GET"])
+@admin_required
+@schemas_blp.arguments(SchemaListArgs, location="query")
+@schemas_blp.response(200, SchemaListSchema)
+def admin_list_schemas(args: dict[str, Any]):
+    """Every schema: admin-defined ones and those owned by modules (``ownerModule``)."""
+    return _list_schemas(args)
+
+
+@schemas_blp.route("/database/schemas", methods=["GET"])
+@admin_required
+@schemas_blp.arguments(SchemaListArgs, location="query")
+@schemas_blp.response(200, SchemaListSchema)
+def list_schemas(args: dict[str, Any]):
+    """Schemas, filtered by ``enabled`` (CMS routes on) and ``owner`` (comma-separated module names)."""
+    return _list_schemas(args)
+
+
+@schemas_blp.route("/admin/database/schemas", methods=["POST"])
+@admin_required
+@schemas_blp.arguments(SchemaBody)
+@schemas_blp.response(201, SchemaRecordSchema)
+def admin_create_schema(body: dict[str, Any]):
+    """Create a schema; its document routes exist at once, in every worker."""
+    return schemas.create(body)
+
+
+@schemas_blp.route("/database/schemas", methods=["POST"])
+@admin_required
+@schemas_blp.arguments(SchemaBody)
+@schemas_blp.response(201, SchemaRecordSchema)
+def create_schema(body: dict[str, Any]):
+    """Create a schema (same as ``POST /admin/database/schemas``)."""
+    return schemas.create(body)
+
+
+@schemas_blp.route("/admin/database/schemas/<string:schemaId>", methods=["GET"])
+@admin_required
+@schemas_blp.response(200, SchemaRecordSchema)
+def admin_get_schema(schemaId: str):
+    """One schema, by id (or name)."""
+    return schemas.find(snapshot(), schemaId).record()
+
+
+@schemas_blp.route("/admin/database/schemas/<string:schemaId>", methods=["PUT"])
+@admin_required
+@schemas_blp.arguments(SchemaChangesBody)
+@schemas_blp.response(200, SchemaRecordSchema)
+def admin_update_schema(body: dict[str, Any], schemaId: str):
+    """Rename, replace the fields (add, drop, change), or change options; documents stay readable."""
+    return schemas.update(schemaId, body)
+
+
+@schemas_blp.route("/admin/database/schemas/<string:schemaId>", methods=["DELETE"])
+@admin_required
+@schemas_blp.arguments(DeleteSchemaArgs, location="query")
+@schemas_blp.response(200, DeletedSchema)
+def admin_delete_schema(args: dict[str, Any], schemaId: str):
+    """Delete a schema; one with documents needs ``?deleteData=true`` (409 otherwise)."""
+    return deleted(schemas.delete(schemaId, args["deleteData"]))
+
+
+@schemas_blp.route("/admin/database/schemas/<string:schemaId>/extensions", methods=["POST"])
+@admin_required
+@schemas_blp.arguments(ExtensionBody)
+@schemas_blp.response(200, SchemaRecordSchema)
+def admin_set_extension(body: dict[str, Any], schemaId: str):
+    """Set the admin's extension fields of an extendable (or ``ExtensionOnly``) schema; ``{}`` removes them."""
+    return schemas.set_extension(schemaId, body["fields"])
+
+
+# ---- documents ------------------------------------------------------------------------------------
+
+
+def _document_access(operation: str):
+    """Guard of a document route: resolves the schema and applies its access rules (404/401)."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            snap = snapshot()
+            name = kwargs["schemaName"]
+            schema = snap.document_schema(name)
+            authorize(schema, operation, name)
+            return func(*args, snap=snap, schema=schema, **kwargs)
+
+        apidoc = getattr(wrapper, "_apidoc", {})
+        manual = apidoc.setdefault("manual_doc", {})
+        manual.setdefault("security", OPTIONAL_USER)
+        wrapper._apidoc = apidoc
+        return wrapper
+
+    return decorate
+
+
+@documents_blp.route("/database/<string:schemaName>", methods=["GET"])
+@_retry_stale
+@_document_access("read")
+@documents_blp.arguments(DocumentListArgs, location="query")
+@documents_blp.response(200, DocumentListSchema)
+def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any):
+    """Documents, with ``skip``, ``limit``, ``sort``, ``select``, ``populate`` and field filters:
+    ``field=v``, ``field[$ne|$lt|$lte|$gt|$gte]=v``, ``field[$in|$nin]=a,b``, ``field[$contains]=text``,
+    ``field[$exists]=true``, ``field<v``, ``field>v``. ``count`` is the total before skip/limit."""
+    conditions = parse_filters(request.args)
+    select = parse_select(schema, args.get("select"))
+    tree = parse_populate(snap, schema, args.get("populate"))
+    docs, count = documents.find(schema, conditions, args.get("sort"), args["skip"], args["limit"])
+    if tree:
+        documents.populate(snap, schema, docs, tree, identify())
+    if select is not None:
+        docs = [documents.project(doc, select) for doc in docs]
+    return json_response({"documents": docs, "count": count})
+
+
+@documents_blp.route("/database/<string:schemaName>", methods=["POST"])
+@_retry_stale
+@_document_access("create")
+@documents_blp.arguments(DocumentBodySchema)
+@documents_blp.response(201, DocumentSchema)
+def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
+    """Create a document (``_id``, ``createdAt``, ``updatedAt``, ``__v`` are set by the server)."""
+    require_json()
+    check_permission(schema, "create")
+    doc = documents.insert(snap, schema, [body])[0]
+    db.session.commit()
+    return json_response(doc, 201)
+
+
+@documents_blp.route("/database/<string:schemaName>/many", methods=["POST"])
+@_retry_stale
+@_document_access("create")
+@documents_blp.arguments(ManyBodySchema)
+@documents_blp.response(201, ManyResultSchema)
+def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
+    """Create up to 1000 documents in one transaction: all of them, or none (errors name ``docs.<i>``)."""
+    check_permission(schema, "create")
+    docs = documents.insert(snap, schema, body["docs"], many=True)
+    db.session.commit()
+    return json_response({"docs": docs, "count": len(docs)}, 201)
+
+
+@documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["GET"])
+@_retry_stale
+@_document_access("read")
+@documents_blp.response(200, DocumentSchema)
+def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
+    """One document; ``populate`` and ``select`` work as on the list."""
+    doc = documents.get(schema, docId)
+    if request.args:
+        unknown = set(request.args) - {"populate", "select"}
+        if unknown:
+            raise APIError(400, f"Unknown query parameter {sorted(unknown)[0]!r}",
+                           {name: ["Unknown query parameter"] for name in unknown})
+        tree = parse_populate(snap, schema, request.args.get("populate"))
+        if tree:
+            documents.populate(snap, schema, [doc], tree, identify())
+        doc = documents.project(doc, parse_select(schema, request.args.get("select")))
+    return json_response(doc)
+
+
+@documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["PUT"])
+@_retry_stale
+@_document_access("update")
+@documents_blp.arguments(DocumentBodySchema)
+@documents_blp.response(200, DocumentSchema)
+def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any):
+    """Replace a document: fields left out are removed (defaults apply, required fields are needed)."""
+    require_json()
+    doc = documents.replace(snap, schema, docId, body)
+    db.session.commit()
+    return json_response(doc)
+
+
+@documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["PATCH"])
+@_retry_stale
+@_document_access("update")
+@documents_blp.arguments(DocumentBodySchema)
+@documents_blp.response(200, DocumentSchema)
+def patch_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any):
+    """Change some fields of a document; ``null`` removes an optional field."""
+    require_json()
+    doc = documents.patch(snap, schema, docId, body)
+    db.session.commit()
+    return json_response(doc)
+
+
+@documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["DELETE"])
+@_retry_stale
+@_document_access("delete")
+@documents_blp.response(200, DeletedSchema)
+def delete_document(schemaName: str, docId: str, snap: Any, schema: Any):
+    """Delete a document."""
+    check_permission(schema, "delete")
+    documents.delete(schema, docId)
+    db.session.commit()
+    return json_response(deleted(docId))
+
+
+# ---- custom endpoints --------------------------------------------------------------------------------
+
+
+@endpoints_blp.route("/admin/database/customEndpoints", methods=["GET"])
+@admin_required
+@endpoints_blp.arguments(EndpointListArgs, location="query")
+@endpoints_blp.response(200, EndpointListSchema)
+def list_endpoints(args: dict[str, Any]):
+    """Custom endpoints, by name."""
+    snap = snapshot()
+    found = sorted(snap.endpoints.values(), key=lambda e: e.name)
+    if args.get("search"):
+        found = [e for e in found if args["search"].lower() in e.name.lower()]
+    if args.get("schema"):
+        schema = snap.by_id.get(args["schema"]) or snap.by_name.get(args["schema"])
+        found = [e for e in found if schema is not None and e.schema_id == schema.id]
+    page = found[args["skip"]: args["skip"] + args["limit"]]
+    return {"customEndpoints": [endpoints.record(e, snap) for e in page], "count": len(found)}
+
+
+@endpoints_blp.route("/admin/database/customEndpoints/<string:endpointId>", methods=["GET"])
+@admin_required
+@endpoints_blp.response(200, EndpointRecordSchema)
+def get_endpoint(endpointId: str):
+    """One custom endpoint, by id (or name)."""
+    snap = snapshot()
+    return endpoints.record(endpoints.find(snap, endpointId), snap)
+
+
+@endpoints_blp.route("/admin/database/customEndpoints", methods=["POST"])
+@admin_required
+@endpoints_blp.arguments(EndpointBody)
+@endpoints_blp.response(201, EndpointRecordSchema)
+def create_endpoint(body: dict[str, Any]):
+    """Create a custom endpoint, served at ``/database/function/{name}`` with its operation's method."""
+    return endpoints.create(body)
+
+
+@endpoints_blp.route("/admin/database/customEndpoints/<string:endpointId>", methods=["PUT", "PATCH"])
+@admin_required
+@endpoints_blp.arguments(EndpointChangesBody)
+@endpoints_blp.response(200, EndpointRecordSchema)
+def update_endpoint(body: dict[str, Any], endpointId: str):
+    """Change a custom endpoint (the body is merged over the current definition, then checked)."""
+    return endpoints.update(endpointId, body)
+
+
+@endpoints_blp.route("/admin/database/customEndpoints/<string:endpointId>", methods=["DELETE"])
+@admin_required
+@endpoints_blp.response(200, DeletedSchema)
+def delete_endpoint(endpointId: str):
+    """Delete a custom endpoint."""
+    return deleted(endpoints.delete(endpointId))
+
+
+FUNCTION_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+
+@endpoints_blp.route("/database/function/<string:endpointName>", methods=FUNCTION_METHODS,
+                     defaults={"params": ""})
+@endpoints_blp.route("/database/function/<string:endpointName>/<path:params>", methods=FUNCTION_METHODS)
+@_retry_stale
+@endpoints_blp.response(200, FunctionResultSchema)
+def call_endpoint(endpointName: str, params: str):
+    """Run a custom endpoint (its inputs and results are in the per-endpoint paths of this document)."""
+    snap = snapshot()
+    endpoint = snap.endpoints.get(endpointName)
+    if endpoint is None or not endpoint.enabled:
+        raise APIError(404, f"No custom endpoint named {endpointName!r}")
+    if request.method != endpoint.operation:
+        raise endpoints.method_not_allowed(endpoint)
+    identity = identify()
+    if endpoint.authentication and (identity is None or (identity.kind != "user" and not identity.is_admin)):
+        raise APIError(401, f"{endpoint.name} needs a user Bearer token")
+    body = None
+    if request.method in ("POST", "PUT", "PATCH", "DELETE") and request.content_length:
+        require_json()
+        body = request.get_json(silent=True)
+        if body is None:
+            raise APIError(400, "The body is not valid JSON")
+    segments = [s for s in params.split("/") if s] if params else []
+    call = endpoints.Call(endpoint, identity, current_user(), body, request.args, segments)
+    result, status = endpoints.run(snap, endpoint, call, request.args)
+    return json_response(result, status)
+
+
+# ---- GraphQL ------------------------------------------------------------------------------------------
+
+
+@graphql_blp.route("/graphql", methods=["POST"])
+@graphql_blp.arguments(GraphQLRequestSchema)
+@graphql_blp.response(200, GraphQLResponseSchema)
+def graphql(body: dict[str, Any]):
+    """GraphQL over the CMS-enabled schemas: a query field per schema (``where``, ``skip``, ``limit``,
+    ``sort``) and ``create<Name>``, ``update<Name>``, ``delete<Name>`` mutations; the same access rules as
+    the REST routes. Errors come back as GraphQL ``errors``."""
+    identify()  # a bad credential is a 401, as everywhere
+    limits = graphql_api.Limits(get_config("database"))
+    result = graphql_api.run(snapshot(), body["query"], body.get("variables"), body.get("operationName"), limits)
+    return json_response(result)

@@ -113,6 +113,7 @@ def test_a_variable_cannot_inject_a_header_through_the_subject(client, admin_hea
         ({"to": "a@example.com, b@example.com", "subject": "s", "body": "b"}, "to"),
         ({"to": "ada@example.com", "subject": "a\nBcc: x@example.com", "body": "b"}, "subject"),
         ({"to": "ada@example.com", "subject": "s", "body": "b", "from": "nobody"}, "from"),
+        ({"to": "ada@example.com", "subject": "s", "body": "b", "from": "a b@example.com"}, "from"),
         ({"to": "ada@example.com", "templateName": "t", "subject": "s"}, "subject"),
         ({"to": "ada@example.com", "subject": "s", "body": "b", "variables": {}}, "variables"),
         ({"to": "ada@example.com", "subject": "s", "body": "b", "cc": "x@example.com"}, "cc"),

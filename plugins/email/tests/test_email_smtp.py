@@ -60,6 +60,16 @@ def test_plain_smtp_delivers_a_proper_mime_message(client, admin_headers, config
     assert mime["Message-ID"].endswith("@example.com>")
 
 
+def test_display_names_are_kept_readable_and_encoded_on_the_wire(client, admin_headers, configure_email, smtp_server):
+    configure_email(**smtp_server.email_config())
+    response = send(client, admin_headers, to='"Jürgen, Jr." <j@example.com>', subject="s", body="b")
+    assert response.status_code == 200
+    assert last_record(client, admin_headers)["to"] == '"Jürgen, Jr." <j@example.com>'
+    mime = smtp_server.messages[0].message
+    assert mime["To"].addresses[0].display_name == "Jürgen, Jr."
+    assert mime["To"].addresses[0].addr_spec == "j@example.com"
+
+
 def test_template_send_over_smtp_carries_the_escaped_body(client, admin_headers, configure_email, smtp_server):
     configure_email(**smtp_server.email_config())
     template = {"name": "hello", "subject": "Hi {{ who }}", "body": "<p>{{ who }}</p>"}

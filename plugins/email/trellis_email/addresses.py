@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.utils import formataddr, getaddresses
+from email.errors import HeaderParseError
+from email.headerregistry import Address as HeaderAddress
+from email.utils import getaddresses
 
 from email_validator import EmailNotValidError, validate_email
 
@@ -13,7 +15,8 @@ class Address:
     name: str = ""
 
     def __str__(self) -> str:
-        return formataddr((self.name, self.email)) if self.name else self.email
+        # Readable form ("Jürgen" <j@example.com>); the MIME layer encodes it when it writes headers.
+        return str(HeaderAddress(display_name=self.name, addr_spec=self.email))
 
 
 def _split(value: str) -> tuple[str, str]:
@@ -35,10 +38,19 @@ def parse_recipient(value: str) -> Address:
         checked = validate_email(email, check_deliverability=False)
     except EmailNotValidError as exc:
         raise ValueError(str(exc)) from None
-    return Address(checked.normalized, name)
+    return _checked(Address(checked.normalized, name))
 
 
 def parse_sender(value: str) -> Address:
     """The sender is the operator's own address (may be e.g. ``no-reply@localhost``): shape only."""
     name, email = _split(value)
-    return Address(email, name)
+    return _checked(Address(email, name))
+
+
+def _checked(address: Address) -> Address:
+    """The address must also be writable as a mail header (the SMTP provider writes it)."""
+    try:
+        str(address)
+    except (ValueError, HeaderParseError) as exc:  # header defects are ValueErrors
+        raise ValueError(f"Not a valid e-mail address ({exc}).") from None
+    return address

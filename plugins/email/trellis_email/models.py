@@ -32,14 +32,15 @@ class EmailMessage(Base):
     __table_args__ = (Index("ix_email_messages_created_at", "created_at"),)
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    to: Mapped[str] = mapped_column(String(400))
-    sender: Mapped[str] = mapped_column(String(400))
+    # Text, not String(n): display names and provider ids have no length PostgreSQL should refuse.
+    to: Mapped[str] = mapped_column(Text)
+    sender: Mapped[str] = mapped_column(Text)
     subject: Mapped[str] = mapped_column(Text)
     body: Mapped[str] = mapped_column(Text)
     template_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     provider: Mapped[str] = mapped_column(String(20))
     status: Mapped[str] = mapped_column(String(20))  # pending | sent | failed
-    provider_message_id: Mapped[str | None] = mapped_column(String(400), nullable=True)
+    provider_message_id: Mapped[str | None] = mapped_column(Text, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

@@ -131,3 +131,38 @@ def test_blocking_a_user_disconnects_their_sockets(chat_server, http, sockets, r
     assert refused(chat_server.url, bob.access_token)["data"]["status"] in (401, 403)
     api.send(alice, room, "still here")
     assert watcher.next()["message"] == "still here"
+
+
+def test_deleting_a_user_disconnects_their_sockets(chat_server, http, sockets):
+    api = http(chat_server.url)
+    alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
+    room = api.create_room(alice, [bob.id])
+    b = sockets(chat_server.url, bob.access_token)
+
+    assert requests.delete(f"{chat_server.url}/authentication/users/{bob.id}", headers=ADMIN, timeout=10).status_code == 200
+    b.disconnected.get(timeout=10)
+    room_now = requests.get(f"{chat_server.url}/chat/rooms/{room}", headers=alice.headers, timeout=10).json()
+    assert room_now["participants"] == [alice.id]
+
+
+def test_many_events_on_one_socket_hold_no_database_session(chat_server, http, sockets, app_config):
+    """Each event ends its session: leaked ones would exhaust the pool (and stay idle in transaction)."""
+    api = http(chat_server.url)
+    alice = create_user_over_http(chat_server.url)
+    room = api.create_room(alice, [])
+    a = sockets(chat_server.url, alice.access_token)
+    for n in range(40):
+        assert a.call("join", room) == {"roomId": room, "joined": True}
+        assert a.call("message", room, f"n{n}")["message"] == f"n{n}"
+    if app_config["DATABASE_URL"].startswith("postgresql"):
+        import psycopg2
+        from sqlalchemy.engine import make_url
+
+        url = make_url(app_config["DATABASE_URL"])
+        with psycopg2.connect(host=url.host, port=url.port or 5432, user=url.username, dbname="postgres") as conn:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND state = 'idle in transaction'",
+                    (url.database,),
+                )
+                assert cur.fetchone()[0] == 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -55,3 +56,10 @@ def test_events_cross_workers(live_server_factory, redis_url, http, sockets):
     assert api_one.put(f"/authentication/users/{bob.id}/block", ADMIN).status_code == 200
     b.disconnected.get(timeout=10)
     assert not b.client.connected
+    # The worker that held the socket forgets it: the registry does not grow with closed sockets.
+    registry = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + 10
+    while registry.smembers(f"trellis:chat:sockets:{bob.id}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert registry.smembers(f"trellis:chat:sockets:{bob.id}") == set()
+    assert len(registry.smembers(f"trellis:chat:sockets:{alice.id}")) == 1

@@ -42,25 +42,30 @@ def s3_settings(endpoint: str, bucket: str) -> dict[str, Any]:
     return {"bucket": bucket, "region": "us-east-1", "endpointUrl": endpoint, **S3_KEYS}
 
 
-def make_bucket(endpoint: str) -> str:
+@pytest.fixture(scope="session")
+def s3_admin(s3_endpoint):
+    """A boto3 client of the test S3 server, for set-up (buckets)."""
     import boto3
 
-    bucket = f"trellis-{uuid.uuid4().hex[:12]}"
-    client = boto3.client(
+    return boto3.client(
         "s3",
-        endpoint_url=endpoint,
+        endpoint_url=s3_endpoint,
         region_name="us-east-1",
         aws_access_key_id=S3_KEYS["accessKeyId"],
         aws_secret_access_key=S3_KEYS["secretAccessKey"],
     )
+
+
+def make_bucket(client) -> str:
+    bucket = f"trellis-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=bucket)
     return bucket
 
 
 @pytest.fixture()
-def s3_bucket_settings(s3_endpoint):
+def s3_bucket_settings(s3_endpoint, s3_admin):
     """``s3_bucket_settings()`` → the ``s3`` config section of a new, empty bucket."""
-    return lambda: s3_settings(s3_endpoint, make_bucket(s3_endpoint))
+    return lambda: s3_settings(s3_endpoint, make_bucket(s3_admin))
 
 
 @dataclass
@@ -90,8 +95,7 @@ def storage(request, app, db, tmp_path) -> Storage:
     if request.param == "local":
         settings = {"provider": "local", "local": {"path": str(tmp_path / "store")}}
     else:
-        endpoint = request.getfixturevalue("s3_endpoint")
-        settings = {"provider": "s3", "s3": s3_settings(endpoint, make_bucket(endpoint))}
+        settings = {"provider": "s3", "s3": request.getfixturevalue("s3_bucket_settings")()}
     store = Storage(request.param, settings, app)
     store.configure(**settings)
     return store

@@ -313,6 +313,7 @@ class S3Clients:
     def __init__(self) -> None:
         self._clients: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
+        self._session: Any = None  # one boto3 session: it caches the service models clients load
 
     def get(self, settings: dict[str, Any]) -> Any:
         ident = tuple(settings.get(k) for k in ("region", "endpointUrl", "accessKeyId", "secretAccessKey"))
@@ -321,12 +322,15 @@ class S3Clients:
             with self._lock:
                 client = self._clients.get(ident)
                 if client is None:
-                    client = self._clients[ident] = _make_client(settings)
+                    if self._session is None:
+                        import boto3
+
+                        self._session = boto3.session.Session()
+                    client = self._clients[ident] = _make_client(self._session, settings)
         return client
 
 
-def _make_client(settings: dict[str, Any]) -> Any:
-    import boto3
+def _make_client(session: Any, settings: dict[str, Any]) -> Any:
     from botocore.config import Config
 
     endpoint = settings.get("endpointUrl") or None
@@ -338,7 +342,6 @@ def _make_client(settings: dict[str, Any]) -> Any:
         connect_timeout=10,
         read_timeout=60,
     )
-    session = boto3.session.Session()
     return session.client(
         "s3",
         region_name=settings.get("region") or None,

@@ -100,19 +100,13 @@ def display_name(filename: str | None) -> str:
 
 
 def safe_name(display: str) -> str:
-    """ASCII name safe in a path or header (werkzeug's secure_filename), never empty."""
+    """ASCII name safe in a path or header (werkzeug's secure_filename on stem and extension), never empty."""
     ascii_name = unicodedata.normalize("NFKD", display).encode("ascii", "ignore").decode("ascii")
-    secured = secure_filename(ascii_name)
-    if not secured or secured.startswith("."):
-        suffix = "".join(_ext(display))
-        secured = "file" + suffix
-    return _truncate(secured)
-
-
-def _ext(name: str) -> list[str]:
-    dot = name.rfind(".")
-    ext = secure_filename(name[dot:]) if dot > 0 else ""
-    return [f".{ext}"] if ext and ext.isascii() else []
+    stem, dot, ext = ascii_name.rpartition(".")
+    if not dot:
+        stem, ext = ascii_name, ""
+    stem, ext = secure_filename(stem) or "file", secure_filename(ext)
+    return _truncate(f"{stem}.{ext}" if ext else stem)
 
 
 def _truncate(name: str, limit: int = 255) -> str:

@@ -6,8 +6,15 @@ time. Production refuses ``test`` (see ``trellis.settings``).
 """
 from __future__ import annotations
 
+import os
+import sys
+import threading
+from typing import Any, Callable, TypeVar
+
 from argon2 import PasswordHasher, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
+
+T = TypeVar("T")
 
 PROFILES = {"default": profiles.RFC_9106_LOW_MEMORY, "test": profiles.CHEAPEST}
 
@@ -31,14 +38,30 @@ def configure(profile: str) -> None:
         _current = _Hashing(profile)
 
 
+# A hash holds 64 MiB and a CPU for tens of milliseconds: at most one per core at a time.
+_SLOTS = threading.BoundedSemaphore(os.cpu_count() or 1)
+
+
+def _off_hub(func: Callable[..., T], *args: Any) -> T:
+    """Run argon2 without freezing the process: under eventlet the calling thread is the hub that
+    serves every request, so the (GIL-releasing) C work goes to eventlet's pool of OS threads."""
+    with _SLOTS:
+        if "eventlet" in sys.modules:
+            from eventlet import patcher, tpool
+
+            if patcher.is_monkey_patched("thread"):
+                return tpool.execute(func, *args)
+        return func(*args)
+
+
 def hash_password(password: str) -> str:
-    return _current.hasher.hash(password)
+    return _off_hub(_current.hasher.hash, password)
 
 
 def verify_password(password_hash: str | None, password: str) -> bool:
     """Constant-cost check; ``password_hash=None`` (unknown account) still runs a full verify."""
     try:
-        ok = _current.hasher.verify(password_hash or _current.dummy_hash, password)
+        ok = _off_hub(_current.hasher.verify, password_hash or _current.dummy_hash, password)
     except (VerificationError, InvalidHashError):
         return False
     return ok and password_hash is not None

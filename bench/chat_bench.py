@@ -88,7 +88,9 @@ class Receiver:
             self.complete[seq].set()
 
 
-async def connect_all(url: str, users: list[dict[str, str]], http: aiohttp.ClientSession, receiver: Receiver) -> list[socketio.AsyncClient]:
+async def connect_all(
+    url: str, users: list[dict[str, str]], http: aiohttp.ClientSession, receiver: Receiver
+) -> list[socketio.AsyncClient]:
     gate = asyncio.Semaphore(25)
 
     async def one(user: dict[str, str]) -> socketio.AsyncClient:
@@ -111,7 +113,8 @@ async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
         users = await make_users(http, server, clients)
         owner = users[0]
         body = {"roomName": "bench", "users": [u["id"] for u in users[1:]]}
-        async with http.post(f"{server.url}/chat/rooms", json=body, headers={"Authorization": f"Bearer {owner['token']}"}) as r:
+        headers = {"Authorization": f"Bearer {owner['token']}"}
+        async with http.post(f"{server.url}/chat/rooms", json=body, headers=headers) as r:
             assert r.status == 201, await r.text()
             room_id = (await r.json())["roomId"]
 

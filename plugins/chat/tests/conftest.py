@@ -53,12 +53,14 @@ class Http:
         self.url = base_url
 
     def create_room(self, owner: Any, users: list[str], name: str = "room") -> str:
-        response = requests.post(f"{self.url}/chat/rooms", json={"roomName": name, "users": users}, headers=owner.headers, timeout=WAIT)
+        body = {"roomName": name, "users": users}
+        response = requests.post(f"{self.url}/chat/rooms", json=body, headers=owner.headers, timeout=WAIT)
         assert response.status_code == 201, response.text
         return response.json()["roomId"]
 
     def send(self, sender: Any, room_id: str, text: str) -> dict[str, Any]:
-        response = requests.post(f"{self.url}/chat/rooms/{room_id}/messages", json={"message": text}, headers=sender.headers, timeout=WAIT)
+        url = f"{self.url}/chat/rooms/{room_id}/messages"
+        response = requests.post(url, json={"message": text}, headers=sender.headers, timeout=WAIT)
         assert response.status_code == 201, response.text
         return response.json()
 
@@ -71,7 +73,7 @@ class SocketUser:
 
     def __init__(self, url: str, token: str | None, namespace: str = "/chat/") -> None:
         self.namespace = namespace
-        self.events: dict[str, queue.Queue] = {name: queue.Queue() for name in ("message", "messageDeleted", "roomDeleted")}
+        self.events = {name: queue.Queue() for name in ("message", "messageDeleted", "roomDeleted")}
         self.disconnected = queue.Queue()
         self.client = socketio.Client(reconnection=False)
         for name, inbox in self.events.items():
@@ -111,7 +113,10 @@ def refusal(url: str, token: str | None, namespace: str = "/chat/") -> Any:
     client.on("connect_error", seen.append, namespace=namespace)
     auth = {"token": token} if token is not None else None
     with pytest.raises(socketio.exceptions.ConnectionError):
-        client.connect(url, socketio_path="realtime", namespaces=[namespace], transports=["websocket"], auth=auth, wait_timeout=WAIT)
+        client.connect(
+            url, socketio_path="realtime", namespaces=[namespace], transports=["websocket"],
+            auth=auth, wait_timeout=WAIT,
+        )
     assert seen, "the server closed the connection without a refusal"
     return seen[0]
 

@@ -50,7 +50,8 @@ def test_rest_messages_and_deletions_reach_sockets_on_both_namespaces(chat_serve
     api = http(chat_server.url)
     alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
     room = api.create_room(alice, [bob.id])
-    slash, plain = sockets(chat_server.url, bob.access_token, "/chat/"), sockets(chat_server.url, bob.access_token, "/chat")
+    slash = sockets(chat_server.url, bob.access_token, "/chat/")
+    plain = sockets(chat_server.url, bob.access_token, "/chat")
 
     sent = api.send(alice, room, "over REST")
     assert slash.next() == sent and plain.next() == sent
@@ -139,7 +140,8 @@ def test_deleting_a_user_disconnects_their_sockets(chat_server, http, sockets):
     room = api.create_room(alice, [bob.id])
     b = sockets(chat_server.url, bob.access_token)
 
-    assert requests.delete(f"{chat_server.url}/authentication/users/{bob.id}", headers=ADMIN, timeout=10).status_code == 200
+    gone = requests.delete(f"{chat_server.url}/authentication/users/{bob.id}", headers=ADMIN, timeout=10)
+    assert gone.status_code == 200
     b.disconnected.get(timeout=10)
     room_now = requests.get(f"{chat_server.url}/chat/rooms/{room}", headers=alice.headers, timeout=10).json()
     assert room_now["participants"] == [alice.id]

@@ -74,16 +74,16 @@ def test_add_users_by_a_participant(client, chat, make_user):
     owner, guest, newcomer, outsider = make_user(), make_user(), make_user(), make_user()
     room_id = chat.create_room(owner, [guest.id])
 
-    response = client.put(f"/chat/rooms/{room_id}/addUsers", json={"users": [newcomer.id, guest.id]}, headers=guest.headers)
+    url = f"/chat/rooms/{room_id}/addUsers"
+    response = client.put(url, json={"users": [newcomer.id, guest.id]}, headers=guest.headers)
     assert response.status_code == 200
     assert sorted(response.get_json()["participants"]) == sorted([owner.id, guest.id, newcomer.id])
     assert client.get(f"/chat/rooms/{room_id}", headers=newcomer.headers).status_code == 200
 
-    outsider_try = client.put(f"/chat/rooms/{room_id}/addUsers", json={"users": [outsider.id]}, headers=outsider.headers)
-    assert outsider_try.status_code == 404
-    unknown = client.put(f"/chat/rooms/{room_id}/addUsers", json={"users": ["ghost"]}, headers=owner.headers)
+    assert client.put(url, json={"users": [outsider.id]}, headers=outsider.headers).status_code == 404
+    unknown = client.put(url, json={"users": ["ghost"]}, headers=owner.headers)
     assert unknown.status_code == 400 and "users" in unknown.get_json()["errors"]
-    assert client.put(f"/chat/rooms/{room_id}/addUsers", json={"users": []}, headers=owner.headers).status_code == 400
+    assert client.put(url, json={"users": []}, headers=owner.headers).status_code == 400
 
 
 def test_leave_a_room(client, chat, make_user):
@@ -121,8 +121,8 @@ def test_admin_deletes_a_room_with_its_messages(client, db, chat, make_user, adm
     response = client.delete(f"/admin/chat/rooms/{room_id}", headers={"Authorization": f"Bearer {admin_token}"})
     assert response.status_code == 200 and response.get_json() == {"_id": room_id, "deleted": True}
     assert client.get(f"/chat/rooms/{room_id}", headers=owner.headers).status_code == 404
-    assert db.execute(select(func.count()).select_from(Message).where(Message.room_id == room_id)).scalar_one() == 0
-    assert db.execute(select(func.count()).select_from(Participant).where(Participant.room_id == room_id)).scalar_one() == 0
+    for model in (Message, Participant):
+        assert db.execute(select(func.count()).select_from(model).where(model.room_id == room_id)).scalar_one() == 0
     assert client.delete(f"/admin/chat/rooms/{room_id}", headers=ADMIN).status_code == 404
 
 

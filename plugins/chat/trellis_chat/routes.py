@@ -43,7 +43,10 @@ def sender_or_admin_required(func: F) -> F:
     errors = {"content": {"application/json": {"schema": ErrorSchema}}}
     documented = blp.doc(
         security=USER_SECURITY + ADMIN_SECURITY,
-        responses={401: {"description": "Missing or invalid credentials", **errors}, 403: {"description": "Not the sender", **errors}},
+        responses={
+            401: {"description": "Missing or invalid credentials", **errors},
+            403: {"description": "Not the sender", **errors},
+        },
     )
     return documented(wrapper)  # type: ignore[return-value]
 

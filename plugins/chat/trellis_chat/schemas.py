@@ -35,7 +35,9 @@ class ChatAddUsersSchema(Schema):
 class ChatRoomSchema(Schema):
     _id = fields.String(required=True)
     name = fields.String(required=True)
-    participants = fields.List(fields.String(), required=True, metadata={"description": "user ids, earliest joiners first"})
+    participants = fields.List(
+        fields.String(), required=True, metadata={"description": "user ids, earliest joiners first"}
+    )
     creator = fields.String(required=True)
     createdAt = fields.String(required=True, metadata={"format": "date-time"})
 

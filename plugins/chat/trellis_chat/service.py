@@ -112,7 +112,9 @@ def is_participant(user_id: str, room_id: str) -> bool:
 def visible_room(user_id: str, room_id: str) -> Room:
     """The room if ``user_id`` takes part in it; otherwise 404, as if it did not exist."""
     room = db.session.execute(
-        select(Room).join(Participant, Participant.room_id == Room.id).where(Room.id == room_id, Participant.user_id == user_id)
+        select(Room)
+        .join(Participant, Participant.room_id == Room.id)
+        .where(Room.id == room_id, Participant.user_id == user_id)
     ).scalar_one_or_none()
     if room is None:
         raise not_found("No chat room with this id")

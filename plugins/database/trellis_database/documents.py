@@ -130,7 +130,7 @@ def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[
         raise bad_request("A related document does not exist", errors)
 
 
-_SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: index '([^']+)'")
+_SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: (?:index '([^']+)'|\w+\.(\w+))")
 
 
 def unique_conflict(schema: CompiledSchema, exc: IntegrityError) -> APIError:
@@ -139,7 +139,7 @@ def unique_conflict(schema: CompiledSchema, exc: IntegrityError) -> APIError:
     index = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)
     if index is None:
         match = _SQLITE_UNIQUE.search(str(exc.orig))
-        index = match.group(1) if match else None
+        index = (match.group(1) or match.group(2)) if match else None
     field = schema.unique_indexes.get(index or "")
     if field is None:
         return conflict("The document conflicts with an existing one")

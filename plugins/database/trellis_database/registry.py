@@ -59,7 +59,7 @@ class CompiledSchema:
     table: sa.Table | None  # None: the documents live in another module, not here
     storage: dict[str, Any] = field(default_factory=dict)
     raw_fields: dict[str, Any] | None = None  # an owned descriptor's fields as declared
-    unique_indexes: dict[str, str] = field(default_factory=dict)  # index name → field
+    unique_indexes: dict[str, str] = field(default_factory=dict)  # index or column name → field
 
     @property
     def owned(self) -> bool:
@@ -212,7 +212,8 @@ def compile_record(row: SchemaRecord) -> CompiledSchema:
     state = row.storage or {}
     columns = {name: storage.ColumnState(**c) for name, c in (state.get("columns") or {}).items()}
     table = storage.make_table(state["table"], columns) if state.get("table") else None
-    unique = {c.index: name for name, c in columns.items() if c.unique and c.index}
+    # Index name (PostgreSQL reports it) and column name (SQLite does) → field, to name a 409's culprit.
+    unique = {key: name for name, c in columns.items() if c.unique and c.index for key in (c.index, c.column)}
     return CompiledSchema(
         id=row.id,
         name=row.name,

@@ -160,3 +160,14 @@ def test_extension_fields_travel_with_the_user(client, admin_headers, api, user,
     assert me["nickname"] == "ace" and me["email"] == user.email
     listed = client.get("/authentication/users", headers=admin_headers).get_json()["users"][0]
     assert listed["nickname"] == "ace" and listed["email"] == user.email
+
+
+def test_purge_sessions_command(app, api, client, make_user, db):
+    ended, live = make_user(), make_user()
+    api.renew(ended.refresh_token)
+    client.post("/authentication/logout", headers=ended.headers)
+    result = app.test_cli_runner().invoke(args=["trellis", "authentication", "purge-sessions"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "deleted 1 sessions"
+    assert db.execute(select(func.count()).select_from(RotatedToken)).scalar_one() == 0
+    assert api.me(live.access_token).status_code == 200

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from trellis import Module, OwnedSchema
 
+from .cli import cli
 from .config import AuthenticationConfig
 from .hooks import UserTokens
 from .routes import blp
@@ -29,4 +30,5 @@ module = Module(
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     owned_schemas=(USER_SCHEMA,),
     hooks=(UserTokens(),),
+    cli=cli,
 )

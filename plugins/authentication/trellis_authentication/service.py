@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask_jwt_extended import create_access_token
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
@@ -231,6 +231,15 @@ def renew(refresh_token: str) -> dict[str, str]:
 def logout(session_id: str) -> None:
     db.session.execute(update(Session).where(Session.id == session_id).values(revoked=True))
     db.session.commit()
+
+
+def purge_sessions() -> int:
+    """Delete ended and expired sessions (their rotated tokens go with them); returns how many."""
+    result = db.session.execute(
+        sql_delete(Session).where(or_(Session.revoked.is_(True), Session.expires_at <= db.utcnow()))
+    )
+    db.session.commit()
+    return result.rowcount
 
 
 def user_from_claims(claims: dict[str, Any]) -> dict[str, Any]:

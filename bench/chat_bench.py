@@ -36,6 +36,12 @@ TARGET_P99_MS = 250.0
 RESULTS = ROOT / "bench" / "results" / "chat.md"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], pct: float) -> float:
     """Nearest-rank percentile."""
     ordered = sorted(values)
@@ -127,13 +133,18 @@ async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
 
         sender = sockets[0]
         per_message: list[float] = []
+        first: list[float] = []
+        server_cpu, client_cpu = cpu_seconds(server.process.pid), time.process_time()
         for seq in range(messages):
             done = receiver.expect(seq)
             receiver.sent_at[seq] = time.perf_counter()
             await sender.emit("message", (room_id, f"bench {seq}"), namespace=NAMESPACE)
             await asyncio.wait_for(done.wait(), timeout=30)
             per_message.append(max(receiver.latencies[seq]))
+            first.append(min(receiver.latencies[seq]))
             await asyncio.sleep(0.02)
+        server_cpu = cpu_seconds(server.process.pid) - server_cpu
+        client_cpu = time.process_time() - client_cpu
         figures["rss_after_mb"] = server.rss_mb()
         figures["rss_peak_mb"] = server.peak_rss_mb()
         deliveries = [ms for seq in range(messages) for ms in receiver.latencies[seq]]
@@ -141,9 +152,12 @@ async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
             all_p50_ms=percentile(per_message, 50),
             all_p99_ms=percentile(per_message, 99),
             all_max_ms=max(per_message),
+            first_p50_ms=percentile(first, 50),
             one_p50_ms=percentile(deliveries, 50),
             one_p99_ms=percentile(deliveries, 99),
             deliveries=len(deliveries),
+            server_cpu_ms_per_message=server_cpu * 1000 / messages,
+            client_cpu_us_per_delivery=client_cpu * 1e6 / len(deliveries),
         )
         await asyncio.gather(*(s.disconnect() for s in sockets))
     return figures
@@ -166,8 +180,11 @@ clients share the machine with the server.
 | message reaches **all** {clients} clients, p50 | {figures['all_p50_ms']:.1f} ms |
 | message reaches **all** {clients} clients, p99 | {figures['all_p99_ms']:.1f} ms |
 | message reaches all clients, worst | {figures['all_max_ms']:.1f} ms |
+| message reaches the **first** client, p50 | {figures['first_p50_ms']:.1f} ms |
 | one delivery, p50 ({figures['deliveries']} deliveries) | {figures['one_p50_ms']:.1f} ms |
 | one delivery, p99 | {figures['one_p99_ms']:.1f} ms |
+| server CPU per message (store + fan-out) | {figures['server_cpu_ms_per_message']:.1f} ms |
+| client-process CPU per delivery | {figures['client_cpu_us_per_delivery']:.0f} µs |
 | {clients} clients connected in | {figures['connect_s']:.1f} s |
 | server RSS idle | {figures['rss_idle_mb']:.0f} MB |
 | server RSS with {clients} clients | {figures['rss_connected_mb']:.0f} MB |

@@ -53,9 +53,10 @@ class UserSockets:
     ``enter_room`` / ``leave_room`` / ``disconnect``: they travel on the same Redis channel as the
     emits, so a user added to a room gets the next message and one who left does not. Without Redis
     there is one process and the sockets are found through their ``user:<id>`` room.
-    """
 
-    KEY_SECONDS = 8 * 24 * 3600  # outlives any access token; refreshed on each connect
+    Entries are removed when their socket disconnects. The sets have no expiry, so that a socket open for
+    weeks can still be found; entries left by a worker that crashed only cost a no-op when used.
+    """
 
     def __init__(self, app: Flask) -> None:
         self._socketio = app.extensions["socketio"]
@@ -70,8 +71,7 @@ class UserSockets:
     def register(self, user_id: str, namespace: str, sid: str) -> None:
         """Called while a socket connects, before its user is checked (so a block from now on finds it)."""
         if self._redis is not None:
-            key = self._key(user_id)
-            self._redis.pipeline().sadd(key, f"{namespace} {sid}").expire(key, self.KEY_SECONDS).execute()
+            self._redis.sadd(self._key(user_id), f"{namespace} {sid}")
         self._owners[(namespace, sid)] = user_id
         join_room(user_room(user_id), sid=sid, namespace=namespace)
 
@@ -80,29 +80,38 @@ class UserSockets:
         if user_id is not None and self._redis is not None:
             self._redis.srem(self._key(user_id), f"{namespace} {sid}")
 
-    def sockets_of(self, user_id: str) -> list[tuple[str, str]]:
-        """(namespace, sid) of every socket of the user, in every worker."""
+    def sockets_of(self, user_ids: Iterable[str]) -> list[tuple[str, str]]:
+        """(namespace, sid) of every socket of these users, in every worker (one Redis round trip)."""
+        ids = list(user_ids)
+        if not ids:
+            return []
         if self._redis is not None:
-            members = (raw.decode().split(" ", 1) for raw in self._redis.smembers(self._key(user_id)))
-            return [(namespace, sid) for namespace, sid in members]
+            pipe = self._redis.pipeline(transaction=False)
+            for user_id in ids:
+                pipe.smembers(self._key(user_id))
+            found = (raw.decode().split(" ", 1) for members in pipe.execute() for raw in members)
+            return [(namespace, sid) for namespace, sid in found]
         manager = self._socketio.server.manager
-        return [(ns, sid) for ns in NAMESPACES for sid, _ in manager.get_participants(ns, user_room(user_id))]
+        return [
+            (namespace, sid)
+            for user_id in ids
+            for namespace in NAMESPACES
+            for sid, _ in manager.get_participants(namespace, user_room(user_id))
+        ]
 
     def join(self, user_ids: Iterable[str], room_id: str) -> None:
         server = self._socketio.server
-        for user_id in user_ids:
-            for namespace, sid in self.sockets_of(user_id):
-                server.enter_room(sid, room_id, namespace=namespace)
+        for namespace, sid in self.sockets_of(user_ids):
+            server.enter_room(sid, room_id, namespace=namespace)
 
     def leave(self, user_ids: Iterable[str], room_id: str) -> None:
         server = self._socketio.server
-        for user_id in user_ids:
-            for namespace, sid in self.sockets_of(user_id):
-                server.leave_room(sid, room_id, namespace=namespace)
+        for namespace, sid in self.sockets_of(user_ids):
+            server.leave_room(sid, room_id, namespace=namespace)
 
     def disconnect(self, user_id: str) -> None:
         server = self._socketio.server
-        for namespace, sid in self.sockets_of(user_id):
+        for namespace, sid in self.sockets_of([user_id]):
             server.disconnect(sid, namespace=namespace)
 
 

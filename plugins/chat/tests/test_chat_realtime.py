@@ -129,7 +129,8 @@ def test_blocking_a_user_disconnects_their_sockets(chat_server, http, sockets, r
     assert api.put(f"/authentication/users/{bob.id}/block", ADMIN).status_code == 200
     first.disconnected.get(timeout=10)
     second.disconnected.get(timeout=10)
-    assert refused(chat_server.url, bob.access_token)["data"]["status"] in (401, 403)
+    refusal = refused(chat_server.url, bob.access_token)
+    assert refusal["data"] == {"name": "FORBIDDEN", "status": 403, "message": "This user is blocked"}
     api.send(alice, room, "still here")
     assert watcher.next()["message"] == "still here"
 

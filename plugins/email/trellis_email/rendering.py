@@ -6,9 +6,10 @@ without a value is an error, never an empty string (StrictUndefined).
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, meta
+from jinja2 import StrictUndefined, Template, TemplateError, meta
 from jinja2.sandbox import SandboxedEnvironment
 
 from trellis.errors import bad_request
@@ -17,14 +18,21 @@ _BODY = SandboxedEnvironment(autoescape=True, undefined=StrictUndefined)
 _SUBJECT = SandboxedEnvironment(autoescape=False, undefined=StrictUndefined)
 
 
+@lru_cache(maxsize=128)
+def _compile(part: str, source: str) -> tuple[Template, frozenset[str]]:
+    """Compiled template and its variables; cached by text, since sends reuse a few templates."""
+    env = _SUBJECT if part == "subject" else _BODY
+    # from_string also catches unknown filters and tests, which parse() accepts.
+    return env.from_string(source), frozenset(meta.find_undeclared_variables(env.parse(source)))
+
+
 def placeholders(subject: str, body: str) -> list[str]:
     """The variable names used by a template, sorted; 400 naming the part that does not parse."""
     names: set[str] = set()
     errors: dict[str, list[str]] = {}
-    for part, env, source in (("subject", _SUBJECT, subject), ("body", _BODY, body)):
+    for part, source in (("subject", subject), ("body", body)):
         try:
-            names |= meta.find_undeclared_variables(env.parse(source))
-            env.from_string(source)  # also catches unknown filters and tests, which parse() accepts
+            names |= _compile(part, source)[1]
         except TemplateError as exc:
             errors[part] = [f"Template syntax error: {exc.message or exc.__class__.__name__}"]
     if errors:
@@ -41,8 +49,8 @@ def render(subject: str, body: str, variables: dict[str, Any]) -> tuple[str, str
             {"variables": {name: ["Missing value for this placeholder."] for name in missing}},
         )
     try:
-        rendered_subject = _SUBJECT.from_string(subject).render(variables)
-        rendered_body = _BODY.from_string(body).render(variables)
+        rendered_subject = _compile("subject", subject)[0].render(variables)
+        rendered_body = _compile("body", body)[0].render(variables)
     except TemplateError as exc:  # includes the sandbox's SecurityError and undefined attributes
         raise bad_request(f"The template cannot be rendered with these variables: {exc.message}") from None
     except (TypeError, ValueError, ArithmeticError) as exc:  # e.g. {{ a + b }} with a string and a number

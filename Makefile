@@ -30,8 +30,14 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium package (needed by the browser tests)"; exit 1; fi; }
 
+# Both databases at once (two cores); each pass logs to its own file, shown when both are done.
 test: install-test browser
-	$(MAKE) --no-print-directory test-sqlite test-postgresql
+	@rm -f .test-*.log; \
+	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-sqlite.log 2>&1 & sqlite=$$!; \
+	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-postgresql.log 2>&1 & pg=$$!; \
+	rs=0; wait $$sqlite || rs=$$?; rp=0; wait $$pg || rp=$$?; \
+	echo "==== SQLite (exit $$rs)"; cat .test-sqlite.log; echo "==== PostgreSQL (exit $$rp)"; cat .test-postgresql.log; \
+	[ $$rs -eq 0 ] && [ $$rp -eq 0 ]
 
 test-sqlite:
 	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -59,3 +59,11 @@ def test_integrity_errors_become_409(app, db):
         assert exc.status == 409
     else:
         raise AssertionError("duplicate admin was accepted")
+
+
+def test_nul_characters_are_400_not_500(client, admin_headers):
+    body = '{"username": "ad\\u0000min", "password": "x"}'
+    response = client.post("/login", data=body, headers={**admin_headers, "Content-Type": "application/json"})
+    assert_error(response, 400, "INVALID_ARGUMENTS")
+    assert_error(client.get("/config/a%00b", headers=admin_headers), 400, "INVALID_ARGUMENTS")
+    assert_error(client.get("/health?x=%00"), 400, "INVALID_ARGUMENTS")

@@ -20,7 +20,7 @@ from . import db, errors, routes
 from .cache import Generations
 from .cli import trellis_cli
 from .credentials import identify
-from .errors import not_found
+from .errors import bad_request, not_found
 from .hooks import make_manager
 from .module_config import ConfigStore
 from .modules import Module, load_modules, resolve
@@ -74,6 +74,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     api = init_api(app, __version__)
     errors.register(app)
     _request_ids(app)
+    app.before_request(_refuse_nul_characters)
 
     trellis = Trellis(
         modules=loaded,
@@ -154,6 +155,15 @@ def _request_ids(app: Flask) -> None:
     def send_request_id(response):
         response.headers["X-Request-ID"] = g.get("request_id") or uuid.uuid4().hex
         return response
+
+
+def _refuse_nul_characters() -> None:
+    """NUL cannot be stored in PostgreSQL text or JSON; refuse it up front on every route (400)."""
+    in_url = "\x00" in request.path or any("\x00" in key or "\x00" in value for key, value in request.args.items(multi=True))
+    if in_url:
+        raise bad_request("NUL characters are not allowed in the URL")
+    if request.is_json and b"\\u0000" in request.get_data(cache=True):
+        raise bad_request("NUL characters are not allowed in the request body")
 
 
 class _RequestIdFilter(logging.Filter):

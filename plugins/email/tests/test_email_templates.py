@@ -110,3 +110,14 @@ def test_every_route_needs_admin_credentials(client, method, path):
     response = getattr(client, method)(path, json={})
     assert response.status_code == 401
     assert response.get_json()["name"] == "UNAUTHORIZED"
+
+
+def test_a_user_token_is_not_enough(app, request, client):
+    """Needs the Authentication module for real user tokens (runs in the all-modules suite)."""
+    if app.extensions["trellis"].module("authentication") is None:
+        pytest.skip("needs the authentication module")
+    headers = request.getfixturevalue("user_headers")
+    for method, path in (("get", "/admin/email/templates"), ("post", "/email/send"), ("get", "/admin/email/config")):
+        response = getattr(client, method)(path, json={}, headers=headers)
+        assert response.status_code == 403, path
+        assert response.get_json()["name"] == "FORBIDDEN"

@@ -126,3 +126,14 @@ def test_admin_bearer_token_is_enough(client, admin_token, make_form):
     make_form()
     response = client.get("/admin/forms", headers={"Authorization": f"Bearer {admin_token}"})
     assert response.status_code == 200 and response.get_json()["count"] == 1
+
+
+def test_a_user_token_is_not_enough_for_admin_routes(app, request, client, contact, valid_submission):
+    """Needs the Authentication module for real user tokens (runs in the all-modules suite)."""
+    if app.extensions["trellis"].module("authentication") is None:
+        pytest.skip("needs the authentication module")
+    headers = request.getfixturevalue("user_headers")
+    assert client.get("/admin/forms", headers=headers).status_code == 403
+    assert client.get(f"/admin/forms/{contact['_id']}/submissions", headers=headers).status_code == 403
+    # The public route ignores who is calling.
+    assert client.post(f"/forms/submit/{contact['_id']}", json=valid_submission, headers=headers).status_code == 201

@@ -92,6 +92,14 @@ def test_malformed_json_is_400(client, contact):
     assert response.status_code == 400
 
 
+def test_only_json_bodies_are_accepted(client, admin_headers, make_form):
+    form = make_form(name="Optional", fields=[{"name": "note", "type": "text"}])
+    response = client.post(f"/forms/submit/{form['_id']}", data={"note": "hi"})  # an HTML form post
+    assert response.status_code == 415
+    assert response.get_json()["name"] == "UNSUPPORTED_MEDIA_TYPE"
+    assert stored(client, admin_headers, form["_id"])["count"] == 0
+
+
 def test_unknown_form_is_404(client, valid_submission):
     response = submit(client, "no-such-form", valid_submission)
     assert response.status_code == 404 and response.get_json()["name"] == "NOT_FOUND"

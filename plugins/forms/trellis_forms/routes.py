@@ -8,7 +8,7 @@ from flask import request
 
 from trellis import ratelimit
 from trellis.credentials import admin_required
-from trellis.errors import ErrorSchema
+from trellis.errors import APIError, ErrorSchema
 from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted
 from trellis.module_config import get as get_config
 
@@ -29,13 +29,16 @@ blp = Blueprint("forms", __name__, description="Forms: admin-defined forms and t
 
 
 def submission_limits(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Per-IP rate limit and body size limit, applied before the body is read or parsed."""
+    """Per-IP rate limit, body size limit and JSON only, checked before the body is read or parsed."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         config = get_config("forms")
         ratelimit.check("forms-submit", ratelimit.client_ip(), config["rateLimit"])
         request.max_content_length = config["maxBodyBytes"]  # reading a larger body raises 413
+        if not request.is_json:
+            # Without this a url-encoded post would be read as an empty object and stored as such.
+            raise APIError(415, "Submit the form's fields as a JSON object (Content-Type: application/json)")
         return func(*args, **kwargs)
 
     return wrapper
@@ -49,6 +52,7 @@ def submission_limits(func: Callable[..., Any]) -> Callable[..., Any]:
 @blp.alt_response(403, schema=ErrorSchema, description="The form is disabled")
 @blp.alt_response(404, schema=ErrorSchema, description="No such form")
 @blp.alt_response(413, schema=ErrorSchema, description="The body is larger than `maxBodyBytes`")
+@blp.alt_response(415, schema=ErrorSchema, description="The body is not JSON")
 @blp.alt_response(429, schema=ErrorSchema, description="Too many submissions from this address")
 def submit(body: dict[str, Any], formId: str):
     """Submit a form (no credentials): the object's keys are the form's field names."""

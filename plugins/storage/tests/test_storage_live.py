@@ -17,11 +17,29 @@ pytestmark = pytest.mark.live
 MiB = 1024 * 1024
 
 
-def test_streaming_range_and_early_413_over_http(live_server):
-    """One server start for both checks (a live server costs seconds)."""
+def test_streaming_range_s3_and_early_413_over_http(live_server, s3_bucket_settings):
+    """One server start for every check (a live server costs seconds)."""
     user = create_user_over_http(live_server.url)
     _large_upload_and_ranged_download(live_server, user)
+    _s3_under_eventlet(live_server, user, s3_bucket_settings())
     _oversized_upload_is_refused_before_the_body_is_sent(live_server, user)
+
+
+def _s3_under_eventlet(live_server, user, s3):
+    """boto3 inside the eventlet server (green sockets, SSL context) against moto."""
+    admin = {"masterkey": TEST_MASTER_KEY}
+    assert requests.put(f"{live_server.url}/admin/storage/config", json={"provider": "s3", "s3": s3}, headers=admin).ok
+    content = os.urandom(9 * MiB)  # more than one 8 MiB part: a multipart upload
+    response = requests.post(
+        f"{live_server.url}/storage/upload", files={"file": ("s3.bin", content)}, headers=user.headers, timeout=60
+    )
+    assert response.status_code == 201, response.text
+    file_id = response.json()["id"]
+    download = requests.get(f"{live_server.url}/storage/download/{file_id}", headers=user.headers, timeout=60)
+    assert download.status_code == 200 and download.content == content
+    signed = requests.get(f"{live_server.url}/storage/getUrl/{file_id}", headers=user.headers, timeout=60).json()
+    assert requests.get(signed["url"], headers={"Range": "bytes=0-9"}, timeout=60).content == content[:10]
+    assert requests.put(f"{live_server.url}/admin/storage/config", json={"provider": "local"}, headers=admin).ok
 
 
 def _large_upload_and_ranged_download(live_server, user):

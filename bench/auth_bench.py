@@ -69,6 +69,7 @@ def run(database: str, duration: int) -> list[tuple[str, dict[str, float]]]:
 
 def report(rows: list[tuple[str, dict[str, float]]], database: str, duration: int, command: str) -> str:
     load = os.getloadavg()
+    errors = "; ".join(f"{name}: {int(stats['socket_errors'])}" for name, stats in rows)
     return f"""# Authentication benchmark
 
 Command: `{command}`
@@ -79,6 +80,8 @@ Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_v
 the server (load average before writing: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}).
 
 {table(rows)}
+
+wrk socket errors (its 2 s timeouts count here, not in the latencies): {errors}.
 
 - Sign-in is bound by argon2 (about 64 MiB and three passes per verify, by design); every login also
   inserts a session row and signs an access token.

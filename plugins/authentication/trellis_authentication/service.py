@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from flask_jwt_extended import create_access_token
-from sqlalchemy import Row, or_, select, update
+from sqlalchemy import Row, bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
@@ -242,16 +242,35 @@ def purge_sessions() -> int:
     return result.rowcount
 
 
+# Built once: every user request runs it.
+_USER_OF_SESSION = (
+    select(*USER_COLUMNS, Session.revoked, Session.expires_at)
+    .join(Session, Session.user_id == User.id)
+    .where(Session.id == bindparam("session_id"), User.id == bindparam("user_id"))
+)
+
+
+def _read_one(statement: Any, **params: Any) -> Row[Any] | None:
+    """One row of a read that needs no transaction.
+
+    On PostgreSQL, when the request has no transaction open and nobody pinned the session to a
+    connection (the test fixtures do), it runs on an autocommit connection: one round trip instead
+    of BEGIN, SELECT and ROLLBACK. SQLite is in-process and keeps the session.
+    """
+    session = db.session()
+    if session.bind is None and not session.in_transaction() and db.is_postgresql():
+        with db.engine().connect() as connection:
+            autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
+            return autocommit.execute(statement, params).one_or_none()
+    return session.execute(statement, params).one_or_none()
+
+
 def user_from_claims(claims: dict[str, Any]) -> dict[str, Any]:
     """The user of a verified access token: one primary-key lookup of the user joined to its session."""
     user_id, session_id = claims.get("sub"), claims.get("sid")
     if not isinstance(user_id, str) or not isinstance(session_id, str):
         raise unauthorized("Invalid token")
-    row = db.session.execute(
-        select(*USER_COLUMNS, Session.revoked, Session.expires_at)
-        .join(Session, Session.user_id == User.id)
-        .where(Session.id == session_id, User.id == user_id)
-    ).one_or_none()
+    row = _read_one(_USER_OF_SESSION, session_id=session_id, user_id=user_id)
     if row is None:
         raise unauthorized("The session of this token no longer exists")
     # Blocked before revoked: blocking also revokes sessions, and the caller should learn why.

@@ -21,7 +21,7 @@ from trellis.errors import APIError, bad_request, conflict, not_found, unauthori
 
 from . import documents
 from .access import check_permission
-from .fields import TYPES, Field, FieldError, check_json, coerce_query_value, format_datetime
+from .fields import TYPES, Field, FieldError, check_json, check_scalar, coerce_query_value, format_datetime
 from .models import CustomEndpointRecord
 from .query import SPECIAL_FIELDS, Compiler, Condition, Group, parse_populate, split_list
 from .registry import CompiledEndpoint, CompiledSchema, Snapshot, changed, compile_endpoint, snapshot
@@ -396,15 +396,17 @@ def _collect_inputs(endpoint: CompiledEndpoint, body: Any, args: Any, segments: 
                 errors[name] = ["Missing data for required field."]
             continue
         field = Field(name=name, type=item["type"])
+        # JSON bodies carry typed values and must match; query and URL values are text to convert.
+        convert = (lambda f, v: check_scalar(f.type, v)) if location == "body" else _coerce
         try:
             if item["array"]:
                 if not isinstance(raw, list):
                     raise FieldError("Must be an array")
-                values[name] = [_coerce(field, v) for v in raw]
+                values[name] = [convert(field, v) for v in raw]
             else:
                 if isinstance(raw, list) and item["type"] != "JSON":
                     raise FieldError("Must be a single value")
-                values[name] = _coerce(field, raw)
+                values[name] = convert(field, raw)
         except FieldError as exc:
             errors[name] = [str(exc)]
     if errors:

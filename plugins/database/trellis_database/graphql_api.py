@@ -336,13 +336,13 @@ def run(snap: Snapshot, source: str, variables: dict[str, Any] | None, operation
         document = parse(source, max_tokens=limits.tokens)
     except GraphQLSyntaxError as exc:
         return {"errors": [exc.formatted]}
+    breach = _check_limits(document, limits)  # before validation, whose cost grows with the query
+    if breach:
+        return _errors(breach)
     schema = snap.lazy("graphql", lambda: build(snap))
     problems = validate(schema, document)
     if problems:
         return {"errors": [p.formatted for p in problems[:20]]}
-    breach = _check_limits(document, limits)
-    if breach:
-        return _errors(breach)
     result = execute(schema, document, variable_values=variables, operation_name=operation_name)
     out: dict[str, Any] = {"data": result.data}
     if result.errors:

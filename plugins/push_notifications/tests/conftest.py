@@ -70,6 +70,9 @@ class FakeFcm:
     invalid: set[str] = field(default_factory=set)  # 400 INVALID_ARGUMENT on message.token
     unavailable: set[str] = field(default_factory=set)  # 503 UNAVAILABLE (device kept)
     refuse_grants: bool = False
+    delay: float = 0.0  # seconds each send takes, to see the fan-out run in parallel
+    in_flight: int = 0
+    max_in_flight: int = 0
     issued: set[str] = field(default_factory=set)
     grants: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -88,6 +91,8 @@ class FakeFcm:
         for collection in (self.unregistered, self.invalid, self.unavailable, self.issued, self.grants, self.messages):
             collection.clear()
         self.refuse_grants = False
+        self.delay = 0.0
+        self.in_flight = self.max_in_flight = 0
 
     def revoke_all(self) -> None:
         self.issued.clear()
@@ -97,7 +102,15 @@ class FakeFcm:
         if request.method == "POST" and request.path == "/token":
             response = self.token(request)
         elif request.method == "POST" and request.path == f"/v1/projects/{PROJECT_ID}/messages:send":
-            response = self.send(request)
+            with self.lock:
+                self.in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            try:
+                time.sleep(self.delay)
+                response = self.send(request)
+            finally:
+                with self.lock:
+                    self.in_flight -= 1
         else:
             response = _google_error(404, "NOT_FOUND", f"{request.method} {request.path} is not an FCM route")
         return response(environ, start_response)

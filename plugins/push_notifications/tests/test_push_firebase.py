@@ -8,6 +8,13 @@ def outbox(client, headers, **query):
     return client.get("/admin/pushNotifications/outbox", query_string=query, headers=headers).get_json()
 
 
+def deliveries(client, headers, **query):
+    """Deliveries of the latest notification."""
+    latest = outbox(client, headers, limit=1)["notifications"][0]
+    path = f"/admin/pushNotifications/outbox/{latest['_id']}/deliveries"
+    return client.get(path, query_string=query, headers=headers).get_json()
+
+
 def send(client, headers, user, **extra):
     body = {"userId": user.id, "title": "Hello", "body": "World", **extra}
     return client.post("/admin/pushNotifications/send", json=body, headers=headers)
@@ -31,9 +38,10 @@ def test_send_through_fcm_with_a_service_account_token(client, admin_headers, us
         "data": {"orderId": "42"},
     }
     (record,) = outbox(client, admin_headers)["notifications"]
-    assert record["provider"] == "firebase"
-    assert record["status"] == "sent"
-    assert record["providerMessageId"].startswith(f"projects/{use_firebase.project_id}/messages/")
+    assert (record["provider"], record["sent"], record["failed"]) == ("firebase", 1, 0)
+    (delivery,) = deliveries(client, admin_headers)["deliveries"]
+    assert delivery["status"] == "sent"
+    assert delivery["providerMessageId"].startswith(f"projects/{use_firebase.project_id}/messages/")
 
 
 def test_access_token_and_session_are_reused(client, admin_headers, make_user, register, subscribe, use_firebase):
@@ -62,7 +70,7 @@ def test_dead_tokens_are_removed_and_counted_as_failed(client, admin_headers, us
     response = send(client, admin_headers, user)
     assert response.status_code == 200
     assert response.get_json() == {"sent": 1, "failed": 3}
-    failed = {n["token"]: n for n in outbox(client, admin_headers, status="failed")["notifications"]}
+    failed = {d["token"]: d for d in deliveries(client, admin_headers, status="failed")["deliveries"]}
     assert set(failed) == {"gone", "garbage", "flaky"}
     assert "UNREGISTERED" in failed["gone"]["error"]
     assert "UNAVAILABLE" in failed["flaky"]["error"]
@@ -90,7 +98,10 @@ def test_refused_grant_is_provider_error_and_recorded(client, admin_headers, use
     assert body["name"] == "PROVIDER_ERROR"
     assert "access token" in body["message"] and "invalid_grant" in body["message"]
     assert "PRIVATE KEY" not in response.get_data(as_text=True)
-    assert outbox(client, admin_headers, status="failed")["count"] == 2
+    (record,) = outbox(client, admin_headers)["notifications"]
+    assert (record["sent"], record["failed"]) == (0, 2)
+    assert deliveries(client, admin_headers, status="failed")["count"] == 2
+    assert "invalid_grant" in deliveries(client, admin_headers)["deliveries"][0]["error"]
     assert use_firebase.messages == []
 
 
@@ -114,8 +125,8 @@ def test_unreachable_fcm_is_provider_error(client, admin_headers, user, register
     response = send(client, admin_headers, user)
     assert response.status_code == 500
     assert "could not be reached" in response.get_json()["message"]
-    (record,) = outbox(client, admin_headers)["notifications"]
-    assert record["status"] == "failed"
+    (delivery,) = deliveries(client, admin_headers)["deliveries"]
+    assert delivery["status"] == "failed"
 
 
 def test_topic_fan_out_through_fcm(client, admin_headers, make_user, register, subscribe, use_firebase):
@@ -132,4 +143,6 @@ def test_topic_fan_out_through_fcm(client, admin_headers, make_user, register, s
     assert sorted(m["message"]["token"] for m in use_firebase.messages) == sorted(
         [f"a-{n}" for n in range(5)] + [f"w-{n}" for n in range(5)]
     )
-    assert outbox(client, admin_headers, topic="deals")["count"] == 10
+    (record,) = outbox(client, admin_headers, topic="deals")["notifications"]
+    assert (record["sent"], record["failed"]) == (9, 1)
+    assert deliveries(client, admin_headers)["count"] == 10

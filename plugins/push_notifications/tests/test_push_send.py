@@ -13,6 +13,14 @@ def outbox(client, headers, **query):
     return response.get_json()
 
 
+def deliveries(client, headers, notification_id, **query):
+    response = client.get(
+        f"/admin/pushNotifications/outbox/{notification_id}/deliveries", query_string=query, headers=headers
+    )
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
 @contextlib.contextmanager
 def count_statements(app):
     statements: list[str] = []
@@ -40,20 +48,27 @@ def test_send_reaches_every_device_of_the_user(client, admin_headers, make_user,
     assert response.status_code == 200, response.get_json()
     assert response.get_json() == {"sent": 2, "failed": 0}
     listed = outbox(client, admin_headers)
-    assert listed["count"] == 2
-    assert {n["token"] for n in listed["notifications"]} == {"alice-phone", "alice-browser"}
-    record = next(n for n in listed["notifications"] if n["token"] == "alice-phone")
-    assert {k: record[k] for k in ("userId", "platform", "title", "body", "data", "provider", "status", "topic")} == {
-        "userId": alice.id, "platform": "android", "title": "Hello", "body": "World", "data": {"orderId": "42"},
-        "provider": "outbox", "status": "sent", "topic": None,
+    assert listed["count"] == 1
+    (record,) = listed["notifications"]
+    assert {k: v for k, v in record.items() if k not in ("_id", "createdAt")} == {
+        "target": "user", "topic": None, "userIds": [alice.id], "title": "Hello", "body": "World",
+        "data": {"orderId": "42"}, "provider": "outbox", "sent": 2, "failed": 0,
     }
     assert record["_id"] and record["createdAt"].endswith("Z")
+    devices = deliveries(client, admin_headers, record["_id"])
+    assert devices["count"] == 2
+    assert sorted((d["token"], d["platform"], d["userId"], d["status"]) for d in devices["deliveries"]) == [
+        ("alice-browser", "web", alice.id, "sent"), ("alice-phone", "android", alice.id, "sent")
+    ]
 
 
-def test_send_to_user_without_devices(client, admin_headers, user):
+def test_send_to_user_without_devices_is_still_recorded(client, admin_headers, user):
     response = client.post("/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=admin_headers)
     assert response.status_code == 200
     assert response.get_json() == {"sent": 0, "failed": 0}
+    (record,) = outbox(client, admin_headers)["notifications"]
+    assert (record["sent"], record["failed"]) == (0, 0)
+    assert deliveries(client, admin_headers, record["_id"])["count"] == 0
 
 
 def test_send_to_unknown_user_is_404(client, admin_headers):
@@ -79,7 +94,10 @@ def test_send_many(client, admin_headers, make_user, register):
     response = client.post("/admin/pushNotifications/sendMany", json={"userIds": ids, "title": "t", "body": "b"}, headers=admin_headers)
     assert response.status_code == 200
     assert response.get_json() == {"sent": 3, "failed": 0}  # the repeated id is served once
-    assert {n["token"] for n in outbox(client, admin_headers)["notifications"]} == {"u0", "u1a", "u1b"}
+    (record,) = outbox(client, admin_headers)["notifications"]
+    assert record["target"] == "users"
+    assert record["userIds"] == [users[0].id, users[1].id, "not-a-user"]
+    assert {d["token"] for d in deliveries(client, admin_headers, record["_id"])["deliveries"]} == {"u0", "u1a", "u1b"}
 
 
 def test_send_to_topic_reaches_subscribers_only(client, admin_headers, make_user, register, subscribe):
@@ -96,9 +114,10 @@ def test_send_to_topic_reaches_subscribers_only(client, admin_headers, make_user
     response = client.post("/admin/pushNotifications/sendToTopic", json=body, headers=admin_headers)
     assert response.status_code == 200
     assert response.get_json() == {"sent": 2, "failed": 0}
-    listed = outbox(client, admin_headers, topic="scores")
-    assert {n["token"] for n in listed["notifications"]} == {"fan-phone", "fan-web"}
-    assert all(n["topic"] == "scores" for n in listed["notifications"])
+    (record,) = outbox(client, admin_headers, topic="scores")["notifications"]
+    assert (record["target"], record["topic"], record["userIds"]) == ("topic", "scores", None)
+    sent_to = deliveries(client, admin_headers, record["_id"])["deliveries"]
+    assert {d["token"] for d in sent_to} == {"fan-phone", "fan-web"}
 
 
 def test_send_to_topic_without_subscribers(client, admin_headers):
@@ -187,24 +206,47 @@ def test_inactive_module_refuses_to_send(client, admin_headers, user, register):
     assert outbox(client, admin_headers)["count"] == 0
 
 
-def test_outbox_pages_filters_and_needs_admin(client, admin_headers, make_user, register):
+def test_outbox_pages_filters_and_needs_admin(client, admin_headers, make_user, register, subscribe):
     alice, bob = make_user(), make_user()
     register(alice, "a")
     register(bob, "b")
+    subscribe(bob, "news")
     for title in ("first", "second"):
         client.post("/admin/pushNotifications/send", json={"userId": alice.id, "title": title, "body": "x"}, headers=admin_headers)
-    client.post("/admin/pushNotifications/send", json={"userId": bob.id, "title": "third", "body": "x"}, headers=admin_headers)
+    client.post("/admin/pushNotifications/sendToTopic", json={"topic": "news", "title": "third", "body": "x"}, headers=admin_headers)
     page = outbox(client, admin_headers, limit=2)
     assert page["count"] == 3
     assert [n["title"] for n in page["notifications"]] == ["third", "second"]
     assert outbox(client, admin_headers, skip=2)["notifications"][0]["title"] == "first"
     assert outbox(client, admin_headers, userId=alice.id)["count"] == 2
-    assert outbox(client, admin_headers, status="failed")["count"] == 0
+    assert [n["title"] for n in outbox(client, admin_headers, userId=bob.id)["notifications"]] == ["third"]
+    assert outbox(client, admin_headers, target="topic")["count"] == 1
+    assert outbox(client, admin_headers, topic="news")["count"] == 1
     assert outbox(client, admin_headers, provider="outbox")["count"] == 3
-    assert client.get("/admin/pushNotifications/outbox", query_string={"limit": 1001}, headers=admin_headers).status_code == 400
-    assert client.get("/admin/pushNotifications/outbox", query_string={"status": "x"}, headers=admin_headers).status_code == 400
+    assert outbox(client, admin_headers, provider="firebase")["count"] == 0
+    for query in ({"limit": 1001}, {"target": "everyone"}, {"topic": "bad topic"}, {"skip": -1}):
+        assert client.get("/admin/pushNotifications/outbox", query_string=query, headers=admin_headers).status_code == 400
     assert client.get("/admin/pushNotifications/outbox").status_code == 401
     assert client.get("/admin/pushNotifications/outbox", headers=alice.headers).status_code == 403
+
+
+def test_deliveries_page_filter_and_404(client, admin_headers, make_user, register):
+    user = make_user()
+    for n in range(5):
+        register(user, f"device-{n}")
+    client.post("/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=admin_headers)
+    (record,) = outbox(client, admin_headers)["notifications"]
+    page = deliveries(client, admin_headers, record["_id"], skip=1, limit=2)
+    assert page["count"] == 5
+    assert [d["token"] for d in page["deliveries"]] == ["device-1", "device-2"]
+    assert deliveries(client, admin_headers, record["_id"], status="sent")["count"] == 5
+    assert deliveries(client, admin_headers, record["_id"], status="failed")["count"] == 0
+    assert deliveries(client, admin_headers, record["_id"], userId="someone")["count"] == 0
+    path = f"/admin/pushNotifications/outbox/{record['_id']}/deliveries"
+    assert client.get(path, query_string={"status": "lost"}, headers=admin_headers).status_code == 400
+    assert client.get("/admin/pushNotifications/outbox/nope/deliveries", headers=admin_headers).status_code == 404
+    assert client.get(path).status_code == 401
+    assert client.get(path, headers=user.headers).status_code == 403
 
 
 def test_routes_are_documented(client):
@@ -212,7 +254,7 @@ def test_routes_are_documented(client):
     for path in ("/pushNotifications/token", "/pushNotifications/subscribe", "/pushNotifications/unsubscribe",
                  "/admin/pushNotifications/send", "/admin/pushNotifications/sendMany",
                  "/admin/pushNotifications/sendToTopic", "/admin/pushNotifications/config",
-                 "/admin/pushNotifications/outbox"):
+                 "/admin/pushNotifications/outbox", "/admin/pushNotifications/outbox/{notificationId}/deliveries"):
         assert path in paths
     assert set(paths["/pushNotifications/token"]) >= {"post", "delete"}
     assert "201" in paths["/pushNotifications/token"]["post"]["responses"]

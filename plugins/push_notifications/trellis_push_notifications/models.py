@@ -1,4 +1,4 @@
-"""Device tokens, topic subscriptions, and one outbox row per notification delivered to a device.
+"""Device tokens, topic subscriptions, and the outbox: one row per send, one per device it went to.
 
 User ids are plain strings, not foreign keys: the Authentication module's ``trellis_user_deleted``
 hook removes a user's devices and subscriptions in the same transaction as the user.
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, String, Text
+from sqlalchemy import ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from trellis.db import Base, JSONType, UTCDateTime, new_id, utcnow
@@ -57,25 +57,38 @@ class PushSubscription(Base):
 
 
 class PushNotification(Base):
-    """One notification to one device, as sent (or attempted) by the configured provider."""
+    """One send (to a user, several users, or a topic): what was sent, through which provider, with what result."""
 
     __tablename__ = "push_notifications"
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    user_id: Mapped[str] = mapped_column(String(32))
-    token: Mapped[str] = mapped_column(String(MAX_TOKEN_LENGTH))
-    platform: Mapped[str] = mapped_column(String(16))
+    target: Mapped[str] = mapped_column(String(16))  # user | users | topic
     topic: Mapped[str | None] = mapped_column(String(MAX_TOPIC_LENGTH), nullable=True)
+    user_ids: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
     title: Mapped[str] = mapped_column(Text)
     body: Mapped[str] = mapped_column(Text)
     data: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     provider: Mapped[str] = mapped_column(String(16))
+    sent: Mapped[int] = mapped_column(Integer, default=0)
+    failed: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (Index("ix_push_notifications_created_at", "created_at"),)
+
+
+class PushDelivery(Base):
+    """The notification to one device: written in bulk, thousands of rows per topic send, so kept narrow."""
+
+    __tablename__ = "push_deliveries"
+
+    notification_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("push_notifications.id", ondelete="CASCADE"), primary_key=True
+    )
+    token: Mapped[str] = mapped_column(String(MAX_TOKEN_LENGTH), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(32))
+    platform: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     provider_message_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (
-        Index("ix_push_notifications_created_at", "created_at"),
-        Index("ix_push_notifications_user_id", "user_id"),
-    )
+    __table_args__ = (Index("ix_push_deliveries_user_id", "user_id"),)

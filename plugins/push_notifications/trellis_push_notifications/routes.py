@@ -18,6 +18,8 @@ from .schemas import (
     PushOutboxArgs,
     PushOutboxSchema,
     PushConfigUpdateSchema,
+    PushDeliveriesArgs,
+    PushDeliveriesSchema,
     PushSendManySchema,
     PushSendResultSchema,
     PushSendSchema,
@@ -101,7 +103,8 @@ def send(body: dict[str, Any]):
     from trellis_authentication.service import get_user  # the module this one requires
 
     get_user(body["userId"])
-    return service.send(service.devices_of_users([body["userId"]]), _notification(body))
+    user_ids = [body["userId"]]
+    return service.send(service.devices_of_users(user_ids), _notification(body), "user", user_ids=user_ids)
 
 
 @blp.route("/admin/pushNotifications/sendMany", methods=["POST"])
@@ -111,7 +114,8 @@ def send(body: dict[str, Any]):
 @blp.alt_response(500, schema=ErrorSchema, description=_PROVIDER_FAILED)
 def send_many(body: dict[str, Any]):
     """Send a notification to every device of several users (ids without devices count for nothing)."""
-    return service.send(service.devices_of_users(body["userIds"]), _notification(body))
+    user_ids = body["userIds"]
+    return service.send(service.devices_of_users(user_ids), _notification(body), "users", user_ids=user_ids)
 
 
 @blp.route("/admin/pushNotifications/sendToTopic", methods=["POST"])
@@ -121,7 +125,7 @@ def send_many(body: dict[str, Any]):
 @blp.alt_response(500, schema=ErrorSchema, description=_PROVIDER_FAILED)
 def send_to_topic(body: dict[str, Any]):
     """Send a notification to every device of every user subscribed to the topic."""
-    return service.send(service.devices_of_topic(body["topic"]), _notification(body), topic=body["topic"])
+    return service.send(service.devices_of_topic(body["topic"]), _notification(body), "topic", topic=body["topic"])
 
 
 @blp.route("/admin/pushNotifications/outbox", methods=["GET"])
@@ -129,10 +133,22 @@ def send_to_topic(body: dict[str, Any]):
 @blp.arguments(PushOutboxArgs, location="query")
 @blp.response(200, PushOutboxSchema)
 def outbox(args: dict[str, Any]):
-    """Every notification delivered (or attempted) to a device, newest first."""
+    """Every notification sent (whatever the provider), newest first, with its `sent`/`failed` counts."""
     skip, limit = args.pop("skip"), args.pop("limit")
     rows, total = service.list_notifications(skip, limit, args)
     return {"notifications": [service.notification_dict(r) for r in rows], "count": total}
+
+
+@blp.route("/admin/pushNotifications/outbox/<string:notificationId>/deliveries", methods=["GET"])
+@admin_required
+@blp.arguments(PushDeliveriesArgs, location="query")
+@blp.response(200, PushDeliveriesSchema)
+@blp.alt_response(404, schema=ErrorSchema, description="No notification with this id")
+def deliveries(args: dict[str, Any], notificationId: str):
+    """The devices one notification went to, with each one's status (and the provider's error)."""
+    skip, limit = args.pop("skip"), args.pop("limit")
+    rows, total = service.list_deliveries(notificationId, skip, limit, args)
+    return {"deliveries": [service.delivery_dict(r) for r in rows], "count": total}
 
 
 @blp.route("/admin/pushNotifications/config", methods=["GET"])

@@ -16,6 +16,7 @@ TOPIC = validate.Regexp(r"^[A-Za-z0-9_.~%-]+$", error="Topic names use letters, 
 # FCM refuses a message whose payload is over 4096 bytes; refusing it here gives the client a 400.
 MAX_PAYLOAD_BYTES = 4096
 MAX_USER_IDS = 1000
+TARGETS = ("user", "users", "topic")
 # Keys FCM reserves in a message's data.
 RESERVED_DATA_KEYS = {"from", "notification", "message_type"}
 
@@ -106,28 +107,41 @@ class PushSendResultSchema(Schema):
 
 class PushNotificationSchema(Schema):
     _id = fields.String(required=True)
-    userId = fields.String(required=True)
-    token = fields.String(required=True)
-    platform = fields.String(required=True)
+    target = fields.String(required=True, metadata={"enum": list(TARGETS)})
     topic = fields.String(allow_none=True)
+    userIds = fields.List(fields.String(), allow_none=True)
     title = fields.String(required=True)
     body = fields.String(required=True)
     data = fields.Dict(keys=fields.String(), values=fields.String(), required=True)
     provider = fields.String(required=True)
-    status = fields.String(required=True, metadata={"enum": [SENT, FAILED]})
-    providerMessageId = fields.String(allow_none=True)
-    error = fields.String(allow_none=True)
+    sent = fields.Integer(required=True)
+    failed = fields.Integer(required=True)
     createdAt = fields.String(required=True, metadata={"format": "date-time"})
 
 
+class PushDeliverySchema(Schema):
+    userId = fields.String(required=True)
+    token = fields.String(required=True)
+    platform = fields.String(required=True)
+    status = fields.String(required=True, metadata={"enum": [SENT, FAILED]})
+    providerMessageId = fields.String(allow_none=True)
+    error = fields.String(allow_none=True)
+
+
 PushOutboxSchema = list_schema("PushOutbox", "notifications", PushNotificationSchema)
+PushDeliveriesSchema = list_schema("PushDeliveries", "deliveries", PushDeliverySchema)
 
 
 class PushOutboxArgs(ListArgs):
-    userId = fields.String(validate=validate.Length(min=1, max=64))
+    userId = fields.String(validate=validate.Length(min=1, max=64), metadata={"description": "sends that reached this user"})
     topic = topic_field()
-    status = fields.String(validate=validate.OneOf([SENT, FAILED]))
+    target = fields.String(validate=validate.OneOf(TARGETS))
     provider = fields.String(validate=validate.OneOf(["outbox", "firebase"]))
+
+
+class PushDeliveriesArgs(ListArgs):
+    userId = fields.String(validate=validate.Length(min=1, max=64))
+    status = fields.String(validate=validate.OneOf([SENT, FAILED]))
 
 
 class PushConfigUpdateSchema(PushConfig):

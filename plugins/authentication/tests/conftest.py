@@ -73,10 +73,13 @@ class HookRecorder:
         self.blocked: list[str] = []
         self.deleted: list[str] = []
         self.fail_delete = False
+        self.fail_block = False
 
     @hookimpl
     def trellis_user_blocked(self, user_id: str) -> None:
         self.blocked.append(user_id)
+        if self.fail_block:
+            raise ConnectionError("the socket server is away")
 
     @hookimpl
     def trellis_user_deleted(self, user_id: str) -> None:

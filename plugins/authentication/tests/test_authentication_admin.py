@@ -117,6 +117,14 @@ def test_unblock_lets_the_user_sign_in_again(client, admin_headers, api, user, h
     assert api.me(tokens["accessToken"]).status_code == 200
 
 
+def test_block_holds_when_a_listener_fails(client, admin_headers, api, user, hook_recorder, caplog):
+    hook_recorder.fail_block = True
+    response = client.put(f"/authentication/users/{user.id}/block", headers=admin_headers)
+    assert response.status_code == 200 and response.get_json()["isActive"] is False
+    assert api.me(user.access_token).status_code == 403
+    assert "trellis_user_blocked listener failed" in caplog.text
+
+
 @pytest.mark.parametrize("action", ["block", "unblock"])
 def test_block_unknown_user_is_404(client, admin_headers, action):
     response = client.put(f"/authentication/users/nope/{action}", headers=admin_headers)

@@ -141,7 +141,12 @@ def set_active(user_id: str, active: bool) -> User:
     log.info("user %s %s", user_id, "unblocked" if active else "blocked")
     if not active:
         # After the commit, so listeners (chat sockets) see the user as blocked when they re-check.
-        hooks().trellis_user_blocked(user_id=user_id)
+        try:
+            hooks().trellis_user_blocked(user_id=user_id)
+        except Exception:
+            # The block is stored and every request already refuses the user; a listener that could
+            # not drop its connections must not turn that into an error for the admin.
+            log.exception("a trellis_user_blocked listener failed for user %s", user_id)
     return user
 
 

@@ -76,6 +76,20 @@ def test_local_write_is_atomic(tmp_path):
     assert b"".join(backend.read(key, 12)) == b"second part"
 
 
+def test_reads_come_in_chunks_and_can_stop_early(tmp_path):
+    backend = LocalBackend(tmp_path)
+    key = a_key()
+    writer = backend.writer(key, "application/octet-stream")
+    writer.write(b"a" * (600 * 1024))
+    writer.commit()
+    assert [len(c) for c in backend.read(key)] == [256 * 1024, 256 * 1024, 88 * 1024]
+    assert [len(c) for c in backend.read(key, 100, 300 * 1024)] == [256 * 1024, 44 * 1024 - 100]
+    chunks = backend.read(key)
+    next(chunks)
+    chunks.close()  # a HEAD request or a client that hung up
+    assert list(chunks) == []
+
+
 def test_local_abort_leaves_nothing(tmp_path):
     backend = LocalBackend(tmp_path)
     writer = backend.writer(a_key(), "text/plain")

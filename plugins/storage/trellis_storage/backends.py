@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,11 +59,46 @@ class Backend(Protocol):
 
     def writer(self, key: str, content_type: str) -> Writer: ...
 
-    def read(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[bytes]: ...
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> "Chunks": ...
 
     def delete(self, key: str) -> None: ...
 
     def keys(self) -> list[str]: ...
+
+
+class Chunks:
+    """The bytes ``[start, stop)`` of a stored blob as an iterator of chunks.
+
+    The source (file handle, S3 body) is closed when the bytes run out or when ``close()`` is called
+    early: a HEAD request, a client that hung up (the WSGI server closes the response iterable).
+    """
+
+    def __init__(self, read: Callable[[int], bytes], close: Callable[[], None], length: int | None) -> None:
+        self._read = read
+        self._close = close
+        self._remaining = length
+        self._closed = False
+
+    def __iter__(self) -> "Chunks":
+        return self
+
+    def __next__(self) -> bytes:
+        if self._closed or self._remaining == 0:
+            self.close()
+            raise StopIteration
+        size = CHUNK_SIZE if self._remaining is None else min(CHUNK_SIZE, self._remaining)
+        chunk = self._read(size)
+        if not chunk:
+            self.close()
+            raise StopIteration
+        if self._remaining is not None:
+            self._remaining -= len(chunk)
+        return chunk
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close()
 
 
 # ---------------------------------------------------------------------------------------------- local
@@ -96,17 +131,15 @@ class LocalBackend:
             raise BackendError(f"cannot write to the storage directory: {exc.strerror}") from None
         return LocalWriter(os.fdopen(fd, "wb"), Path(temp), path)
 
-    def read(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
-        handle = self._open(key)
-        return _read_range(handle, start, stop)
-
-    def _open(self, key: str):
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> Chunks:
         try:
-            return open(self.path(key), "rb")
+            handle = open(self.path(key), "rb")
         except FileNotFoundError:
             raise BackendError("the stored file is missing") from None
         except OSError as exc:
             raise BackendError(f"cannot read the stored file: {exc.strerror}") from None
+        handle.seek(start)
+        return Chunks(handle.read, handle.close, None if stop is None else stop - start)
 
     def delete(self, key: str) -> None:
         try:
@@ -119,19 +152,6 @@ class LocalBackend:
         if not self.root.exists():
             return []
         return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
-
-
-def _read_range(handle: Any, start: int, stop: int | None) -> Iterator[bytes]:
-    with handle:
-        handle.seek(start)
-        remaining = None if stop is None else stop - start
-        while remaining is None or remaining > 0:
-            chunk = handle.read(CHUNK_SIZE if remaining is None else min(CHUNK_SIZE, remaining))
-            if not chunk:
-                return
-            if remaining is not None:
-                remaining -= len(chunk)
-            yield chunk
 
 
 class LocalWriter:
@@ -177,14 +197,14 @@ class S3Backend:
         check_key(key)
         return S3Writer(self, key, content_type)
 
-    def read(self, key: str, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> Chunks:
         check_key(key)
         kwargs: dict[str, Any] = {"Bucket": self.location, "Key": key}
         if start or stop is not None:
             kwargs["Range"] = f"bytes={start}-{'' if stop is None else stop - 1}"
         with s3_errors("read"):
             body = self.client.get_object(**kwargs)["Body"]
-        return _iterate_body(body)
+        return Chunks(_guarded(body.read), body.close, None if stop is None else stop - start)
 
     def delete(self, key: str) -> None:
         check_key(key)
@@ -213,11 +233,12 @@ class S3Backend:
             return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_in)
 
 
-def _iterate_body(body: Any) -> Iterator[bytes]:
-    try:
-        yield from body.iter_chunks(CHUNK_SIZE)
-    finally:
-        body.close()
+def _guarded(read: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    def guarded(size: int) -> bytes:
+        with s3_errors("read"):
+            return read(size)
+
+    return guarded
 
 
 class S3Writer:

@@ -56,9 +56,7 @@ def serve(record: File, *, public: bool = False) -> Response:
     response = Response(chunks, status=status, headers=headers, mimetype=None, content_type=record.content_type)
     response.direct_passthrough = True  # chunks go to the server as they come; nothing is buffered
     if request.method == "HEAD":
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
+        chunks.close()
         response.response = []
     return response
 

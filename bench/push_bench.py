@@ -10,6 +10,7 @@ inserted straight into the throwaway database in bulk (the routes are not what i
 request selects the 10,000 devices in one query, records the notification and its 10,000 deliveries
 in bulk (one statement on PostgreSQL), and commits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,7 @@ import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import requests
 from sqlalchemy import create_engine, insert
@@ -34,14 +35,23 @@ def seed(server: Server, devices: int) -> None:
     """``devices`` users with one Android device each, all subscribed to TOPIC, in two bulk inserts."""
     from trellis_push_notifications.models import PushDevice, PushSubscription
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     users = [f"bench-user-{n:05d}" for n in range(devices)]
     engine = create_engine(server.database_url)
     with engine.begin() as connection:
         connection.execute(
             insert(PushDevice.__table__),
-            [{"id": f"d{n:031d}", "user_id": u, "token": f"fcm-token-{n:05d}-" + "x" * 140, "platform": "android",
-              "created_at": now, "updated_at": now} for n, u in enumerate(users)],
+            [
+                {
+                    "id": f"d{n:031d}",
+                    "user_id": u,
+                    "token": f"fcm-token-{n:05d}-" + "x" * 140,
+                    "platform": "android",
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for n, u in enumerate(users)
+            ],
         )
         connection.execute(
             insert(PushSubscription.__table__),
@@ -70,12 +80,17 @@ def run(database: str, devices: int, repeat: int) -> dict[str, float]:
         seeded = time.perf_counter() - started
         times = [fan_out(server, devices) for _ in range(repeat)]
         outbox = requests.get(
-            f"{server.url}/admin/pushNotifications/outbox", params={"limit": 1}, headers=server.admin_headers, timeout=60
+            f"{server.url}/admin/pushNotifications/outbox",
+            params={"limit": 1},
+            headers=server.admin_headers,
+            timeout=60,
         ).json()
         latest = outbox["notifications"][0]["_id"]
         delivered = requests.get(
-            f"{server.url}/admin/pushNotifications/outbox/{latest}/deliveries", params={"limit": 1},
-            headers=server.admin_headers, timeout=60,
+            f"{server.url}/admin/pushNotifications/outbox/{latest}/deliveries",
+            params={"limit": 1},
+            headers=server.admin_headers,
+            timeout=60,
         ).json()
         if outbox["count"] != repeat or delivered["count"] != devices:
             raise SystemExit(f"outbox holds {outbox['count']} sends / {delivered['count']} deliveries")
@@ -97,9 +112,8 @@ def report(results: dict[str, dict[str, float]], devices: int, command: str) -> 
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for database, r in results.items():
-        lines.append(
-            f"| {database} | {r['sends']} | {r['first_s']} | {r['min_s']} | {r['median_s']} | {r['max_s']} | {r['per_device_us']} |"
-        )
+        cells = [database, r["sends"], r["first_s"], r["min_s"], r["median_s"], r["max_s"], r["per_device_us"]]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
     return f"""# Push Notifications benchmark
 
 Command: `{command}`

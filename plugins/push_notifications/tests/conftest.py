@@ -1,5 +1,6 @@
 """Fixtures of the push tests: a local server speaking FCM's HTTP v1 API and Google's OAuth 2.0 token
 endpoint (JWT-bearer grant), and a service account whose key it verifies."""
+
 from __future__ import annotations
 
 import json
@@ -48,11 +49,15 @@ def _google_error(status: int, code: str, message: str, details: list[dict[str, 
 
 
 def _fcm_error(status: int, status_name: str, fcm_code: str, message: str, token_field: bool = False) -> Response:
-    details: list[dict[str, Any]] = [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": fcm_code}]
+    details: list[dict[str, Any]] = [
+        {"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": fcm_code}
+    ]
     if token_field:
         details.append(
-            {"@type": "type.googleapis.com/google.rpc.BadRequest",
-             "fieldViolations": [{"field": "message.token", "description": "Invalid registration token"}]}
+            {
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [{"field": "message.token", "description": "Invalid registration token"}],
+            }
         )
     return _google_error(status, status_name, message, details)
 
@@ -83,8 +88,13 @@ class FakeFcm:
         return f"{self.url}/token"
 
     def settings(self, private_key_pem: str, **overrides: Any) -> dict[str, Any]:
-        base = {"projectId": PROJECT_ID, "clientEmail": CLIENT_EMAIL, "privateKey": private_key_pem,
-                "baseUrl": self.url, "tokenUri": self.token_uri}
+        base = {
+            "projectId": PROJECT_ID,
+            "clientEmail": CLIENT_EMAIL,
+            "privateKey": private_key_pem,
+            "baseUrl": self.url,
+            "tokenUri": self.token_uri,
+        }
         return {**base, **overrides}
 
     def reset(self) -> None:
@@ -120,22 +130,36 @@ class FakeFcm:
         with self.lock:
             self.grants.append(grant)
         if grant["grant_type"] != JWT_GRANT or self.refuse_grants:
-            return Response(json.dumps({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}),
-                            status=400, content_type="application/json")
+            return Response(
+                json.dumps({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}),
+                status=400,
+                content_type="application/json",
+            )
         try:
-            claims = jwt.decode(request.form.get("assertion", ""), self.public_key, algorithms=["RS256"],
-                                audience=GRANT_AUDIENCE, issuer=CLIENT_EMAIL, options={"require": ["exp", "iat"]})
+            claims = jwt.decode(
+                request.form.get("assertion", ""),
+                self.public_key,
+                algorithms=["RS256"],
+                audience=GRANT_AUDIENCE,
+                issuer=CLIENT_EMAIL,
+                options={"require": ["exp", "iat"]},
+            )
         except jwt.PyJWTError as exc:
-            return Response(json.dumps({"error": "invalid_grant", "error_description": str(exc)}),
-                            status=400, content_type="application/json")
+            return Response(
+                json.dumps({"error": "invalid_grant", "error_description": str(exc)}),
+                status=400,
+                content_type="application/json",
+            )
         grant["claims"] = claims
         if FCM_SCOPE not in claims.get("scope", "").split():
             return Response(json.dumps({"error": "invalid_scope"}), status=400, content_type="application/json")
         access_token = "ya29." + uuid.uuid4().hex
         with self.lock:
             self.issued.add(access_token)
-        return Response(json.dumps({"access_token": access_token, "expires_in": 3599, "token_type": "Bearer"}),
-                        content_type="application/json")
+        return Response(
+            json.dumps({"access_token": access_token, "expires_in": 3599, "token_type": "Bearer"}),
+            content_type="application/json",
+        )
 
     def send(self, request: Request) -> Response:
         scheme, _, access_token = request.headers.get("Authorization", "").partition(" ")
@@ -156,8 +180,13 @@ class FakeFcm:
         if token in self.unregistered:
             return _fcm_error(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found.")
         if token in self.invalid:
-            return _fcm_error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT",
-                              "The registration token is not a valid FCM registration token", token_field=True)
+            return _fcm_error(
+                400,
+                "INVALID_ARGUMENT",
+                "INVALID_ARGUMENT",
+                "The registration token is not a valid FCM registration token",
+                token_field=True,
+            )
         if token in self.unavailable:
             return _fcm_error(503, "UNAVAILABLE", "UNAVAILABLE", "The service is currently unavailable.")
         name = f"projects/{PROJECT_ID}/messages/0:{uuid.uuid4().hex}"
@@ -204,7 +233,9 @@ def register(client):
     """``register(user, token, platform="android")`` through the real route."""
 
     def do(user: Any, token: str, platform: str = "android") -> dict[str, Any]:
-        response = client.post("/pushNotifications/token", json={"token": token, "platform": platform}, headers=user.headers)
+        response = client.post(
+            "/pushNotifications/token", json={"token": token, "platform": platform}, headers=user.headers
+        )
         assert response.status_code == 201, response.get_json()
         return response.get_json()
 

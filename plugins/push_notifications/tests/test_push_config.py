@@ -1,4 +1,5 @@
 """GET/PUT /admin/pushNotifications/config through the core ConfigStore."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,22 +16,35 @@ def test_default_config(client, admin_headers):
 
 
 def test_put_firebase_is_merged_and_shared_with_config_route(client, admin_headers, private_key_pem):
-    body = {"provider": "firebase", "firebase": {"projectId": "my-project", "clientEmail": EMAIL, "privateKey": private_key_pem}}
+    body = {
+        "provider": "firebase",
+        "firebase": {"projectId": "my-project", "clientEmail": EMAIL, "privateKey": private_key_pem},
+    }
     response = client.put("/admin/pushNotifications/config", json=body, headers=admin_headers)
     assert response.status_code == 200, response.get_json()
     config = response.get_json()
     assert config["firebase"] == {
-        **body["firebase"], "baseUrl": "https://fcm.googleapis.com", "tokenUri": "https://oauth2.googleapis.com/token"
+        **body["firebase"],
+        "baseUrl": "https://fcm.googleapis.com",
+        "tokenUri": "https://oauth2.googleapis.com/token",
     }
     assert client.get("/config/pushNotifications", headers=admin_headers).get_json() == config
-    changed = client.put("/admin/pushNotifications/config", json={"firebase": {"projectId": "other-project"}}, headers=admin_headers)
+    changed = client.put(
+        "/admin/pushNotifications/config", json={"firebase": {"projectId": "other-project"}}, headers=admin_headers
+    )
     assert changed.get_json()["firebase"]["clientEmail"] == EMAIL
-    assert client.get("/admin/pushNotifications/config", headers=admin_headers).get_json()["firebase"]["projectId"] == "other-project"
+    assert (
+        client.get("/admin/pushNotifications/config", headers=admin_headers).get_json()["firebase"]["projectId"]
+        == "other-project"
+    )
 
 
 def test_private_key_with_escaped_newlines_is_accepted(client, admin_headers, private_key_pem):
     escaped = private_key_pem.replace("\n", "\\n")
-    body = {"provider": "firebase", "firebase": {"projectId": "my-project", "clientEmail": EMAIL, "privateKey": escaped}}
+    body = {
+        "provider": "firebase",
+        "firebase": {"projectId": "my-project", "clientEmail": EMAIL, "privateKey": escaped},
+    }
     response = client.put("/admin/pushNotifications/config", json=body, headers=admin_headers)
     assert response.status_code == 200
     assert response.get_json()["firebase"]["privateKey"] == private_key_pem
@@ -45,7 +59,9 @@ def test_firebase_needs_its_settings(client, admin_headers):
 
 def _ec_key() -> str:
     key = ec.generate_private_key(ec.SECP256R1())
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 @pytest.mark.parametrize(
@@ -68,7 +84,9 @@ def test_put_rejects_invalid_firebase_settings(client, admin_headers, firebase):
     assert "firebase" in response.get_json()["errors"]
 
 
-@pytest.mark.parametrize("body", [{"provider": "apns"}, {"outbox": {"x": 1}}, {"colour": "blue"}, {"active": "sometimes"}])
+@pytest.mark.parametrize(
+    "body", [{"provider": "apns"}, {"outbox": {"x": 1}}, {"colour": "blue"}, {"active": "sometimes"}]
+)
 def test_put_rejects_invalid_config(client, admin_headers, body):
     response = client.put("/admin/pushNotifications/config", json=body, headers=admin_headers)
     assert response.status_code == 400
@@ -84,4 +102,7 @@ def test_config_routes_need_admin(client, user):
 
 def test_config_accepts_admin_bearer(client, admin_token):
     headers = {"Authorization": f"Bearer {admin_token}"}
-    assert client.put("/admin/pushNotifications/config", json={"active": False}, headers=headers).get_json()["active"] is False
+    assert (
+        client.put("/admin/pushNotifications/config", json={"active": False}, headers=headers).get_json()["active"]
+        is False
+    )

@@ -1,4 +1,5 @@
 """The firebase provider: FCM HTTP v1 and the OAuth 2.0 JWT grant, against a local server speaking both."""
+
 from __future__ import annotations
 
 from trellis.testing.plugin import free_port
@@ -51,7 +52,9 @@ def test_access_token_and_session_are_reused(client, admin_headers, make_user, r
         subscribe(user, "news")
     for _ in range(3):
         response = client.post(
-            "/admin/pushNotifications/sendToTopic", json={"topic": "news", "title": "t", "body": "b"}, headers=admin_headers
+            "/admin/pushNotifications/sendToTopic",
+            json={"topic": "news", "title": "t", "body": "b"},
+            headers=admin_headers,
         )
         assert response.get_json() == {"sent": 3, "failed": 0}
     assert len(use_firebase.grants) == 1
@@ -110,8 +113,15 @@ def test_wrong_service_account_key_is_provider_error(client, admin_headers, user
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = other.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
-    assert client.put("/admin/pushNotifications/config", json={"firebase": {"privateKey": pem}}, headers=admin_headers).status_code == 200
+    pem = other.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    assert (
+        client.put(
+            "/admin/pushNotifications/config", json={"firebase": {"privateKey": pem}}, headers=admin_headers
+        ).status_code
+        == 200
+    )
     register(user, "phone")
     response = send(client, admin_headers, user)
     assert response.status_code == 500
@@ -120,7 +130,12 @@ def test_wrong_service_account_key_is_provider_error(client, admin_headers, user
 
 def test_unreachable_fcm_is_provider_error(client, admin_headers, user, register, use_firebase):
     dead = f"http://127.0.0.1:{free_port()}"
-    assert client.put("/admin/pushNotifications/config", json={"firebase": {"baseUrl": dead}}, headers=admin_headers).status_code == 200
+    assert (
+        client.put(
+            "/admin/pushNotifications/config", json={"firebase": {"baseUrl": dead}}, headers=admin_headers
+        ).status_code
+        == 200
+    )
     register(user, "phone")
     response = send(client, admin_headers, user)
     assert response.status_code == 500

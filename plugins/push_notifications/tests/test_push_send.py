@@ -1,4 +1,5 @@
 """Admin sends on the outbox provider: send, sendMany, sendToTopic, the outbox, validation, query count."""
+
 from __future__ import annotations
 
 import contextlib
@@ -51,19 +52,29 @@ def test_send_reaches_every_device_of_the_user(client, admin_headers, make_user,
     assert listed["count"] == 1
     (record,) = listed["notifications"]
     assert {k: v for k, v in record.items() if k not in ("_id", "createdAt")} == {
-        "target": "user", "topic": None, "userIds": [alice.id], "title": "Hello", "body": "World",
-        "data": {"orderId": "42"}, "provider": "outbox", "sent": 2, "failed": 0,
+        "target": "user",
+        "topic": None,
+        "userIds": [alice.id],
+        "title": "Hello",
+        "body": "World",
+        "data": {"orderId": "42"},
+        "provider": "outbox",
+        "sent": 2,
+        "failed": 0,
     }
     assert record["_id"] and record["createdAt"].endswith("Z")
     devices = deliveries(client, admin_headers, record["_id"])
     assert devices["count"] == 2
     assert sorted((d["token"], d["platform"], d["userId"], d["status"]) for d in devices["deliveries"]) == [
-        ("alice-browser", "web", alice.id, "sent"), ("alice-phone", "android", alice.id, "sent")
+        ("alice-browser", "web", alice.id, "sent"),
+        ("alice-phone", "android", alice.id, "sent"),
     ]
 
 
 def test_send_to_user_without_devices_is_still_recorded(client, admin_headers, user):
-    response = client.post("/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=admin_headers)
+    response = client.post(
+        "/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=admin_headers
+    )
     assert response.status_code == 200
     assert response.get_json() == {"sent": 0, "failed": 0}
     (record,) = outbox(client, admin_headers)["notifications"]
@@ -72,7 +83,9 @@ def test_send_to_user_without_devices_is_still_recorded(client, admin_headers, u
 
 
 def test_send_to_unknown_user_is_404(client, admin_headers):
-    response = client.post("/admin/pushNotifications/send", json={"userId": "nobody", "title": "t", "body": "b"}, headers=admin_headers)
+    response = client.post(
+        "/admin/pushNotifications/send", json={"userId": "nobody", "title": "t", "body": "b"}, headers=admin_headers
+    )
     assert response.status_code == 404
     assert response.get_json()["name"] == "NOT_FOUND"
 
@@ -80,7 +93,9 @@ def test_send_to_unknown_user_is_404(client, admin_headers):
 def test_send_with_admin_bearer(client, admin_token, user, register):
     register(user, "phone")
     headers = {"Authorization": f"Bearer {admin_token}"}
-    response = client.post("/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=headers)
+    response = client.post(
+        "/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=headers
+    )
     assert response.get_json() == {"sent": 1, "failed": 0}
 
 
@@ -91,7 +106,9 @@ def test_send_many(client, admin_headers, make_user, register):
     register(users[1], "u1b", "ios")
     register(users[2], "u2")
     ids = [users[0].id, users[1].id, users[1].id, "not-a-user"]
-    response = client.post("/admin/pushNotifications/sendMany", json={"userIds": ids, "title": "t", "body": "b"}, headers=admin_headers)
+    response = client.post(
+        "/admin/pushNotifications/sendMany", json={"userIds": ids, "title": "t", "body": "b"}, headers=admin_headers
+    )
     assert response.status_code == 200
     assert response.get_json() == {"sent": 3, "failed": 0}  # the repeated id is served once
     (record,) = outbox(client, admin_headers)["notifications"]
@@ -109,7 +126,10 @@ def test_send_to_topic_reaches_subscribers_only(client, admin_headers, make_user
     subscribe(fan, "scores")
     subscribe(other, "weather")
     subscribe(quitter, "scores")
-    assert client.post("/pushNotifications/unsubscribe", json={"topic": "scores"}, headers=quitter.headers).status_code == 200
+    assert (
+        client.post("/pushNotifications/unsubscribe", json={"topic": "scores"}, headers=quitter.headers).status_code
+        == 200
+    )
     body = {"topic": "scores", "title": "Goal!", "body": "1-0"}
     response = client.post("/admin/pushNotifications/sendToTopic", json=body, headers=admin_headers)
     assert response.status_code == 200
@@ -121,7 +141,11 @@ def test_send_to_topic_reaches_subscribers_only(client, admin_headers, make_user
 
 
 def test_send_to_topic_without_subscribers(client, admin_headers):
-    response = client.post("/admin/pushNotifications/sendToTopic", json={"topic": "empty", "title": "t", "body": "b"}, headers=admin_headers)
+    response = client.post(
+        "/admin/pushNotifications/sendToTopic",
+        json={"topic": "empty", "title": "t", "body": "b"},
+        headers=admin_headers,
+    )
     assert response.get_json() == {"sent": 0, "failed": 0}
 
 
@@ -132,7 +156,9 @@ def seed(db, topic: str, users: int, devices_per_user: int = 2) -> list[str]:
     ids = [f"{topic}-user-{n}" for n in range(users)]
     for user_id in ids:
         db.add(PushSubscription(topic=topic, user_id=user_id))
-        db.add_all(PushDevice(user_id=user_id, token=f"{user_id}-{d}", platform="android") for d in range(devices_per_user))
+        db.add_all(
+            PushDevice(user_id=user_id, token=f"{user_id}-{d}", platform="android") for d in range(devices_per_user)
+        )
     db.commit()
     return ids
 
@@ -141,12 +167,16 @@ def test_sends_take_a_constant_number_of_statements(app, db, client, admin_heade
     """One query for the audience, one bulk insert: 3 or 150 recipients cost the same statements."""
     audiences = {"small": seed(db, "small", 3), "big": seed(db, "big", 75)}
     # Warm the per-process caches (module configuration) so every counted request starts alike.
-    client.post("/admin/pushNotifications/sendToTopic", json={"topic": "none", "title": "t", "body": "b"}, headers=admin_headers)
+    client.post(
+        "/admin/pushNotifications/sendToTopic", json={"topic": "none", "title": "t", "body": "b"}, headers=admin_headers
+    )
     counts = {}
     for topic, expected in (("small", 6), ("big", 150)):
         with count_statements(app) as statements:
             response = client.post(
-                "/admin/pushNotifications/sendToTopic", json={"topic": topic, "title": "t", "body": "b"}, headers=admin_headers
+                "/admin/pushNotifications/sendToTopic",
+                json={"topic": topic, "title": "t", "body": "b"},
+                headers=admin_headers,
             )
         assert response.get_json() == {"sent": expected, "failed": 0}
         counts[topic] = len(statements)
@@ -194,13 +224,17 @@ def test_sends_validate(client, admin_headers, route, body, field):
 def test_sends_need_admin(client, user, route):
     body = {"userId": user.id, "userIds": [user.id], "topic": "t", "title": "t", "body": "b"}
     assert client.post(f"/admin/pushNotifications/{route}", json=body).status_code == 401
-    assert client.post(f"/admin/pushNotifications/{route}", json=body, headers={"masterkey": "wrong"}).status_code == 401
+    assert (
+        client.post(f"/admin/pushNotifications/{route}", json=body, headers={"masterkey": "wrong"}).status_code == 401
+    )
     assert client.post(f"/admin/pushNotifications/{route}", json=body, headers=user.headers).status_code == 403
 
 
 def test_inactive_module_refuses_to_send(client, admin_headers, user, register):
     register(user, "phone")
-    assert client.put("/admin/pushNotifications/config", json={"active": False}, headers=admin_headers).status_code == 200
+    assert (
+        client.put("/admin/pushNotifications/config", json={"active": False}, headers=admin_headers).status_code == 200
+    )
     body = {"userId": user.id, "title": "t", "body": "b"}
     assert client.post("/admin/pushNotifications/send", json=body, headers=admin_headers).status_code == 404
     assert outbox(client, admin_headers)["count"] == 0
@@ -212,8 +246,16 @@ def test_outbox_pages_filters_and_needs_admin(client, admin_headers, make_user, 
     register(bob, "b")
     subscribe(bob, "news")
     for title in ("first", "second"):
-        client.post("/admin/pushNotifications/send", json={"userId": alice.id, "title": title, "body": "x"}, headers=admin_headers)
-    client.post("/admin/pushNotifications/sendToTopic", json={"topic": "news", "title": "third", "body": "x"}, headers=admin_headers)
+        client.post(
+            "/admin/pushNotifications/send",
+            json={"userId": alice.id, "title": title, "body": "x"},
+            headers=admin_headers,
+        )
+    client.post(
+        "/admin/pushNotifications/sendToTopic",
+        json={"topic": "news", "title": "third", "body": "x"},
+        headers=admin_headers,
+    )
     page = outbox(client, admin_headers, limit=2)
     assert page["count"] == 3
     assert [n["title"] for n in page["notifications"]] == ["third", "second"]
@@ -225,7 +267,9 @@ def test_outbox_pages_filters_and_needs_admin(client, admin_headers, make_user, 
     assert outbox(client, admin_headers, provider="outbox")["count"] == 3
     assert outbox(client, admin_headers, provider="firebase")["count"] == 0
     for query in ({"limit": 1001}, {"target": "everyone"}, {"topic": "bad topic"}, {"skip": -1}):
-        assert client.get("/admin/pushNotifications/outbox", query_string=query, headers=admin_headers).status_code == 400
+        assert (
+            client.get("/admin/pushNotifications/outbox", query_string=query, headers=admin_headers).status_code == 400
+        )
     assert client.get("/admin/pushNotifications/outbox").status_code == 401
     assert client.get("/admin/pushNotifications/outbox", headers=alice.headers).status_code == 403
 
@@ -234,7 +278,9 @@ def test_deliveries_page_filter_and_404(client, admin_headers, make_user, regist
     user = make_user()
     for n in range(5):
         register(user, f"device-{n}")
-    client.post("/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=admin_headers)
+    client.post(
+        "/admin/pushNotifications/send", json={"userId": user.id, "title": "t", "body": "b"}, headers=admin_headers
+    )
     (record,) = outbox(client, admin_headers)["notifications"]
     page = deliveries(client, admin_headers, record["_id"], skip=1, limit=2)
     assert page["count"] == 5
@@ -251,10 +297,17 @@ def test_deliveries_page_filter_and_404(client, admin_headers, make_user, regist
 
 def test_routes_are_documented(client):
     paths = client.get("/openapi.json").get_json()["paths"]
-    for path in ("/pushNotifications/token", "/pushNotifications/subscribe", "/pushNotifications/unsubscribe",
-                 "/admin/pushNotifications/send", "/admin/pushNotifications/sendMany",
-                 "/admin/pushNotifications/sendToTopic", "/admin/pushNotifications/config",
-                 "/admin/pushNotifications/outbox", "/admin/pushNotifications/outbox/{notificationId}/deliveries"):
+    for path in (
+        "/pushNotifications/token",
+        "/pushNotifications/subscribe",
+        "/pushNotifications/unsubscribe",
+        "/admin/pushNotifications/send",
+        "/admin/pushNotifications/sendMany",
+        "/admin/pushNotifications/sendToTopic",
+        "/admin/pushNotifications/config",
+        "/admin/pushNotifications/outbox",
+        "/admin/pushNotifications/outbox/{notificationId}/deliveries",
+    ):
         assert path in paths
     assert set(paths["/pushNotifications/token"]) >= {"post", "delete"}
     assert "201" in paths["/pushNotifications/token"]["post"]["responses"]

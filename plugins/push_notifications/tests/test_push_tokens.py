@@ -1,4 +1,5 @@
 """User routes: device token registration and removal, topic subscriptions."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,9 @@ def devices_of(client, admin_headers, user):
 
 @pytest.mark.parametrize("platform", ["android", "ios", "web"])
 def test_register_token_answers_201_with_record(client, user, platform):
-    response = client.post("/pushNotifications/token", json={"token": "tok-1", "platform": platform}, headers=user.headers)
+    response = client.post(
+        "/pushNotifications/token", json={"token": "tok-1", "platform": platform}, headers=user.headers
+    )
     assert response.status_code == 201
     record = response.get_json()
     assert record["userId"] == user.id
@@ -71,10 +74,17 @@ def test_register_validates(client, admin_headers, user, body, field):
 def test_token_routes_need_a_user(client, admin_headers, admin_token):
     body = {"token": "t", "platform": "android"}
     assert client.post("/pushNotifications/token", json=body).status_code == 401
-    assert client.post("/pushNotifications/token", json=body, headers={"Authorization": "Bearer junk"}).status_code == 401
+    assert (
+        client.post("/pushNotifications/token", json=body, headers={"Authorization": "Bearer junk"}).status_code == 401
+    )
     # Administrators are not users: they have no devices.
     assert client.post("/pushNotifications/token", json=body, headers=admin_headers).status_code == 403
-    assert client.post("/pushNotifications/token", json=body, headers={"Authorization": f"Bearer {admin_token}"}).status_code == 403
+    assert (
+        client.post(
+            "/pushNotifications/token", json=body, headers={"Authorization": f"Bearer {admin_token}"}
+        ).status_code
+        == 403
+    )
     assert client.delete("/pushNotifications/token").status_code == 401
     assert client.delete("/pushNotifications/token", headers=admin_headers).status_code == 403
 
@@ -128,11 +138,23 @@ def test_subscribe_and_unsubscribe(client, user):
     response = client.post("/pushNotifications/unsubscribe", json={"topic": "news"}, headers=user.headers)
     assert response.status_code == 200
     assert response.get_json() == {"topic": "news", "subscribed": False}
-    assert client.post("/pushNotifications/unsubscribe", json={"topic": "news"}, headers=user.headers).status_code == 200
+    assert (
+        client.post("/pushNotifications/unsubscribe", json={"topic": "news"}, headers=user.headers).status_code == 200
+    )
 
 
-@pytest.mark.parametrize("body", [{}, {"topic": ""}, {"topic": "bad topic"}, {"topic": "a/b"}, {"topic": "x" * 257},
-                                  {"topic": "news", "extra": 1}, {"topic": ["news"]}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"topic": ""},
+        {"topic": "bad topic"},
+        {"topic": "a/b"},
+        {"topic": "x" * 257},
+        {"topic": "news", "extra": 1},
+        {"topic": ["news"]},
+    ],
+)
 @pytest.mark.parametrize("route", ["subscribe", "unsubscribe"])
 def test_topic_routes_validate(client, user, route, body):
     response = client.post(f"/pushNotifications/{route}", json=body, headers=user.headers)
@@ -147,7 +169,9 @@ def test_topic_routes_need_a_user(client, admin_headers, route):
 
 
 def test_inactive_module_hides_user_routes(client, admin_headers, user):
-    assert client.put("/admin/pushNotifications/config", json={"active": False}, headers=admin_headers).status_code == 200
+    assert (
+        client.put("/admin/pushNotifications/config", json={"active": False}, headers=admin_headers).status_code == 200
+    )
     body = {"token": "t", "platform": "android"}
     assert client.post("/pushNotifications/token", json=body, headers=user.headers).status_code == 404
     assert client.post("/pushNotifications/subscribe", json={"topic": "n"}, headers=user.headers).status_code == 404

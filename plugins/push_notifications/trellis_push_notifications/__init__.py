@@ -1,4 +1,5 @@
 """Trellis Push Notifications module: device tokens, topics, sends through the outbox or FCM."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """The Push Notifications module's configuration (the core's ConfigStore keeps it)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,7 +34,9 @@ class PushOutboxSettings(Schema):
 
 
 class PushFirebaseSettings(Schema):
-    projectId = fields.String(validate=validate.Regexp(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", error="Not a Firebase project id"))
+    projectId = fields.String(
+        validate=validate.Regexp(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", error="Not a Firebase project id")
+    )
     clientEmail = fields.Email(metadata={"description": "client_email of the service account"})
     privateKey = PrivateKey(metadata={"description": "private_key of the service account (PEM)"})
     baseUrl = fields.Url(

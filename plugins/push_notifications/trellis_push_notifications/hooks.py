@@ -1,4 +1,5 @@
 """What this module does on other modules' events."""
+
 from __future__ import annotations
 
 from trellis.hooks import hookimpl

@@ -3,6 +3,7 @@
 User ids are plain strings, not foreign keys: the Authentication module's ``trellis_user_deleted``
 hook removes a user's devices and subscriptions in the same transaction as the user.
 """
+
 from __future__ import annotations
 
 from datetime import datetime

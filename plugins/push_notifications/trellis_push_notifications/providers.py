@@ -3,6 +3,7 @@
 A provider takes the whole batch and answers one :class:`Outcome` per token, in order; it never raises
 for a delivery problem (the caller records every outcome, then decides the HTTP answer).
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """Push Notifications routes: users register device tokens and topics; admins send and configure."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,20 +15,20 @@ from . import service
 from .config import PushConfig
 from .providers import Notification
 from .schemas import (
-    PushDeviceSchema,
-    PushOutboxArgs,
-    PushOutboxSchema,
     PushConfigUpdateSchema,
     PushDeliveriesArgs,
     PushDeliveriesSchema,
+    PushDeviceSchema,
+    PushOutboxArgs,
+    PushOutboxSchema,
     PushSendManySchema,
     PushSendResultSchema,
     PushSendSchema,
     PushSendToTopicSchema,
     PushSubscriptionSchema,
     PushTokenRefSchema,
-    PushTokensDeletedSchema,
     PushTokenSchema,
+    PushTokensDeletedSchema,
     PushTopicSchema,
 )
 

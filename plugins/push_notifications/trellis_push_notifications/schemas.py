@@ -1,4 +1,5 @@
 """Request and response schemas of the Push Notifications routes."""
+
 from __future__ import annotations
 
 import json
@@ -133,7 +134,9 @@ PushDeliveriesSchema = list_schema("PushDeliveries", "deliveries", PushDeliveryS
 
 
 class PushOutboxArgs(ListArgs):
-    userId = fields.String(validate=validate.Length(min=1, max=64), metadata={"description": "sends that reached this user"})
+    userId = fields.String(
+        validate=validate.Length(min=1, max=64), metadata={"description": "sends that reached this user"}
+    )
     topic = topic_field()
     target = fields.String(validate=validate.OneOf(TARGETS))
     provider = fields.String(validate=validate.OneOf(["outbox", "firebase"]))

@@ -4,6 +4,7 @@ A send is a constant number of statements whatever the audience: one SELECT of t
 provider's fan-out, one INSERT of the notification, one bulk write of its deliveries (a single
 unnest INSERT on PostgreSQL), one DELETE of the tokens the provider reported dead (per 1,000), one COMMIT.
 """
+
 from __future__ import annotations
 
 import logging
@@ -131,8 +132,10 @@ def devices_of_users(user_ids: Sequence[str]) -> Select:
 
 
 def devices_of_topic(topic: str) -> Select:
-    return select(*_DEVICE_COLUMNS).join(PushSubscription, PushSubscription.user_id == PushDevice.user_id).where(
-        PushSubscription.topic == topic
+    return (
+        select(*_DEVICE_COLUMNS)
+        .join(PushSubscription, PushSubscription.user_id == PushDevice.user_id)
+        .where(PushSubscription.topic == topic)
     )
 
 
@@ -163,7 +166,10 @@ def send(
     db.session.add(record)
     db.session.flush()
     _insert_deliveries(
-        [(record.id, d.token, d.user_id, d.platform, o.status, o.provider_message_id, o.error) for d, o in zip(devices, outcomes)]
+        [
+            (record.id, d.token, d.user_id, d.platform, o.status, o.provider_message_id, o.error)
+            for d, o in zip(devices, outcomes)
+        ]
     )
     dead = [device.id for device, outcome in zip(devices, outcomes) if outcome.token_invalid]
     for start in range(0, len(dead), _CHUNK):
@@ -229,8 +235,11 @@ def delivery_dict(row: PushDelivery) -> dict[str, Any]:
 
 def list_notifications(skip: int, limit: int, filters: dict[str, str]) -> tuple[list[PushNotification], int]:
     query = select(PushNotification)
-    for name, column in (("topic", PushNotification.topic), ("provider", PushNotification.provider),
-                         ("target", PushNotification.target)):
+    for name, column in (
+        ("topic", PushNotification.topic),
+        ("provider", PushNotification.provider),
+        ("target", PushNotification.target),
+    ):
         if filters.get(name):
             query = query.where(column == filters[name])
     if filters.get("userId"):
@@ -239,7 +248,9 @@ def list_notifications(skip: int, limit: int, filters: dict[str, str]) -> tuple[
     return paginate(query, skip, limit, (PushNotification.created_at.desc(), PushNotification.id.desc()))
 
 
-def list_deliveries(notification_id: str, skip: int, limit: int, filters: dict[str, str]) -> tuple[list[PushDelivery], int]:
+def list_deliveries(
+    notification_id: str, skip: int, limit: int, filters: dict[str, str]
+) -> tuple[list[PushDelivery], int]:
     if db.session.get(PushNotification, notification_id) is None:
         raise not_found("No notification with this id")
     query = select(PushDelivery).where(PushDelivery.notification_id == notification_id)

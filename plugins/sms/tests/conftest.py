@@ -1,4 +1,5 @@
 """Fixtures of the SMS tests: a local HTTP server that speaks Twilio's Messages API."""
+
 from __future__ import annotations
 
 import base64
@@ -25,7 +26,12 @@ def _sms_module_loaded(app) -> None:
 
 
 def _twilio_error(status: int, code: int, message: str) -> Response:
-    body = {"code": code, "message": message, "more_info": f"https://www.twilio.com/docs/errors/{code}", "status": status}
+    body = {
+        "code": code,
+        "message": message,
+        "more_info": f"https://www.twilio.com/docs/errors/{code}",
+        "status": status,
+    }
     return Response(json.dumps(body), status=status, content_type="application/json")
 
 
@@ -52,8 +58,13 @@ class FakeTwilio:
     def handle(self, request: Request) -> Response:
         username, password = _basic_auth(request.headers.get("Authorization", ""))
         self.requests.append(
-            {"method": request.method, "path": request.path, "auth": (username, password), "form": request.form.to_dict(),
-             "content_type": request.mimetype}
+            {
+                "method": request.method,
+                "path": request.path,
+                "auth": (username, password),
+                "form": request.form.to_dict(),
+                "content_type": request.mimetype,
+            }
         )
         expected_path = f"/2010-04-01/Accounts/{self.account_sid}/Messages.json"
         if (username, password) != (self.account_sid, self.auth_token):
@@ -71,9 +82,17 @@ class FakeTwilio:
             return _twilio_error(400, 21610, "Attempt to send to unsubscribed recipient")
         sid = "SM" + uuid.uuid4().hex
         payload = {
-            "sid": sid, "account_sid": self.account_sid, "to": to, "from": sender, "body": body,
-            "status": "queued", "num_segments": "1", "direction": "outbound-api", "api_version": "2010-04-01",
-            "date_created": "Sat, 21 Nov 2026 10:00:00 +0000", "uri": f"{expected_path[:-5]}/{sid}.json",
+            "sid": sid,
+            "account_sid": self.account_sid,
+            "to": to,
+            "from": sender,
+            "body": body,
+            "status": "queued",
+            "num_segments": "1",
+            "direction": "outbound-api",
+            "api_version": "2010-04-01",
+            "date_created": "Sat, 21 Nov 2026 10:00:00 +0000",
+            "uri": f"{expected_path[:-5]}/{sid}.json",
         }
         return Response(json.dumps(payload), status=201, content_type="application/json")
 

@@ -1,8 +1,8 @@
 """GET/PUT /admin/sms/config: the core ConfigStore behind it, the specification's body, validation."""
+
 from __future__ import annotations
 
 import pytest
-
 
 SID = "AC" + "a" * 32
 

@@ -1,4 +1,5 @@
 """SMS routes on the outbox provider: credentials, phone-number validation, send, sendMany, outbox."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,7 +25,10 @@ def test_send_records_in_outbox(client, admin_headers):
     (record,) = listed["messages"]
     assert record["_id"] == body["messageId"]
     assert {k: record[k] for k in ("to", "message", "provider", "status")} == {
-        "to": VALID, "message": "hello", "provider": "outbox", "status": "sent"
+        "to": VALID,
+        "message": "hello",
+        "provider": "outbox",
+        "status": "sent",
     }
     assert record["createdAt"].endswith("Z")
 
@@ -36,7 +40,9 @@ def test_send_normalises_number_to_e164(client, admin_headers):
 
 
 def test_send_with_admin_bearer_token(client, admin_token):
-    response = client.post("/sms/send", json={"to": VALID, "message": "hi"}, headers={"Authorization": f"Bearer {admin_token}"})
+    response = client.post(
+        "/sms/send", json={"to": VALID, "message": "hi"}, headers={"Authorization": f"Bearer {admin_token}"}
+    )
     assert response.status_code == 200
 
 
@@ -100,7 +106,12 @@ def test_send_many_one_invalid_number_rejects_all(client, admin_headers):
 
 @pytest.mark.parametrize(
     "payload",
-    [{"to": [], "message": "x"}, {"to": VALID, "message": "x"}, {"to": [VALID] * 1001, "message": "x"}, {"to": [VALID]}],
+    [
+        {"to": [], "message": "x"},
+        {"to": VALID, "message": "x"},
+        {"to": [VALID] * 1001, "message": "x"},
+        {"to": [VALID]},
+    ],
 )
 def test_send_many_validates_body(client, admin_headers, payload):
     response = client.post("/sms/sendMany", json=payload, headers=admin_headers)

@@ -1,4 +1,5 @@
 """The Twilio provider through the official client, against a local server speaking Twilio's Messages API."""
+
 from __future__ import annotations
 
 from trellis.testing.plugin import free_port
@@ -53,7 +54,12 @@ def test_wrong_twilio_credentials_are_provider_error(client, admin_headers, use_
 
 def test_unreachable_twilio_is_provider_error(client, admin_headers, fake_twilio):
     settings = fake_twilio.settings(baseUrl=f"http://127.0.0.1:{free_port()}")
-    assert client.put("/admin/sms/config", json={"provider": "twilio", "twilio": settings}, headers=admin_headers).status_code == 200
+    assert (
+        client.put(
+            "/admin/sms/config", json={"provider": "twilio", "twilio": settings}, headers=admin_headers
+        ).status_code
+        == 200
+    )
     response = client.post("/sms/send", json={"to": VALID, "message": "hi"}, headers=admin_headers)
     assert response.status_code == 500
     assert "could not be reached" in response.get_json()["message"]

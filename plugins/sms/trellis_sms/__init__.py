@@ -1,4 +1,5 @@
 """Trellis SMS module: text messages through the outbox (default) or Twilio."""
+
 from __future__ import annotations
 
 from pathlib import Path

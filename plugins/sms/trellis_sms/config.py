@@ -1,4 +1,5 @@
 """The SMS module's configuration (stored by the core's ConfigStore, read with ``module_config.get``)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,7 +19,9 @@ class SmsOutboxSettings(Schema):
 
 
 class SmsTwilioSettings(Schema):
-    accountSid = fields.String(validate=validate.Regexp(r"^AC[0-9a-fA-F]{32}$", error="Twilio account SIDs look like AC + 32 hex digits"))
+    accountSid = fields.String(
+        validate=validate.Regexp(r"^AC[0-9a-fA-F]{32}$", error="Twilio account SIDs look like AC + 32 hex digits")
+    )
     authToken = fields.String(validate=validate.Length(min=1, max=256))
     phoneNumber = PhoneNumber(metadata={"description": "the Twilio number messages are sent from"})
     baseUrl = fields.Url(

@@ -1,4 +1,5 @@
 """Every SMS the module sends (or tried to send) is one row: the outbox and the send log at once."""
+
 from __future__ import annotations
 
 from datetime import datetime

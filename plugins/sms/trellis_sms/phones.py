@@ -1,4 +1,5 @@
 """Phone numbers: international format with a leading ``+``, checked with ``phonenumbers``, kept as E.164."""
+
 from __future__ import annotations
 
 import re

@@ -3,6 +3,7 @@
 A provider answers a :class:`Delivery` for every message and never raises for a delivery problem: the
 caller records failures too, then decides what the HTTP answer is.
 """
+
 from __future__ import annotations
 
 import logging
@@ -94,7 +95,6 @@ class TwilioProvider:
             return Delivery(SENT, provider_message_id=created.sid)
         log.warning("sms to %s not sent: %s", _masked(to), reason)
         return Delivery(FAILED, error=reason)
-
 
     def close(self) -> None:
         session = getattr(self._client.http_client, "session", None)

@@ -1,4 +1,5 @@
 """SMS routes: send (one or many, administrative), the outbox, the configuration."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,13 +14,13 @@ from . import service
 from .config import SmsConfig
 from .models import SENT
 from .schemas import (
+    SmsConfigUpdateSchema,
     SmsOutboxArgs,
     SmsOutboxSchema,
     SmsSendManyResultSchema,
     SmsSendManySchema,
     SmsSendSchema,
     SmsSentSchema,
-    SmsConfigUpdateSchema,
 )
 
 blp = Blueprint("sms", __name__, description="Text messages to one or many phone numbers (outbox or Twilio)")

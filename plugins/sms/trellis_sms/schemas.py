@@ -1,4 +1,5 @@
 """Request and response schemas of the SMS routes (validation and OpenAPI from the same place)."""
+
 from __future__ import annotations
 
 from marshmallow import Schema, fields, validate

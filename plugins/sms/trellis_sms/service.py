@@ -1,4 +1,5 @@
 """Sending and listing text messages. Routes call these; nothing here knows HTTP shapes."""
+
 from __future__ import annotations
 
 from typing import Any

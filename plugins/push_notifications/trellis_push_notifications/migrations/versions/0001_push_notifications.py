@@ -4,6 +4,7 @@ Revision ID: pushNotifications_0001
 Revises:
 Create Date: 2026-11-21
 """
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -64,8 +65,10 @@ def upgrade() -> None:
         sa.Column("provider_message_id", sa.String(255), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.ForeignKeyConstraint(
-            ["notification_id"], ["push_notifications.id"],
-            name=op.f("fk_push_deliveries_notification_id_push_notifications"), ondelete="CASCADE",
+            ["notification_id"],
+            ["push_notifications.id"],
+            name=op.f("fk_push_deliveries_notification_id_push_notifications"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("notification_id", "token", name=op.f("pk_push_deliveries")),
     )

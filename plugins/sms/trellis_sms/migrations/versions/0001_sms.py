@@ -4,6 +4,7 @@ Revision ID: sms_0001
 Revises:
 Create Date: 2026-11-21
 """
+
 import sqlalchemy as sa
 from alembic import op
 

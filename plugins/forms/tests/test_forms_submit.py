@@ -1,4 +1,7 @@
 """Public POST /forms/submit/{formId}: validation per field type, limits, honeypot, rate limit."""
+import io
+import json
+
 import pytest
 
 from trellis import create_app
@@ -118,6 +121,11 @@ def test_oversized_body_is_413(client, admin_headers, contact, valid_submission,
     assert response.status_code == 413
     assert response.get_json()["name"] == "PAYLOAD_TOO_LARGE"
     assert submit(client, contact["_id"], {**valid_submission, "message": "x" * 1500}).status_code == 201
+    # A chunked body (no Content-Length) is measured too.
+    body = json.dumps({**valid_submission, "message": "x" * 3000}).encode()
+    chunked = client.post(f"/forms/submit/{contact['_id']}", input_stream=io.BytesIO(body), content_type="application/json",
+                          headers={"Transfer-Encoding": "chunked"}, environ_base={"wsgi.input_terminated": True})
+    assert chunked.status_code == 413
 
 
 def test_filled_honeypot_looks_accepted_but_nothing_is_kept(client, admin_headers, contact, valid_submission):

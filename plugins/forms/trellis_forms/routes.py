@@ -35,13 +35,23 @@ def submission_limits(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         config = get_config("forms")
         ratelimit.check("forms-submit", ratelimit.client_ip(), config["rateLimit"])
-        request.max_content_length = config["maxBodyBytes"]  # reading a larger body raises 413
+        limit = config["maxBodyBytes"]
+        request.max_content_length = limit  # bounds the read if nothing has read the body yet
+        if (request.content_length or 0) > limit:
+            raise _too_large(limit)
         if not request.is_json:
             # Without this a url-encoded post would be read as an empty object and stored as such.
             raise APIError(415, "Submit the form's fields as a JSON object (Content-Type: application/json)")
+        # The core may already have read the body (its NUL check), and a chunked body has no length.
+        if len(request.get_data(cache=True)) > limit:
+            raise _too_large(limit)
         return func(*args, **kwargs)
 
     return wrapper
+
+
+def _too_large(limit: int) -> APIError:
+    return APIError(413, f"The submission is larger than {limit} bytes")
 
 
 @blp.route("/forms/submit/<string:formId>", methods=["POST"])

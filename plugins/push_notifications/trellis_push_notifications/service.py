@@ -149,6 +149,8 @@ def send(
     """Deliver to every device the query selects; record the send and each delivery; ``{sent, failed}``."""
     settings = require_active()
     devices: list[Row[Any]] = list(db.session.execute(devices_query.order_by(PushDevice.id)).all())
+    # End the read transaction: a provider's fan-out can take seconds and must not hold a connection.
+    db.session.commit()
     provider = make_provider(settings, state())
     outcomes = provider.deliver([d.token for d in devices], notification) if devices else []
     sent = sum(1 for outcome in outcomes if outcome.status == SENT)

@@ -158,3 +158,13 @@ def test_routes_are_documented(client):
         assert path in paths
     send = paths["/sms/send"]["post"]
     assert "requestBody" in send and {"400", "401", "500"} <= set(send["responses"])
+
+
+def test_a_user_token_is_forbidden(app, client, admin_headers, request):
+    if app.extensions["trellis"].module("authentication") is None:
+        pytest.skip("needs the authentication module for a user token")
+    user = request.getfixturevalue("user")
+    response = client.post("/sms/send", json={"to": VALID, "message": "hi"}, headers=user.headers)
+    assert response.status_code == 403
+    assert client.get("/admin/sms/outbox", headers=user.headers).status_code == 403
+    assert outbox(client, admin_headers)["count"] == 0

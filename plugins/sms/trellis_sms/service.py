@@ -32,6 +32,8 @@ def require_active() -> dict[str, Any]:
 def send(numbers: list[str], text: str) -> list[SmsMessage]:
     """Send ``text`` to each E.164 number (already validated) and record every attempt in one commit."""
     settings = require_active()
+    # End the read transaction: the provider's round trips must not hold a database connection.
+    db.session.commit()
     provider = make_provider(settings)
     records = []
     try:

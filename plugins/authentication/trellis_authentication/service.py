@@ -62,6 +62,12 @@ def user_dict(user: User | Row[Any]) -> dict[str, Any]:
     return result
 
 
+def _release_connection() -> None:
+    """End the read-only transaction before argon2 runs (up to seconds under load), so that a queue of
+    sign-ins waiting for a hashing slot does not hold the connection pool other requests need."""
+    db.session.rollback()
+
+
 # --- users -------------------------------------------------------------------------------------------
 
 
@@ -92,10 +98,10 @@ def create_user(email: str, password: str) -> User:
     # Checked first so a duplicate costs no argon2 hash; the unique index still decides races.
     if db.session.execute(select(User.id).where(User.email == email)).first() is not None:
         raise taken
+    _release_connection()
+    password_hash = hash_password(password)
     now = db.utcnow()
-    user = User(
-        id=db.new_id(), email=email, password_hash=hash_password(password), extra={}, created_at=now, updated_at=now
-    )
+    user = User(id=db.new_id(), email=email, password_hash=password_hash, extra={}, created_at=now, updated_at=now)
     db.session.add(user)
     try:
         db.session.commit()
@@ -181,16 +187,20 @@ def login(email: str, password: str) -> dict[str, str]:
     email = normalise_email(email)
     limits = settings["rateLimits"]
     rate_limit("auth-login-ip", client_ip(), limits["loginPerIp"])
-    # Keyed by a digest so the limiter store (Redis) holds no addresses.
+    # Keyed by a digest so the limiter store (Redis) holds no email addresses.
     rate_limit("auth-login-email", hash_token(email), limits["loginPerEmail"])
-    user = db.session.execute(select(User).where(User.email == email)).scalar_one_or_none()
+    user = db.session.execute(
+        select(User.id, User.password_hash, User.is_active).where(User.email == email)
+    ).one_or_none()
+    _release_connection()
     # An unknown email still costs one argon2 verify, so timing does not tell which emails exist.
     if not verify_password(user.password_hash if user else None, password) or user is None:
         raise unauthorized("Wrong email or password")
     if not user.is_active:
         raise forbidden("This user is blocked")
     if needs_rehash(user.password_hash):
-        user.password_hash = hash_password(password)
+        new_hash = hash_password(password)
+        db.session.execute(update(User).where(User.id == user.id).values(password_hash=new_hash))
     now = db.utcnow()
     session = Session(id=db.new_id(), user_id=user.id, created_at=now)
     tokens = _issue(user.id, session, settings, now)

@@ -225,6 +225,7 @@ def test_private_files_of_somebody_else_are_not_found(client, storage, user, mak
     assert client.get(f"/storage/file/{file_id}", headers=admin_headers).status_code == 200
     assert client.get(f"/storage/download/{file_id}", headers=admin_headers).data == b"secret"
     assert client.get(f"/storage/file/{file_id}").status_code == 401
+    assert client.get(f"/storage/download/{file_id}").status_code == 401
 
 
 def test_public_files_are_readable_by_others_but_not_deletable(client, storage, user, make_user, upload):
@@ -339,6 +340,9 @@ def test_signed_url_serves_the_private_file_for_an_hour(client, storage, user, u
     monkeypatch.setattr(service, "_clock", lambda: now + 3601)
     expired = client.get(path_of(url))
     assert expired.status_code == 403 and "expired" in expired.get_json()["message"]
+    monkeypatch.setattr(service, "_clock", lambda: now)
+    assert client.delete(f"/storage/file/{file_id}", headers=user.headers).status_code == 200
+    assert client.get(path_of(url)).status_code == 404  # a valid signature for a file that is gone
 
 
 def test_signed_url_expiry_follows_the_config(client, storage, user, upload):

@@ -187,6 +187,19 @@ def user_required(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def user_or_admin_required(func: F) -> F:
+    """Guard for routes a user uses on their own records and an admin on anybody's: any valid credential."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if identify() is None:
+            raise unauthorized("This route needs a user Bearer token or administrator credentials")
+        return func(*args, **kwargs)
+
+    _document(wrapper, [{"bearerAuth": []}, {"masterkey": []}], (401,))
+    return wrapper  # type: ignore[return-value]
+
+
 def current_user() -> dict[str, Any] | None:
     """The user of this request (a dict with ``_id``), or None for admins and anonymous callers."""
     identity = identify()

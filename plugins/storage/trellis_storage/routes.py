@@ -11,7 +11,7 @@ from werkzeug.datastructures import CombinedMultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from trellis import db
-from trellis.credentials import Identity, identify, require_user, user_required
+from trellis.credentials import Identity, identify, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema, not_found, unauthorized
 from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted, paginate
 
@@ -65,34 +65,6 @@ _FILE_RESPONSES = {
     404: {"description": "No such file, or not yours", "content": {"application/json": {"schema": ErrorSchema}}},
     416: {"description": "Range not satisfiable", "content": {"application/json": {"schema": ErrorSchema}}},
 }
-
-
-def _document(func: Any, security: list[dict[str, list]], responses: dict[int, str]) -> None:
-    apidoc = getattr(func, "_apidoc", {})
-    manual = apidoc.setdefault("manual_doc", {})
-    manual.setdefault("security", security)
-    for status, description in responses.items():
-        manual.setdefault("responses", {}).setdefault(
-            status, {"description": description, "content": {"application/json": {"schema": ErrorSchema}}}
-        )
-    func._apidoc = apidoc
-
-
-def user_or_admin_required(func: F) -> F:
-    """A user Bearer token, or administrator credentials (masterkey / admin Bearer): admins see every file."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if identify() is None:
-            raise unauthorized("This route needs a user Bearer token or administrator credentials")
-        return func(*args, **kwargs)
-
-    _document(
-        wrapper,
-        [{"bearerAuth": []}, {"masterkey": []}],
-        {401: "Missing or invalid credentials"},
-    )
-    return wrapper  # type: ignore[return-value]
 
 
 def _limit_upload_size(func: F) -> F:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flask import Flask
+from flask import Flask, request
 from marshmallow import fields as ma
 from marshmallow import validate
 from sqlalchemy import event
@@ -14,6 +14,7 @@ from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
 from . import models  # noqa: F401  (the tables belong to the shared metadata)
+from .documents import end_read_only, read_only
 from .openapi import paths as openapi_paths
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, graphql_blp, schemas_blp
@@ -36,12 +37,21 @@ def _sqlite_functions(dbapi_connection: Any, _record: Any) -> None:
                                      deterministic=True)
 
 
+def _reads_without_transaction() -> None:
+    # Before the host's own checks (module active, cache generations), so they read on it too.
+    if request.method == "GET" and request.blueprint in (documents_blp.name, endpoints_blp.name):
+        read_only()
+
+
 def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
+    app.before_request(_reads_without_transaction)
     engine = app.extensions["trellis"].engine
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_functions)
         engine.dispose()  # connections opened before this listener existed lack the function
+    else:
+        event.listen(engine, "checkin", end_read_only)
 
 
 module = Module(

@@ -60,6 +60,7 @@ class CompiledSchema:
     storage: dict[str, Any] = field(default_factory=dict)
     raw_fields: dict[str, Any] | None = None  # an owned descriptor's fields as declared
     unique_indexes: dict[str, str] = field(default_factory=dict)  # index or column name → field
+    statements: dict[str, Any] = field(default_factory=dict)  # prepared Core statements, per snapshot
 
     @property
     def owned(self) -> bool:

@@ -73,3 +73,20 @@ def test_cache_is_not_reread_within_the_check_interval(app_config, greeter_app, 
     assert slow_client.get("/greeter/hello").get_json() == {"message": "hello"}
     slow.extensions["trellis"].generations.check_seconds = 0
     assert slow_client.get("/greeter/hello").get_json() == {"message": "salut"}
+
+
+def test_config_schema_is_served_as_json_schema(greeter_client, admin_headers):
+    response = greeter_client.get("/config/greeter/schema", headers=admin_headers)
+    assert response.status_code == 200
+    schema = response.get_json()
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert schema["properties"]["repeat"] == {"type": "integer", "default": 1, "minimum": 1, "maximum": 5}
+    assert schema["properties"]["active"]["type"] == "boolean"
+    assert greeter_client.get("/config/nope/schema", headers=admin_headers).status_code == 404
+    assert greeter_client.get("/config/greeter/schema").status_code == 401
+
+
+def test_modules_are_listed_with_their_active_flag(greeter_client, admin_headers):
+    greeter_client.put("/config/greeter", json={"active": False}, headers=admin_headers)
+    body = greeter_client.get("/config", headers=admin_headers).get_json()
+    assert body == {"modules": [{"name": "greeter", "requires": [], "description": "", "active": False}], "count": 1}

@@ -42,6 +42,13 @@ class ConfigStore:
         schema_class = self._schemas[name] or ModuleConfigSchema
         return schema_class()
 
+    def json_schema(self, name: str) -> dict[str, Any]:
+        """The module's config schema as JSON Schema (nested schemas inlined), for forms and docs."""
+        from apispec.ext.marshmallow import OpenAPIConverter
+
+        converter = OpenAPIConverter(openapi_version="3.0.3", schema_name_resolver=lambda _schema: None, spec=None)
+        return converter.schema2jsonschema(self.schema(name))
+
     def defaults(self, name: str) -> dict[str, Any]:
         return self.schema(name).load({})
 

@@ -36,6 +36,18 @@ class ModuleConfigurationSchema(FreeFormSchema):
     """A module configuration: free-form here, validated by the module's own schema."""
 
 
+class ModuleInfoSchema(Schema):
+    name = fields.String(required=True)
+    requires = fields.List(fields.String(), required=True)
+    description = fields.String()
+    active = fields.Boolean(required=True)
+
+
+class ModulesSchema(Schema):
+    modules = fields.List(fields.Nested(ModuleInfoSchema), required=True)
+    count = fields.Integer(required=True)
+
+
 @blp.route("/login", methods=["POST"])
 @master_key_required
 @blp.arguments(LoginSchema)
@@ -58,6 +70,27 @@ def _configs():
 def get_config(moduleName: str):
     """A module's configuration (stored values merged with the defaults)."""
     return _configs().get(moduleName)
+
+
+@blp.route("/config/<string:moduleName>/schema", methods=["GET"])
+@admin_required
+@blp.response(200, ModuleConfigurationSchema)
+def get_config_schema(moduleName: str):
+    """JSON Schema of a module's configuration (what PUT accepts), e.g. to build a form."""
+    return _configs().json_schema(moduleName)
+
+
+@blp.route("/config", methods=["GET"])
+@admin_required
+@blp.response(200, ModulesSchema)
+def list_modules():
+    """The loaded modules, in start-up order, with their `active` flag."""
+    configs = _configs()
+    modules = [
+        {"name": m.name, "requires": list(m.requires), "description": m.description, "active": configs.is_active(m.name)}
+        for m in current_app.extensions["trellis"].modules
+    ]
+    return {"modules": modules, "count": len(modules)}
 
 
 @blp.route("/config/<string:moduleName>", methods=["PUT"])

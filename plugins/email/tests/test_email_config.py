@@ -1,4 +1,6 @@
 """GET/PUT /admin/email/config: the core ConfigStore behind it, the specification's PUT shape, validation."""
+import pytest
+
 MAILGUN_KEY = "key-config-test"
 
 
@@ -73,3 +75,11 @@ def test_invalid_values_and_unknown_fields_are_400(client, admin_headers):
         assert response.status_code == 400, body
         assert response.get_json()["name"] == "INVALID_ARGUMENTS"
         assert field in response.get_json()["errors"], (body, response.get_json())
+
+
+def test_templates_are_listed_as_an_owned_schema(app, client, admin_headers):
+    """The Database module's schema list shows EmailTemplate with ownerModule email (when it is loaded)."""
+    if app.extensions["trellis"].module("database") is None:
+        pytest.skip("needs the database module")
+    schemas = client.get("/database/schemas?owner=email", headers=admin_headers).get_json()["schemas"]
+    assert [(s["name"], s["ownerModule"]) for s in schemas] == [("EmailTemplate", "email")]

@@ -1,15 +1,29 @@
 """The Email module's declaration (entry point ``trellis.modules: email``)."""
 from pathlib import Path
 
-from trellis import Module
+from trellis import Module, OwnedSchema
 
 from .config import EmailConfigSchema
 from .routes import blp
+
+# Listed by the Database module's schema list with ownerModule "email" (the data lives in email_templates).
+TEMPLATE_SCHEMA = OwnedSchema(
+    name="EmailTemplate",
+    fields={
+        "name": {"type": "String", "required": True, "unique": True},
+        "subject": {"type": "String", "required": True},
+        "body": {"type": "String", "required": True},
+        "variables": ["String"],
+        "externalId": {"type": "String"},
+    },
+    owner_module="email",
+)
 
 module = Module(
     name="email",
     blueprints=(blp,),
     config_schema=EmailConfigSchema,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    owned_schemas=(TEMPLATE_SCHEMA,),
     description="Sends raw and template e-mail through an outbox, SMTP, Mailgun or SendGrid",
 )

@@ -137,3 +137,11 @@ def test_a_user_token_is_not_enough_for_admin_routes(app, request, client, conta
     assert client.get(f"/admin/forms/{contact['_id']}/submissions", headers=headers).status_code == 403
     # The public route ignores who is calling.
     assert client.post(f"/forms/submit/{contact['_id']}", json=valid_submission, headers=headers).status_code == 201
+
+
+def test_forms_are_listed_as_owned_schemas(app, client, admin_headers):
+    """The Database module's schema list shows Form and FormSubmission with ownerModule forms (when loaded)."""
+    if app.extensions["trellis"].module("database") is None:
+        pytest.skip("needs the database module")
+    schemas = client.get("/database/schemas?owner=forms", headers=admin_headers).get_json()["schemas"]
+    assert [(s["name"], s["ownerModule"]) for s in schemas] == [("Form", "forms"), ("FormSubmission", "forms")]

@@ -1,15 +1,38 @@
 """Trellis Forms module: admin-defined forms, public submissions, forwarding by e-mail."""
 from pathlib import Path
 
-from trellis import Module
+from trellis import Module, OwnedSchema
 
 from .config import FormsConfigSchema
 from .routes import blp
+
+# Listed by the Database module's schema list with ownerModule "forms" (the data lives in forms tables).
+FORM_SCHEMA = OwnedSchema(
+    name="Form",
+    fields={
+        "name": {"type": "String", "required": True, "unique": True},
+        "fields": {"type": "JSON", "required": True},
+        "enabled": {"type": "Boolean", "default": True},
+        "forwardTo": {"type": "String"},
+    },
+    owner_module="forms",
+)
+SUBMISSION_SCHEMA = OwnedSchema(
+    name="FormSubmission",
+    fields={
+        "form": {"type": "Relation", "model": "Form", "required": True},
+        "data": {"type": "JSON", "required": True},
+        "forwardStatus": {"type": "String"},
+        "forwardError": {"type": "String"},
+    },
+    owner_module="forms",
+)
 
 module = Module(
     name="forms",
     blueprints=(blp,),
     config_schema=FormsConfigSchema,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    owned_schemas=(FORM_SCHEMA, SUBMISSION_SCHEMA),
     description="Admin-defined forms that accept validated public submissions, forwarded by e-mail when Email is active",
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -371,3 +372,21 @@ def use_mailgun(configure_email, provider_api) -> ProviderAPI:
 def use_sendgrid(configure_email, provider_api) -> ProviderAPI:
     configure_email(provider="sendgrid", sendgrid={"apiKey": SENDGRID_KEY, "baseUrl": provider_api.sendgrid_url})
     return provider_api
+
+
+@dataclass
+class PrivateCA:
+    ca_file: str  # PEM of the CA, for SSL_CERT_FILE
+    server_context: ssl.SSLContext  # a server context with a certificate for 127.0.0.1 signed by it
+
+
+@pytest.fixture()
+def private_ca(tmp_path) -> PrivateCA:
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    return PrivateCA(str(ca_file), context)

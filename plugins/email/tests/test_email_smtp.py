@@ -3,7 +3,6 @@ import socket
 import ssl
 
 import pytest
-import trustme
 from aiosmtpd.smtp import AuthResult
 
 USER, PASSWORD = "mailer", "s3cret-smtp-password"
@@ -17,21 +16,16 @@ def last_record(client, headers):
     return client.get("/admin/email/outbox?limit=1", headers=headers).get_json()["messages"][0]
 
 
-@pytest.fixture()
-def tls(tmp_path, monkeypatch):
-    """A private CA the client trusts (through SSL_CERT_FILE) and a server context with a cert for 127.0.0.1."""
-    ca = trustme.CA()
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(server_context)
-    ca_file = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
-    return server_context
-
-
 def _authenticator(server, session, envelope, mechanism, auth_data):
     ok = (auth_data.login, auth_data.password) == (USER.encode(), PASSWORD.encode())
     return AuthResult(success=ok, handled=False)  # handled=False: aiosmtpd answers 535 itself
+
+
+@pytest.fixture()
+def tls(private_ca, monkeypatch):
+    """The client (this process) trusts the private CA through SSL_CERT_FILE; the server context."""
+    monkeypatch.setenv("SSL_CERT_FILE", private_ca.ca_file)
+    return private_ca.server_context
 
 
 def test_plain_smtp_delivers_a_proper_mime_message(client, admin_headers, configure_email, smtp_server):

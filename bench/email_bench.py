@@ -92,8 +92,11 @@ the server (load average before writing: {load[0]:.1f}, {load[1]:.1f}, {load[2]:
 
 - A send commits its record twice (pending before the provider is called, then the outcome), so a
   failed delivery is never lost; with a real provider its round trip adds to these figures.
-- A template send parses and renders subject and body in Jinja's sandbox on every call.
+- A template send also reads the template and renders subject and body in Jinja's sandbox (compiled
+  templates are cached by their text).
 - A forwarded submission is a submission plus a send: three commits in one request.
+- Every write commits (fsync) on PostgreSQL; on this shared, loaded machine the figures move by a factor
+  of two or more between runs, so read them as orders of magnitude.
 """
 
 

@@ -16,7 +16,7 @@ from trellis.module_config import get as get_config
 
 from .addresses import Address, parse_recipient, parse_sender
 from .models import EmailMessage, EmailTemplate
-from .providers import Outgoing, Provider, ProviderFailure, TemplatesUnsupported, for_config
+from .providers import Outgoing, Provider, ProviderFailure, RemoteTemplate, TemplatesUnsupported, for_config
 from .rendering import placeholders, render
 
 log = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ def sync_templates() -> dict[str, Any]:
     return report
 
 
-def _apply_remote(provider: str, remote: Any) -> tuple[str, Any]:
+def _apply_remote(provider: str, remote: RemoteTemplate) -> tuple[str, Any]:
     name = remote.name[:200]
     if remote.body is None:
         return "skipped", {"name": name, "reason": "The provider holds no active content for it."}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
 import sqlalchemy as sa
@@ -27,10 +27,16 @@ from .registry import CompiledSchema, Snapshot
 
 SERVER_FIELDS = frozenset({"_id", "createdAt", "updatedAt", "__v"})
 MAX_MANY = 1000
+MAX_CACHED_SHAPES = 256
 
 
 def dialect() -> str:
     return db.session.get_bind().dialect.name
+
+
+def run(statement: Any, parameters: Any = None) -> Any:
+    """Execute a Core statement on the session's connection (its transaction), skipping the ORM layer."""
+    return db.session.connection().execute(statement, parameters)
 
 
 def columns(table: sa.Table) -> tuple[sa.Column, ...]:
@@ -53,6 +59,11 @@ def to_document(schema: CompiledSchema, row: Any) -> dict[str, Any]:
 def _stamp(value: datetime | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
+    if value.utcoffset():  # the driver may answer in the server's time zone
+        value = value.astimezone(timezone.utc)
+    if value.tzinfo is None or 1 <= value.year <= 9999:
+        # isoformat is C code: the same fixed-width text as format_datetime, several times faster.
+        return value.isoformat(timespec="microseconds")[:26] + "Z"
     return format_datetime(value)
 
 
@@ -115,7 +126,7 @@ def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[
         found: set[str] = set()
         if target is not None and ids:
             table = target.table
-            found = set(db.session.execute(sa.select(table.c.id).where(table.c.id.in_(list(ids)))).scalars())
+            found = set(run(sa.select(table.c.id).where(table.c.id.in_(list(ids)))).scalars())
         missing[model] = ids - found
     errors: dict[str, list[str]] = {}
     for index, doc in enumerate(docs):
@@ -174,7 +185,7 @@ def end_read_only(dbapi_connection: Any, _record: Any) -> None:
 
 
 def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
-    row = db.session.execute(_by_id(schema), {"doc_id": doc_id}).first()
+    row = run(_by_id(schema), {"doc_id": doc_id}).first()
     if row is None:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
     return to_document(schema, row)
@@ -190,24 +201,36 @@ def _by_id(schema: CompiledSchema) -> sa.Select:
 
 def find(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
          count: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit."""
+    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit.
+
+    The statements are built once per query *shape* (fields, operators, sort) and cached on the
+    compiled schema; each request only binds its values.
+    """
     compiler = Compiler(schema, dialect())
-    condition = compiler.where(where)
-    table = schema.table
-    stmt = sa.select(*columns(table))
-    if condition is not None:
-        stmt = stmt.where(condition)
-    order = compiler.order_by(sort)
-    rows = db.session.execute(stmt.order_by(*order).offset(skip).limit(limit)).all()
+    shape, values = compiler.prepare(where)
+    key = ("find", shape, sort or "")
+    statements = schema.statements.get(key)
+    if statements is None:
+        condition = compiler.build(shape)
+        order = compiler.order_by(sort)
+        table = schema.table
+        page = sa.select(*columns(table))
+        total = sa.select(sa.func.count()).select_from(table)
+        if condition is not None:
+            page, total = page.where(condition), total.where(condition)
+        page = page.order_by(*order).offset(sa.bindparam("skip")).limit(sa.bindparam("limit"))
+        if len(schema.statements) >= MAX_CACHED_SHAPES:  # clients choose shapes: keep the cache bounded
+            schema.statements.clear()
+        statements = schema.statements[key] = (page, total)
+    page, total_stmt = statements
+    params = {f"p{index}": value for index, value in enumerate(values)}
+    rows = run(page, {**params, "skip": skip, "limit": limit}).all()
     if not count:
         total = len(rows)
     elif len(rows) < limit and (rows or skip == 0):
         total = skip + len(rows)  # a short page tells the total without counting
     else:
-        total_stmt = sa.select(sa.func.count()).select_from(table)
-        if condition is not None:
-            total_stmt = total_stmt.where(condition)
-        total = db.session.execute(total_stmt).scalar_one()
+        total = run(total_stmt, params).scalar_one()
     return [to_document(schema, row) for row in rows], total
 
 
@@ -230,7 +253,7 @@ def populate(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, An
         if not ids:
             continue
         table = target.table
-        rows = db.session.execute(sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))).all()
+        rows = run(sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))).all()
         found = {row[0]: to_document(target, row) for row in rows}
         if subtree:
             populate(snapshot, target, list(found.values()), subtree, identity)
@@ -266,7 +289,7 @@ def insert(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     now = utcnow()
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
     try:
-        db.session.execute(sa.insert(schema.table), rows)
+        run(sa.insert(schema.table), rows)
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     return [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
@@ -327,7 +350,7 @@ def _update(schema: CompiledSchema, doc_id: str, data: Any) -> dict[str, Any]:
         .returning(*columns(table))
     )
     try:
-        row = db.session.execute(stmt).first()
+        row = run(stmt).first()
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     if row is None:
@@ -337,7 +360,7 @@ def _update(schema: CompiledSchema, doc_id: str, data: Any) -> dict[str, Any]:
 
 def delete(schema: CompiledSchema, doc_id: str) -> None:
     table = schema.table
-    result = db.session.execute(sa.delete(table).where(table.c.id == doc_id))
+    result = run(sa.delete(table).where(table.c.id == doc_id))
     if result.rowcount == 0:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
 

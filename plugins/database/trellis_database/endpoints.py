@@ -462,7 +462,7 @@ def run(snap: Snapshot, endpoint: CompiledEndpoint, call: Call, args: Any) -> tu
         stmt = sa.delete(schema.table)
         if condition is not None:
             stmt = stmt.where(condition)
-        count = db.session.execute(stmt).rowcount
+        count = documents.run(stmt).rowcount
         db.session.commit()
         return {"deleted": True, "count": count}, 200
     docs = _update_many(snap, schema, where, endpoint, call)
@@ -533,7 +533,7 @@ def _update_many(snap: Snapshot, schema: CompiledSchema, where: Any, endpoint: C
     stmt = sa.select(table.c.id, table.c.data).order_by(table.c.id).limit(MAX_AFFECTED + 1).with_for_update()
     if condition is not None:
         stmt = stmt.where(condition)
-    rows = db.session.execute(stmt).all()
+    rows = documents.run(stmt).all()
     if len(rows) > MAX_AFFECTED:
         raise bad_request(f"The query matches more than {MAX_AFFECTED} documents; narrow it")
     updates = []
@@ -549,7 +549,7 @@ def _update_many(snap: Snapshot, schema: CompiledSchema, where: Any, endpoint: C
             stmt = (sa.update(table).where(table.c.id == doc_id)
                     .values(data=values, updated_at=now, version=table.c.version + 1)
                     .returning(*documents.columns(table)))
-            out.append(documents.to_document(schema, db.session.execute(stmt).one()))
+            out.append(documents.to_document(schema, documents.run(stmt).one()))
     except IntegrityError as exc:
         raise documents.unique_conflict(schema, exc) from None
     return out

@@ -14,7 +14,6 @@ Semantics (the same on SQLite and PostgreSQL):
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -142,91 +141,128 @@ class Compiler:
             return parse_datetime(value)
         return value
 
-    # conditions
+    # conditions: prepare (validate, coerce) → a shape and the values; build the SQL of a shape.
+    # The SQL depends only on the shape, so statements are cached per shape and values are bound.
 
-    def where(self, node: Any) -> sa.ColumnElement | None:
-        if node is None:
-            return None
+    def prepare(self, node: Any) -> tuple[Any, list[Any]]:
+        """``(shape, values)`` of a condition tree; raises 400 for unknown fields, operators, bad values."""
         if isinstance(node, list):
             node = Group("and", tuple(node))
-        if isinstance(node, Group) and not node.items:
+        if node is None or (isinstance(node, Group) and not node.items):
+            return None, []
+        values: list[Any] = []
+        return self._prepare(node, values), values
+
+    def where(self, node: Any) -> sa.ColumnElement | None:
+        """The condition with its values bound in place (for one-off statements)."""
+        shape, values = self.prepare(node)
+        return self.build(shape, values)
+
+    def build(self, shape: Any, values: list[Any] | None = None) -> sa.ColumnElement | None:
+        """SQL of ``shape``; parameters are named ``p0``, ``p1``… in the order of ``prepare``'s values."""
+        if shape is None:
             return None
-        return self._node(node)
+        return self._build(shape, iter(range(1 << 30)), values)
 
-    def _node(self, node: Any) -> sa.ColumnElement:
+    def _prepare(self, node: Any, values: list[Any]) -> Any:
         if isinstance(node, Group):
-            parts = [self._node(item) for item in node.items]
-            if not parts:
-                return sa.true() if node.kind == "and" else sa.false()
-            return sa.and_(*parts) if node.kind == "and" else sa.or_(*parts)
-        return self.condition(node)
-
-    def condition(self, cond: Condition) -> sa.ColumnElement:
+            return ("group", node.kind, tuple(self._prepare(item, values) for item in node.items))
+        cond = node
         key = cond.field if cond.op == "eq" else f"{cond.field}[${cond.op}]"
+        if cond.op not in OPERATORS:
+            raise query_error(f"Unknown operator {cond.op}", key)
         field, column = self.field(cond.field, key)
         if cond.op == "exists":
             wanted = self.value(Field(name="exists", type="Boolean"), cond.value, key)
-            present = self._present(field, column)
-            return present if wanted else sa.not_(present)
+            return ("cond", field.name, "exists", bool(wanted))
         if field.array:
-            return self._array_condition(field, cond, key)
+            element = Field(name=field.name, type=field.type)
+            if field.type == "JSON" or cond.op in COMPARISONS:
+                raise query_error(f"{cond.field} is an array: use equality, $contains, $in, $nin, $ne or $exists", key)
+            items = split_list(cond.value) if cond.op in ("in", "nin") else [cond.value]
+            coerced = [self.value(element, item, key) for item in items]
+            if self.pg:
+                values.extend([item] for item in coerced)  # each one a JSON array for @>
+            elif coerced:
+                values.append(coerced)
+            return ("array", field.name, cond.op, len(coerced))
         if field.type == "JSON" or column is None:
             raise query_error(f"{cond.field} ({field.type}) can only be filtered with $exists", key)
         if cond.op in ("in", "nin"):
-            values = [self.value(field, item, key) for item in split_list(cond.value)]
-            if cond.op == "in":
-                return column.in_(values) if values else sa.false()
-            return sa.or_(column.is_(None), column.not_in(values)) if values else sa.true()
-        if cond.op == "contains":
-            if field.type not in ("String", "ObjectId", "Relation"):
-                raise query_error(f"$contains needs a text or array field; {cond.field} is {field.type}", key)
-            text = self.value(field, cond.value, key)
-            return self._contains_text(column, text)
-        value = self.value(field, cond.value, key)
-        if cond.op == "eq":
-            return column == value
-        if cond.op == "ne":
-            return sa.or_(column.is_(None), column != value)
-        if field.type == "Boolean":
+            coerced = [self.value(field, item, key) for item in split_list(cond.value)]
+            if coerced:
+                values.append(coerced)
+            return ("cond", field.name, cond.op, bool(coerced))
+        if cond.op == "contains" and field.type not in ("String", "ObjectId", "Relation"):
+            raise query_error(f"$contains needs a text or array field; {cond.field} is {field.type}", key)
+        if cond.op in COMPARISONS and field.type == "Boolean":
             raise query_error(f"{cond.field} is Boolean: only equality, $in, $nin and $exists apply", key)
-        return {"lt": column < value, "lte": column <= value, "gt": column > value, "gte": column >= value}[cond.op]
+        values.append(self.value(field, cond.value, key))
+        return ("cond", field.name, cond.op, None)
 
-    def _present(self, field: Field, column: sa.ColumnElement | None) -> sa.ColumnElement:
+    def _param(self, names: Any, values: list[Any] | None, type_: Any = None, expanding: bool = False) -> Any:
+        name = f"p{next(names)}"
+        if values is None:
+            return sa.bindparam(name, type_=type_, expanding=expanding)
+        return sa.bindparam(name, values[int(name[1:])], type_=type_, expanding=expanding)
+
+    def _build(self, shape: Any, names: Any, values: list[Any] | None) -> sa.ColumnElement:
+        kind = shape[0]
+        if kind == "group":
+            parts = [self._build(child, names, values) for child in shape[2]]
+            if not parts:
+                return sa.true() if shape[1] == "and" else sa.false()
+            return sa.and_(*parts) if shape[1] == "and" else sa.or_(*parts)
+        _, name, op, variant = shape
+        field, column = self.field(name)
+        if op == "exists":
+            present = self._present(field)
+            return present if variant else sa.not_(present)
+        if kind == "array":
+            has = self._array_has(field, variant, names, values)
+            return has if op in ("eq", "contains", "in") else sa.not_(has)
+        if op in ("in", "nin"):
+            if not variant:
+                return sa.false() if op == "in" else sa.true()
+            param = self._param(names, values, column.type, expanding=True)
+            return column.in_(param) if op == "in" else sa.or_(column.is_(None), column.not_in(param))
+        param = self._param(names, values, column.type)
+        if op == "contains":
+            return self._contains_text(column, param)
+        if op == "eq":
+            return column == param
+        if op == "ne":
+            return sa.or_(column.is_(None), column != param)
+        return {"lt": column < param, "lte": column <= param, "gt": column > param, "gte": column >= param}[op]
+
+    def _present(self, field: Field) -> sa.ColumnElement:
         if field.name in SPECIAL_FIELDS:
             return sa.true()
         if self.pg:
-            return sa.type_coerce(self.table.c.data, JSONB).has_key(field.name)
-        return sa.func.json_type(self.table.c.data, f"$.{field.name}").is_not(None)
+            return sa.type_coerce(self.table.c.data, JSONB).has_key(sa.literal_column(f"'{field.name}'"))
+        return sa.func.json_type(self.table.c.data, sa.literal_column(f"'$.{field.name}'")).is_not(None)
 
-    def _contains_text(self, column: sa.ColumnElement, text: str) -> sa.ColumnElement:
+    def _contains_text(self, column: sa.ColumnElement, text: Any) -> sa.ColumnElement:
         if self.pg:
             # The column sorts as "C"; case folding needs the database's own (Unicode-aware) collation.
             return sa.func.strpos(sa.func.lower(sa.collate(column, "default")), sa.func.lower(text)) > 0
         # SQLite's lower() folds ASCII only; trellis_lower is Python's str.lower (registered per connection).
         return sa.func.instr(sa.func.trellis_lower(column), sa.func.trellis_lower(text)) > 0
 
-    def _array_condition(self, field: Field, cond: Condition, key: str) -> sa.ColumnElement:
-        element = Field(name=field.name, type=field.type)
-        if field.type == "JSON" or cond.op in COMPARISONS:
-            raise query_error(f"{cond.field} is an array: use equality, $contains, $in, $nin, $ne or $exists", key)
-        if cond.op in ("in", "nin"):
-            values = [self.value(element, item, key) for item in split_list(cond.value)]
-            has_any = self._array_has(field, values) if values else sa.false()
-            return has_any if cond.op == "in" else sa.not_(has_any)
-        value = self.value(element, cond.value, key)
-        has = self._array_has(field, [value])
-        return has if cond.op in ("eq", "contains") else sa.not_(has)
-
-    def _array_has(self, field: Field, values: list[Any]) -> sa.ColumnElement:
-        """True when the array holds one of ``values``; never NULL (so NOT works on missing arrays)."""
+    def _array_has(self, field: Field, count: int, names: Any, values: list[Any] | None) -> sa.ColumnElement:
+        """True when the array holds one of the values; never NULL (so NOT works on missing arrays)."""
+        if count == 0:
+            return sa.false()
+        path = sa.literal_column(f"'{field.name}'") if self.pg else sa.literal_column(f"'$.{field.name}'")
         if self.pg:
-            node = sa.type_coerce(self.table.c.data, JSONB)[field.name]
-            tests = [sa.func.coalesce(node.contains([value]), sa.false()) for value in values]
-            return tests[0] if len(tests) == 1 else sa.or_(*tests)
-        items = sa.func.json_each(self.table.c.data, f"$.{field.name}").table_valued("value", "type")
-        match = items.c.value == values[0] if len(values) == 1 else items.c.value.in_(values)
+            node = sa.type_coerce(self.table.c.data, JSONB)[path]
+            tests = [sa.func.coalesce(node.contains(self._param(names, values, JSONB)), sa.false())
+                     for _ in range(count)]
+            return tests[0] if count == 1 else sa.or_(*tests)
+        items = sa.func.json_each(self.table.c.data, path).table_valued("value", "type")
+        match = items.c.value.in_(self._param(names, values, expanding=True))
         # json_each on a non-array walks the scalar itself; only real arrays count.
-        is_array = sa.func.json_type(self.table.c.data, f"$.{field.name}") == "array"
+        is_array = sa.func.json_type(self.table.c.data, path) == "array"
         return sa.and_(is_array, sa.exists(sa.select(sa.literal(1)).select_from(items).where(match)))
 
     # sorting
@@ -290,7 +326,3 @@ def parse_populate(snapshot: Any, schema: CompiledSchema, spec: str | Iterable[s
             node = node.setdefault(part, {})
             current = target
     return tree
-
-
-def json_param(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))

@@ -194,8 +194,8 @@ def _document_access(operation: str):
 @documents_blp.route("/database/<string:schemaName>", methods=["GET"])
 @_retry_stale
 @_document_access("read")
-@documents_blp.arguments(DocumentListArgs, location="query")
-@documents_blp.response(200, DocumentListSchema)
+@documents_blp.arguments(DocumentListArgs(), location="query")
+@documents_blp.response(200, DocumentListSchema())
 def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any):
     """Documents, with ``skip``, ``limit``, ``sort``, ``select``, ``populate`` and field filters:
     ``field=v``, ``field[$ne|$lt|$lte|$gt|$gte]=v``, ``field[$in|$nin]=a,b``, ``field[$contains]=text``,
@@ -214,8 +214,8 @@ def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any
 @documents_blp.route("/database/<string:schemaName>", methods=["POST"])
 @_retry_stale
 @_document_access("create")
-@documents_blp.arguments(DocumentBodySchema)
-@documents_blp.response(201, DocumentSchema)
+@documents_blp.arguments(DocumentBodySchema())
+@documents_blp.response(201, DocumentSchema())
 def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
     """Create a document (``_id``, ``createdAt``, ``updatedAt``, ``__v`` are set by the server)."""
     require_json()
@@ -228,7 +228,7 @@ def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: An
 @documents_blp.route("/database/<string:schemaName>/many", methods=["POST"])
 @_retry_stale
 @_document_access("create")
-@documents_blp.arguments(ManyBodySchema)
+@documents_blp.arguments(ManyBodySchema())
 @documents_blp.response(201, ManyResultSchema)
 def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
     """Create up to 1000 documents in one transaction: all of them, or none (errors name ``docs.<i>``)."""
@@ -241,7 +241,7 @@ def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
 @documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["GET"])
 @_retry_stale
 @_document_access("read")
-@documents_blp.response(200, DocumentSchema)
+@documents_blp.response(200, DocumentSchema())
 def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
     """One document; ``populate`` and ``select`` work as on the list."""
     doc = documents.get(schema, docId)
@@ -260,8 +260,8 @@ def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
 @documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["PUT"])
 @_retry_stale
 @_document_access("update")
-@documents_blp.arguments(DocumentBodySchema)
-@documents_blp.response(200, DocumentSchema)
+@documents_blp.arguments(DocumentBodySchema())
+@documents_blp.response(200, DocumentSchema())
 def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any):
     """Replace a document: fields left out are removed (defaults apply, required fields are needed)."""
     require_json()
@@ -273,8 +273,8 @@ def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: An
 @documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["PATCH"])
 @_retry_stale
 @_document_access("update")
-@documents_blp.arguments(DocumentBodySchema)
-@documents_blp.response(200, DocumentSchema)
+@documents_blp.arguments(DocumentBodySchema())
+@documents_blp.response(200, DocumentSchema())
 def patch_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any):
     """Change some fields of a document; ``null`` removes an optional field."""
     require_json()
@@ -385,7 +385,7 @@ def call_endpoint(endpointName: str, params: str):
 
 
 @graphql_blp.route("/graphql", methods=["POST"])
-@graphql_blp.arguments(GraphQLRequestSchema)
+@graphql_blp.arguments(GraphQLRequestSchema())
 @graphql_blp.response(200, GraphQLResponseSchema)
 def graphql(body: dict[str, Any]):
     """GraphQL over the CMS-enabled schemas: a query field per schema (``where``, ``skip``, ``limit``,

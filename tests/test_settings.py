@@ -46,3 +46,15 @@ def test_production_refuses_to_generate_secrets(tmp_path, monkeypatch):
     with pytest.raises(SettingsError, match="TRELLIS_MASTER_KEY, TRELLIS_SECRET_KEY"):
         make(tmp_path)
     assert not (tmp_path / "instance").exists()
+
+
+def test_proxy_count_trusts_forwarded_client_addresses(app_config, db):
+    from flask import request
+
+    from trellis import create_app
+
+    for proxies, expected in ((0, "127.0.0.1"), (1, "203.0.113.9")):
+        app = create_app({**app_config, "PROXY_COUNT": proxies}, modules=[])
+        app.add_url_rule("/ip", "ip", lambda: {"ip": request.remote_addr})
+        seen = app.test_client().get("/ip", headers={"X-Forwarded-For": "203.0.113.9"}).get_json()
+        assert seen == {"ip": expected}

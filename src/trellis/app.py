@@ -15,6 +15,7 @@ from flask_jwt_extended import JWTManager
 from flask_limiter import Limiter
 from flask_socketio import SocketIO
 from sqlalchemy.engine import Engine
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import db, errors, routes
 from .cache import Generations
@@ -66,6 +67,9 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     app = Flask("trellis", instance_path=str(instance_path()))
     load_settings(app, config)
     _configure_logging(app)
+    proxies = int(app.config["PROXY_COUNT"])
+    if proxies:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)  # type: ignore[method-assign]
     allow = app.config.get("MODULES")
     # An explicit module list (tests of the loader) is taken as given; discovery honours the allow-list.
     loaded = resolve(modules) if modules is not None else load_modules(allow or "")

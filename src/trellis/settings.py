@@ -33,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
     "CORS_ORIGINS": "*",
     "LOG_LEVEL": "INFO",
+    # Reverse proxies in front of the app whose X-Forwarded-* headers are trusted (client IP for rate limits).
+    "PROXY_COUNT": 0,
     # argon2 cost profile: "default" (RFC 9106 low memory) or "test" (cheapest; refused in production)
     "PASSWORD_PROFILE": "default",
 }

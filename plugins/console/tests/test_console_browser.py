@@ -3,6 +3,7 @@
 One browser for the module; each test gets its own live server (a new origin, so a new sessionStorage).
 Every test fails on an uncaught script error or a Content-Security-Policy violation in the page.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,9 @@ class Console:
             self.problems.append(f"CSP: {message.text}")
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = requests.request(method, self.url + path, headers={"masterkey": TEST_MASTER_KEY}, timeout=10, **kwargs)
+        response = requests.request(
+            method, self.url + path, headers={"masterkey": TEST_MASTER_KEY}, timeout=10, **kwargs
+        )
         assert response.status_code < 400, response.text
         return response.json()
 
@@ -212,8 +215,16 @@ def test_every_page_shows_its_records(console: Console) -> None:
         "sms": ("#sms-outbox", "Your code is 123456"),
         "push": ("#push-outbox", "Hello"),
     }
-    modules = {"database": "database", "users": "authentication", "email": "email", "forms": "forms", "chat": "chat",
-               "storage": "storage", "sms": "sms", "push": "pushNotifications"}
+    modules = {
+        "database": "database",
+        "users": "authentication",
+        "email": "email",
+        "forms": "forms",
+        "chat": "chat",
+        "storage": "storage",
+        "sms": "sms",
+        "push": "pushNotifications",
+    }
     for name, (list_id, text) in expectations.items():
         if modules[name] not in loaded:
             continue
@@ -231,7 +242,8 @@ def test_every_page_shows_its_records(console: Console) -> None:
         upload.locator("select[name=owner] option", has_text="grace@example.com").wait_for(state="attached")
         upload.locator("select[name=owner]").select_option(label="grace@example.com")
         upload.locator("input[name=file]").set_input_files(
-            {"name": "minutes.txt", "mimeType": "text/plain", "buffer": b"meeting minutes\n"})
+            {"name": "minutes.txt", "mimeType": "text/plain", "buffer": b"meeting minutes\n"}
+        )
         upload.locator("button[type=submit]").click()
         page.locator("#files tbody tr", has_text="minutes.txt").wait_for()
         grace = console.api("GET", "/authentication/users?search=grace@example.com")["users"][0]

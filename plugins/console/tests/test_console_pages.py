@@ -1,4 +1,5 @@
 """The console's server side, in process: page shells, security headers, assets, hidden pages, upload."""
+
 from __future__ import annotations
 
 import io
@@ -66,7 +67,9 @@ def test_csp_forbids_inline_and_foreign_code():
 
 def test_navigation_lists_the_pages_of_loaded_modules(app, client):
     html = client.get("/console/modules").get_data(as_text=True)
-    links = {attrs["href"] for tag, attrs in tags_of(html) if tag == "a" and attrs.get("href", "").startswith("/console/")}
+    links = {
+        attrs["href"] for tag, attrs in tags_of(html) if tag == "a" and attrs.get("href", "").startswith("/console/")
+    }
     expected = {f"/console/{p.slug}" for p in PAGES if p.module is None or p.module in loaded(app)}
     assert links == expected
     assert 'href="/openapi.json"' in html and 'download="trellis-openapi.json"' in html
@@ -122,7 +125,6 @@ def test_an_inactive_console_is_offline(client, admin_headers):
 
 def test_pages_of_modules_that_are_not_loaded_are_hidden(app_config, db, admin_headers):
     from trellis import create_app
-
     from trellis_console import module
 
     # Another app on the same database with the console alone (think: TRELLIS_MODULES=console).
@@ -170,8 +172,12 @@ def test_upload_needs_admin_credentials(storage_loaded, client, make_user):
 def test_upload_refusals_name_the_field(storage_loaded, client, admin_headers, make_user):
     response = _upload(client, admin_headers, owner="no-such-user")
     assert response.status_code == 400 and "owner" in response.get_json()["errors"]
-    response = client.post("/console/storage/upload", data={"owner": make_user().id}, headers=admin_headers,
-                           content_type="multipart/form-data")
+    response = client.post(
+        "/console/storage/upload",
+        data={"owner": make_user().id},
+        headers=admin_headers,
+        content_type="multipart/form-data",
+    )
     assert response.status_code == 400 and "file" in response.get_json()["errors"]
     other = make_user()
     folder = client.post("/storage/folder", json={"name": "theirs"}, headers=other.headers).get_json()
@@ -182,6 +188,10 @@ def test_upload_refusals_name_the_field(storage_loaded, client, admin_headers, m
 def test_upload_follows_the_storage_limits(storage_loaded, client, admin_headers, make_user):
     assert client.put("/config/storage", json={"maxFileSize": 5}, headers=admin_headers).status_code == 200
     assert _upload(client, admin_headers, owner=make_user().id).status_code == 413
-    assert client.put("/config/storage", json={"maxFileSize": 10_000, "allowedTypes": ["image/*"]},
-                      headers=admin_headers).status_code == 200
+    assert (
+        client.put(
+            "/config/storage", json={"maxFileSize": 10_000, "allowedTypes": ["image/*"]}, headers=admin_headers
+        ).status_code
+        == 200
+    )
     assert _upload(client, admin_headers, owner=make_user().id).status_code == 415

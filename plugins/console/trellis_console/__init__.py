@@ -4,6 +4,7 @@ Server-rendered page shells (Jinja) plus a small vanilla JavaScript layer that c
 every other client, with the administrator's Bearer token. It requires no other module: pages of modules
 that are not loaded are not offered.
 """
+
 from __future__ import annotations
 
 from marshmallow import fields, validate
@@ -31,4 +32,4 @@ module = Module(
     description="The admin console: a web panel at /console over the REST API",
 )
 
-__all__ = ["module", "ConsoleConfig"]
+__all__ = ["ConsoleConfig", "module"]

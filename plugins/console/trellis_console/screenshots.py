@@ -6,6 +6,7 @@ Starts a real server (eventlet, as ``python wsgi.py``) on a temporary SQLite dat
 through the REST API (as any client would), signs in to the console in headless Chromium and saves one
 PNG per page. Needs the test extras (Playwright, requests) and Debian's chromium.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,50 +54,132 @@ def seed(client: Client) -> None:
         users = [client.user(email) for email in ("ada@example.com", "grace@example.com", "linus@example.com")]
         client.call("PUT", f"/authentication/users/{users[2][0]}/block")
     if "database" in loaded:
-        client.call("POST", "/admin/database/schemas", json={
-            "name": "Author", "fields": {"name": {"type": "String", "required": True}, "born": "Date"}})
-        client.call("POST", "/admin/database/schemas", json={"name": "Book", "fields": {
-            "title": {"type": "String", "required": True, "description": "as printed on the cover"},
-            "price": "Number", "tags": ["String"], "inStock": "Boolean",
-            "author": {"type": "Relation", "model": "Author"}}})
-        author = client.call("POST", "/database/Author", json={"name": "Ursula K. Le Guin", "born": "1929-10-21T00:00:00Z"})
-        for title, price, tags in (("The Dispossessed", 12.5, ["sf", "utopia"]), ("A Wizard of Earthsea", 9, ["fantasy"]),
-                                   ("The Left Hand of Darkness", 11, ["sf"])):
-            client.call("POST", "/database/Book", json={
-                "title": title, "price": price, "tags": tags, "inStock": price < 12, "author": author["_id"]})
-        client.call("POST", "/admin/database/customEndpoints", json={
-            "name": "cheapBooks", "operation": "GET", "selectedSchema": "Book",
-            "inputs": [{"name": "max", "type": "Number", "location": "query"}],
-            "query": {"AND": [{"schemaField": "price", "operation": "lte",
-                               "comparisonField": {"type": "Input", "value": "max"}}]}})
+        client.call(
+            "POST",
+            "/admin/database/schemas",
+            json={"name": "Author", "fields": {"name": {"type": "String", "required": True}, "born": "Date"}},
+        )
+        client.call(
+            "POST",
+            "/admin/database/schemas",
+            json={
+                "name": "Book",
+                "fields": {
+                    "title": {"type": "String", "required": True, "description": "as printed on the cover"},
+                    "price": "Number",
+                    "tags": ["String"],
+                    "inStock": "Boolean",
+                    "author": {"type": "Relation", "model": "Author"},
+                },
+            },
+        )
+        author = client.call(
+            "POST", "/database/Author", json={"name": "Ursula K. Le Guin", "born": "1929-10-21T00:00:00Z"}
+        )
+        for title, price, tags in (
+            ("The Dispossessed", 12.5, ["sf", "utopia"]),
+            ("A Wizard of Earthsea", 9, ["fantasy"]),
+            ("The Left Hand of Darkness", 11, ["sf"]),
+        ):
+            client.call(
+                "POST",
+                "/database/Book",
+                json={"title": title, "price": price, "tags": tags, "inStock": price < 12, "author": author["_id"]},
+            )
+        client.call(
+            "POST",
+            "/admin/database/customEndpoints",
+            json={
+                "name": "cheapBooks",
+                "operation": "GET",
+                "selectedSchema": "Book",
+                "inputs": [{"name": "max", "type": "Number", "location": "query"}],
+                "query": {
+                    "AND": [
+                        {
+                            "schemaField": "price",
+                            "operation": "lte",
+                            "comparisonField": {"type": "Input", "value": "max"},
+                        }
+                    ]
+                },
+            },
+        )
     if "email" in loaded:
-        client.call("POST", "/admin/email/templates", json={
-            "name": "welcome", "subject": "Welcome, {{name}}", "body": "<p>Hello {{name}}, welcome aboard.</p>"})
-        client.call("POST", "/email/send", json={"to": "ada@example.com", "templateName": "welcome",
-                                                 "variables": {"name": "Ada"}})
-        client.call("POST", "/email/send", json={"to": "grace@example.com", "subject": "Maintenance tonight",
-                                                 "body": "<p>We will be down from 22:00 to 23:00 UTC.</p>"})
+        client.call(
+            "POST",
+            "/admin/email/templates",
+            json={"name": "welcome", "subject": "Welcome, {{name}}", "body": "<p>Hello {{name}}, welcome aboard.</p>"},
+        )
+        client.call(
+            "POST",
+            "/email/send",
+            json={"to": "ada@example.com", "templateName": "welcome", "variables": {"name": "Ada"}},
+        )
+        client.call(
+            "POST",
+            "/email/send",
+            json={
+                "to": "grace@example.com",
+                "subject": "Maintenance tonight",
+                "body": "<p>We will be down from 22:00 to 23:00 UTC.</p>",
+            },
+        )
     if "forms" in loaded:
-        form = client.call("POST", "/admin/forms", json={"name": "Contact", "forwardTo": None, "fields": [
-            {"name": "email", "type": "email", "required": True}, {"name": "message", "type": "textarea"}]})
+        form = client.call(
+            "POST",
+            "/admin/forms",
+            json={
+                "name": "Contact",
+                "forwardTo": None,
+                "fields": [
+                    {"name": "email", "type": "email", "required": True},
+                    {"name": "message", "type": "textarea"},
+                ],
+            },
+        )
         for email, message in (("sam@example.org", "Do you ship to Norway?"), ("kim@example.org", "Love the app!")):
-            client.http.post(f"{client.url}/forms/submit/{form['_id']}", json={"email": email, "message": message},
-                             timeout=30).raise_for_status()
+            client.http.post(
+                f"{client.url}/forms/submit/{form['_id']}", json={"email": email, "message": message}, timeout=30
+            ).raise_for_status()
     if "chat" in loaded and len(users) >= 2:
-        room = client.call("POST", "/chat/rooms", token=users[0][1], json={"roomName": "Book club", "users": [users[1][0]]})
-        client.call("POST", f"/chat/rooms/{room['roomId']}/messages", token=users[0][1], json={"message": "Next up: Earthsea?"})
-        client.call("POST", f"/chat/rooms/{room['roomId']}/messages", token=users[1][1], json={"message": "Yes, please!"})
+        room = client.call(
+            "POST", "/chat/rooms", token=users[0][1], json={"roomName": "Book club", "users": [users[1][0]]}
+        )
+        client.call(
+            "POST", f"/chat/rooms/{room['roomId']}/messages", token=users[0][1], json={"message": "Next up: Earthsea?"}
+        )
+        client.call(
+            "POST", f"/chat/rooms/{room['roomId']}/messages", token=users[1][1], json={"message": "Yes, please!"}
+        )
     if "storage" in loaded and users:
         folder = client.call("POST", "/storage/folder", token=users[0][1], json={"name": "Reports", "isPublic": False})
-        client.call("POST", "/storage/upload", token=users[0][1], data={"folder": folder["_id"]},
-                    files={"file": ("q3-summary.txt", b"Quarterly summary\n" * 40, "text/plain")})
-        client.call("POST", "/storage/upload", token=users[1][1], data={"isPublic": "true"},
-                    files={"file": ("logo.png", _PNG, "image/png")})
+        client.call(
+            "POST",
+            "/storage/upload",
+            token=users[0][1],
+            data={"folder": folder["_id"]},
+            files={"file": ("q3-summary.txt", b"Quarterly summary\n" * 40, "text/plain")},
+        )
+        client.call(
+            "POST",
+            "/storage/upload",
+            token=users[1][1],
+            data={"isPublic": "true"},
+            files={"file": ("logo.png", _PNG, "image/png")},
+        )
     if "sms" in loaded:
         client.call("POST", "/sms/send", json={"to": "+14155552671", "message": "Your code is 123456"})
     if "pushNotifications" in loaded and users:
-        client.call("POST", "/pushNotifications/token", token=users[0][1], json={"token": "device-token-1", "platform": "android"})
-        client.call("POST", "/admin/pushNotifications/send", json={"userId": users[0][0], "title": "Hello", "body": "Welcome!"})
+        client.call(
+            "POST",
+            "/pushNotifications/token",
+            token=users[0][1],
+            json={"token": "device-token-1", "platform": "android"},
+        )
+        client.call(
+            "POST", "/admin/pushNotifications/send", json={"userId": users[0][0], "title": "Hello", "body": "Welcome!"}
+        )
 
 
 # A 1×1 PNG, so the storage page shows an image type.
@@ -126,21 +209,27 @@ def demo_server() -> Iterator[str]:
             HOST="127.0.0.1",
             PORT=str(port),
         )
-        init = ("from trellis import create_app; from trellis.migrate import upgrade; "
-                "from trellis.admins import ensure_first_admin; app = create_app(); upgrade(app); "
-                "app.app_context().push(); ensure_first_admin()")
-        subprocess.run([sys.executable, "-c", init], env={**env, "TRELLIS_ASYNC_MODE": "threading"}, check=True,
-                       stdout=subprocess.DEVNULL)
-        log = open(Path(folder) / "server.log", "wb")
-        server = subprocess.Popen([sys.executable, "-m", "trellis.testing.server"], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT)
-        try:
-            _wait(f"http://127.0.0.1:{port}", server, Path(folder) / "server.log")
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.terminate()
-            server.wait(10)
-            log.close()
+        init = (
+            "from trellis import create_app; from trellis.migrate import upgrade; "
+            "from trellis.admins import ensure_first_admin; app = create_app(); upgrade(app); "
+            "app.app_context().push(); ensure_first_admin()"
+        )
+        subprocess.run(
+            [sys.executable, "-c", init],
+            env={**env, "TRELLIS_ASYNC_MODE": "threading"},
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        with open(Path(folder) / "server.log", "wb") as log:
+            server = subprocess.Popen(
+                [sys.executable, "-m", "trellis.testing.server"], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+            try:
+                _wait(f"http://127.0.0.1:{port}", server, Path(folder) / "server.log")
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                server.terminate()
+                server.wait(10)
 
 
 def _wait(url: str, server: subprocess.Popen, log: Path) -> None:
@@ -188,8 +277,18 @@ def shoot(url: str, outdir: Path) -> list[Path]:
         card.locator(".field-error").wait_for()
         save("02-modules")
         steps = [
-            ("03-database", "database", "#schemas tbody tr", [("#schemas tr:has-text('Book') [data-do=documents]", "#documents tbody tr")]),
-            ("04-database-schema-editor", "database", "#schemas tbody tr", [("#schemas tr:has-text('Book') [data-do=editSchema]", "#field-rows tr")]),
+            (
+                "03-database",
+                "database",
+                "#schemas tbody tr",
+                [("#schemas tr:has-text('Book') [data-do=documents]", "#documents tbody tr")],
+            ),
+            (
+                "04-database-schema-editor",
+                "database",
+                "#schemas tbody tr",
+                [("#schemas tr:has-text('Book') [data-do=editSchema]", "#field-rows tr")],
+            ),
             ("05-users", "users", "#users tbody tr", []),
             ("06-email", "email", "#outbox tbody tr", []),
             ("07-forms", "forms", "#forms tbody tr", [("#forms [data-do=select]", "#submissions tbody tr")]),

@@ -5,6 +5,7 @@ with the administrator's Bearer token (kept in ``sessionStorage``, see README.md
 or writes a module's records, except :func:`storage_upload`, which exists because the Storage API has no
 administrator upload (see its docstring).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,17 +20,9 @@ from trellis.errors import APIError, bad_request, not_found
 MODULE = "console"
 
 # script-src 'self' and no 'unsafe-inline' anywhere: the only code that runs is /console/static/*.js.
-CSP = "; ".join(
-    (
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "connect-src 'self'",
-        "form-action 'self'",
-        "base-uri 'none'",
-        "frame-ancestors 'none'",
-    )
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
@@ -59,9 +52,7 @@ PAGES = (
     Page("push", "Push notifications", "pushNotifications"),
 )
 
-bp = Blueprint(
-    "console", __name__, url_prefix="/console", template_folder="templates", static_folder="static"
-)
+bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
 
 
 def _trellis() -> Any:
@@ -98,7 +89,11 @@ def page(name: str) -> str:
     config = _trellis().configs.get(MODULE)
     loaded = [m.name for m in _trellis().modules]
     return render_template(
-        f"console/{name}.html", page=name, title=current.title, pages=pages, page_size=config["pageSize"],
+        f"console/{name}.html",
+        page=name,
+        title=current.title,
+        pages=pages,
+        page_size=config["pageSize"],
         loaded=loaded,
     )
 

@@ -596,6 +596,7 @@ function safeNext(value) {
 }
 
 function startLogin() {
+  sessionStorage.removeItem(TOKEN_KEY); // the sign-in page ends any session of this tab
   const form = document.getElementById("login-form");
   ensureFeedback(form);
   form.noValidate = true;

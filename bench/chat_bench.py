@@ -113,7 +113,7 @@ async def connect_all(
 
 
 async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
-    figures: dict[str, Any] = {"rss_idle_mb": server.rss_mb()}
+    figures: dict[str, Any] = {"rss_idle_mb": server.rss_mb(), "load_before": os.getloadavg()[0]}
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         users = await make_users(http, server, clients)
@@ -146,6 +146,7 @@ async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
         server_cpu = cpu_seconds(server.process.pid) - server_cpu
         client_cpu = time.process_time() - client_cpu
         figures["rss_after_mb"] = server.rss_mb()
+        figures["load_after"] = os.getloadavg()[0]
         figures["rss_peak_mb"] = server.peak_rss_mb()
         deliveries = [ms for seq in range(messages) for ms in receiver.latencies[seq]]
         figures.update(
@@ -173,7 +174,8 @@ Command: `{command}`
 one room of one Trellis server process (eventlet, `python -m trellis.testing.server`, {database}, no
 Redis). One client sends {messages} messages on the socket, one at a time; each is stored, then emitted
 to the room. Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; the
-clients share the machine with the server.
+clients share the machine with the server. Load average (1 min) before / after the run:
+{figures['load_before']:.1f} / {figures['load_after']:.1f} (above ~2, other processes were competing for the cores).
 
 | figure | value |
 |---|---:|

@@ -32,8 +32,8 @@ FROM generate_series(1, %(n)s) i"""
 
 SETUP = {
     "per-table + generated columns": [
-        "CREATE TABLE gen (id varchar(32) PRIMARY KEY, data jsonb NOT NULL, "
-        f"f_price numeric GENERATED ALWAYS AS ({PRICE}) STORED)",
+        ("CREATE TABLE gen (id varchar(32) PRIMARY KEY, data jsonb NOT NULL, "
+        f"f_price numeric GENERATED ALWAYS AS ({PRICE}) STORED)"),
         f"INSERT INTO gen (id, data) {DOCS}",
         "CREATE INDEX gen_price ON gen (f_price NULLS FIRST, id)",
     ],

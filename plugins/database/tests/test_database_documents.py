@@ -72,6 +72,20 @@ def test_non_finite_numbers_are_refused(dbapi, books):
     assert response.status_code == 400
 
 
+def test_absurdly_nested_json_is_400(dbapi, books):
+    nested = '{"title": "x", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    for url in ("/database/Book", "/graphql"):
+        response = dbapi.client.post(url, data=nested, headers={**dbapi.admin, "Content-Type": "application/json"})
+        assert response.status_code == 400 and response.get_json()["name"] == "INVALID_ARGUMENTS"
+    response = dbapi.client.post("/database/Book", json={"title": "x", "extra": [[[[[[[[[[1]]]]]]]]]]}, headers=dbapi.admin)
+    assert response.status_code == 201
+    too_deep = {"title": "x", "extra": 1}
+    for _ in range(40):
+        too_deep["extra"] = [too_deep["extra"]]
+    response = dbapi.client.post("/database/Book", json=too_deep, headers=dbapi.admin)
+    assert response.status_code == 400 and "extra" in response.get_json()["errors"]
+
+
 def test_body_must_be_a_json_object(dbapi, books):
     assert dbapi.client.post("/database/Book", json=[1, 2], headers=dbapi.admin).status_code == 400
     response = dbapi.client.post("/database/Book", data="title=x", headers=dbapi.admin,

@@ -77,7 +77,7 @@ def test_nested_relations_in_one_query_per_level(dbapi, products, app):
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert "errors" not in body, body
-    apple, banana, cherry, dates, eclair = body["data"]["Product"]
+    apple, banana, cherry, dates, _eclair = body["data"]["Product"]
     assert apple["author"] == {"name": "Ann", "company": {"name": "Acme"}}
     assert banana["author"]["company"] == {"name": "Globex"}
     assert [c["name"] for c in cherry["coauthors"]] == ["Ann", "Bob"]

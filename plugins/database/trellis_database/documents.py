@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
-from typing import Any, Iterable
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
@@ -60,7 +61,7 @@ def _stamp(value: datetime | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
     if value.utcoffset():  # the driver may answer in the server's time zone
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
     if value.tzinfo is None or 1 <= value.year <= 9999:
         # isoformat is C code: the same fixed-width text as format_datetime, several times faster.
         return value.isoformat(timespec="microseconds")[:26] + "Z"

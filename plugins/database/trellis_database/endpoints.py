@@ -378,7 +378,7 @@ def _collect_inputs(endpoint: CompiledEndpoint, body: Any, args: Any, segments: 
     for key in body:
         if key not in known_body:
             errors[key] = ["Unknown field"]
-    for key in args.keys():
+    for key in args:
         if key not in known_query:
             errors[key] = ["Unknown query parameter"]
     segment_values = dict(zip((i["name"] for i in url_inputs), segments))

@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 TYPES = ("String", "Number", "Boolean", "Date", "ObjectId", "JSON", "Relation")
 # Fields with a typed SQL column (and, by default, an index): everything but arrays and JSON.
 SCALAR_TYPES = frozenset({"String", "Number", "Boolean", "Date", "ObjectId", "Relation"})
-TEXT_TYPES = frozenset({"String", "Date", "ObjectId", "Relation"})
 DEFINITION_KEYS = frozenset({"type", "model", "required", "unique", "default", "description", "index"})
 
 # 60 so that the column name ``f_<name>`` stays within PostgreSQL's 63-character identifiers.
@@ -224,14 +223,14 @@ def parse_datetime(text: str) -> datetime:
     except ValueError:
         raise FieldError("Not an ISO 8601 date") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
 
 
 def format_datetime(moment: datetime) -> str:
     """Fixed width, so the text order is the time order (isoformat drops zero microseconds)."""
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc)
+        moment = moment.astimezone(UTC)
     return (
         f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
         f"{moment.second:02d}.{moment.microsecond:06d}Z"

@@ -15,8 +15,9 @@ Semantics (the same on SQLite and PostgreSQL):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
@@ -88,7 +89,7 @@ def _parse_filter(key: str, value: str) -> Condition:
         if op not in OPERATORS:
             raise query_error(f"Unknown operator ${op}; use one of {', '.join('$' + o for o in OPERATORS)}", key)
         return Condition(field, op, value)
-    split = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)([<>])(.*)$", key, re.S)
+    split = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)([<>])(.*)$", key, re.DOTALL)
     if split:
         field, sign, rest = split.groups()
         if rest == "" and value != "":  # price<=10

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 import sqlalchemy as sa
 from flask import Flask, current_app, has_request_context, request
@@ -22,7 +23,7 @@ from sqlalchemy import select
 from trellis import db
 
 from . import storage
-from .definitions import CRUD_OPERATIONS, default_options, extension_fields, merge_options
+from .definitions import default_options, extension_fields, merge_options
 from .fields import Field, FieldError, format_datetime, parse_field
 from .models import CustomEndpointRecord, SchemaRecord
 
@@ -288,7 +289,3 @@ def compile_endpoint(row: CustomEndpointRecord) -> CompiledEndpoint:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
-
-
-def crud_operations() -> tuple[str, ...]:
-    return CRUD_OPERATIONS

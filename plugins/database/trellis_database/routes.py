@@ -7,7 +7,8 @@ marshmallow dump (a document's fields are only known at run time).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from flask import Response, current_app, request
 from sqlalchemy.exc import DBAPIError
@@ -15,6 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from trellis import db
 from trellis.credentials import admin_required, current_user, identify
 from trellis.errors import APIError
+from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 from trellis.module_config import get as get_config
 
@@ -53,6 +55,15 @@ endpoints_blp = Blueprint("database-custom-endpoints", __name__, description="Da
 graphql_blp = Blueprint("database-graphql", __name__, description="Database: GraphQL")
 
 OPTIONAL_USER = [{}, {"bearerAuth": []}, {"masterkey": []}]
+
+
+def _too_deep(_error: RecursionError):
+    # json.loads recurses per nesting level; a body nested thousands deep is the client's fault.
+    return json_response(error_body(400, "The JSON body is nested too deeply"), 400)
+
+
+for _blueprint in (schemas_blp, documents_blp, endpoints_blp, graphql_blp):
+    _blueprint.register_error_handler(RecursionError, _too_deep)
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -248,7 +259,7 @@ def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
     if request.args:
         unknown = set(request.args) - {"populate", "select"}
         if unknown:
-            raise APIError(400, f"Unknown query parameter {sorted(unknown)[0]!r}",
+            raise APIError(400, f"Unknown query parameter {min(unknown)!r}",
                            {name: ["Unknown query parameter"] for name in unknown})
         tree = parse_populate(snap, schema, request.args.get("populate"))
         if tree:

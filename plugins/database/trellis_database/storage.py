@@ -26,8 +26,6 @@ from trellis.db import JSONType, UTCDateTime
 
 from .fields import Field
 
-BASE_COLUMNS = ("id", "data", "created_at", "updated_at", "version")
-
 
 def table_name(schema_id: str) -> str:
     return f"dbdoc_{schema_id}"

@@ -87,11 +87,18 @@ def provider_error(message: str) -> APIError:
 def body(status: int, message: str, errors: Any = None, name: str | None = None) -> dict[str, Any]:
     payload: dict[str, Any] = {"name": name or STATUS_NAMES.get(status, "ERROR"), "status": status, "message": message}
     if errors:
-        payload["errors"] = errors
+        payload["errors"] = _text_keys(errors)
     request_id = g.get("request_id") if g else None
     if request_id:
         payload["requestId"] = request_id
     return payload
+
+
+def _text_keys(errors: Any) -> Any:
+    """Field names as text: a multipart part without a name is keyed None, which sorted JSON cannot mix with str."""
+    if isinstance(errors, dict):
+        return {"" if key is None else str(key): _text_keys(value) for key, value in errors.items()}
+    return errors
 
 
 def _render(status: int, message: str, errors: Any = None, name: str | None = None, headers: Any = None):

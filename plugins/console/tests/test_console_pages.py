@@ -195,3 +195,13 @@ def test_upload_follows_the_storage_limits(storage_loaded, client, admin_headers
         == 200
     )
     assert _upload(client, admin_headers, owner=make_user().id).status_code == 415
+
+
+def test_upload_with_a_nameless_part_is_a_400(storage_loaded, client, admin_headers):
+    # werkzeug keys a part without a name as None; the answer must still be a 400 naming the fields.
+    body = b"--b\r\nContent-Disposition: form-data\r\n\r\nnull\r\n--b--\r\n"
+    response = client.post(
+        "/console/storage/upload", data=body, content_type="multipart/form-data; boundary=b", headers=admin_headers
+    )
+    assert response.status_code == 400
+    assert {"file", "owner"} <= set(response.get_json()["errors"])

@@ -12,7 +12,7 @@ from marshmallow import fields, validate
 from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
-from .views import init_app
+from .views import init_app, openapi_paths
 
 
 class ConsoleConfig(ModuleConfigSchema):
@@ -29,6 +29,7 @@ module = Module(
     name="console",
     config_schema=ConsoleConfig,
     init_app=init_app,
+    openapi_paths=openapi_paths,
     description="The admin console: a web panel at /console over the REST API",
 )
 

@@ -8,13 +8,14 @@ administrator upload (see its docstring).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Flask, Response, current_app, redirect, render_template, request, url_for
-from marshmallow import ValidationError, fields
+from marshmallow import Schema, fields
 
-from trellis.credentials import require_admin
+from trellis.credentials import ADMIN_SECURITY, require_admin
 from trellis.errors import APIError, bad_request, not_found
 
 MODULE = "console"
@@ -112,17 +113,11 @@ def storage_upload() -> tuple[dict[str, Any], int]:
         raise not_found("The storage module is not loaded")
     from trellis_authentication import service as users  # storage requires authentication
     from trellis_storage import service as storage
-    from trellis_storage.routes import FORM_OVERHEAD
-    from trellis_storage.schemas import FileSchema, UploadForm
-
-    class OwnedUploadForm(UploadForm):
-        owner = fields.String(required=True, metadata={"description": "id of the user who will own the file"})
+    from trellis_storage.routes import FORM_OVERHEAD, StorageBlueprint
 
     request.max_content_length = storage.config()["maxFileSize"] + FORM_OVERHEAD
-    try:
-        form = OwnedUploadForm().load({**request.form.to_dict(), **request.files.to_dict()})
-    except ValidationError as exc:
-        raise bad_request("Invalid upload", exc.messages) from None
+    # The Storage module's own multipart parser and form schema (plus the owner).
+    form = StorageBlueprint.ARGUMENTS_PARSER.parse(_owned_upload_form()(), request, location="multipart")
     try:
         users.get_user(form["owner"])
     except APIError as exc:
@@ -134,7 +129,101 @@ def storage_upload() -> tuple[dict[str, Any], int]:
     record = storage.store_upload(
         upload.stream, upload.filename, owner=form["owner"], folder=folder, is_public=form["isPublic"]
     )
+    from trellis_storage.schemas import FileSchema
+
     return FileSchema().dump(record), 201
+
+
+@functools.cache
+def _owned_upload_form() -> type[Schema]:
+    from trellis_storage.schemas import UploadForm
+
+    class OwnedUploadForm(UploadForm):
+        owner = fields.String(required=True, metadata={"description": "id of the user who will own the file"})
+
+    return OwnedUploadForm
+
+
+def openapi_paths(app: Flask) -> dict[str, Any]:
+    """The console's routes in /openapi.json (every served route is documented, HTML pages included)."""
+
+    def errors(*statuses: int) -> dict[str, Any]:
+        content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        return {str(status): {"description": _ERRORS[status], "content": content} for status in statuses}
+
+    def page(summary: str, **extra: Any) -> dict[str, Any]:
+        html = {"description": "The page shell (filled by its script from the API)", "content": _HTML}
+        return {
+            "get": {"tags": ["console"], "summary": summary, "security": [], "responses": {"200": html, **errors(404)}},
+            **extra,
+        }
+
+    def path_parameter(name: str) -> list[dict[str, Any]]:
+        return [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}]
+
+    upload_form = {
+        "type": "object",
+        "required": ["file", "owner"],
+        "properties": {
+            "file": {"type": "string", "format": "binary"},
+            "owner": {"type": "string", "description": "id of the user who will own the file"},
+            "folder": {"type": "string", "description": "id of one of the owner's folders"},
+            "isPublic": {"type": "boolean", "description": "default: the folder's"},
+        },
+    }
+    upload = {
+        "tags": ["console"],
+        "summary": "Upload a file on behalf of a user (the Storage module's rules apply)",
+        "security": ADMIN_SECURITY,
+        "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": upload_form}}},
+        "responses": {
+            "201": {
+                "description": "The file record, as `GET /storage/file/{fileId}` answers it",
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            **errors(400, 401, 403, 404, 413, 415),
+        },
+    }
+    return {
+        "tags": [{"name": "console", "description": "The admin console: HTML pages at /console and its upload helper"}],
+        "paths": {
+            "/console/": {
+                "get": {
+                    "tags": ["console"],
+                    "summary": "Redirect to the modules page",
+                    "security": [],
+                    "responses": {"302": {"description": "To /console/modules"}, **errors(404)},
+                }
+            },
+            "/console/login": page("The sign-in page"),
+            "/console/{name}": page(
+                "A console page: modules, database, users, email, forms, chat, storage, sms, push",
+                parameters=path_parameter("name"),
+            ),
+            "/console/static/{filename}": {
+                "parameters": path_parameter("filename"),
+                "get": {
+                    "tags": ["console"],
+                    "summary": "The console's scripts, style sheet and icon",
+                    "security": [],
+                    "responses": {"200": {"description": "The file", "content": _ANY}, **errors(404)},
+                },
+            },
+            "/console/storage/upload": {"post": upload},
+        },
+    }
+
+
+_HTML = {"text/html": {"schema": {"type": "string"}}}
+_ANY = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+_ERRORS = {
+    400: "Invalid form (`errors` names the fields)",
+    401: "Missing or invalid credentials",
+    403: "Not an administrator",
+    404: "Not found, or the console (or the Storage module) is not active or loaded",
+    413: "The file is larger than the Storage module's maxFileSize",
+    415: "The file's type is not in the Storage module's allowedTypes",
+}
 
 
 def _security_headers(response: Response) -> Response:

@@ -253,3 +253,23 @@ def test_no_schema_query_per_request_while_nothing_changes(app, dbapi):
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert not [s for s in seen if "database_schemas" in s or "database_custom_endpoints" in s], seen
+
+
+def test_owned_schema_whose_module_allows_changes(app, app_config, db, admin_headers):
+    from trellis import Module, OwnedSchema
+
+    owned = OwnedSchema(name="Gadget", fields={"serial": {"type": "String", "unique": True}, "odd": {"type": "Weird"}},
+                        owner_module="gadgets", can_modify="Everything", extendable=False)
+    modules = [*app.extensions["trellis"].modules, Module("gadgets", owned_schemas=(owned,))]
+    client = create_app(app_config, modules=modules).test_client()
+    listed = client.get("/admin/database/schemas?owner=gadgets", headers=admin_headers).get_json()
+    record = listed["schemas"][0]
+    assert record["ownerModule"] == "gadgets" and record["fields"]["odd"] == {"type": "Weird"}  # shown as declared
+    url = f"/admin/database/schemas/{record['_id']}"
+    changed = client.put(url, json={"modelOptions": {"timestamps": False}}, headers=admin_headers)
+    assert changed.status_code == 200 and changed.get_json()["modelOptions"]["timestamps"] is False
+    assert changed.get_json()["_id"] == record["_id"] and changed.get_json()["__v"] == 1
+    assert client.put(url, json={"fields": {}}, headers=admin_headers).status_code == 403
+    assert client.put(url, json={"name": "Other"}, headers=admin_headers).status_code == 403
+    assert client.post(f"{url}/extensions", json={"fields": {"x": "String"}}, headers=admin_headers).status_code == 403
+    assert client.get("/database/Gadget", headers=admin_headers).status_code == 404  # its documents live elsewhere

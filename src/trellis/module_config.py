@@ -110,6 +110,42 @@ def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
+def admin_config_routes(blp: Any, module: str, schema: type[Schema], example: str = "") -> None:
+    """Register ``GET/PUT /admin/<module>/config`` on ``blp`` (a ``trellis.http.Blueprint``).
+
+    Both go through the core ConfigStore, so they show and change the same data as
+    ``/config/<module>``. The PUT body is any part of the configuration, validated field by field,
+    merged into the current one, then validated whole (400 with field errors).
+    """
+    from .credentials import admin_required
+    from .errors import ErrorSchema
+
+    def _changes_init(self: Schema, *args: Any, **kwargs: Any) -> None:
+        kwargs["partial"] = True
+        schema.__init__(self, *args, **kwargs)
+
+    name = schema.__name__.removesuffix("Schema")
+    changes = type(f"{name}Changes", (schema,), {"__init__": _changes_init, "__doc__": "Any part of the configuration."})
+    path = f"/admin/{module}/config"
+
+    def get_config() -> dict[str, Any]:
+        return current_app.extensions["trellis"].configs.get(module)
+
+    def put_config(body: dict[str, Any]) -> dict[str, Any]:
+        return current_app.extensions["trellis"].configs.put(module, body)
+
+    get_config.__doc__ = f"The {module} configuration (same as `GET /config/{module}`)."
+    put_config.__doc__ = (
+        f"Change the {module} configuration{': e.g. ' + example if example else ''}.\n\n"
+        "The body is merged into the current configuration, then validated as a whole."
+    )
+    blp.route(path, methods=["GET"], endpoint="get_config")(admin_required(blp.response(200, schema)(get_config)))
+    put = blp.alt_response(400, schema=ErrorSchema, description="The merged configuration does not validate")(put_config)
+    blp.route(path, methods=["PUT"], endpoint="put_config")(
+        admin_required(blp.arguments(changes)(blp.response(200, schema)(put)))
+    )
+
+
 def get(name: str) -> dict[str, Any]:
     """The current app's effective configuration of module ``name``."""
     return current_app.extensions["trellis"].configs.get(name)

@@ -1,6 +1,5 @@
 """The smtp provider against a real SMTP server (aiosmtpd on 127.0.0.1): MIME, STARTTLS, SSL, AUTH, failures."""
 import socket
-import ssl
 
 import pytest
 from aiosmtpd.smtp import AuthResult

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
-
 from trellis.credentials import admin_required
 from trellis.errors import ErrorSchema, provider_error
 from trellis.http import Blueprint, DeletedSchema, deleted
+from trellis.module_config import admin_config_routes
 
 from . import service
 from .config import EmailConfigSchema
 from .schemas import (
-    EmailConfigUpdateSchema,
     EmailOutboxArgs,
     EmailOutboxSchema,
     EmailSendResultSchema,
@@ -125,19 +123,4 @@ def sync_templates():
     return service.sync_templates()
 
 
-@blp.route("/admin/email/config", methods=["GET"])
-@admin_required
-@blp.response(200, EmailConfigSchema)
-def get_config():
-    """The Email configuration (same as `GET /config/email`)."""
-    return current_app.extensions["trellis"].configs.get("email")
-
-
-@blp.route("/admin/email/config", methods=["PUT"])
-@admin_required
-@blp.arguments(EmailConfigUpdateSchema)
-@blp.response(200, EmailConfigSchema)
-@blp.alt_response(400, schema=ErrorSchema, description="The merged configuration does not validate")
-def put_config(body: dict[str, Any]):
-    """Change the configuration, e.g. `{"provider": "mailgun", "mailgun": {"apiKey": "…", "domain": "…"}}`."""
-    return current_app.extensions["trellis"].configs.put("email", body)
+admin_config_routes(blp, "email", EmailConfigSchema, '`{"provider": "mailgun", "mailgun": {"apiKey": "…", "domain": "…"}}`')

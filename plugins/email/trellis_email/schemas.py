@@ -7,7 +7,6 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from trellis.http import ListArgs, list_schema
 
-from .config import EmailConfigSchema
 
 STATUSES = ("pending", "sent", "failed")
 
@@ -105,13 +104,6 @@ class EmailSyncResultSchema(Schema):
     unchanged = fields.List(fields.String(), required=True)
     skipped = fields.List(fields.Nested(EmailSyncSkippedSchema), required=True)
 
-
-class EmailConfigUpdateSchema(EmailConfigSchema):
-    """Any part of the configuration, e.g. ``{provider, mailgun: {apiKey, domain}}``; merged, then validated whole."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["partial"] = True
-        super().__init__(*args, **kwargs)
 
 
 EmailTemplateListSchema = list_schema("EmailTemplateList", "templates", EmailTemplateSchema)

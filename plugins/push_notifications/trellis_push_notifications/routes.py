@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
 from marshmallow import RAISE
 
 from trellis.credentials import admin_required, current_user, user_required
 from trellis.errors import ErrorSchema
 from trellis.http import Blueprint
+from trellis.module_config import admin_config_routes
 
 from . import service
 from .config import PushConfig
 from .providers import Notification
 from .schemas import (
-    PushConfigUpdateSchema,
     PushDeliveriesArgs,
     PushDeliveriesSchema,
     PushDeviceSchema,
@@ -152,22 +151,4 @@ def deliveries(args: dict[str, Any], notificationId: str):
     return {"deliveries": [service.delivery_dict(r) for r in rows], "count": total}
 
 
-@blp.route("/admin/pushNotifications/config", methods=["GET"])
-@admin_required
-@blp.response(200, PushConfig)
-def get_config():
-    """The Push Notifications configuration (same as `GET /config/pushNotifications`)."""
-    return current_app.extensions["trellis"].configs.get(service.MODULE)
-
-
-@blp.route("/admin/pushNotifications/config", methods=["PUT"])
-@admin_required
-@blp.arguments(PushConfigUpdateSchema)
-@blp.response(200, PushConfig)
-@blp.alt_response(400, schema=ErrorSchema, description="The configuration does not validate")
-def put_config(body: dict[str, Any]):
-    """Change the configuration, e.g. `{"provider": "firebase", "firebase": {projectId, clientEmail, privateKey}}`.
-
-    The body is merged into the current configuration, then validated as a whole.
-    """
-    return current_app.extensions["trellis"].configs.put(service.MODULE, body)
+admin_config_routes(blp, service.MODULE, PushConfig, '`{"provider": "firebase", "firebase": {projectId, clientEmail, privateKey}}`')

@@ -9,7 +9,6 @@ from marshmallow import Schema, ValidationError, fields, validate, validates, va
 
 from trellis.http import ListArgs, list_schema
 
-from .config import PushConfig
 from .models import FAILED, MAX_TOKEN_LENGTH, MAX_TOPIC_LENGTH, PLATFORMS, SENT
 
 # FCM's topic-name alphabet; the same rule keeps our topics portable to any provider.
@@ -146,9 +145,3 @@ class PushDeliveriesArgs(ListArgs):
     userId = fields.String(validate=validate.Length(min=1, max=64))
     status = fields.String(validate=validate.OneOf([SENT, FAILED]))
 
-
-class PushConfigUpdateSchema(PushConfig):
-    """The PUT body: any part of the configuration; it is merged into the current one."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(partial=True, **kwargs)

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
-
 from trellis.credentials import admin_required
 from trellis.errors import ErrorSchema, provider_error
 from trellis.http import Blueprint
+from trellis.module_config import admin_config_routes
 
 from . import service
 from .config import SmsConfig
 from .models import SENT
 from .schemas import (
-    SmsConfigUpdateSchema,
     SmsOutboxArgs,
     SmsOutboxSchema,
     SmsSendManyResultSchema,
@@ -78,22 +76,4 @@ def outbox(args: dict[str, Any]):
     return {"messages": [service.record_dict(r) for r in records], "count": total}
 
 
-@blp.route("/admin/sms/config", methods=["GET"])
-@admin_required
-@blp.response(200, SmsConfig)
-def get_config():
-    """The SMS configuration (same as `GET /config/sms`)."""
-    return current_app.extensions["trellis"].configs.get(service.MODULE)
-
-
-@blp.route("/admin/sms/config", methods=["PUT"])
-@admin_required
-@blp.arguments(SmsConfigUpdateSchema)
-@blp.response(200, SmsConfig)
-@blp.alt_response(400, schema=ErrorSchema, description="The configuration does not validate")
-def put_config(body: dict[str, Any]):
-    """Change the configuration, e.g. `{"provider": "twilio", "twilio": {accountSid, authToken, phoneNumber}}`.
-
-    The body is merged into the current configuration, then validated as a whole.
-    """
-    return current_app.extensions["trellis"].configs.put(service.MODULE, body)
+admin_config_routes(blp, service.MODULE, SmsConfig, '`{"provider": "twilio", "twilio": {accountSid, authToken, phoneNumber}}`')

@@ -6,7 +6,6 @@ from marshmallow import Schema, fields, validate
 
 from trellis.http import ListArgs, list_schema
 
-from .config import SmsConfig
 from .models import FAILED, SENT
 from .phones import PhoneNumber
 
@@ -65,9 +64,3 @@ class SmsOutboxArgs(ListArgs):
     status = fields.String(validate=validate.OneOf([SENT, FAILED]))
     provider = fields.String(validate=validate.OneOf(["outbox", "twilio"]))
 
-
-class SmsConfigUpdateSchema(SmsConfig):
-    """The PUT body: any part of the configuration; it is merged into the current one."""
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(partial=True, **kwargs)

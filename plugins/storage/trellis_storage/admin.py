@@ -3,17 +3,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import func, select
 
 from trellis import db
 from trellis.credentials import admin_required
-from trellis.errors import ErrorSchema
 from trellis.http import Blueprint, list_schema, paginate
+from trellis.module_config import admin_config_routes
 
 from .config import StorageConfig
 from .models import File, Folder
-from .schemas import FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema, StorageConfigChanges
+from .schemas import FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema
 from .service import MODULE
 
 blp = Blueprint("storage_admin", __name__, description="Storage administration: all files, statistics, configuration")
@@ -80,22 +79,5 @@ def stats():
     }
 
 
-@blp.route("/admin/storage/config", methods=["GET"])
-@admin_required
-@blp.response(200, StorageConfig)
-def get_config():
-    """The storage configuration (same as `GET /config/storage`)."""
-    return current_app.extensions["trellis"].configs.get(MODULE)
-
-
-@blp.route("/admin/storage/config", methods=["PUT"])
-@admin_required
-@blp.arguments(StorageConfigChanges)
-@blp.response(200, StorageConfig)
-@blp.alt_response(400, schema=ErrorSchema, description="The merged configuration does not validate")
-def put_config(changes: dict[str, Any]):
-    """Change the configuration: the body (any part of it) is merged into the current one and validated.
-
-    Switching `provider` affects new uploads only; existing files stay readable where they are.
-    """
-    return current_app.extensions["trellis"].configs.put(MODULE, changes)
+# Switching `provider` affects new uploads only; existing files stay readable where they are.
+admin_config_routes(blp, MODULE, StorageConfig, '`{"provider": "s3", "s3": {bucket, region, endpointUrl, accessKeyId, secretAccessKey}}`')

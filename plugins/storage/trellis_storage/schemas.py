@@ -11,7 +11,6 @@ from werkzeug.datastructures import FileStorage
 from trellis.db import isoformat
 from trellis.http import ListArgs
 
-from .config import StorageConfig
 from .models import File, Folder
 from .service import record_url
 
@@ -140,10 +139,3 @@ class StatsSchema(Schema):
     byContentType = fields.Dict(keys=fields.String(), values=fields.Nested(CountBytesSchema), required=True)
     byProvider = fields.Dict(keys=fields.String(), values=fields.Nested(CountBytesSchema), required=True)
 
-
-class StorageConfigChanges(StorageConfig):
-    """The body of ``PUT /admin/storage/config``: any part of the configuration, merged into it."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("partial", True)
-        super().__init__(**kwargs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 from flask import current_app
 from marshmallow import Schema, ValidationError, fields
@@ -99,6 +99,18 @@ class ConfigStore:
 
     def is_active(self, name: str) -> bool:
         return bool(self.get(name).get("active", True))
+
+
+def missing_provider_settings(data: dict[str, Any], required: dict[str, Sequence[str]]) -> dict[str, Any]:
+    """Field errors for a config whose chosen ``provider`` lacks settings that provider needs.
+
+    For config schemas shaped ``{provider, <provider>: {...}}`` (email, SMS, push …): returns
+    ``{provider: {field: [reason]}}``, empty when nothing is missing. Check the merged config only.
+    """
+    provider = data.get("provider")
+    settings = data.get(provider) or {} if isinstance(provider, str) else {}
+    missing = [name for name in required.get(provider, ()) if not settings.get(name)]
+    return {provider: {name: [f"Required when provider is {provider}."] for name in missing}} if missing else {}
 
 
 def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from trellis.module_config import ModuleConfigSchema
+from trellis.module_config import ModuleConfigSchema, missing_provider_settings
 
 PROVIDERS = ("outbox", "smtp", "mailgun", "sendgrid")
 SMTP_SECURITY = ("none", "starttls", "ssl")
@@ -83,10 +83,6 @@ class EmailConfigSchema(ModuleConfigSchema):
             parse_sender(data["from"])
         except ValueError as exc:
             errors["from"] = [str(exc)]
-        provider = data["provider"]
-        needed = {"smtp": ("host",), "mailgun": ("apiKey", "domain"), "sendgrid": ("apiKey",)}.get(provider, ())
-        missing = {key: ["Required when provider is " + provider + "."] for key in needed if not data[provider][key]}
-        if missing:
-            errors[provider] = missing
+        errors.update(missing_provider_settings(data, {"smtp": ("host",), "mailgun": ("apiKey", "domain"), "sendgrid": ("apiKey",)}))
         if errors:
             raise ValidationError(errors)

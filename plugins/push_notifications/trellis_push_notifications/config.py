@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from trellis.module_config import ModuleConfigSchema
+from trellis.module_config import ModuleConfigSchema, missing_provider_settings
 
 PROVIDERS = ("outbox", "firebase")
 FCM_API = "https://fcm.googleapis.com"
@@ -61,9 +61,6 @@ class PushConfig(ModuleConfigSchema):
     @validates_schema
     def provider_is_configured(self, data: dict[str, Any], partial: Any = None, **_: Any) -> None:
         # A partial load is a PUT body; the merged result is checked again in full by the ConfigStore.
-        if partial or data.get("provider") != "firebase":
-            return
-        firebase = data.get("firebase") or {}
-        missing = [name for name in ("projectId", "clientEmail", "privateKey") if not firebase.get(name)]
-        if missing:
-            raise ValidationError({name: ["Required when provider is firebase"] for name in missing}, "firebase")
+        errors = {} if partial else missing_provider_settings(data, {"firebase": ("projectId", "clientEmail", "privateKey")})
+        if errors:
+            raise ValidationError(errors)

@@ -6,7 +6,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from trellis.module_config import ModuleConfigSchema
+from trellis.module_config import ModuleConfigSchema, missing_provider_settings
 
 from .phones import PhoneNumber
 
@@ -40,9 +40,6 @@ class SmsConfig(ModuleConfigSchema):
     @validates_schema
     def provider_is_configured(self, data: dict[str, Any], partial: Any = None, **_: Any) -> None:
         # A partial load is a PUT body; the merged result is checked again in full by the ConfigStore.
-        if partial or data.get("provider") != "twilio":
-            return
-        twilio = data.get("twilio") or {}
-        missing = [name for name in ("accountSid", "authToken", "phoneNumber") if not twilio.get(name)]
-        if missing:
-            raise ValidationError({name: ["Required when provider is twilio"] for name in missing}, "twilio")
+        errors = {} if partial else missing_provider_settings(data, {"twilio": ("accountSid", "authToken", "phoneNumber")})
+        if errors:
+            raise ValidationError(errors)

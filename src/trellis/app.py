@@ -12,7 +12,7 @@ import pluggy
 from flask import Flask, g, request
 from flask.cli import AppGroup
 from flask_jwt_extended import JWTManager
-from flask_limiter import Limiter
+from limits.strategies import RateLimiter
 from flask_socketio import SocketIO
 from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
@@ -50,7 +50,7 @@ class Trellis:
     configs: ConfigStore
     generations: Generations
     hooks: pluggy.PluginManager
-    limiter: Limiter
+    limiter: RateLimiter
     socketio: SocketIO | None = None
     openapi_providers: list[OpenAPIProvider] = field(default_factory=list)
 

@@ -14,12 +14,6 @@ CONTACT_FIELDS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def fresh_rate_limits(app) -> None:
-    """Every test client comes from 127.0.0.1: start each test with an empty per-IP count."""
-    app.extensions["trellis"].limiter.reset()
-
-
 @pytest.fixture()
 def make_form(client, admin_headers) -> Callable[..., dict[str, Any]]:
     def make(**overrides: Any) -> dict[str, Any]:

@@ -113,7 +113,9 @@ def app(app_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory):
 def db(app) -> Iterator[Any]:
     """Run the test inside one transaction that is rolled back; the app's sessions join it."""
     from trellis import db as trellis_db
+    from trellis.ratelimit import reset as reset_rate_limits
 
+    reset_rate_limits(app)  # every test client calls from 127.0.0.1: no counts carried between tests
     trellis_db.session.remove()
     connection = app.extensions["trellis"].engine.connect()
     transaction = connection.begin()

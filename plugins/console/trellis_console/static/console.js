@@ -228,8 +228,10 @@ export class List {
 
   async load() {
     if (!this.ready()) return;
+    const call = (this.calls = (this.calls || 0) + 1);
     this.root.setAttribute("aria-busy", "true");
     const result = await api("GET", this.url());
+    if (call !== this.calls) return; // a newer load (filter, page) has started: its answer wins
     this.root.removeAttribute("aria-busy");
     if (!result.ok) {
       this.rows = [];
@@ -242,6 +244,11 @@ export class List {
     this.rows = result.data[this.itemsKey] || [];
     if (this.transform) this.rows = this.transform(this.rows);
     const count = typeof result.data.count === "number" ? result.data.count : this.rows.length;
+    if (!this.rows.length && this.skip > 0 && count > 0) {
+      this.skip = Math.max(0, this.skip - this.limit); // the last row of this page went away
+      await this.load();
+      return;
+    }
     this.render(count);
     this.root.dispatchEvent(new CustomEvent("loaded", { detail: result.data }));
   }

@@ -133,7 +133,7 @@ function documentControl(name, raw) {
     input = el("select", { name, "data-type": "json" },
       el("option", { value: "" }, "(not set)"), el("option", { value: "true" }, "true"), el("option", { value: "false" }, "false"));
   } else if (def.type === "Number") {
-    input = el("input", { name, type: "number", step: "any", "data-type": "number" });
+    input = el("input", { name, type: "text", inputmode: "decimal", "data-type": "number" });
   } else {
     const placeholder = def.type === "Date" ? "2030-01-31T12:00:00Z" : def.type === "Relation" ? `_id of a ${def.model}` : "";
     input = el("input", { name, placeholder, spellcheck: "false" });

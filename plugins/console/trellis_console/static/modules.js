@@ -24,7 +24,9 @@ function control(name, key, schema, value) {
   if (schema.enum) {
     input = el("select", { name }, schema.enum.map((option) => el("option", { value: option, selected: option === value }, String(option))));
   } else if (type === "integer" || type === "number") {
-    input = el("input", { type: "number", step: type === "integer" ? "1" : "any", name, "data-type": "number", value: value ?? "" });
+    // Text, not type=number: whatever is typed reaches the server, which says what is wrong with it.
+    const mode = type === "integer" ? "numeric" : "decimal";
+    input = el("input", { type: "text", inputmode: mode, name, "data-type": "number", value: value ?? "" });
   } else if (type === "array") {
     input = el("textarea", { name, rows: 3, "data-type": "lines" }, Array.isArray(value) ? value.join("\n") : "");
   } else if (type === "string") {

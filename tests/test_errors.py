@@ -67,3 +67,11 @@ def test_nul_characters_are_400_not_500(client, admin_headers):
     assert_error(response, 400, "INVALID_ARGUMENTS")
     assert_error(client.get("/config/a%00b", headers=admin_headers), 400, "INVALID_ARGUMENTS")
     assert_error(client.get("/health?x=%00"), 400, "INVALID_ARGUMENTS")
+
+
+def test_no_cookie_session_is_kept(client):
+    from flask import session
+
+    with client.application.test_request_context():
+        assert session.__class__.__name__ == "NullSession"
+    assert "Set-Cookie" not in client.get("/health").headers

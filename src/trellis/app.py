@@ -11,6 +11,7 @@ from typing import Any, Iterable
 import pluggy
 from flask import Flask, g, request
 from flask.cli import AppGroup
+from flask.sessions import SecureCookieSessionInterface
 from flask_jwt_extended import JWTManager
 from limits.strategies import RateLimiter
 from flask_socketio import SocketIO
@@ -75,6 +76,8 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     loaded = resolve(modules) if modules is not None else load_modules(allow or "")
 
     JWTManager(app)
+    # An API of bearer tokens keeps no cookie session: skip Flask's per-request signing set-up.
+    app.session_interface = _NoCookieSessions()
     engine = db.init_app(app)
     api = init_api(app, __version__)
     errors.register(app)
@@ -154,6 +157,11 @@ def _request_ids(app: Flask) -> None:
     def send_request_id(response):
         response.headers["X-Request-ID"] = g.get("request_id") or uuid.uuid4().hex
         return response
+
+
+class _NoCookieSessions(SecureCookieSessionInterface):
+    def open_session(self, app: Flask, request: Any) -> None:
+        return None  # Flask then hands out a NullSession that refuses writes
 
 
 def _refuse_nul_characters() -> None:

@@ -169,3 +169,14 @@ def test_many_events_on_one_socket_hold_no_database_session(chat_server, http, s
                     (url.database,),
                 )
                 assert cur.fetchone()[0] == 0
+
+
+def test_an_inactive_module_refuses_sockets(chat_server, refused, sockets):
+    user = create_user_over_http(chat_server.url)
+    config = f"{chat_server.url}/config/chat"
+    assert requests.put(config, json={"active": False}, headers=ADMIN, timeout=10).status_code == 200
+    try:
+        assert refused(chat_server.url, user.access_token)["data"]["status"] == 404
+    finally:
+        assert requests.put(config, json={"active": True}, headers=ADMIN, timeout=10).status_code == 200
+    assert sockets(chat_server.url, user.access_token).client.connected

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from flask import has_request_context, request
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -38,15 +39,26 @@ class Generations:
             self._checked_at = float("-inf")
 
     def current(self, name: str) -> int:
-        """The generation of ``name`` as last read from the database."""
+        """The generation of ``name`` as last read from the database (committed values only)."""
         if self._stale():
-            rows = db.session.execute(select(CacheGeneration.name, CacheGeneration.generation)).all()
+            rows = self._read()
             with self._lock:
                 self._seen = {row.name: row.generation for row in rows}
                 self._checked_at = time.monotonic()
             if has_request_context():
                 request.environ.setdefault("trellis", {})["generations_read"] = True
         return self._seen.get(name, 0)
+
+    @staticmethod
+    def _read() -> list:
+        statement = select(CacheGeneration.name, CacheGeneration.generation)
+        session = db.session()
+        if session.bind is not None:  # pinned to one connection (the tests' outer transaction): read there
+            return session.execute(statement).all()
+        # Its own connection, outside any open write: another greenlet's uncommitted bump must never
+        # become this process's idea of the current generation.
+        with db.engine().connect() as connection:
+            return connection.execute(statement).all()
 
     def _stale(self) -> bool:
         if has_request_context() and request.environ.get("trellis", {}).get("generations_read"):
@@ -63,7 +75,10 @@ class Generations:
             index_elements=[CacheGeneration.name], set_={"generation": CacheGeneration.generation + 1}
         )
         session.execute(stmt)
-        # This process must not trust its copy any more, whatever the check interval.
+        # Once committed, this process must not trust its copy any more, whatever the check interval.
+        event.listen(session(), "after_commit", self._forget, once=True)
+
+    def _forget(self, _session: Any = None) -> None:
         with self._lock:
             self._checked_at = float("-inf")
         if has_request_context():

@@ -10,7 +10,7 @@ import requests
 import socketio
 
 from trellis.modules import parse_allow_list
-from trellis.testing.plugin import TEST_MASTER_KEY, LiveServer, free_port, wipe_data
+from trellis.testing.plugin import TEST_MASTER_KEY
 
 _allow = parse_allow_list(os.environ.get("TRELLIS_MODULES"))
 # Installed but not enabled: importing these tests would add the chat tables to the shared metadata.
@@ -148,31 +148,7 @@ def http():
 
 
 @pytest.fixture(scope="module")
-def chat_server(app, app_config, tmp_path_factory):
-    """One live server shared by a test module (same settings as the core's ``live_server``).
-
-    Starting an eventlet server costs seconds of CPU, so the socket tests share one; each test makes
-    its own users and rooms, and the committed data is wiped when the module ends.
-    """
-    folder = tmp_path_factory.mktemp("chat-server")
-    port = free_port()
-    env = dict(os.environ)
-    env.update(
-        TRELLIS_DATABASE_URL=app_config["DATABASE_URL"],
-        TRELLIS_MASTER_KEY=app_config["MASTER_KEY"],
-        TRELLIS_SECRET_KEY=app_config["SECRET_KEY"],
-        TRELLIS_STORAGE_PATH=app_config["STORAGE_PATH"],
-        TRELLIS_INSTANCE_PATH=str(folder / "instance"),
-        TRELLIS_ASYNC_MODE="eventlet",
-        TRELLIS_CACHE_CHECK_SECONDS="0",
-        TRELLIS_PASSWORD_PROFILE=str(app_config.get("PASSWORD_PROFILE", "default")),
-        HOST="127.0.0.1",
-        PORT=str(port),
-    )
-    server = LiveServer(env, port, folder / "server.log")
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
-        wipe_data(app)
+def chat_server(module_live_server):
+    """One live server shared by a test module: starting an eventlet server costs seconds of CPU, so the
+    socket tests share one; each test makes its own users and rooms."""
+    return module_live_server

@@ -1,11 +1,10 @@
 """REST routes of the Chat module. Writes are announced on the sockets after they commit."""
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable, TypeVar
+from typing import Any
 
-from trellis.credentials import ADMIN_SECURITY, USER_SECURITY, admin_required, current_user, identify, user_required
-from trellis.errors import ErrorSchema, unauthorized
+from trellis.credentials import admin_required, current_user, identify, user_or_admin_required, user_required
+from trellis.errors import ErrorSchema
 from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted
 
 from . import service
@@ -24,31 +23,12 @@ from .schemas import (
 
 blp = Blueprint("chat", __name__, description="Chat rooms and messages (realtime: Socket.IO namespace /chat/)")
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _me() -> str:
     return current_user()["_id"]
 
 
-def sender_or_admin_required(func: F) -> F:
-    """Guard for deleting a message: a user token (the sender, checked by the service) or admin credentials."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if identify() is None:
-            raise unauthorized("Send the sender's Bearer token or administrator credentials")
-        return func(*args, **kwargs)
-
-    errors = {"content": {"application/json": {"schema": ErrorSchema}}}
-    documented = blp.doc(
-        security=USER_SECURITY + ADMIN_SECURITY,
-        responses={
-            401: {"description": "Missing or invalid credentials", **errors},
-            403: {"description": "Not the sender", **errors},
-        },
-    )
-    return documented(wrapper)  # type: ignore[return-value]
 
 
 # --- user routes --------------------------------------------------------------------------------------
@@ -127,8 +107,9 @@ def send_message(body: dict[str, Any], roomId: str):
 
 
 @blp.route("/chat/messages/<messageId>", methods=["DELETE"])
-@sender_or_admin_required
+@user_or_admin_required
 @blp.response(200, DeletedSchema)
+@blp.alt_response(403, schema=ErrorSchema, description="Not the sender")
 def delete_message(messageId: str):
     """Delete a message: its sender, or an administrator."""
     identity = identify()

@@ -11,10 +11,12 @@ Fixtures:
     admin_headers   ``{"masterkey": …}``
     admin_token     an admin Bearer token from ``POST /login``
     live_server     starts the real server (eventlet) in a subprocess; data it writes is committed
-                    and wiped after the test
+                    and wiped after the test (``live_server_factory`` for several, with extra env;
+                    ``module_live_server`` for one shared by a test module)
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -196,28 +198,33 @@ class LiveServer:
         self._log.close()
 
 
-@pytest.fixture()
-def live_server_factory(app, app_config, tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
-    """Start real servers sharing the test database: ``live_server_factory(TRELLIS_REDIS_URL=…)``."""
+def live_server_env(app_config: dict[str, Any], folder: Path, port: int, **extra: str) -> dict[str, str]:
+    """The environment of a real server process on the test database (same secrets as ``app``)."""
+    env = dict(os.environ)
+    env.update(
+        TRELLIS_DATABASE_URL=app_config["DATABASE_URL"],
+        TRELLIS_MASTER_KEY=app_config["MASTER_KEY"],
+        TRELLIS_SECRET_KEY=app_config["SECRET_KEY"],
+        TRELLIS_STORAGE_PATH=app_config["STORAGE_PATH"],
+        TRELLIS_INSTANCE_PATH=str(folder / f"instance-{port}"),
+        TRELLIS_ASYNC_MODE="eventlet",
+        TRELLIS_CACHE_CHECK_SECONDS="0",
+        TRELLIS_PASSWORD_PROFILE=str(app_config.get("PASSWORD_PROFILE", "default")),
+        HOST="127.0.0.1",
+        PORT=str(port),
+    )
+    env.update(extra)
+    return env
+
+
+@contextlib.contextmanager
+def running_servers(app, app_config: dict[str, Any], folder: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Start servers with ``start(**env)``; all are stopped and their committed data wiped at the end."""
     servers: list[LiveServer] = []
 
     def start(**extra_env: str) -> LiveServer:
         port = free_port()
-        env = dict(os.environ)
-        env.update(
-            TRELLIS_DATABASE_URL=app_config["DATABASE_URL"],
-            TRELLIS_MASTER_KEY=app_config["MASTER_KEY"],
-            TRELLIS_SECRET_KEY=app_config["SECRET_KEY"],
-            TRELLIS_STORAGE_PATH=app_config["STORAGE_PATH"],
-            TRELLIS_INSTANCE_PATH=str(tmp_path / f"instance-{port}"),
-            TRELLIS_ASYNC_MODE="eventlet",
-            TRELLIS_CACHE_CHECK_SECONDS="0",
-            TRELLIS_PASSWORD_PROFILE="test",
-            HOST="127.0.0.1",
-            PORT=str(port),
-        )
-        env.update(extra_env)
-        server = LiveServer(env, port, tmp_path / f"server-{port}.log")
+        server = LiveServer(live_server_env(app_config, folder, port, **extra_env), port, folder / f"server-{port}.log")
         servers.append(server)
         server.wait_ready()
         return server
@@ -228,6 +235,20 @@ def live_server_factory(app, app_config, tmp_path: Path) -> Iterator[Callable[..
         for server in servers:
             server.stop()
         wipe_data(app)
+
+
+@pytest.fixture()
+def live_server_factory(app, app_config, tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
+    """Start real servers sharing the test database: ``live_server_factory(TRELLIS_REDIS_URL=…)``."""
+    with running_servers(app, app_config, tmp_path) as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def module_live_server(app, app_config, tmp_path_factory) -> Iterator[LiveServer]:
+    """One real server shared by a test module (starting one costs seconds); wiped when the module ends."""
+    with running_servers(app, app_config, tmp_path_factory.mktemp("live")) as start:
+        yield start()
 
 
 @pytest.fixture()

@@ -9,16 +9,16 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import pytest
 from werkzeug.exceptions import HTTPException, NotFound
 from werkzeug.routing import Map, Rule
-from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
+
+from trellis.testing.fake_servers import Served, serve_wsgi
 
 MAILGUN_KEY = "key-mailgun-test-123"
 MAILGUN_DOMAIN = "mg.example.com"
@@ -319,8 +319,7 @@ class FakeProviders:
 class ProviderAPI:
     fake: FakeProviders
     base: str
-    server: Any
-    thread: threading.Thread = field(repr=False)
+    server: Served
 
     mailgun_key = MAILGUN_KEY
     mailgun_domain = MAILGUN_DOMAIN
@@ -338,16 +337,9 @@ class ProviderAPI:
 @pytest.fixture()
 def provider_api() -> Iterator[ProviderAPI]:
     fake = FakeProviders()
-    server = make_server("127.0.0.1", 0, fake, threaded=True)
-    fake.base = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield ProviderAPI(fake, fake.base, server, thread)
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with serve_wsgi(fake) as served:
+        fake.base = served.url
+        yield ProviderAPI(fake, served.url, served)
 
 
 @pytest.fixture()

@@ -55,8 +55,7 @@ def test_unknown_domain_is_reported_with_mailguns_reason(client, admin_headers, 
 
 
 def test_unreachable_api_is_a_provider_error(client, admin_headers, use_mailgun):
-    use_mailgun.server.shutdown()
-    use_mailgun.server.server_close()
+    use_mailgun.server.stop()
     assert send(client, admin_headers, to="ada@example.com", subject="Hi", body="b").status_code == 500
     assert last_record(client, admin_headers)["error"] == "Cannot reach Mailgun: ConnectionError"
 

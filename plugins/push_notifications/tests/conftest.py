@@ -15,8 +15,9 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
+
+from trellis.testing.fake_servers import serve_wsgi
 
 PROJECT_ID = "trellis-test"
 CLIENT_EMAIL = "push@trellis-test.iam.gserviceaccount.com"
@@ -196,13 +197,9 @@ class FakeFcm:
 @pytest.fixture(scope="session")
 def _fcm_server(service_account_key) -> Iterator[FakeFcm]:
     fake = FakeFcm(public_key=service_account_key.public_key())
-    server = make_server("127.0.0.1", 0, fake, threaded=True)
-    fake.url = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    thread.join(5)
+    with serve_wsgi(fake) as served:
+        fake.url = served.url
+        yield fake
 
 
 @pytest.fixture()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
+
+from trellis.testing.fake_servers import serve_wsgi
 
 ACCOUNT_SID = "AC" + "0123456789abcdef" * 2
 AUTH_TOKEN = "twilio-test-auth-token"
@@ -108,13 +108,9 @@ def _basic_auth(header: str) -> tuple[str | None, str | None]:
 @pytest.fixture(scope="session")
 def _twilio_server() -> Iterator[FakeTwilio]:
     fake = FakeTwilio()
-    server = make_server("127.0.0.1", 0, fake, threaded=True)
-    fake.url = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    server.shutdown()
-    thread.join(5)
+    with serve_wsgi(fake) as served:
+        fake.url = served.url
+        yield fake
 
 
 @pytest.fixture()

@@ -101,6 +101,11 @@ class ConfigStore:
         return bool(self.get(name).get("active", True))
 
 
+def api_url(default: str, description: str = "API address (change it only to reach a test server)") -> fields.Url:
+    """A provider's API base address in a config schema: http(s), any host (127.0.0.1 in tests)."""
+    return fields.Url(require_tld=False, schemes={"http", "https"}, load_default=default, metadata={"description": description})
+
+
 def missing_provider_settings(data: dict[str, Any], required: dict[str, Sequence[str]]) -> dict[str, Any]:
     """Field errors for a config whose chosen ``provider`` lacks settings that provider needs.
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from trellis.module_config import ModuleConfigSchema, missing_provider_settings
+from trellis.module_config import ModuleConfigSchema, api_url, missing_provider_settings
 
 PROVIDERS = ("outbox", "smtp", "mailgun", "sendgrid")
 SMTP_SECURITY = ("none", "starttls", "ssl")
@@ -14,11 +14,6 @@ SMTP_SECURITY = ("none", "starttls", "ssl")
 def _defaults(schema: type[Schema]):
     # A nested section that is absent loads with its own defaults, not as None.
     return lambda: schema().load({})
-
-
-def _http_base(value: str) -> None:
-    if not value.startswith(("http://", "https://")):
-        raise ValidationError("Must be an http:// or https:// URL.")
 
 
 class EmailOutboxConfigSchema(Schema):
@@ -41,11 +36,7 @@ class EmailSmtpConfigSchema(Schema):
 class EmailMailgunConfigSchema(Schema):
     apiKey = fields.String(load_default="")
     domain = fields.String(load_default="", metadata={"description": "sending domain, e.g. mg.example.com"})
-    baseUrl = fields.String(
-        load_default="https://api.mailgun.net/v3",
-        validate=_http_base,
-        metadata={"description": "API root; https://api.eu.mailgun.net/v3 for the EU region"},
-    )
+    baseUrl = api_url("https://api.mailgun.net/v3", "API root; https://api.eu.mailgun.net/v3 for the EU region")
     timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=300))
 
 
@@ -53,7 +44,7 @@ class EmailSendgridConfigSchema(Schema):
     apiKey = fields.String(load_default="")
     # The specification's PUT body carries {apiKey, domain} for every provider; SendGrid needs no domain.
     domain = fields.String(load_default="", metadata={"description": "accepted for the specification's shape; unused"})
-    baseUrl = fields.String(load_default="https://api.sendgrid.com/v3", validate=_http_base)
+    baseUrl = api_url("https://api.sendgrid.com/v3")
     timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=300))
 
 

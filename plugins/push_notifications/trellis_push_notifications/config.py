@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from trellis.module_config import ModuleConfigSchema, missing_provider_settings
+from trellis.module_config import ModuleConfigSchema, api_url, missing_provider_settings
 
 PROVIDERS = ("outbox", "firebase")
 FCM_API = "https://fcm.googleapis.com"
@@ -39,18 +39,8 @@ class PushFirebaseSettings(Schema):
     )
     clientEmail = fields.Email(metadata={"description": "client_email of the service account"})
     privateKey = PrivateKey(metadata={"description": "private_key of the service account (PEM)"})
-    baseUrl = fields.Url(
-        require_tld=False,
-        schemes={"http", "https"},
-        load_default=FCM_API,
-        metadata={"description": "FCM API address (change it only to reach a test server)"},
-    )
-    tokenUri = fields.Url(
-        require_tld=False,
-        schemes={"http", "https"},
-        load_default=GOOGLE_TOKEN_URI,
-        metadata={"description": "OAuth 2.0 token endpoint (token_uri of the service account)"},
-    )
+    baseUrl = api_url(FCM_API, "FCM API address (change it only to reach a test server)")
+    tokenUri = api_url(GOOGLE_TOKEN_URI, "OAuth 2.0 token endpoint (token_uri of the service account)")
 
 
 class PushConfig(ModuleConfigSchema):

@@ -6,7 +6,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from trellis.module_config import ModuleConfigSchema, missing_provider_settings
+from trellis.module_config import ModuleConfigSchema, api_url, missing_provider_settings
 
 from .phones import PhoneNumber
 
@@ -24,12 +24,7 @@ class SmsTwilioSettings(Schema):
     )
     authToken = fields.String(validate=validate.Length(min=1, max=256))
     phoneNumber = PhoneNumber(metadata={"description": "the Twilio number messages are sent from"})
-    baseUrl = fields.Url(
-        require_tld=False,
-        schemes={"http", "https"},
-        load_default=TWILIO_API,
-        metadata={"description": "Twilio REST API address (change it only to reach a test server)"},
-    )
+    baseUrl = api_url(TWILIO_API, "Twilio REST API address (change it only to reach a test server)")
 
 
 class SmsConfig(ModuleConfigSchema):

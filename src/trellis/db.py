@@ -95,7 +95,9 @@ def make_engine(url: str, async_mode: str = "threading") -> Engine:
             kwargs["poolclass"] = StaticPool
     else:
         # No pre-ping: it costs a round trip per checkout; stale connections are recycled instead.
-        kwargs.update(pool_size=10, max_overflow=20, pool_recycle=1800)
+        # The pool keeps as many connections as an eventlet worker serves requests at once: an overflow
+        # connection is closed on check-in, so a too-small pool opens a new PostgreSQL backend per request.
+        kwargs.update(pool_size=32, max_overflow=32, pool_recycle=1800)
         if async_mode == "eventlet" and "eventlet" in sys.modules:
             from eventlet.support import psycopg2_patcher
 

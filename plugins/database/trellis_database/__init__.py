@@ -14,7 +14,7 @@ from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
 from . import models  # noqa: F401  (the tables belong to the shared metadata)
-from .documents import end_read_only, read_only
+from .documents import end_read_only, read_only, reads_without_session, release_reader
 from .openapi import paths as openapi_paths
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, graphql_blp, schemas_blp
@@ -38,14 +38,19 @@ def _sqlite_functions(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _reads_without_transaction() -> None:
-    # Before the host's own checks (module active, cache generations), so they read on it too.
-    if request.method == "GET" and request.blueprint in (documents_blp.name, endpoints_blp.name):
+    if request.method != "GET":
+        return
+    if request.blueprint == documents_blp.name:
+        reads_without_session()
+    elif request.blueprint == endpoints_blp.name:
+        # Before the host's own checks (module active, cache generations), so they read on it too.
         read_only()
 
 
 def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
     app.before_request(_reads_without_transaction)
+    app.teardown_request(release_reader)
     engine = app.extensions["trellis"].engine
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_functions)

@@ -13,8 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
+
+from flask import g, has_app_context
 
 from trellis import db
 from trellis.credentials import Identity
@@ -36,8 +39,13 @@ def dialect() -> str:
 
 
 def run(statement: Any, parameters: Any = None) -> Any:
-    """Execute a Core statement on the session's connection (its transaction), skipping the ORM layer."""
-    return db.session.connection().execute(statement, parameters)
+    """Execute a Core statement on the session's connection (its transaction), skipping the ORM layer.
+
+    In a read-only document request (see :func:`reads_without_session`) it runs on that request's
+    autocommit connection instead.
+    """
+    connection = g.get(_READER) if has_app_context() else None
+    return (connection or db.session.connection()).execute(statement, parameters)
 
 
 def columns(table: sa.Table) -> tuple[sa.Column, ...]:
@@ -183,11 +191,68 @@ def end_read_only(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.autocommit = False
 
 
+_READER = "database_reader"
+
+
+def reads_without_session() -> None:
+    """Give this request's document reads a pooled connection of their own, in autocommit mode.
+
+    For the document routes' GETs on PostgreSQL: no ORM session is created, and no BEGIN/ROLLBACK
+    round trips are spent (psycopg2's autocommit is a client-side flag; SQLAlchemy's AUTOCOMMIT
+    isolation level would cost two round trips of its own). :func:`release_reader` hands the
+    connection back at the end of the request and the pool's check-in listener
+    (:func:`end_read_only`) clears the flag. Not when the session is bound to an outside
+    connection (the test fixtures' rolled-back transaction, whose rows only that connection sees),
+    and not on SQLite, whose reads are local.
+    """
+    if db.session.session_factory.kw.get("bind") is not None:  # sessions pinned to one connection
+        return
+    if db.session.registry.has() and db.session().bind is not None:
+        return
+    engine = db.engine()
+    if engine.dialect.name != "postgresql":
+        return
+    connection = engine.connect()
+    raw = connection.connection.dbapi_connection
+    if raw is not None and hasattr(raw, "autocommit"):
+        raw.autocommit = True
+    g.setdefault(_READER, connection)
+
+
+def release_reader(_exc: BaseException | None = None) -> None:
+    connection = g.pop(_READER, None)
+    if connection is not None:
+        connection.close()
+
+
 def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
-    row = run(_by_id(schema), {"doc_id": doc_id}).first()
+    row = _first_by_id(schema, doc_id)
     if row is None:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
     return to_document(schema, row)
+
+
+def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
+    """The hottest read: on PostgreSQL the compiled SQL runs straight on the DB-API cursor.
+
+    The statement has one string parameter and no result processing beyond what psycopg2 does
+    itself (JSONB → dict, timestamptz → datetime), so SQLAlchemy's execution layer adds nothing
+    here but its per-call cost. Errors are wrapped as SQLAlchemy's, as on every other path.
+    """
+    connection = g.get(_READER) if has_app_context() else None
+    connection = connection or db.session.connection()
+    if connection.dialect.name != "postgresql":
+        return connection.execute(_by_id(schema), {"doc_id": doc_id}).first()
+    sql = schema.statements.get("by_id_sql")
+    if sql is None:
+        sql = schema.statements["by_id_sql"] = str(_by_id(schema).compile(dialect=connection.dialect))
+    raw = connection.connection.dbapi_connection
+    try:
+        with raw.cursor() as cursor:
+            cursor.execute(sql, {"doc_id": doc_id})
+            return cursor.fetchone()
+    except raw.Error as exc:  # type: ignore[union-attr]
+        raise DBAPIError.instance(sql, {"doc_id": doc_id}, exc, type(raw).Error) from exc  # type: ignore[union-attr]
 
 
 def _by_id(schema: CompiledSchema) -> sa.Select:

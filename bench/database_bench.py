@@ -144,21 +144,26 @@ server (load average before writing: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}
 
 {verdict(rows)}
 {f"{chr(10)}Socket errors / timeouts (not in the latencies): {errors}.{chr(10)}" if errors else ""}
-- get by id: one primary-key query on an autocommit connection (no BEGIN/ROLLBACK round trips), a
-  prepared statement, the row's JSON serialised once; no ORM objects, no schema lookup (the compiled
-  schemas are cached per process by generation).
+- get by id: no ORM session; the request's own pooled connection in autocommit mode (no
+  BEGIN/ROLLBACK round trips); the compiled primary-key SQL run straight on the DB-API cursor; the
+  row's JSON serialised once; the compiled schemas cached per process by generation.
 - list: the page comes from the `f_price` index scanned backwards (no sort); `count` is an index-only
   scan over the matches (a short page gives the total without counting). The random-X case averages
   counts over half the table; the 5% case is what a selective filter costs.
 - create/update: one INSERT / one `UPDATE … RETURNING` in a transaction, validation in Python.
 - eventlet schedules connections unevenly, so p90/p99 are much wider than p50 on every route,
   the ceiling included.
-- Where the time goes: the host's own path (`/health`: Flask and flask-smorest dispatch, the
-  flask-limiter `before_request` hook that runs on every route, Flask's cookie-session set-up, the
-  request-id, NUL and module-active hooks, a pooled SQLAlchemy session) costs several times the bare
-  route, and a document read adds little to it. With 16 connections on one process, p50 ≈ 16 / req/s,
-  so a p50 of 15 ms would need about 1,000 req/s. Broad filters are bound by PostgreSQL counting
-  the matches (about 5 ms of one core for 50,000 of them, see the layout table).
+- Where the time goes (py-spy on the server under this load): the server process is CPU-bound.
+  For get by id about a quarter of it is eventlet's own HTTP handling (the ceiling pays it too),
+  a quarter the green psycopg2 round trip, the rest Flask/flask-smorest dispatch, the host's
+  request-id, NUL and module-active hooks, the pool checkout and the response. The core's pool
+  used to hold 10 connections for 16 concurrent requests, so overflow connections were closed on
+  check-in and new PostgreSQL backends forked under load; it now keeps 32.
+- With 16 connections on one process, p50 ≈ 16 / req/s, so a p50 of 15 ms needs about 1,000
+  req/s. The random-X list is bound by PostgreSQL counting the matches (an index-only scan over
+  on average 50,000 `numeric` entries, about 4 ms of CPU each: one at a time, a random-X list
+  takes ~14 ms against ~4 ms for the 5% case and ~2 ms for get by id); the exact `count` of the
+  contract is the cost of that case.
 {layout_part}"""
 
 

@@ -212,17 +212,46 @@ def reads_without_session() -> None:
     engine = db.engine()
     if engine.dialect.name != "postgresql":
         return
-    connection = engine.connect()
-    raw = connection.connection.dbapi_connection
-    if raw is not None and hasattr(raw, "autocommit"):
-        raw.autocommit = True
-    g.setdefault(_READER, connection)
+    if _READER in g:
+        return
+    pooled = engine.raw_connection()  # a pool checkout; a Connection is wrapped round it only if needed
+    pooled.dbapi_connection.autocommit = True
+    g.setdefault(_READER, _Reader(engine, pooled))
+
+
+class _Reader:
+    """A request's autocommit connection: the pooled DB-API connection, and a Core Connection on it
+    made the first time a statement needs SQLAlchemy's execution (get by id does not)."""
+
+    __slots__ = ("engine", "pooled", "_core")
+
+    def __init__(self, engine: sa.Engine, pooled: Any) -> None:
+        self.engine, self.pooled, self._core = engine, pooled, None
+
+    @property
+    def dialect(self) -> Any:
+        return self.engine.dialect
+
+    @property
+    def core(self) -> sa.Connection:
+        if self._core is None:
+            self._core = sa.Connection(self.engine, connection=self.pooled)
+        return self._core
+
+    def execute(self, statement: Any, parameters: Any = None) -> Any:
+        return self.core.execute(statement, parameters)
+
+    def close(self) -> None:
+        if self._core is not None:
+            self._core.close()  # also returns the pooled connection
+        else:
+            self.pooled.close()
 
 
 def release_reader(_exc: BaseException | None = None) -> None:
-    connection = g.pop(_READER, None)
-    if connection is not None:
-        connection.close()
+    reader = g.pop(_READER, None)
+    if reader is not None:
+        reader.close()
 
 
 def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
@@ -246,7 +275,7 @@ def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
     sql = schema.statements.get("by_id_sql")
     if sql is None:
         sql = schema.statements["by_id_sql"] = str(_by_id(schema).compile(dialect=connection.dialect))
-    raw = connection.connection.dbapi_connection
+    raw = connection.pooled.dbapi_connection if isinstance(connection, _Reader) else connection.connection.dbapi_connection
     try:
         with raw.cursor() as cursor:
             cursor.execute(sql, {"doc_id": doc_id})

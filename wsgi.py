@@ -4,11 +4,13 @@
     flask --app wsgi trellis ...      the admin CLI
 
 Under eventlet (the default async mode) the standard library must be patched before anything else
-imports sockets or threads, so this happens first.
+imports sockets or threads, so this happens first. When the flask CLI loads this file, Flask is
+already imported and nothing is served: the CLI runs unpatched.
 """
 import os
+import sys
 
-if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet":
+if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet" and "flask" not in sys.modules:
     import eventlet
 
     eventlet.monkey_patch()

@@ -98,7 +98,7 @@ def make_engine(url: str, async_mode: str = "threading") -> Engine:
         # The pool keeps as many connections as an eventlet worker serves requests at once: an overflow
         # connection is closed on check-in, so a too-small pool opens a new PostgreSQL backend per request.
         kwargs.update(pool_size=32, max_overflow=32, pool_recycle=1800)
-        if async_mode == "eventlet" and "eventlet" in sys.modules:
+        if async_mode == "eventlet" and _eventlet_patched():
             from eventlet.support import psycopg2_patcher
 
             psycopg2_patcher.make_psycopg_green()
@@ -107,6 +107,15 @@ def make_engine(url: str, async_mode: str = "threading") -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _eventlet_patched() -> bool:
+    """True in a server process that eventlet has monkey-patched (not in the CLI or tests)."""
+    if "eventlet" not in sys.modules:
+        return False
+    from eventlet import patcher
+
+    return patcher.is_monkey_patched("socket")
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -75,3 +75,12 @@ def test_no_cookie_session_is_kept(client):
     with client.application.test_request_context():
         assert session.__class__.__name__ == "NullSession"
     assert "Set-Cookie" not in client.get("/health").headers
+
+
+def test_an_escaped_backslash_before_u0000_is_not_a_nul(client, admin_headers):
+    body = '{"username": "a\\\\u0000b", "password": "whatever"}'  # the text a\u0000b: no NUL in it
+    response = client.post("/login", data=body, headers={**admin_headers, "Content-Type": "application/json"})
+    assert response.status_code == 401
+    body = '{"username": "a\\\\\\u0000b", "password": "whatever"}'  # a backslash, then a real NUL
+    response = client.post("/login", data=body, headers={**admin_headers, "Content-Type": "application/json"})
+    assert response.status_code == 400

@@ -58,3 +58,11 @@ def test_proxy_count_trusts_forwarded_client_addresses(app_config, db):
         app.add_url_rule("/ip", "ip", lambda: {"ip": request.remote_addr})
         seen = app.test_client().get("/ip", headers={"X-Forwarded-For": "203.0.113.9"}).get_json()
         assert seen == {"ip": expected}
+
+
+def test_secrets_made_of_digits_stay_strings(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRELLIS_MASTER_KEY", "123456")
+    monkeypatch.setenv("TRELLIS_SECRET_KEY", "98765432109876543210987654321098")
+    app = make(tmp_path)
+    assert app.config["MASTER_KEY"] == "123456"
+    assert app.config["JWT_SECRET_KEY"] == "98765432109876543210987654321098"

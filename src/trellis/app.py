@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Iterable
 
 import pluggy
-from flask import Flask, g, request
+from flask import Flask, current_app, g, request
 from flask.cli import AppGroup
 from flask.sessions import SecureCookieSessionInterface
 from flask_jwt_extended import JWTManager
@@ -38,6 +38,8 @@ try:
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0"
 
+# A JSON \u0000 escape, not preceded by an escaped backslash (the text "\\u0000" holds no NUL).
+_JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -126,8 +128,6 @@ def _active_guard(module_of_blueprint: dict[str, str]):
     """Public routes of an inactive module answer 404; admins keep access to configure it."""
 
     def check_module_active() -> None:
-        from flask import current_app
-
         name = module_of_blueprint.get(request.blueprint or "")
         if name is None or current_app.extensions["trellis"].configs.is_active(name):
             return
@@ -169,7 +169,7 @@ def _refuse_nul_characters() -> None:
     in_url = "\x00" in request.path or any("\x00" in key or "\x00" in value for key, value in request.args.items(multi=True))
     if in_url:
         raise bad_request("NUL characters are not allowed in the URL")
-    if request.is_json and b"\\u0000" in request.get_data(cache=True):
+    if request.is_json and _JSON_NUL.search(request.get_data(cache=True)):
         raise bad_request("NUL characters are not allowed in the request body")
 
 

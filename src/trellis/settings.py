@@ -63,6 +63,8 @@ def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
         app.config["STORAGE_PATH"] = str(folder / "storage")
     app.config["CACHE_CHECK_SECONDS"] = float(app.config["CACHE_CHECK_SECONDS"])
     _ensure_secrets(app, folder)
+    for key in GENERATED_SECRETS:  # from_prefixed_env JSON-decodes: a key of digits arrives as an int
+        app.config[key] = str(app.config[key])
     if is_production(app) and app.config["PASSWORD_PROFILE"] != "default":
         raise SettingsError("TRELLIS_PASSWORD_PROFILE must be 'default' in production")
     passwords.configure(app.config["PASSWORD_PROFILE"])

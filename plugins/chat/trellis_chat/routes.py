@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trellis.credentials import admin_required, current_user, identify, user_or_admin_required, user_required
+from trellis.credentials import admin_required, identify, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema
 from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted
 
@@ -25,10 +25,6 @@ blp = Blueprint("chat", __name__, description="Chat rooms and messages (realtime
 
 
 
-def _me() -> str:
-    return current_user()["_id"]
-
-
 
 
 # --- user routes --------------------------------------------------------------------------------------
@@ -40,7 +36,7 @@ def _me() -> str:
 @blp.response(201, ChatRoomCreatedSchema)
 def create_room(body: dict[str, Any]):
     """Create a room; the caller and ``users`` are its participants."""
-    room, participants = service.create_room(_me(), body["roomName"], body["users"])
+    room, participants = service.create_room(require_user().id, body["roomName"], body["users"])
     user_sockets().join(participants, room.id)
     return {"roomId": room.id}
 
@@ -51,7 +47,7 @@ def create_room(body: dict[str, Any]):
 @blp.response(200, RoomListSchema)
 def list_rooms(args: dict[str, Any]):
     """The caller's rooms, newest first."""
-    rooms, count = service.rooms_of(_me(), args["skip"], args["limit"])
+    rooms, count = service.rooms_of(require_user().id, args["skip"], args["limit"])
     return {"rooms": rooms, "count": count}
 
 
@@ -59,7 +55,7 @@ def list_rooms(args: dict[str, Any]):
 @user_required
 @blp.response(200, ChatRoomSchema)
 def get_room(roomId: str):
-    return service.room_view(service.visible_room(_me(), roomId))
+    return service.room_view(service.visible_room(require_user().id, roomId))
 
 
 @blp.route("/chat/rooms/<roomId>/addUsers", methods=["PUT"])
@@ -68,7 +64,7 @@ def get_room(roomId: str):
 @blp.response(200, ChatRoomSchema)
 def add_users(body: dict[str, Any], roomId: str):
     """Add participants; their connected sockets join the room at once."""
-    room, added = service.add_users(_me(), roomId, body["users"])
+    room, added = service.add_users(require_user().id, roomId, body["users"])
     user_sockets().join(added, roomId)
     return room
 
@@ -78,7 +74,7 @@ def add_users(body: dict[str, Any], roomId: str):
 @blp.response(200, ChatLeftSchema)
 def leave_room(roomId: str):
     """Stop taking part in a room; the caller's sockets stop receiving it, in every worker."""
-    me = _me()
+    me = require_user().id
     service.leave(me, roomId)
     user_sockets().leave([me], roomId)
     return {"_id": roomId, "left": True}
@@ -90,7 +86,7 @@ def leave_room(roomId: str):
 @blp.response(200, MessageListSchema)
 def list_messages(args: dict[str, Any], roomId: str):
     """Messages of a room, newest first."""
-    service.visible_room(_me(), roomId)
+    service.visible_room(require_user().id, roomId)
     messages, count = service.messages_of(roomId, args["skip"], args["limit"])
     return {"messages": messages, "count": count}
 
@@ -101,7 +97,7 @@ def list_messages(args: dict[str, Any], roomId: str):
 @blp.response(201, ChatMessageSchema)
 def send_message(body: dict[str, Any], roomId: str):
     """Send a message; it is delivered to the room's sockets like one sent on the socket."""
-    stored = service.send_message(_me(), roomId, body["message"])
+    stored = service.send_message(require_user().id, roomId, body["message"])
     broadcast("message", stored, roomId)
     return stored
 

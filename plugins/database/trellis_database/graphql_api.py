@@ -45,6 +45,7 @@ from graphql.utilities import value_from_ast_untyped
 from trellis import db
 from trellis.credentials import identify
 from trellis.errors import APIError
+from trellis.http import deleted
 
 from . import documents
 from .access import allowed, check_permission
@@ -315,7 +316,7 @@ def _update_resolver(snap: Snapshot, name: str):
 def _delete_resolver(snap: Snapshot, name: str):
     def action(schema: CompiledSchema, _id: str) -> dict[str, Any]:
         documents.delete(schema, _id)
-        return {"_id": _id, "deleted": True}
+        return deleted(_id)
 
     return _mutation(snap, name, "delete", action)
 

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from trellis import db
 from trellis.credentials import admin_required, current_user, identify
-from trellis.errors import APIError
+from trellis.errors import APIError, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 from trellis.module_config import get as get_config
@@ -259,8 +259,8 @@ def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
     if request.args:
         unknown = set(request.args) - {"populate", "select"}
         if unknown:
-            raise APIError(400, f"Unknown query parameter {min(unknown)!r}",
-                           {name: ["Unknown query parameter"] for name in unknown})
+            raise bad_request(f"Unknown query parameter {min(unknown)!r}",
+                              {name: ["Unknown query parameter"] for name in unknown})
         tree = parse_populate(snap, schema, request.args.get("populate"))
         if tree:
             documents.populate(snap, schema, [doc], tree, identify())
@@ -374,18 +374,18 @@ def call_endpoint(endpointName: str, params: str):
     snap = snapshot()
     endpoint = snap.endpoints.get(endpointName)
     if endpoint is None or not endpoint.enabled:
-        raise APIError(404, f"No custom endpoint named {endpointName!r}")
+        raise not_found(f"No custom endpoint named {endpointName!r}")
     if request.method != endpoint.operation:
         raise endpoints.method_not_allowed(endpoint)
     identity = identify()
     if endpoint.authentication and (identity is None or (identity.kind != "user" and not identity.is_admin)):
-        raise APIError(401, f"{endpoint.name} needs a user Bearer token")
+        raise unauthorized(f"{endpoint.name} needs a user Bearer token")
     body = None
     if request.method in ("POST", "PUT", "PATCH", "DELETE") and request.content_length:
         require_json()
         body = request.get_json(silent=True)
         if body is None:
-            raise APIError(400, "The body is not valid JSON")
+            raise bad_request("The body is not valid JSON")
     segments = [s for s in params.split("/") if s] if params else []
     call = endpoints.Call(endpoint, identity, current_user(), body, request.args, segments)
     result, status = endpoints.run(snap, endpoint, call, request.args)

@@ -6,7 +6,7 @@ from typing import Any
 
 from marshmallow import RAISE
 
-from trellis.credentials import admin_required, current_user, user_required
+from trellis.credentials import admin_required, require_user, user_required
 from trellis.errors import ErrorSchema
 from trellis.http import Blueprint
 from trellis.module_config import admin_config_routes
@@ -40,10 +40,6 @@ blp = Blueprint(
 _PROVIDER_FAILED = "The provider could not be reached or refused our credentials (reason in `message`)"
 
 
-def _user_id() -> str:
-    return current_user()["_id"]
-
-
 def _notification(body: dict[str, Any]) -> Notification:
     return Notification(title=body["title"], body=body["body"], data=body["data"])
 
@@ -54,7 +50,7 @@ def _notification(body: dict[str, Any]) -> Notification:
 @blp.response(201, PushDeviceSchema)
 def register_token(body: dict[str, Any]):
     """Register the caller's device token (again: it is updated, and moves to the caller if another user had it)."""
-    return service.device_dict(service.register_token(_user_id(), body["token"], body["platform"]))
+    return service.device_dict(service.register_token(require_user().id, body["token"], body["platform"]))
 
 
 @blp.route("/pushNotifications/token", methods=["DELETE"])
@@ -68,8 +64,8 @@ def unregister_token(in_query: dict[str, Any], in_body: dict[str, Any]):
     """Unregister the caller's device token named by `token` (query or body), or all of them without it."""
     token = in_query.get("token") or in_body.get("token")
     if token:
-        return {"_id": service.remove_token(_user_id(), token), "deleted": True, "count": 1}
-    return {"deleted": True, "count": service.remove_all_tokens(_user_id())}
+        return {"_id": service.remove_token(require_user().id, token), "deleted": True, "count": 1}
+    return {"deleted": True, "count": service.remove_all_tokens(require_user().id)}
 
 
 @blp.route("/pushNotifications/subscribe", methods=["POST"])
@@ -78,7 +74,7 @@ def unregister_token(in_query: dict[str, Any], in_body: dict[str, Any]):
 @blp.response(200, PushSubscriptionSchema)
 def subscribe(body: dict[str, Any]):
     """Subscribe the caller to a topic (idempotent); topic sends reach all the caller's devices."""
-    service.subscribe(_user_id(), body["topic"])
+    service.subscribe(require_user().id, body["topic"])
     return {"topic": body["topic"], "subscribed": True}
 
 
@@ -88,7 +84,7 @@ def subscribe(body: dict[str, Any]):
 @blp.response(200, PushSubscriptionSchema)
 def unsubscribe(body: dict[str, Any]):
     """Unsubscribe the caller from a topic (idempotent)."""
-    service.unsubscribe(_user_id(), body["topic"])
+    service.unsubscribe(require_user().id, body["topic"])
     return {"topic": body["topic"], "subscribed": False}
 
 

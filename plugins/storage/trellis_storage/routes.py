@@ -171,7 +171,7 @@ def get_url(fileId: str):
     return {
         "url": url,
         "isPublic": False,
-        "expiresAt": datetime.fromtimestamp(expires, timezone.utc).isoformat().replace("+00:00", "Z"),
+        "expiresAt": db.isoformat(datetime.fromtimestamp(expires, timezone.utc)),
     }
 
 

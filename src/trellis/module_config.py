@@ -127,6 +127,18 @@ def deep_merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
+def require_active(name: str) -> dict[str, Any]:
+    """The effective config of module ``name``, or 404 when it is switched off.
+
+    The host lets admins through an inactive module's routes (to configure it); a module calls this
+    where an action must be refused to everybody, e.g. sending through a disabled provider.
+    """
+    settings = get(name)
+    if not settings.get("active", True):
+        raise not_found(f"The {name} module is not active")
+    return settings
+
+
 def admin_config_routes(blp: Any, module: str, schema: type[Schema], example: str = "") -> None:
     """Register ``GET/PUT /admin/<module>/config`` on ``blp`` (a ``trellis.http.Blueprint``).
 

@@ -19,6 +19,7 @@ from trellis import db
 from trellis.errors import not_found, provider_error
 from trellis.http import paginate
 from trellis.module_config import get as get_config
+from trellis.module_config import require_active
 
 from .models import SENT, PushDelivery, PushDevice, PushNotification, PushSubscription
 from .providers import Notification, PushState, make_provider
@@ -35,14 +36,6 @@ def config() -> dict[str, Any]:
 
 def state() -> PushState:
     return current_app.extensions[MODULE]
-
-
-def require_active() -> dict[str, Any]:
-    # The core lets admin callers through an inactive module (to configure it); sending is refused.
-    settings = config()
-    if not settings["active"]:
-        raise not_found("The pushNotifications module is not active")
-    return settings
 
 
 # --- device tokens ----------------------------------------------------------------------------------
@@ -147,7 +140,7 @@ def send(
     user_ids: Sequence[str] | None = None,
 ) -> dict[str, int]:
     """Deliver to every device the query selects; record the send and each delivery; ``{sent, failed}``."""
-    settings = require_active()
+    settings = require_active(MODULE)
     devices: list[Row[Any]] = list(db.session.execute(devices_query.order_by(PushDevice.id)).all())
     # End the read transaction: a provider's fan-out can take seconds and must not hold a connection.
     db.session.commit()

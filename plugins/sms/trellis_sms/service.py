@@ -7,9 +7,9 @@ from typing import Any
 from sqlalchemy import select
 
 from trellis import db
-from trellis.errors import not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
+from trellis.module_config import require_active
 
 from .models import SmsMessage
 from .providers import make_provider
@@ -21,17 +21,9 @@ def config() -> dict[str, Any]:
     return get_config(MODULE)
 
 
-def require_active() -> dict[str, Any]:
-    # The core lets admin callers through an inactive module (to configure it); sending is refused.
-    settings = config()
-    if not settings["active"]:
-        raise not_found("The sms module is not active")
-    return settings
-
-
 def send(numbers: list[str], text: str) -> list[SmsMessage]:
     """Send ``text`` to each E.164 number (already validated) and record every attempt in one commit."""
-    settings = require_active()
+    settings = require_active(MODULE)
     # End the read transaction: the provider's round trips must not hold a database connection.
     db.session.commit()
     provider = make_provider(settings)

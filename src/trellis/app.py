@@ -1,20 +1,23 @@
 """The application factory: settings → database → API → modules (in dependency order)."""
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import re
-import uuid
+import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Iterable
+from typing import Any
 
 import pluggy
 from flask import Flask, current_app, g, request
 from flask.cli import AppGroup
 from flask.sessions import SecureCookieSessionInterface
 from flask_jwt_extended import JWTManager
-from limits.strategies import RateLimiter
 from flask_socketio import SocketIO
+from limits.strategies import RateLimiter
 from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -147,15 +150,35 @@ def _cli_group() -> AppGroup:
     return group
 
 
+class _RequestIds:
+    """Unique request ids without a system call each: a random prefix per process, then a counter.
+
+    The prefix is drawn again in a forked child, so workers forked from one parent never share ids.
+    """
+
+    def __init__(self) -> None:
+        self._draw()
+        os.register_at_fork(after_in_child=self._draw)
+
+    def _draw(self) -> None:
+        self._prefix, self._counter = secrets.token_hex(8), itertools.count(1)
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._counter):016x}"
+
+
+new_request_id = _RequestIds()
+
+
 def _request_ids(app: Flask) -> None:
     @app.before_request
     def assign_request_id() -> None:
         incoming = request.headers.get("X-Request-ID", "")
-        g.request_id = incoming if _REQUEST_ID.match(incoming) else uuid.uuid4().hex
+        g.request_id = incoming if _REQUEST_ID.match(incoming) else new_request_id()
 
     @app.after_request
     def send_request_id(response):
-        response.headers["X-Request-ID"] = g.get("request_id") or uuid.uuid4().hex
+        response.headers["X-Request-ID"] = g.get("request_id") or new_request_id()
         return response
 
 

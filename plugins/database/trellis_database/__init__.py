@@ -13,8 +13,10 @@ from sqlalchemy import event
 from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
-from . import models  # noqa: F401  (the tables belong to the shared metadata)
-from .documents import end_read_only, read_only, reads_without_session, release_reader
+from . import (
+    models,  # noqa: F401  (the tables belong to the shared metadata)
+    readers,
+)
 from .openapi import paths as openapi_paths
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, graphql_blp, schemas_blp
@@ -41,22 +43,20 @@ def _reads_without_transaction() -> None:
     if request.method != "GET":
         return
     if request.blueprint == documents_blp.name:
-        reads_without_session()
+        readers.begin()
     elif request.blueprint == endpoints_blp.name:
         # Before the host's own checks (module active, cache generations), so they read on it too.
-        read_only()
+        readers.read_only()
 
 
 def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
     app.before_request(_reads_without_transaction)
-    app.teardown_request(release_reader)
+    readers.init_app(app)
     engine = app.extensions["trellis"].engine
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_functions)
         engine.dispose()  # connections opened before this listener existed lack the function
-    else:
-        event.listen(engine, "checkin", end_read_only)
 
 
 module = Module(

@@ -13,17 +13,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DBAPIError
+from flask import has_app_context
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.exc import IntegrityError
-
-from flask import g, has_app_context
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from trellis import db
 from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found
 
+from . import readers
 from .access import allowed
 from .fields import FieldError, check_value
 from .query import Compiler
@@ -41,15 +40,45 @@ def dialect() -> str:
 def run(statement: Any, parameters: Any = None) -> Any:
     """Execute a Core statement on the session's connection (its transaction), skipping the ORM layer.
 
-    In a read-only document request (see :func:`reads_without_session`) it runs on that request's
-    autocommit connection instead.
+    In a read-only document request (see :mod:`.readers`) it runs on that request's autocommit
+    connection instead.
     """
-    connection = g.get(_READER) if has_app_context() else None
+    connection = readers.current() if has_app_context() else None
     return (connection or db.session.connection()).execute(statement, parameters)
 
 
 def columns(table: sa.Table) -> tuple[sa.Column, ...]:
     return table.c.id, table.c.data, table.c.created_at, table.c.updated_at, table.c.version
+
+
+_STAMP_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'  # the same text as _stamp(), made by PostgreSQL
+
+
+def text_columns(table: sa.Table, dialect_name: str) -> tuple[sa.ColumnElement, ...]:
+    """The document's columns for :func:`document_json`: ``data`` as JSON text, and on PostgreSQL
+    the timestamps already formatted, so a read never decodes and re-encodes the stored JSON."""
+    data = sa.cast(table.c.data, sa.Text)
+    if dialect_name != "postgresql":
+        return table.c.id, data, table.c.created_at, table.c.updated_at, table.c.version
+    # Constants as SQL text, not parameters: the statement is compiled once and run with its id only.
+    utc, stamp_format = sa.literal_column("'UTC'"), sa.literal_column(f"'{_STAMP_FORMAT}'")
+    created, updated = (sa.func.to_char(sa.func.timezone(utc, column), stamp_format)
+                        for column in (table.c.created_at, table.c.updated_at))
+    return table.c.id, data, created, updated, table.c.version
+
+
+def document_json(schema: CompiledSchema, row: Any) -> str:
+    """A document as JSON text, spliced from a :func:`text_columns` row: the same keys in the same
+    order as :func:`to_document`. ``data`` never holds ``_id``, the timestamps or ``__v``
+    (:func:`validate` drops them), so splicing cannot repeat a key."""
+    inner = row[1].strip()[1:-1].strip()
+    parts = ['{"_id":', json.dumps(row[0])]
+    if inner:
+        parts += [",", inner]
+    if schema.timestamps:
+        parts += [',"createdAt":', json.dumps(_stamp(row[2])), ',"updatedAt":', json.dumps(_stamp(row[3]))]
+    parts += [',"__v":', str(row[4]), "}"]
+    return "".join(parts)
 
 
 def to_document(schema: CompiledSchema, row: Any) -> dict[str, Any]:
@@ -167,115 +196,33 @@ def unique_conflict(schema: CompiledSchema, exc: IntegrityError) -> APIError:
 # ---- reads -----------------------------------------------------------------------------------------
 
 
-def read_only() -> None:
-    """Let this request's reads skip BEGIN and ROLLBACK (two round trips) on PostgreSQL.
-
-    Call it before the first query of a route that only reads: the session's connection is put in
-    psycopg2's autocommit mode, a client-side flag (SQLAlchemy's AUTOCOMMIT isolation level costs
-    two server round trips of its own); ``init_app`` clears the flag when the connection returns to
-    the pool. Not when the session is bound to an outside connection (the test fixtures'
-    rolled-back transaction, whose rows only that connection sees), not once a statement has run,
-    and not on SQLite, whose reads are local.
-    """
-    session = db.session()  # the scoped session's current Session
-    if session.bind is not None or session.in_transaction() or dialect() != "postgresql":
-        return
-    raw = session.connection().connection.dbapi_connection
-    if raw is not None and hasattr(raw, "autocommit"):
-        raw.autocommit = True
-
-
-def end_read_only(dbapi_connection: Any, _record: Any) -> None:
-    """Pool check-in listener: no connection goes back to the pool in autocommit mode."""
-    if dbapi_connection is not None and getattr(dbapi_connection, "autocommit", False):
-        dbapi_connection.autocommit = False
-
-
-_READER = "database_reader"
-
-
-def reads_without_session() -> None:
-    """Give this request's document reads a pooled connection of their own, in autocommit mode.
-
-    For the document routes' GETs on PostgreSQL: no ORM session is created, and no BEGIN/ROLLBACK
-    round trips are spent (psycopg2's autocommit is a client-side flag; SQLAlchemy's AUTOCOMMIT
-    isolation level would cost two round trips of its own). :func:`release_reader` hands the
-    connection back at the end of the request and the pool's check-in listener
-    (:func:`end_read_only`) clears the flag. Not when the session is bound to an outside
-    connection (the test fixtures' rolled-back transaction, whose rows only that connection sees),
-    and not on SQLite, whose reads are local.
-    """
-    if db.session.session_factory.kw.get("bind") is not None:  # sessions pinned to one connection
-        return
-    if db.session.registry.has() and db.session().bind is not None:
-        return
-    engine = db.engine()
-    if engine.dialect.name != "postgresql":
-        return
-    if _READER in g:
-        return
-    pooled = engine.raw_connection()  # a pool checkout; a Connection is wrapped round it only if needed
-    pooled.dbapi_connection.autocommit = True
-    g.setdefault(_READER, _Reader(engine, pooled))
-
-
-class _Reader:
-    """A request's autocommit connection: the pooled DB-API connection, and a Core Connection on it
-    made the first time a statement needs SQLAlchemy's execution (get by id does not)."""
-
-    __slots__ = ("engine", "pooled", "_core")
-
-    def __init__(self, engine: sa.Engine, pooled: Any) -> None:
-        self.engine, self.pooled, self._core = engine, pooled, None
-
-    @property
-    def dialect(self) -> Any:
-        return self.engine.dialect
-
-    @property
-    def core(self) -> sa.Connection:
-        if self._core is None:
-            self._core = sa.Connection(self.engine, connection=self.pooled)
-        return self._core
-
-    def execute(self, statement: Any, parameters: Any = None) -> Any:
-        return self.core.execute(statement, parameters)
-
-    def close(self) -> None:
-        if self._core is not None:
-            self._core.close()  # also returns the pooled connection
-        else:
-            self.pooled.close()
-
-
-def release_reader(_exc: BaseException | None = None) -> None:
-    reader = g.pop(_READER, None)
-    if reader is not None:
-        reader.close()
-
-
 def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
+    return json.loads(get_json(schema, doc_id))
+
+
+def get_json(schema: CompiledSchema, doc_id: str) -> str:
+    """One document as JSON text (404 if there is none)."""
     row = _first_by_id(schema, doc_id)
     if row is None:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
-    return to_document(schema, row)
+    return document_json(schema, row)
 
 
 def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
     """The hottest read: on PostgreSQL the compiled SQL runs straight on the DB-API cursor.
 
-    The statement has one string parameter and no result processing beyond what psycopg2 does
-    itself (JSONB → dict, timestamptz → datetime), so SQLAlchemy's execution layer adds nothing
-    here but its per-call cost. Errors are wrapped as SQLAlchemy's, as on every other path.
+    The statement has one string parameter and its columns are plain text and an integer (see
+    :func:`text_columns`), so SQLAlchemy's execution layer adds nothing here but its per-call cost.
+    Errors are wrapped as SQLAlchemy's, as on every other path.
     """
-    connection = g.get(_READER) if has_app_context() else None
+    connection = readers.current() if has_app_context() else None
     connection = connection or db.session.connection()
     if connection.dialect.name != "postgresql":
-        return connection.execute(_by_id(schema), {"doc_id": doc_id}).first()
+        return connection.execute(_by_id(schema, connection.dialect.name), {"doc_id": doc_id}).first()
     sql = schema.statements.get("by_id_sql")
     if sql is None:
-        sql = schema.statements["by_id_sql"] = str(_by_id(schema).compile(dialect=connection.dialect))
-    raw = connection.pooled.dbapi_connection if isinstance(connection, _Reader) else connection.connection.dbapi_connection
+        sql = schema.statements["by_id_sql"] = str(_by_id(schema, "postgresql").compile(dialect=connection.dialect))
+    raw = connection.pooled.dbapi_connection if isinstance(connection, readers.Reader) else connection.connection.dbapi_connection
     try:
         with raw.cursor() as cursor:
             cursor.execute(sql, {"doc_id": doc_id})
@@ -284,22 +231,31 @@ def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
         raise DBAPIError.instance(sql, {"doc_id": doc_id}, exc, type(raw).Error) from exc  # type: ignore[union-attr]
 
 
-def _by_id(schema: CompiledSchema) -> sa.Select:
+def _by_id(schema: CompiledSchema, dialect_name: str) -> sa.Select:
     stmt = schema.statements.get("by_id")
     if stmt is None:  # built once per compiled schema: the hottest read skips statement construction
         table = schema.table
-        stmt = schema.statements["by_id"] = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
+        stmt = sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"))
+        schema.statements["by_id"] = stmt
     return stmt
 
 
 def find(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
          count: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit.
+    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit."""
+    texts, total = find_json(schema, where, sort, skip, limit, count)
+    return [json.loads(text) for text in texts], total
+
+
+def find_json(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
+              count: bool = True) -> tuple[list[str], int]:
+    """:func:`find` with each document as JSON text (see :func:`document_json`).
 
     The statements are built once per query *shape* (fields, operators, sort) and cached on the
     compiled schema; each request only binds its values.
     """
-    compiler = Compiler(schema, dialect())
+    dialect_name = dialect()
+    compiler = Compiler(schema, dialect_name)
     shape, values = compiler.prepare(where)
     key = ("find", shape, sort or "")
     statements = schema.statements.get(key)
@@ -307,7 +263,7 @@ def find(schema: CompiledSchema, where: Any = None, sort: str | None = None, ski
         condition = compiler.build(shape)
         order = compiler.order_by(sort)
         table = schema.table
-        page = sa.select(*columns(table))
+        page = sa.select(*text_columns(table, dialect_name))
         total = sa.select(sa.func.count()).select_from(table)
         if condition is not None:
             page, total = page.where(condition), total.where(condition)
@@ -324,7 +280,7 @@ def find(schema: CompiledSchema, where: Any = None, sort: str | None = None, ski
         total = skip + len(rows)  # a short page tells the total without counting
     else:
         total = run(total_stmt, params).scalar_one()
-    return [to_document(schema, row) for row in rows], total
+    return [document_json(schema, row) for row in rows], total
 
 
 def populate(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], tree: dict[str, Any],

@@ -67,6 +67,8 @@ def test_nul_characters_are_400_not_500(client, admin_headers):
     assert_error(response, 400, "INVALID_ARGUMENTS")
     assert_error(client.get("/config/a%00b", headers=admin_headers), 400, "INVALID_ARGUMENTS")
     assert_error(client.get("/health?x=%00"), 400, "INVALID_ARGUMENTS")
+    assert_error(client.get("/health?a%00b=1"), 400, "INVALID_ARGUMENTS")
+    assert client.get("/health?x=%2500").status_code == 200  # an encoded percent sign, then 00: no NUL
 
 
 def test_no_cookie_session_is_kept(client):

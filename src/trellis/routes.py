@@ -13,6 +13,7 @@ from .errors import APIError, ErrorSchema, unauthorized
 from .http import Blueprint, FreeFormSchema
 from .models import Admin
 from .passwords import verify_password
+from .shared_redis import redis_client
 
 blp = Blueprint("core", __name__, description="Administrator sign-in, module configuration, health")
 
@@ -114,12 +115,10 @@ def health():
     except Exception as exc:  # reported, not raised: health must answer
         current_app.logger.warning("health: database check failed: %s", exc.__class__.__name__)
         result.update(status="unavailable", database="unavailable")
-    redis_url = current_app.config.get("REDIS_URL")
-    if redis_url:
+    redis = redis_client()
+    if redis is not None:
         try:
-            import redis
-
-            redis.Redis.from_url(redis_url, socket_timeout=2).ping()
+            redis.ping()
             result["redis"] = "ok"
         except Exception as exc:
             current_app.logger.warning("health: redis check failed: %s", exc.__class__.__name__)

@@ -53,6 +53,7 @@ def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
     app.before_request(_reads_without_transaction)
     readers.init_app(app)
+    counts.init_app(app)
     engine = app.extensions["trellis"].engine
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_functions)

@@ -22,7 +22,7 @@ from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found
 
-from . import readers
+from . import counts, readers
 from .access import allowed
 from .fields import FieldError, check_value
 from .query import Compiler
@@ -41,10 +41,16 @@ def run(statement: Any, parameters: Any = None) -> Any:
     """Execute a Core statement on the session's connection (its transaction), skipping the ORM layer.
 
     In a read-only document request (see :mod:`.readers`) it runs on that request's autocommit
-    connection instead.
+    connection instead. A write marks its table, so the cached counts of that table are dropped
+    once the transaction commits (see :mod:`.counts`).
     """
     connection = readers.current() if has_app_context() else None
-    return (connection or db.session.connection()).execute(statement, parameters)
+    if connection is not None:
+        return connection.execute(statement, parameters)
+    session = db.session()
+    if getattr(statement, "is_dml", False):
+        counts.touched(session, statement.table.name)
+    return session.connection().execute(statement, parameters)
 
 
 def columns(table: sa.Table) -> tuple[sa.Column, ...]:
@@ -279,7 +285,8 @@ def find_json(schema: CompiledSchema, where: Any = None, sort: str | None = None
     elif len(rows) < limit and (rows or skip == 0):
         total = skip + len(rows)  # a short page tells the total without counting
     else:
-        total = run(total_stmt, params).scalar_one()
+        total = counts.cached(schema.table.name, (schema.version, shape, values),
+                              lambda: run(total_stmt, params).scalar_one())
     return [document_json(schema, row) for row in rows], total
 
 

@@ -15,7 +15,7 @@ from trellis import db
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 
-from . import storage
+from . import counts, storage
 from .definitions import (
     DefinitionError,
     check_name,
@@ -81,6 +81,7 @@ def _flush(row: SchemaRecord) -> None:
 
 def _sync(row: SchemaRecord, fields: dict[str, Field], what: str) -> None:
     """Bring the table's generated columns and indexes in line with ``fields``."""
+    counts.touched(db.session(), row.storage["table"])  # filters on changed columns count anew
     try:
         columns = storage.sync_columns(db.session.connection(), row.storage["table"],
                                        row.storage.get("columns") or {}, fields)
@@ -95,6 +96,7 @@ def _drop_data(row: SchemaRecord, names: list[str]) -> None:
     if not names or not row.storage.get("table"):
         return
     table = storage.make_table(row.storage["table"], {})
+    counts.touched(db.session(), table.name)
     if db.session.get_bind().dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import JSONB
 

@@ -1,0 +1,163 @@
+"""List counts remembered in Redis: exact after every kind of write, shared by workers, and never a
+reason for a list to fail (Redis down → the database counts)."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from trellis import create_app
+from trellis import db as trellis_db
+from trellis.testing.plugin import TEST_MASTER_KEY
+
+from .conftest import DatabaseApi
+
+REDIS = "redis://127.0.0.1:6379/14"
+ADMIN = {"masterkey": TEST_MASTER_KEY}
+
+
+@pytest.fixture()
+def cached_api(app_config, db, admin_headers):
+    app = create_app({**app_config, "REDIS_URL": REDIS})
+    with app.app_context():
+        yield DatabaseApi(app.test_client(), admin_headers)
+
+
+def _insert_behind_trellis(name: str, n: int) -> None:
+    """A row written straight into the table: no Trellis write, so no count is dropped for it."""
+    schema = trellis_db.session.execute(sa.text("SELECT storage FROM database_schemas WHERE name = :n"),
+                                        {"n": name}).scalar_one()
+    table = (schema if isinstance(schema, dict) else __import__("json").loads(schema))["table"]
+    trellis_db.session.execute(sa.text(
+        f"INSERT INTO {table} (id, data, created_at, updated_at, version) "
+        "VALUES (:id, :data, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0)"), {"id": f"direct{n:026d}", "data": f'{{"n": {n}}}'})
+
+
+def test_a_count_is_kept_until_a_write_to_the_schema_commits(cached_api):
+    api = cached_api
+    schema = api.create_schema("Counted", {"n": "Number", "label": "String"})
+    api.many("Counted", [{"n": i} for i in range(30)])
+    api.create_schema("Other", {"n": "Number"})
+
+    def count() -> int:
+        return api.list("Counted", "n[$lt]=25&limit=5")["count"]
+
+    assert count() == 25
+    _insert_behind_trellis("Counted", 3)
+    assert count() == 25  # remembered: the row written behind Trellis's back is not counted yet
+    assert api.list("Counted", "n[$lt]=24&limit=5")["count"] == 25  # another query is counted afresh
+    api.post("Other", {"n": 1})
+    assert count() == 25  # a write to another schema keeps this one's counts
+
+    created = api.post("Counted", {"n": 1})
+    assert count() == 27  # the write dropped the counts: both new rows are counted
+    assert api.client.patch(f"/database/Counted/{created['_id']}", json={"n": 100}, headers=api.admin).status_code == 200
+    assert count() == 26
+    assert api.client.put(f"/database/Counted/{created['_id']}", json={"n": 2}, headers=api.admin).status_code == 200
+    assert count() == 27
+    assert api.client.delete(f"/database/Counted/{created['_id']}", headers=api.admin).status_code == 200
+    assert count() == 26
+    api.many("Counted", [{"n": 5}, {"n": 6}])
+    assert count() == 28
+    api.graphql("mutation { createCounted(data: {n: 7}) { _id } }")
+    assert count() == 29
+
+    endpoint = {"name": "dropSmall", "operation": "DELETE", "selectedSchema": "Counted",
+                "query": {"AND": [{"schemaField": "n", "operation": "lt",
+                                   "comparisonField": {"type": "Custom", "value": 3}}]}}
+    assert api.client.post("/admin/database/customEndpoints", json=endpoint, headers=api.admin).status_code == 201
+    assert api.client.delete("/database/function/dropSmall", headers=api.admin).status_code == 200
+    assert count() == 26  # n = 0, 1 and 2 are gone
+    _insert_behind_trellis("Counted", 4)
+    assert count() == 26
+    api.update_schema(schema["_id"], fields={"n": "Number"})  # drops `label` from the stored documents
+    assert count() == 27
+
+
+def test_a_count_taken_while_a_write_commits_is_not_kept(cached_api, db):
+    from trellis_database import counts
+
+    table = f"race_{uuid.uuid4().hex}"
+
+    def count_racing_a_commit() -> int:
+        counts.touched(db(), table)
+        db.commit()  # another writer commits (and bumps) while this count runs: 1 may be stale
+        return 1
+
+    assert counts.cached(table, ("q",), count_racing_a_commit) == 1
+    assert counts.cached(table, ("q",), lambda: 2) == 2  # the possibly stale 1 was not kept
+    assert counts.cached(table, ("q",), lambda: 3) == 2  # a count nothing raced is kept
+    assert counts.cached(table, ("other",), lambda: 4) == 4
+
+
+def test_a_failed_write_keeps_the_counts_right(cached_api):
+    api = cached_api
+    api.create_schema("Unique", {"code": {"type": "String", "unique": True}})
+    api.many("Unique", [{"code": "a"}, {"code": "b"}])
+    assert api.list("Unique", "limit=1")["count"] == 2
+    api.many("Unique", [{"code": "c"}, {"code": "a"}], expect=409)  # all or nothing
+    assert api.list("Unique", "limit=1")["count"] == 2
+
+
+def test_lists_count_in_the_database_when_redis_is_down(app_config, db, admin_headers):
+    app = create_app({**app_config, "REDIS_URL": "redis://127.0.0.1:1/0"})
+    with app.app_context():
+        api = DatabaseApi(app.test_client(), admin_headers)
+        api.create_schema("Counted", {"n": "Number"})
+        api.many("Counted", [{"n": i} for i in range(10)])
+        assert api.list("Counted", "n[$lt]=8&limit=2")["count"] == 8
+        _insert_behind_trellis("Counted", 1)
+        assert api.list("Counted", "n[$lt]=8&limit=2")["count"] == 9  # nothing is remembered
+
+
+@pytest.mark.live
+def test_workers_share_counts_and_writes_racing_reads_leave_them_exact(live_server_factory):
+    writer, reader = (live_server_factory(TRELLIS_REDIS_URL=REDIS) for _ in range(2))
+    created = requests.post(f"{writer.url}/admin/database/schemas", headers=ADMIN, timeout=30,
+                            json={"name": "Raced", "fields": {"n": "Number"}})
+    assert created.status_code == 201, created.text
+    try:
+        assert requests.post(f"{writer.url}/database/Raced/many", timeout=30,
+                             json={"docs": [{"n": i % 10} for i in range(100)]}).status_code == 201
+        url = f"{reader.url}/database/Raced?n[$lt]=5&limit=1"
+        assert requests.get(url, timeout=30).json()["count"] == 50
+        assert requests.post(f"{writer.url}/database/Raced", json={"n": 0}, timeout=30).status_code == 201
+        assert requests.get(url, timeout=30).json()["count"] == 51  # the other worker's write is seen at once
+
+        # Writers on one worker, readers filling the cache on the other: a count computed before a
+        # commit must never outlive that commit's bump.
+        stop = threading.Event()
+        failures: list[str] = []
+
+        def write() -> None:
+            with requests.Session() as http:
+                for _ in range(40):
+                    if http.post(f"{writer.url}/database/Raced", json={"n": 1}, timeout=30).status_code != 201:
+                        failures.append("write")
+
+        def read() -> None:
+            with requests.Session() as http:
+                while not stop.is_set():
+                    if http.get(url, timeout=30).status_code != 200:
+                        failures.append("read")
+
+        readers = [threading.Thread(target=read) for _ in range(3)]
+        writers = [threading.Thread(target=write) for _ in range(3)]
+        for thread in readers + writers:
+            thread.start()
+        for thread in writers:
+            thread.join()
+        stop.set()
+        for thread in readers:
+            thread.join()
+        assert not failures
+        time.sleep(0.1)
+        assert requests.get(url, timeout=30).json()["count"] == 51 + 120
+        assert requests.get(f"{writer.url}/database/Raced?n[$lt]=5&limit=1", timeout=30).json()["count"] == 171
+    finally:
+        requests.delete(f"{writer.url}/admin/database/schemas/{created.json()['_id']}?deleteData=true",
+                        headers=ADMIN, timeout=30)

@@ -1,0 +1,114 @@
+"""Exact list counts, remembered in Redis until the schema's documents change.
+
+A list answers ``count``, the number of matches before skip/limit. The page is 20 rows read from an
+index; the count reads every match (an index-only scan over half the table costs PostgreSQL ~4 ms of
+CPU at 100,000 documents; see bench/results/database.md). With Redis configured
+(``TRELLIS_REDIS_URL``, which a production deployment has) a count is kept per query until a write
+to the schema commits, in any process; without Redis every list counts.
+
+Why it stays exact: each document table has a version in Redis, bumped after every commit that
+wrote to it (a Session ``after_commit`` listener; writes mark their table in :func:`touched`).
+Counts live in a hash per table *and version*, and a count is stored under the version read
+*before* its query ran: a count that may predate a commit lands in a hash nobody reads once that
+commit's bump is done (the store script also skips it when the version has moved). Between a
+commit and its bump (the writer bumps before its own response leaves) another client may still
+read the previous count. Writes made behind Trellis's back (plain SQL) are counted once their
+counts expire (``TTL_SECONDS``).
+
+Redis being down costs nothing but the counting: errors are logged and the database counts.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask, current_app, has_app_context
+from redis.exceptions import RedisError
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from trellis.shared_redis import redis_client
+
+log = logging.getLogger(__name__)
+
+# Counts nobody asks for again go away; also the most a count can outlive a bump that failed (Redis down).
+TTL_SECONDS = 120
+VERSION_TTL_SECONDS = 86_400  # a version key outlives every count stored under it
+MAX_COUNTS = 10_000  # per table and version: clients choose the queries, memory stays bounded
+_TOUCHED = "trellis_database_touched"
+_PREFIX = "trellis_database_counts_prefix"
+
+# KEYS[1] version key; ARGV[1] counts key prefix, ARGV[2] the query's field → {version, count or nil}
+_READ = """
+local version = redis.call('GET', KEYS[1]) or '0'
+return {version, redis.call('HGET', ARGV[1] .. version, ARGV[2])}
+"""
+# KEYS[1] version key; ARGV: counts key prefix, version read before counting, field, count, ttl, max,
+# version ttl
+_STORE = """
+if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[2] then return 0 end
+local key = ARGV[1] .. ARGV[2]
+if redis.call('HLEN', key) >= tonumber(ARGV[6]) then return 0 end
+redis.call('HSET', key, ARGV[3], ARGV[4])
+redis.call('EXPIRE', key, ARGV[5])
+if ARGV[2] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[7]) end
+return 1
+"""
+
+
+def init_app(app: Flask) -> None:
+    # Keys carry the database's identity: two deployments (or test runs) may share one Redis.
+    database = app.extensions["trellis"].engine.url.render_as_string(hide_password=True)
+    app.extensions[_PREFIX] = "trellis:" + hashlib.sha1(database.encode()).hexdigest()[:12] + ":dbcount:"
+    if not event.contains(Session, "after_commit", _after_commit):
+        event.listen(Session, "after_commit", _after_commit)
+
+
+def touched(session: Session, table: str) -> None:
+    """Mark ``table`` written in ``session``'s transaction: its counts are dropped once it commits."""
+    session.info.setdefault(_TOUCHED, set()).add(table)
+
+
+def cached(table: str, query: tuple[Any, ...], count: Callable[[], int]) -> int:
+    """The count of ``query`` on ``table``: from Redis when known for the current data, else ``count()``."""
+    redis = redis_client()
+    if redis is None:
+        return count()
+    prefix = current_app.extensions[_PREFIX]
+    version_key, counts_prefix = f"{prefix}{table}:v", f"{prefix}{table}:c:"
+    field = hashlib.sha1(repr(query).encode()).hexdigest()
+    try:
+        version, known = redis.eval(_READ, 1, version_key, counts_prefix, field)
+    except RedisError as exc:  # Redis only accelerates lists: never fail one for it
+        log.warning("count cache unavailable (%s); counting in the database", exc.__class__.__name__)
+        return count()
+    if known is not None:
+        return int(known)
+    total = count()
+    try:
+        redis.eval(_STORE, 1, version_key, counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS,
+                   VERSION_TTL_SECONDS)
+    except RedisError as exc:
+        log.warning("count cache unavailable (%s); count not kept", exc.__class__.__name__)
+    return total
+
+
+def _after_commit(session: Session) -> None:
+    tables = session.info.pop(_TOUCHED, None)
+    if not tables or not has_app_context():
+        return
+    redis = redis_client()
+    if redis is None:
+        return
+    prefix = current_app.extensions[_PREFIX]
+    try:
+        with redis.pipeline(transaction=False) as pipe:
+            for table in tables:
+                pipe.incr(f"{prefix}{table}:v")
+                pipe.expire(f"{prefix}{table}:v", VERSION_TTL_SECONDS)
+            pipe.execute()
+    except RedisError as exc:
+        # Counts of these tables may now be stale until their entries expire: say so loudly.
+        log.error("count cache: could not invalidate %s (%s)", ", ".join(sorted(tables)), exc.__class__.__name__)

@@ -174,7 +174,7 @@ def _request_checks(check_module_active: Callable[[], None]) -> Callable[[], Non
     """The host's before-request work: a request id, NUL refusal, the module-active guard."""
 
     def before_request() -> None:
-        incoming = request.headers.get("X-Request-ID", "")
+        incoming = request.environ.get("HTTP_X_REQUEST_ID", "")
         g.request_id = incoming if _REQUEST_ID.match(incoming) else new_request_id()
         _refuse_nul_characters()
         check_module_active()

@@ -61,9 +61,9 @@ class Generations:
             return connection.execute(statement).all()
 
     def _stale(self) -> bool:
-        if has_request_context() and request.environ.get("trellis", {}).get("generations_read"):
-            return False
-        return time.monotonic() - self._checked_at >= self.check_seconds
+        if time.monotonic() - self._checked_at < self.check_seconds:
+            return False  # the common case first: no context lookups
+        return not (has_request_context() and request.environ.get("trellis", {}).get("generations_read"))
 
     def bump(self, name: str) -> None:
         """Increment ``name`` inside the caller's transaction (the caller commits)."""

@@ -55,7 +55,7 @@ def issue_admin_token(admin: Admin) -> str:
 
 
 def bearer_token() -> str | None:
-    header = request.headers.get("Authorization", "")
+    header = request.environ.get("HTTP_AUTHORIZATION", "")  # the WSGI key: no header-map lookup
     if not header:
         return None
     scheme, _, token = header.partition(" ")
@@ -94,11 +94,12 @@ def identify() -> Identity | None:
 
     Raises 401 when a credential was sent but is not valid.
     """
-    memo = request.environ.setdefault("trellis", {})
+    environ = request.environ
+    memo = environ.setdefault("trellis", {})
     if "identity" in memo:
         return memo["identity"]
     identity = None
-    key = request.headers.get("masterkey")
+    key = environ.get("HTTP_MASTERKEY")
     token = bearer_token()
     if key is not None:
         if not master_key_matches(key):

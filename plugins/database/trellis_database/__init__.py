@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask
 from marshmallow import fields as ma
 from marshmallow import validate
 from sqlalchemy import event
@@ -13,10 +13,8 @@ from sqlalchemy import event
 from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
-from . import (
-    models,  # noqa: F401  (the tables belong to the shared metadata)
-    readers,
-)
+from . import counts, readers
+from . import models  # noqa: F401  (the tables belong to the shared metadata)
 from .openapi import paths as openapi_paths
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, graphql_blp, schemas_blp
@@ -39,19 +37,8 @@ def _sqlite_functions(dbapi_connection: Any, _record: Any) -> None:
                                      deterministic=True)
 
 
-def _reads_without_transaction() -> None:
-    if request.method != "GET":
-        return
-    if request.blueprint == documents_blp.name:
-        readers.begin()
-    elif request.blueprint == endpoints_blp.name:
-        # Before the host's own checks (module active, cache generations), so they read on it too.
-        readers.read_only()
-
-
 def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
-    app.before_request(_reads_without_transaction)
     readers.init_app(app)
     counts.init_app(app)
     engine = app.extensions["trellis"].engine

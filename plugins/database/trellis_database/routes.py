@@ -20,7 +20,7 @@ from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 from trellis.module_config import get as get_config
 
-from . import documents, endpoints, graphql_api, schemas
+from . import documents, endpoints, graphql_api, readers, schemas
 from .access import authorize, check_permission
 from .api_schemas import (
     DeleteSchemaArgs,
@@ -64,6 +64,12 @@ def _too_deep(_error: RecursionError):
 
 for _blueprint in (schemas_blp, documents_blp, endpoints_blp, graphql_blp):
     _blueprint.register_error_handler(RecursionError, _too_deep)
+
+
+@endpoints_blp.before_request
+def _endpoint_reads_skip_transactions() -> None:
+    if request.method == "GET":
+        readers.read_only()
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -191,6 +197,8 @@ def _document_access(operation: str):
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if operation == "read":
+                readers.begin()  # reads on an autocommit connection, not the session (see readers.py)
             snap = snapshot()
             name = kwargs["schemaName"]
             schema = snap.document_schema(name)
@@ -262,7 +270,7 @@ def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
 @documents_blp.response(200, DocumentSchema())
 def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
     """One document; ``populate`` and ``select`` work as on the list."""
-    if not request.args:
+    if not request.environ.get("QUERY_STRING"):  # no `request.args` to build on the hottest read
         return _json_text(documents.get_json(schema, docId))
     unknown = set(request.args) - {"populate", "select"}
     if unknown:

@@ -104,7 +104,6 @@ def _wait(url: str, process: subprocess.Popen, log: Path, timeout: float = 60) -
 def bench_server(database: str = "postgresql", modules: str | None = None, **env: str) -> Iterator[Server]:
     """Migrate a throwaway database, create the admin, and serve it with eventlet on a free port."""
     with throwaway_database(database) as db_url, tempfile.TemporaryDirectory(prefix="trellis-bench-") as tmp:
-        port = _free_port()
         full_env = dict(os.environ)
         full_env.update(
             TRELLIS_DATABASE_URL=db_url,
@@ -117,7 +116,6 @@ def bench_server(database: str = "postgresql", modules: str | None = None, **env
             TRELLIS_ASYNC_MODE="eventlet",
             TRELLIS_LOG_LEVEL="WARNING",
             HOST="127.0.0.1",
-            PORT=str(port),
         )
         if modules is not None:
             full_env["TRELLIS_MODULES"] = modules
@@ -126,18 +124,30 @@ def bench_server(database: str = "postgresql", modules: str | None = None, **env
             [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis", "init"],
             env=full_env, check=True, capture_output=True, cwd=tmp,
         )
-        log = Path(tmp) / "server.log"
-        with open(log, "wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "trellis.testing.server"], env=full_env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp
-            )
-            try:
-                url = f"http://127.0.0.1:{port}"
-                _wait(url + "/health", process, log)
-                yield Server(url, process, db_url, full_env)
-            finally:
-                process.terminate()
-                process.wait(10)
+        with serve(full_env, tmp) as server:
+            yield server
+
+
+@contextlib.contextmanager
+def serve(env: dict[str, str], folder: str, **overrides: str) -> Iterator[Server]:
+    """A Trellis server process with ``env`` (plus ``overrides``) on a free port, logging into ``folder``.
+
+    ``serve(server.env, folder, TRELLIS_REDIS_URL="")`` starts a second process on the same database.
+    """
+    port = _free_port()
+    env = {**env, **overrides, "PORT": str(port)}
+    log = Path(folder) / f"server-{port}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "trellis.testing.server"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=folder
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait(url + "/health", process, log)
+            yield Server(url, process, env["TRELLIS_DATABASE_URL"], env)
+        finally:
+            process.terminate()
+            process.wait(10)
 
 
 @contextlib.contextmanager

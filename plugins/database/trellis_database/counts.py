@@ -39,6 +39,7 @@ VERSION_TTL_SECONDS = 86_400  # a version key outlives every count stored under 
 MAX_COUNTS = 10_000  # per table and version: clients choose the queries, memory stays bounded
 _TOUCHED = "trellis_database_touched"
 _PREFIX = "trellis_database_counts_prefix"
+_SCRIPTS = "trellis_database_counts_scripts"
 
 # KEYS[1] version key; ARGV[1] counts key prefix, ARGV[2] the query's field → {version, count or nil}
 _READ = """
@@ -80,7 +81,8 @@ def cached(table: str, query: tuple[Any, ...], count: Callable[[], int]) -> int:
     version_key, counts_prefix = f"{prefix}{table}:v", f"{prefix}{table}:c:"
     field = hashlib.sha1(repr(query).encode()).hexdigest()
     try:
-        version, known = redis.eval(_READ, 1, version_key, counts_prefix, field)
+        read, store = _scripts(redis)
+        version, known = read(keys=[version_key], args=[counts_prefix, field])
     except RedisError as exc:  # Redis only accelerates lists: never fail one for it
         log.warning("count cache unavailable (%s); counting in the database", exc.__class__.__name__)
         return count()
@@ -88,11 +90,20 @@ def cached(table: str, query: tuple[Any, ...], count: Callable[[], int]) -> int:
         return int(known)
     total = count()
     try:
-        redis.eval(_STORE, 1, version_key, counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS,
-                   VERSION_TTL_SECONDS)
+        store(keys=[version_key],
+              args=[counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS, VERSION_TTL_SECONDS])
     except RedisError as exc:
         log.warning("count cache unavailable (%s); count not kept", exc.__class__.__name__)
     return total
+
+
+def _scripts(redis: Any) -> tuple[Any, Any]:
+    """The two Lua scripts, run by their SHA (EVALSHA: the text is sent once, not per list)."""
+    scripts = current_app.extensions.get(_SCRIPTS)
+    if scripts is None or scripts[0] is not redis:
+        scripts = current_app.extensions[_SCRIPTS] = (redis, redis.register_script(_READ),
+                                                      redis.register_script(_STORE))
+    return scripts[1], scripts[2]
 
 
 def _after_commit(session: Session) -> None:

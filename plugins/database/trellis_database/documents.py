@@ -76,13 +76,14 @@ def text_columns(table: sa.Table, dialect_name: str) -> tuple[sa.ColumnElement, 
 def document_json(schema: CompiledSchema, row: Any) -> str:
     """A document as JSON text, spliced from a :func:`text_columns` row: the same keys in the same
     order as :func:`to_document`. ``data`` never holds ``_id``, the timestamps or ``__v``
-    (:func:`validate` drops them), so splicing cannot repeat a key."""
-    inner = row[1].strip()[1:-1].strip()
-    parts = ['{"_id":', json.dumps(row[0])]
+    (:func:`validate` drops them), so splicing cannot repeat a key. Ids are hex and timestamps are
+    formatted here or by the database (digits, ``-:.TZ``): neither needs escaping."""
+    doc_id, inner = row[0], row[1].strip()[1:-1].strip()
+    parts = ['{"_id":', f'"{doc_id}"' if doc_id.isalnum() else json.dumps(doc_id)]
     if inner:
         parts += [",", inner]
     if schema.timestamps:
-        parts += [',"createdAt":', json.dumps(_stamp(row[2])), ',"updatedAt":', json.dumps(_stamp(row[3]))]
+        parts += [',"createdAt":"', _stamp(row[2]), '","updatedAt":"', _stamp(row[3]), '"']
     parts += [',"__v":', str(row[4]), "}"]
     return "".join(parts)
 

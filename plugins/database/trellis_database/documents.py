@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import has_app_context
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from trellis import db
 from trellis.credentials import Identity
@@ -220,7 +220,7 @@ def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
 
     The statement has one string parameter and its columns are plain text and an integer (see
     :func:`text_columns`), so SQLAlchemy's execution layer adds nothing here but its per-call cost.
-    Errors are wrapped as SQLAlchemy's, as on every other path.
+    A failure is left to SQLAlchemy, as on every other path.
     """
     connection = readers.current() if has_app_context() else None
     connection = connection or db.session.connection()
@@ -234,8 +234,10 @@ def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
         with raw.cursor() as cursor:
             cursor.execute(sql, {"doc_id": doc_id})
             return cursor.fetchone()
-    except raw.Error as exc:  # type: ignore[union-attr]
-        raise DBAPIError.instance(sql, {"doc_id": doc_id}, exc, type(raw).Error) from exc  # type: ignore[union-attr]
+    except raw.Error:  # type: ignore[union-attr]
+        # Run it again through SQLAlchemy, which wraps the error (the stale-table retry relies on
+        # that) and, when the connection is dead, invalidates the pool's other connections too.
+        return connection.execute(_by_id(schema, "postgresql"), {"doc_id": doc_id}).first()
 
 
 def _by_id(schema: CompiledSchema, dialect_name: str) -> sa.Select:

@@ -60,7 +60,10 @@ class Reader:
         raw = self.pooled.dbapi_connection
         if raw is None or raw.closed or not raw.autocommit or raw.get_transaction_status() != 0:
             return False  # 0 is psycopg2's TRANSACTION_STATUS_IDLE
-        return recycle < 0 or time.monotonic() - self.born < recycle
+        return not self.expired(recycle)
+
+    def expired(self, recycle: float) -> bool:
+        return recycle >= 0 and time.monotonic() - self.born >= recycle
 
     def discard(self) -> None:
         """Back to SQLAlchemy's pool (which resets or drops the connection)."""
@@ -87,13 +90,17 @@ class Readers:
 
     def release(self, reader: Reader) -> None:
         try:
-            keep = len(self._idle) < self.keep and reader.reusable(self.recycle)
-        except (sa.exc.SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error):  # broken: not reused
-            keep = False
-        if keep:
+            reusable = reader.reusable(self.recycle)
+        except (sa.exc.SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error):
+            reusable = False
+        if reusable and len(self._idle) < self.keep:
             self._idle.append(reader)
-        else:
-            reader.discard()
+            return
+        reader.discard()
+        if not reusable and not reader.expired(self.recycle):
+            # Broken, most likely with its siblings (the server restarted): drop the idle ones too,
+            # as SQLAlchemy's pool does, rather than fail one request per stale connection.
+            self.close()
 
     def close(self) -> None:
         while self._idle:
@@ -148,5 +155,5 @@ def read_only() -> None:
 
 def end_read_only(dbapi_connection: Any, _record: Any) -> None:
     """Pool check-in listener: no connection goes back to the pool in autocommit mode."""
-    if dbapi_connection is not None and getattr(dbapi_connection, "autocommit", False):
+    if dbapi_connection is not None and not getattr(dbapi_connection, "closed", 1) and dbapi_connection.autocommit:
         dbapi_connection.autocommit = False

@@ -127,7 +127,7 @@ def db(app) -> Iterator[Any]:
             yield trellis_db.session
     finally:
         trellis_db.session.remove()
-        trellis_db.session.configure(bind=None, join_transaction_mode="conservative_savepoint")
+        trellis_db.session.configure(bind=None, join_transaction_mode="conditional_savepoint")
         if transaction.is_active:
             transaction.rollback()
         connection.close()

@@ -2,6 +2,7 @@
 reason for a list to fail (Redis down → the database counts)."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -103,15 +104,21 @@ def test_a_failed_write_keeps_the_counts_right(cached_api):
     assert api.list("Unique", "limit=1")["count"] == 2
 
 
-def test_lists_count_in_the_database_when_redis_is_down(app_config, db, admin_headers):
+def test_lists_count_in_the_database_when_redis_is_down(app_config, db, admin_headers, caplog):
+    from trellis_database import counts
+
+    counts._last_warning[0] = float("-inf")
     app = create_app({**app_config, "REDIS_URL": "redis://127.0.0.1:1/0"})
-    with app.app_context():
+    with app.app_context(), caplog.at_level(logging.WARNING, logger=counts.__name__):
         api = DatabaseApi(app.test_client(), admin_headers)
         api.create_schema("Counted", {"n": "Number"})
         api.many("Counted", [{"n": i} for i in range(10)])
         assert api.list("Counted", "n[$lt]=8&limit=2")["count"] == 8
         _insert_behind_trellis("Counted", 1)
         assert api.list("Counted", "n[$lt]=8&limit=2")["count"] == 9  # nothing is remembered
+    logged = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert len(logged) == 1, logged  # one a minute, not one per list or write
+    assert "could not invalidate" in logged[0]  # the batch's commit came first
 
 
 @pytest.mark.live

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -84,7 +85,7 @@ def cached(table: str, query: tuple[Any, ...], count: Callable[[], int]) -> int:
         read, store = _scripts(redis)
         version, known = read(keys=[version_key], args=[counts_prefix, field])
     except RedisError as exc:  # Redis only accelerates lists: never fail one for it
-        log.warning("count cache unavailable (%s); counting in the database", exc.__class__.__name__)
+        _warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); counting in the database")
         return count()
     if known is not None:
         return int(known)
@@ -93,8 +94,19 @@ def cached(table: str, query: tuple[Any, ...], count: Callable[[], int]) -> int:
         store(keys=[version_key],
               args=[counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS, VERSION_TTL_SECONDS])
     except RedisError as exc:
-        log.warning("count cache unavailable (%s); count not kept", exc.__class__.__name__)
+        _warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); count not kept")
     return total
+
+
+_last_warning = [float("-inf")]
+
+
+def _warn_now_and_then(message: str, level: int = logging.WARNING) -> None:
+    """One warning a minute per process: with Redis down, every list and write would log one."""
+    now = time.monotonic()
+    if now - _last_warning[0] >= 60:
+        _last_warning[0] = now
+        log.log(level, message)
 
 
 def _scripts(redis: Any) -> tuple[Any, Any]:
@@ -122,4 +134,5 @@ def _after_commit(session: Session) -> None:
             pipe.execute()
     except RedisError as exc:
         # Counts of these tables may now be stale until their entries expire: say so loudly.
-        log.error("count cache: could not invalidate %s (%s)", ", ".join(sorted(tables)), exc.__class__.__name__)
+        _warn_now_and_then(f"count cache: could not invalidate {', '.join(sorted(tables))} "
+                           f"({exc.__class__.__name__})", logging.ERROR)

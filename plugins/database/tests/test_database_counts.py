@@ -168,3 +168,31 @@ def test_workers_share_counts_and_writes_racing_reads_leave_them_exact(live_serv
     finally:
         requests.delete(f"{writer.url}/admin/database/schemas/{created.json()['_id']}?deleteData=true",
                         headers=ADMIN, timeout=30)
+
+
+def test_a_lost_version_never_brings_back_old_counts(cached_api, db):
+    """Versions are random tokens: a version key lost to eviction or a failover starts a new one."""
+    from trellis.shared_redis import redis_client
+    from trellis_database import counts
+
+    table = f"lost_{uuid.uuid4().hex}"
+    assert counts.cached(table, ("q",), lambda: 1) == 1
+    counts.touched(db(), table)
+    db.commit()  # a write: new version
+    redis = redis_client()
+    (version_key,) = redis.keys(f"*{table}:v")
+    redis.delete(version_key)  # evicted
+    assert counts.cached(table, ("q",), lambda: 2) == 2  # not the 1 of the first version
+    assert counts.cached(table, ("q",), lambda: 3) == 2
+
+
+def test_a_count_lives_at_most_the_ttl_however_busy_its_table(cached_api):
+    from trellis.shared_redis import redis_client
+    from trellis_database import counts
+
+    table = f"busy_{uuid.uuid4().hex}"
+    counts.cached(table, ("first",), lambda: 1)
+    (counts_key,) = redis_client().keys(f"*{table}:c:*")
+    time.sleep(1.1)
+    counts.cached(table, ("second",), lambda: 2)  # more counts in the same hash …
+    assert redis_client().ttl(counts_key) < counts.TTL_SECONDS  # … do not push its expiry back

@@ -2,6 +2,8 @@
 autocommit into writes, and dropped together when the server kills them."""
 from __future__ import annotations
 
+import time
+
 import psycopg2
 import pytest
 
@@ -73,3 +75,30 @@ def test_killed_connections_cost_at_most_one_failed_read(unpinned):
     assert statuses == [500, 200, 200, 200, 200], statuses
     assert not set(stale) & set(readers._idle)
     assert client.get("/database/ReadMe?n=1").get_json()["count"] == 1
+
+
+def test_an_idle_reader_past_pool_recycle_is_not_used(unpinned):
+    app, client = unpinned
+    readers = app.extensions["trellis_database_readers"]
+    doc = client.post("/database/ReadMe", json={"n": 1}).get_json()
+    assert client.get(f"/database/ReadMe/{doc['_id']}").status_code == 200
+    (old,) = readers._idle
+    readers.recycle = old.age() + 0.2  # what pool_recycle would be, scaled down
+    time.sleep(0.3)
+    assert client.get(f"/database/ReadMe/{doc['_id']}").status_code == 200
+    assert readers._idle and old not in readers._idle
+
+
+def test_a_failed_read_in_a_transaction_keeps_its_error(client, admin_headers, db):
+    """Without a reader (the session's transaction), get by id reports the database's own error, so the
+    route's stale-table retry can recognise a table another worker dropped."""
+    import sqlalchemy as sa
+    from trellis_database import documents
+    from trellis_database.registry import snapshot
+
+    assert client.post("/admin/database/schemas", headers=admin_headers,
+                       json={"name": "Gone", "fields": {"n": "Number"}}).status_code == 201
+    schema = snapshot().document_schema("Gone")
+    db.execute(sa.text(f'DROP TABLE "{schema.table.name}"'))
+    with pytest.raises(sa.exc.DBAPIError, match="does not exist"):
+        documents.get_json(schema, "0" * 32)

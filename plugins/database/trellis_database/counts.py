@@ -6,14 +6,15 @@ CPU at 100,000 documents; see bench/results/database.md). With Redis configured
 (``TRELLIS_REDIS_URL``, which a production deployment has) a count is kept per query until a write
 to the schema commits, in any process; without Redis every list counts.
 
-Why it stays exact: each document table has a version in Redis, bumped after every commit that
-wrote to it (a Session ``after_commit`` listener; writes mark their table in :func:`touched`).
-Counts live in a hash per table *and version*, and a count is stored under the version read
-*before* its query ran: a count that may predate a commit lands in a hash nobody reads once that
-commit's bump is done (the store script also skips it when the version has moved). Between a
-commit and its bump (the writer bumps before its own response leaves) another client may still
-read the previous count. Writes made behind Trellis's back (plain SQL) are counted once their
-counts expire (``TTL_SECONDS``).
+Why it stays exact: each document table has a version in Redis, a random token replaced after every
+commit that wrote to it (a Session ``after_commit`` listener; writes mark their table in
+:func:`touched`). Counts live in a hash per table *and version*, and a count is stored under the
+version read *before* its query ran: a count that may predate a commit lands in a hash nobody reads
+once that commit's new version is set (the store script also skips it when the version has moved).
+Tokens are never reused, so a version key lost to eviction or a failover cannot revive an old hash.
+Between a commit and its new version (the writer sets it before its own response leaves) another
+client may still read the previous count. Every hash expires ``TTL_SECONDS`` after it was created,
+which also bounds writes made behind Trellis's back (plain SQL) and a version change that failed.
 
 Redis being down costs nothing but the counting: errors are logged and the database counts.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +36,7 @@ from trellis.shared_redis import redis_client
 
 log = logging.getLogger(__name__)
 
-# Counts nobody asks for again go away; also the most a count can outlive a bump that failed (Redis down).
+# The longest a count lives: it also bounds writes behind Trellis's back and a version change that failed.
 TTL_SECONDS = 120
 VERSION_TTL_SECONDS = 86_400  # a version key outlives every count stored under it
 MAX_COUNTS = 10_000  # per table and version: clients choose the queries, memory stays bounded
@@ -42,20 +44,29 @@ _TOUCHED = "trellis_database_touched"
 _PREFIX = "trellis_database_counts_prefix"
 _SCRIPTS = "trellis_database_counts_scripts"
 
-# KEYS[1] version key; ARGV[1] counts key prefix, ARGV[2] the query's field → {version, count or nil}
+# KEYS[1] version key; ARGV: counts key prefix, the query's field, a fresh version token, version ttl
+# → {version, count or nil}. A table without a version gets the fresh token: versions are random,
+# never reused, so a lost or evicted version key cannot bring back an old hash.
 _READ = """
-local version = redis.call('GET', KEYS[1]) or '0'
+local version = redis.call('GET', KEYS[1])
+if not version then
+  version = ARGV[3]
+  redis.call('SET', KEYS[1], version, 'EX', ARGV[4])
+end
 return {version, redis.call('HGET', ARGV[1] .. version, ARGV[2])}
 """
 # KEYS[1] version key; ARGV: counts key prefix, version read before counting, field, count, ttl, max,
 # version ttl
+# The hash's expiry is set when it is created and never pushed back: TTL_SECONDS bounds how long any
+# count lives, whatever else is stored beside it.
 _STORE = """
-if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[2] then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
 local key = ARGV[1] .. ARGV[2]
-if redis.call('HLEN', key) >= tonumber(ARGV[6]) then return 0 end
+local size = redis.call('HLEN', key)
+if size >= tonumber(ARGV[6]) then return 0 end
 redis.call('HSET', key, ARGV[3], ARGV[4])
-redis.call('EXPIRE', key, ARGV[5])
-if ARGV[2] ~= '0' then redis.call('EXPIRE', KEYS[1], ARGV[7]) end
+if size == 0 then redis.call('EXPIRE', key, ARGV[5]) end
+redis.call('EXPIRE', KEYS[1], ARGV[7])
 return 1
 """
 
@@ -83,7 +94,7 @@ def cached(table: str, query: tuple[Any, ...], count: Callable[[], int]) -> int:
     field = hashlib.sha1(repr(query).encode()).hexdigest()
     try:
         read, store = _scripts(redis)
-        version, known = read(keys=[version_key], args=[counts_prefix, field])
+        version, known = read(keys=[version_key], args=[counts_prefix, field, _token(), VERSION_TTL_SECONDS])
     except RedisError as exc:  # Redis only accelerates lists: never fail one for it
         _warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); counting in the database")
         return count()
@@ -109,6 +120,10 @@ def _warn_now_and_then(message: str, level: int = logging.WARNING) -> None:
         log.log(level, message)
 
 
+def _token() -> str:
+    return secrets.token_hex(8)
+
+
 def _scripts(redis: Any) -> tuple[Any, Any]:
     """The two Lua scripts, run by their SHA (EVALSHA: the text is sent once, not per list)."""
     scripts = current_app.extensions.get(_SCRIPTS)
@@ -129,8 +144,7 @@ def _after_commit(session: Session) -> None:
     try:
         with redis.pipeline(transaction=False) as pipe:
             for table in tables:
-                pipe.incr(f"{prefix}{table}:v")
-                pipe.expire(f"{prefix}{table}:v", VERSION_TTL_SECONDS)
+                pipe.set(f"{prefix}{table}:v", _token(), ex=VERSION_TTL_SECONDS)
             pipe.execute()
     except RedisError as exc:
         # Counts of these tables may now be stale until their entries expire: say so loudly.

@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import has_app_context
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from trellis import db
 from trellis.credentials import Identity
@@ -234,10 +234,13 @@ def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
         with raw.cursor() as cursor:
             cursor.execute(sql, {"doc_id": doc_id})
             return cursor.fetchone()
-    except raw.Error:  # type: ignore[union-attr]
-        # Run it again through SQLAlchemy, which wraps the error (the stale-table retry relies on
-        # that) and, when the connection is dead, invalidates the pool's other connections too.
-        return connection.execute(_by_id(schema, "postgresql"), {"doc_id": doc_id}).first()
+    except raw.Error as exc:  # type: ignore[union-attr]
+        if isinstance(connection, readers.Reader):
+            # Autocommit: safe to run again through SQLAlchemy, which wraps the error (the stale-table
+            # retry relies on that) and, when the connection is dead, renews the pool's other ones.
+            return connection.execute(_by_id(schema, "postgresql"), {"doc_id": doc_id}).first()
+        # In a transaction (aborted now): wrap the original error as SQLAlchemy would.
+        raise DBAPIError.instance(sql, {"doc_id": doc_id}, exc, connection.dialect.loaded_dbapi.Error) from exc
 
 
 def _by_id(schema: CompiledSchema, dialect_name: str) -> sa.Select:

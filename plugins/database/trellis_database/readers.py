@@ -35,7 +35,11 @@ class Reader:
     __slots__ = ("_core", "born", "engine", "pooled")
 
     def __init__(self, engine: sa.Engine, pooled: Any) -> None:
-        self.engine, self.pooled, self.born, self._core = engine, pooled, time.monotonic(), None
+        self.engine, self.pooled, self._core = engine, pooled, None
+        # The connection's age, not the reader's: the pool may hand out one that is already old.
+        record = getattr(pooled, "_connection_record", None)
+        started = getattr(record, "starttime", None)
+        self.born = time.monotonic() - (time.time() - started if started else 0.0)
 
     @property
     def dialect(self) -> Any:
@@ -62,8 +66,12 @@ class Reader:
             return False  # 0 is psycopg2's TRANSACTION_STATUS_IDLE
         return not self.expired(recycle)
 
+    def age(self) -> float:
+        """Seconds since the connection was opened."""
+        return time.monotonic() - self.born
+
     def expired(self, recycle: float) -> bool:
-        return recycle >= 0 and time.monotonic() - self.born >= recycle
+        return recycle >= 0 and self.age() >= recycle
 
     def discard(self) -> None:
         """Back to SQLAlchemy's pool (which resets or drops the connection)."""
@@ -81,12 +89,17 @@ class Readers:
         self.recycle = float(getattr(engine.pool, "_recycle", -1))
 
     def acquire(self) -> Reader:
-        try:
-            return self._idle.pop()
-        except IndexError:
-            pooled = self.engine.raw_connection()
-            pooled.dbapi_connection.autocommit = True
-            return Reader(self.engine, pooled)
+        while self._idle:
+            try:
+                reader = self._idle.pop()
+            except IndexError:  # another greenlet or thread took the last one
+                break
+            if not reader.expired(self.recycle):
+                return reader
+            reader.discard()  # idle past pool_recycle: back to the pool, which replaces it
+        pooled = self.engine.raw_connection()
+        pooled.dbapi_connection.autocommit = True
+        return Reader(self.engine, pooled)
 
     def release(self, reader: Reader) -> None:
         try:

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import logging
+import random
 import re
-import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -149,8 +149,9 @@ def _cli_group() -> AppGroup:
 
 
 def new_request_id() -> str:
-    """128 random bits as hex: cheap (no UUID object), and unlike a counter it tells nothing of traffic."""
-    return secrets.token_hex(16)
+    """128 random bits as hex. Python's generator, seeded from the OS (and again in a forked child):
+    no system call per request, and unlike a counter it tells nothing of traffic."""
+    return f"{random.getrandbits(128):032x}"
 
 
 def _request_checks(check_module_active: Callable[[], None]) -> Callable[[], None]:

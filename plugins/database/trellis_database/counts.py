@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import secrets
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -121,7 +121,8 @@ def _warn_now_and_then(message: str, level: int = logging.WARNING) -> None:
 
 
 def _token() -> str:
-    return secrets.token_hex(8)
+    """A new version: 64 random bits (Python's generator, OS-seeded; no system call per list)."""
+    return f"{random.getrandbits(64):016x}"
 
 
 def _scripts(redis: Any) -> tuple[Any, Any]:

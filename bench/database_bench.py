@@ -12,7 +12,7 @@ tags: [String], owner: String}` gets `--documents` documents through `POST /data
 The server has Redis (`TRELLIS_REDIS_URL`), as a production deployment does: list counts are kept
 there until a write commits.
 
-Cases: get by id (10,000 random ids) in three rounds alternating with the ceiling (medians
+Cases: get by id (10,000 random ids) in five rounds alternating with the ceiling (medians
 compared); list `price[$lt]=X&sort=-price&limit=20` with X = 500 (half the documents match) and
 X = 50, each the same query every time; the same list with X distinct per request (drawn from
 [10, 1000), so nearly every count is computed); X = 500 again on a second process without Redis;
@@ -77,7 +77,7 @@ CEILING = "ceiling: bare Flask JSON route"
 LIST = "GET list price[$lt]=500&sort=-price&limit=20 (50% match, the same query each time)"
 LIST_DISTINCT = "GET list price[$lt]=X&sort=-price&limit=20, X distinct per request (every count computed)"
 LIST_NO_REDIS = "the same query as above, on a second process without Redis (every count computed)"
-ROUNDS = 3
+ROUNDS = 5
 
 
 def run(documents: int, duration: int) -> tuple[list[tuple[str, dict[str, float]]], float, list[str]]:

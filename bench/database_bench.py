@@ -195,7 +195,7 @@ server (load average before writing: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}
   every request therefore cannot meet 15 ms here when their filters match tens of thousands of
   documents; a selective filter can (the 5% query costs ~0.4 ms to count).
 - create/update: one INSERT / one `UPDATE … RETURNING` in a transaction, validation in Python; the
-  commit bumps the schema's count version in Redis (one pipelined round trip).
+  commit sets a new count version for the schema in Redis (one round trip).
 - eventlet schedules connections unevenly, so p90/p99 are much wider than p50 on every route,
   the ceiling included.
 - Where the time goes (py-spy on the server under the get-by-id load): the server process is

@@ -128,10 +128,9 @@ def _token() -> str:
 def _scripts(redis: Any) -> tuple[Any, Any]:
     """The two Lua scripts, run by their SHA (EVALSHA: the text is sent once, not per list)."""
     scripts = current_app.extensions.get(_SCRIPTS)
-    if scripts is None or scripts[0] is not redis:
-        scripts = current_app.extensions[_SCRIPTS] = (redis, redis.register_script(_READ),
-                                                      redis.register_script(_STORE))
-    return scripts[1], scripts[2]
+    if scripts is None:  # the app's client never changes (see trellis.shared_redis)
+        scripts = current_app.extensions[_SCRIPTS] = (redis.register_script(_READ), redis.register_script(_STORE))
+    return scripts
 
 
 def _after_commit(session: Session) -> None:

@@ -2,8 +2,9 @@
 
 A document GET needs no ORM session and no transaction: in psycopg2's autocommit mode (a
 client-side flag; SQLAlchemy's AUTOCOMMIT isolation level would cost two server round trips of its
-own) each statement sees what is committed, with no BEGIN/ROLLBACK round trips. A request takes a
-:class:`Reader` in ``before_request`` and gives it back in ``teardown_request``.
+own) each statement sees what is committed, with no BEGIN/ROLLBACK round trips. A document read
+takes a :class:`Reader` in the route's access guard (:func:`begin`) and gives it back in
+``teardown_request``.
 
 Readers are kept between requests on a free list: a checkout from SQLAlchemy's pool and its
 check-in cost more than the primary-key read itself (pool events, a queue with its lock, the reset;

@@ -18,6 +18,7 @@ from trellis import db
 from trellis.credentials import decode, identity_from_token
 from trellis.errors import APIError, body, bad_request, forbidden, not_found, unauthorized
 from trellis.realtime import socketio
+from trellis.shared_redis import redis_client
 
 from . import service
 
@@ -60,8 +61,7 @@ class UserSockets:
 
     def __init__(self, app: Flask) -> None:
         self._socketio = app.extensions["socketio"]
-        url = app.config.get("REDIS_URL") or None
-        self._redis: redis.Redis | None = redis.Redis.from_url(url) if url else None  # connects on first use
+        self._redis: redis.Redis | None = redis_client(app)  # the app's shared client; connects on first use
         self._owners: dict[tuple[str, str], str] = {}  # (namespace, sid) → user id, sockets of this worker
 
     @staticmethod

@@ -25,6 +25,8 @@ from .cli import trellis_cli
 from .credentials import identify
 from .errors import bad_request, not_found
 from .hooks import make_manager
+from .http import apply_body_limit
+from .jsonbody import StrictJSONProvider, TrellisRequest, parse_request_body
 from .module_config import ConfigStore
 from .modules import Module, load_modules, resolve
 from .openapi import OpenAPIProvider, TrellisApi, init_api
@@ -39,8 +41,6 @@ try:
 except PackageNotFoundError:  # running from a source tree without installing
     __version__ = "0.0.0"
 
-# A JSON \u0000 escape, not preceded by an escaped backslash (the text "\\u0000" holds no NUL).
-_JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -69,6 +69,8 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     loader); otherwise every installed module, filtered by ``TRELLIS_MODULES``, is loaded.
     """
     app = Flask("trellis", instance_path=str(instance_path()))
+    app.request_class = TrellisRequest
+    app.json = StrictJSONProvider(app)
     load_settings(app, config)
     _configure_logging(app)
     proxies = int(app.config["PROXY_COUNT"])
@@ -155,13 +157,16 @@ def new_request_id() -> str:
 
 
 def _request_checks(check_module_active: Callable[[], None]) -> Callable[[], None]:
-    """The host's before-request work: a request id, NUL refusal, the module-active guard."""
+    """The host's before-request work: a request id, NUL refusal in the URL, the module-active guard,
+    the route's body limit, then the one JSON parser over the body (see ``trellis.jsonbody``)."""
 
     def before_request() -> None:
         incoming = request.environ.get("HTTP_X_REQUEST_ID", "")
         g.request_id = incoming if _REQUEST_ID.match(incoming) else new_request_id()
-        _refuse_nul_characters()
+        _refuse_nul_in_url()
         check_module_active()
+        apply_body_limit()
+        parse_request_body(request)
 
     return before_request
 
@@ -176,8 +181,9 @@ class _NoCookieSessions(SecureCookieSessionInterface):
         return None  # Flask then hands out a NullSession that refuses writes
 
 
-def _refuse_nul_characters() -> None:
-    """NUL cannot be stored in PostgreSQL text or JSON; refuse it up front on every route (400).
+def _refuse_nul_in_url() -> None:
+    """NUL cannot be stored in PostgreSQL text or JSON; refuse it up front on every route (400); the
+    JSON parser refuses it in bodies.
 
     The URL is checked as the server received it (cheaper than decoding it): the path arrives
     percent-decoded, the query string does not, where a NUL is ``%00``.
@@ -186,8 +192,6 @@ def _refuse_nul_characters() -> None:
     query = environ.get("QUERY_STRING", "")
     if "\x00" in environ.get("PATH_INFO", "") or "%00" in query or "\x00" in query:
         raise bad_request("NUL characters are not allowed in the URL")
-    if environ.get("CONTENT_TYPE") and request.is_json and _JSON_NUL.search(request.get_data(cache=True)):
-        raise bad_request("NUL characters are not allowed in the request body")
 
 
 class _RequestIdFilter(logging.Filter):

@@ -1,14 +1,18 @@
 """HTTP building blocks every module uses: the Blueprint, list arguments, common response schemas."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import flask_smorest
+from flask import Request, current_app, request
 from marshmallow import INCLUDE, Schema, fields, validate
 from sqlalchemy import Select, func, select
-from webargs.flaskparser import FlaskParser
+from webargs import core
+from webargs.flaskparser import FlaskParser, is_json_request
 
 from . import db
+from .errors import APIError
+from .jsonbody import has_body, unsupported_media_type
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 25
@@ -17,6 +21,54 @@ DEFAULT_LIMIT = 25
 class _Parser(FlaskParser):
     # Invalid input is a 400 (CONTRACT.md), not webargs' 422.
     DEFAULT_VALIDATION_STATUS = 400
+
+    def _raw_load_json(self, req: Request) -> Any:
+        """The core's parser (``request.get_json``, already run before the route), not webargs' own; a
+        body that is not declared JSON is a 415 rather than "Missing data for required field"."""
+        if not has_body(req):
+            return core.missing
+        if not is_json_request(req):
+            raise unsupported_media_type()
+        return req.get_json()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+BodyLimit = int | Callable[[], int]
+
+
+def body_limit(limit: BodyLimit) -> Callable[[F], F]:
+    """Declare a route's own body limit in bytes (or a function of the config returning it). The core
+    checks it before anything reads the body: a larger ``Content-Length`` is a 413 without reading a
+    byte, and a chunked body is cut off with a 413 as soon as it passes the limit."""
+
+    def decorate(func: F) -> F:
+        func.trellis_body_limit = limit  # type: ignore[attr-defined]  # copied by functools.wraps
+        return func
+
+    return decorate
+
+
+def apply_body_limit() -> None:
+    """Before every request: the route's limit (``body_limit``) or the app's ``MAX_CONTENT_LENGTH``."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    limit = getattr(view, "trellis_body_limit", None)
+    if limit is None:
+        limit = current_app.config.get("MAX_CONTENT_LENGTH")
+        if limit is None:
+            return
+    elif callable(limit):
+        limit = limit()
+    too_large = APIError(413, f"The request body is larger than this route's limit of {limit} bytes")
+    if request.content_length is not None:
+        if request.content_length > limit:
+            raise too_large
+        request.max_content_length = limit
+    elif has_body(request):
+        # A chunked body: werkzeug stops reading at the limit without saying so; read one byte more
+        # to tell a body of exactly ``limit`` bytes from a longer one (JSON bodies are read anyway).
+        request.max_content_length = limit + 1
+        if request.is_json and len(request.get_data(cache=True)) > limit:
+            raise too_large
 
 
 class Blueprint(flask_smorest.Blueprint):

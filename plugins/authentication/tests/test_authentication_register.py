@@ -62,9 +62,10 @@ def test_invalid_bodies_are_400(client, body, field):
     assert field in response.get_json()["errors"]
 
 
-def test_non_json_body_is_400(client):
+def test_non_json_body_is_415(client):
     response = client.post("/authentication/local/new", data="email=a@example.com", content_type="text/plain")
-    assert response.status_code == 400
+    assert response.status_code == 415
+    assert response.get_json()["name"] == "UNSUPPORTED_MEDIA_TYPE"
 
 
 def test_default_rule_is_eight_characters(api):

@@ -17,6 +17,7 @@ from marshmallow import Schema, fields
 
 from trellis.credentials import ADMIN_SECURITY, require_admin
 from trellis.errors import APIError, bad_request, not_found
+from trellis.http import body_limit
 
 MODULE = "console"
 
@@ -99,7 +100,16 @@ def page(name: str) -> str:
     )
 
 
+def _upload_limit() -> int:
+    if _trellis().module("storage") is None:
+        return current_app.config["MAX_CONTENT_LENGTH"]
+    from trellis_storage.routes import upload_limit
+
+    return upload_limit()
+
+
 @bp.post("/storage/upload")
+@body_limit(_upload_limit)
 def storage_upload() -> tuple[dict[str, Any], int]:
     """Upload a file on behalf of a user (multipart ``file``, ``owner``, optional ``folder``, ``isPublic``).
 
@@ -113,9 +123,8 @@ def storage_upload() -> tuple[dict[str, Any], int]:
         raise not_found("The storage module is not loaded")
     from trellis_authentication import service as users  # storage requires authentication
     from trellis_storage import service as storage
-    from trellis_storage.routes import FORM_OVERHEAD, StorageBlueprint
+    from trellis_storage.routes import StorageBlueprint
 
-    request.max_content_length = storage.config()["maxFileSize"] + FORM_OVERHEAD
     # The Storage module's own multipart parser and form schema (plus the owner).
     form = StorageBlueprint.ARGUMENTS_PARSER.parse(_owned_upload_form()(), request, location="multipart")
     try:

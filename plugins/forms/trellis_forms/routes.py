@@ -9,7 +9,7 @@ from flask import request
 from trellis import ratelimit
 from trellis.credentials import admin_required
 from trellis.errors import APIError, ErrorSchema
-from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted
+from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted
 from trellis.module_config import get as get_config
 
 from . import service
@@ -28,30 +28,23 @@ from .schemas import (
 blp = Blueprint("forms", __name__, description="Forms: admin-defined forms and their public submissions")
 
 
+def _max_body_bytes() -> int:
+    return get_config("forms")["maxBodyBytes"]
+
+
 def submission_limits(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Per-IP rate limit, body size limit and JSON only, checked before the body is read or parsed."""
+    """Per-IP rate limit and JSON only; the body limit (``maxBodyBytes``) is the core's per-route limit,
+    checked before the body is read or parsed."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        config = get_config("forms")
-        ratelimit.check("forms-submit", ratelimit.client_ip(), config["rateLimit"])
-        limit = config["maxBodyBytes"]
-        request.max_content_length = limit  # bounds the read if nothing has read the body yet
-        if (request.content_length or 0) > limit:
-            raise _too_large(limit)
+        ratelimit.check("forms-submit", ratelimit.client_ip(), get_config("forms")["rateLimit"])
         if not request.is_json:
             # Without this a url-encoded post would be read as an empty object and stored as such.
             raise APIError(415, "Submit the form's fields as a JSON object (Content-Type: application/json)")
-        # The core may already have read the body (its NUL check), and a chunked body has no length.
-        if len(request.get_data(cache=True)) > limit:
-            raise _too_large(limit)
         return func(*args, **kwargs)
 
-    return wrapper
-
-
-def _too_large(limit: int) -> APIError:
-    return APIError(413, f"The submission is larger than {limit} bytes")
+    return body_limit(_max_body_bytes)(wrapper)
 
 
 @blp.route("/forms/submit/<string:formId>", methods=["POST"])

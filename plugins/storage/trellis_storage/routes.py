@@ -1,9 +1,8 @@
 """User routes of the Storage module (``/storage/...``) and the credential-free file URLs."""
 from __future__ import annotations
 
-import functools
 from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 from flask import request
 from sqlalchemy import select
@@ -13,7 +12,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from trellis import db
 from trellis.credentials import Identity, identify, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema, not_found, unauthorized
-from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted, paginate
+from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted, paginate
 
 from . import service
 from .models import File, Folder
@@ -29,7 +28,6 @@ from .schemas import (
 )
 from .streaming import serve
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 # Room for the multipart framing and the small form fields on top of the file itself.
 FORM_OVERHEAD = 64 * 1024
@@ -67,16 +65,9 @@ _FILE_RESPONSES = {
 }
 
 
-def _limit_upload_size(func: F) -> F:
-    """Sets this request's body limit from the config *before* the body is parsed: a Content-Length over
-    it is a 413 without reading a byte; a chunked body is cut off as soon as it passes the limit."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        request.max_content_length = service.config()["maxFileSize"] + FORM_OVERHEAD
-        return func(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
+def upload_limit() -> int:
+    """The upload routes' body limit (checked by the core before the body is read: see ``body_limit``)."""
+    return service.config()["maxFileSize"] + FORM_OVERHEAD
 
 
 def _caller() -> Identity:
@@ -90,7 +81,7 @@ def _caller() -> Identity:
 
 @blp.route("/storage/upload", methods=["POST"])
 @user_required
-@_limit_upload_size
+@body_limit(upload_limit)
 @blp.arguments(UploadForm, location="multipart")
 @blp.response(201, UploadedSchema)
 @blp.alt_response(413, schema=ErrorSchema, description="The file is larger than maxFileSize")

@@ -1,6 +1,10 @@
 """Rate limits on the `limits` library (the engine of flask-limiter): Redis when ``TRELLIS_REDIS_URL``
 is set, else memory.
 
+When Redis fails (down, hung: the shared client's timeouts and circuit breaker make that quick), the
+limits are counted in this process's memory instead, with a warning at most once a minute: sign-in
+and form submission keep working, and keep a limit, while Redis is away.
+
 Modules call :func:`check` with their own keys (an IP, an email …), so one route can carry several
 limits and a breach is rendered in the contract's error shape (429 ``RATE_LIMITED``). flask-limiter's
 Flask extension is not used: it hooks a check into every request of the app, which cost a quarter of
@@ -8,21 +12,59 @@ the throughput of the fastest routes while no route uses its decorators.
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from flask import Flask, current_app, request
-from limits import parse
-from limits.storage import storage_from_string
+from limits import RateLimitItem, parse
+from limits.errors import StorageError
+from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import FixedWindowRateLimiter, RateLimiter
 
 from .errors import APIError
+from .shared_redis import WARN_EVERY_SECONDS, redis_client
+
+log = logging.getLogger(__name__)
 
 KEY_PREFIX = "trellis"
+_FALLBACK = "trellis_ratelimit_fallback"
 
 
 def init_limiter(app: Flask) -> RateLimiter:
     app.config.setdefault("RATELIMIT_ENABLED", True)
-    return FixedWindowRateLimiter(storage_from_string(app.config.get("REDIS_URL") or "memory://"))
+    app.extensions[_FALLBACK] = _Fallback()
+    client = redis_client(app)
+    if client is None:
+        return FixedWindowRateLimiter(storage_from_string("memory://"))
+    # The app's shared pool: its timeouts and circuit breaker; errors arrive as StorageError.
+    storage = storage_from_string(app.config["REDIS_URL"], connection_pool=client.connection_pool,
+                                  wrap_exceptions=True)
+    return FixedWindowRateLimiter(storage)
+
+
+class _Fallback:
+    """The in-memory limiter used while the Redis storage fails."""
+
+    def __init__(self) -> None:
+        self.limiter = FixedWindowRateLimiter(MemoryStorage())
+        self.warned_at = -WARN_EVERY_SECONDS
+
+    def use(self, error: Exception) -> RateLimiter:
+        now = time.monotonic()
+        if now - self.warned_at >= WARN_EVERY_SECONDS:
+            self.warned_at = now
+            log.warning("rate limits counted in memory: the Redis storage failed (%s); warned once a minute",
+                        error.__class__.__name__)
+        return self.limiter
+
+
+def _hit(item: RateLimitItem, scope: str, key: str) -> tuple[bool, RateLimiter]:
+    limiter: RateLimiter = current_app.extensions["trellis"].limiter
+    try:
+        return limiter.hit(item, KEY_PREFIX, scope, key), limiter
+    except StorageError as exc:
+        fallback = current_app.extensions[_FALLBACK].use(exc.storage_error)
+        return fallback.hit(item, KEY_PREFIX, scope, key), fallback
 
 
 def client_ip() -> str:
@@ -33,10 +75,13 @@ def check(scope: str, key: str, limit: str) -> None:
     """Count one hit of ``key`` in ``scope`` against ``limit`` (e.g. ``"10/minute"``); 429 when over."""
     if not current_app.config.get("RATELIMIT_ENABLED", True):
         return
-    limiter: RateLimiter = current_app.extensions["trellis"].limiter
     item = parse(limit)
-    if not limiter.hit(item, KEY_PREFIX, scope, key):
-        reset_at, _remaining = limiter.get_window_stats(item, KEY_PREFIX, scope, key)
+    allowed, limiter = _hit(item, scope, key)
+    if not allowed:
+        try:
+            reset_at, _remaining = limiter.get_window_stats(item, KEY_PREFIX, scope, key)
+        except StorageError:
+            reset_at = time.time() + item.get_expiry()
         retry_after = max(1, int(reset_at - time.time()))
         raise APIError(429, f"Too many requests; retry in {retry_after} s", headers={"Retry-After": str(retry_after)})
 
@@ -44,3 +89,4 @@ def check(scope: str, key: str, limit: str) -> None:
 def reset(app: Flask) -> None:
     """Forget every count (tests start each case with empty limits)."""
     app.extensions["trellis"].limiter.storage.reset()
+    app.extensions[_FALLBACK].limiter.storage.reset()

@@ -3,19 +3,53 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis
+import socketio as python_socketio
 from flask import Flask, current_app
 from flask_socketio import SocketIO
+
+from .shared_redis import make_pool, redis_options
 
 SOCKET_PATH = "realtime"
 
 
+class _RedisQueue(python_socketio.RedisManager):
+    """The Socket.IO message queue on Redis, with the app's Redis fault handling.
+
+    Publishing goes through a pool with the short timeouts and circuit breaker of ``shared_redis`` (an
+    emit from a REST route while Redis hangs costs microseconds, not a hung request); the listener
+    waits for messages by design, so its connection has a connect timeout but no read timeout.
+    """
+
+    def __init__(self, app: Flask, url: str) -> None:
+        super().__init__(url, channel="flask-socketio")
+        self._app = app
+
+    def _redis_connect(self) -> None:
+        self.redis = redis.Redis(connection_pool=make_pool(self._app, self.redis_url))
+        options = redis_options(self._app)
+        listener = redis.Redis.from_url(self.redis_url, socket_connect_timeout=options["socket_connect_timeout"],
+                                        socket_keepalive=True, health_check_interval=30)
+        self.pubsub = listener.pubsub(ignore_subscribe_messages=True)
+        self.connected = True
+
+    def _publish(self, data: Any) -> Any:
+        try:
+            if not self.connected:
+                self._redis_connect()
+            return self.redis.publish(self.channel, self.json.dumps(data))
+        except redis.RedisError:
+            return None  # the breaker has logged it (once a minute); the emit is lost, as with any outage
+
+
 def init_socketio(app: Flask) -> SocketIO:
     origins = app.config.get("CORS_ORIGINS", "*")
+    url = app.config.get("REDIS_URL") or None
     socketio = SocketIO(
         app,
         path=SOCKET_PATH,
         async_mode=app.config["ASYNC_MODE"],
-        message_queue=app.config.get("REDIS_URL") or None,
+        **({"client_manager": _RedisQueue(app, url)} if url else {}),
         cors_allowed_origins=origins if origins == "*" else [o.strip() for o in origins.split(",")],
         logger=False,
         engineio_logger=False,

@@ -16,6 +16,7 @@ if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet" and "flask" no
     eventlet.monkey_patch()
 
 from trellis import create_app  # noqa: E402
+from trellis.safety import eventlet_server_options  # noqa: E402
 
 app = create_app()
 
@@ -24,4 +25,5 @@ if __name__ == "__main__":
     host = os.environ.get("HOST", "127.0.0.1")
     port = int(os.environ.get("PORT", "3000"))
     print(f"Trellis serving on http://{host}:{port} (swagger: http://{host}:{port}/swagger)", flush=True)
-    socketio.run(app, host=host, port=port, log_output=os.environ.get("TRELLIS_ACCESS_LOG") == "1")
+    options = eventlet_server_options() if app.config["ASYNC_MODE"] == "eventlet" else {}
+    socketio.run(app, host=host, port=port, log_output=os.environ.get("TRELLIS_ACCESS_LOG") == "1", **options)

@@ -32,6 +32,7 @@ from .modules import Module, load_modules, resolve
 from .openapi import OpenAPIProvider, TrellisApi, init_api
 from .ratelimit import init_limiter
 from .realtime import init_socketio
+from .safety import SafetyNet
 from .settings import instance_path, load_settings
 
 log = logging.getLogger("trellis")
@@ -108,6 +109,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     # One hook, not three: Flask spends a few microseconds on every hook of every request.
     app.before_request(_request_checks(_active_guard(guarded)))
     app.cli.add_command(cli)
+    app.wsgi_app = SafetyNet(app.wsgi_app)  # type: ignore[method-assign]  # outermost: Socket.IO's included
     return app
 
 

@@ -6,7 +6,8 @@ from typing import Any
 
 from flask import Flask, g, jsonify
 from marshmallow import Schema, fields
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -21,6 +22,7 @@ STATUS_NAMES = {
     409: "CONFLICT",
     411: "LENGTH_REQUIRED",
     413: "PAYLOAD_TOO_LARGE",
+    414: "URI_TOO_LONG",
     415: "UNSUPPORTED_MEDIA_TYPE",
     416: "RANGE_NOT_SATISFIABLE",
     422: "INVALID_ARGUMENTS",
@@ -166,6 +168,25 @@ def register(app: Flask) -> None:
         db.session.rollback()
         log.info("integrity error answered as 409: %s", error.orig.__class__.__name__)
         return _render(409, "The request conflicts with an existing record (a unique value is taken)")
+
+    @app.errorhandler(DBAPIError)
+    def _database_error(error: DBAPIError):
+        if not (error.connection_invalidated or isinstance(error, (OperationalError, InterfaceError))):
+            return _unexpected(error)
+        return _database_unavailable(error)
+
+    @app.errorhandler(PoolTimeoutError)
+    def _database_unavailable(error: Exception):
+        # A dead pooled connection after a PostgreSQL restart, a server going down, a full pool: the
+        # client may retry (the pool has dropped the dead connections by then), so not a 500.
+        from . import db
+
+        try:
+            db.session.rollback()
+        except Exception:  # the connection is gone: nothing to roll back
+            log.debug("rollback after a database failure failed too", exc_info=True)
+        log.warning("database unavailable, answered 503: %s", error.__class__.__name__)
+        return _render(503, "The database is unavailable; retry shortly", headers={"Retry-After": "1"})
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):

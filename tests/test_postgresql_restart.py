@@ -1,0 +1,109 @@
+"""PostgreSQL restarted under reads and writes: a throwaway cluster (initdb) on its own port, never the
+shared server. Pooled connections die with the restart; whatever a request meets answers at most a
+503 with ``Retry-After`` in the error shape, never a 500, and service comes back by itself."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from trellis import create_app
+from trellis.testing.plugin import TEST_MASTER_KEY, free_port
+
+BINARIES = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+pytestmark = pytest.mark.skipif(not BINARIES, reason="PostgreSQL server binaries are not installed")
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.bin = os.path.dirname(BINARIES[-1])
+        self.folder = tempfile.mkdtemp(prefix="trellis-pg-")
+        self.port = free_port()
+        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_postgres:  # initdb refuses to run as root
+            shutil.chown(self.folder, "postgres")
+        self._run("initdb", "-D", self.folder, "-A", "trust", "-U", "postgres", "--no-sync")
+        self.url = f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run([*self.as_postgres, os.path.join(self.bin, tool), *args], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+    def pg_ctl(self, action: str) -> None:
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", self.folder, "-o", options, "-m", "fast", "-w", "-l",
+                  os.path.join(self.folder, "log"), action)
+
+    def remove(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", self.folder, "-m", "immediate", "-w", "stop")
+        except subprocess.CalledProcessError:
+            pass  # not running
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@pytest.fixture()
+def cluster() -> Iterator[Cluster]:
+    made = Cluster()
+    try:
+        made.pg_ctl("start")
+        yield made
+    finally:
+        made.remove()
+
+
+def test_a_restart_under_reads_and_writes_answers_at_most_503(cluster, app_config, tmp_path):
+    from trellis.admins import ensure_first_admin
+    from trellis.migrate import upgrade
+
+    application = create_app({**app_config, "DATABASE_URL": cluster.url, "STORAGE_PATH": str(tmp_path)})
+    upgrade(application)
+    with application.app_context():
+        ensure_first_admin()
+    admin = {"masterkey": TEST_MASTER_KEY}
+    created = application.test_client().post("/admin/database/schemas", headers=admin,
+                                             json={"name": "Restarted", "fields": {"n": "Number"}})
+    assert created.status_code == 201, created.get_json()
+
+    answers: list[tuple[str, int, dict, str | None]] = []
+    stop = threading.Event()
+
+    def worker(number: int) -> None:
+        client = application.test_client()
+        while not stop.is_set():
+            for method, path, body in (("POST", "/database/Restarted", {"n": number}),
+                                       ("GET", "/database/Restarted?limit=3", None)):
+                response = client.open(path, method=method, json=body, headers=admin)
+                answers.append((method, response.status_code, response.get_json(),
+                                response.headers.get("Retry-After")))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1.0)
+        before = len(answers)
+        cluster.pg_ctl("restart")
+        time.sleep(2.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    application.extensions["trellis"].engine.dispose()
+
+    assert before > 0 and len(answers) > before
+    statuses = [status for _m, status, _b, _r in answers]
+    assert set(statuses) <= {200, 201, 503}, [a for a in answers if a[1] not in (200, 201, 503)][:3]
+    for _method, status, body, retry_after in answers:
+        if status == 503:
+            assert body["name"] == "SERVICE_UNAVAILABLE" and retry_after == "1", body
+    assert statuses[-8:] and set(statuses[-8:]) <= {200, 201}, statuses[-20:]  # back by itself
+    print(f"\nrestart: {len(answers)} answers, {statuses.count(503)} × 503, "
+          f"{sum(s in (200, 201) for s in statuses)} × 2xx")

@@ -10,7 +10,7 @@ from trellis import Module, OwnedSchema
 from trellis.hooks import hookimpl
 
 from .admin import blp as admin_blp
-from .backends import S3Clients
+from .backends import S3Clients, remove_stale_parts
 from .config import StorageConfig
 from .routes import blp
 from .service import StorageState, delete_user_data
@@ -56,6 +56,8 @@ OWNED_SCHEMAS = (
 
 def _init_app(app: Flask) -> None:
     app.extensions["trellis_storage"] = StorageState(s3_clients=S3Clients())
+    # Uploads a killed process left behind (a configured local path is swept before its next upload).
+    remove_stale_parts(app.config["STORAGE_PATH"])
 
 
 module = Module(

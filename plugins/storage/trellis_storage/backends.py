@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,6 +24,8 @@ CHUNK_SIZE = 256 * 1024
 S3_PART_SIZE = 8 * 1024 * 1024
 _KEY = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}$")
 TEMP_PREFIX = ".upload-"
+# An upload writes its temp file continuously; one untouched this long belongs to a killed process.
+STALE_PART_SECONDS = 3600.0
 
 
 class BackendError(Exception):
@@ -152,6 +155,30 @@ class LocalBackend:
         if not self.root.exists():
             return []
         return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
+
+
+def remove_stale_parts(root: str | os.PathLike[str], older_than: float = STALE_PART_SECONDS) -> int:
+    """Delete temp files of uploads that never finished (``kill -9`` mid-upload); returns how many.
+
+    Temp files live next to their target (``ab/cd/.upload-*.part``); a running upload's file is fresh.
+    """
+    folder = Path(root)
+    if not folder.is_dir():
+        return 0
+    cutoff = time.time() - older_than
+    removed = 0
+    for part in folder.glob(f"*/*/{TEMP_PREFIX}*.part"):
+        try:
+            if part.stat().st_mtime < cutoff:
+                part.unlink()
+                removed += 1
+        except FileNotFoundError:
+            continue  # committed or aborted meanwhile
+        except OSError as exc:
+            log.warning("could not remove a stale upload part: %s", exc.strerror)
+    if removed:
+        log.info("removed %d stale upload part file(s) from %s", removed, folder)
+    return removed
 
 
 class LocalWriter:

@@ -14,7 +14,7 @@ import logging
 import mimetypes
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Iterable
 from urllib.parse import quote
 
@@ -30,7 +30,7 @@ from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
 from trellis.module_config import get as get_config
 
-from .backends import Backend, BackendError, LocalBackend, S3Backend, S3Clients, key_for
+from .backends import Backend, BackendError, LocalBackend, S3Backend, S3Clients, key_for, remove_stale_parts
 from .config import type_allowed
 from .models import File, Folder
 
@@ -52,11 +52,27 @@ _clock = time.time
 # ------------------------------------------------------------------------------------------- backends
 
 
+# Stale upload parts are removed at start (``init_app``) and, at most this often, before an upload.
+SWEEP_EVERY_SECONDS = 600.0
+
+
 @dataclass
 class StorageState:
     """Per-app state, at ``app.extensions["trellis_storage"]``."""
 
     s3_clients: S3Clients
+    swept_at: dict[str, float] = field(default_factory=dict)  # local root → time.monotonic() of its sweep
+
+
+def sweep_stale_parts(backend: Backend) -> None:
+    """Remove stale ``.upload-*.part`` files of a local root now and then (see ``remove_stale_parts``)."""
+    if not isinstance(backend, LocalBackend):
+        return
+    state: StorageState = current_app.extensions["trellis_storage"]
+    root, now = str(backend.root), time.monotonic()
+    if now - state.swept_at.get(root, -SWEEP_EVERY_SECONDS) >= SWEEP_EVERY_SECONDS:
+        state.swept_at[root] = now
+        remove_stale_parts(root)
 
 
 def config() -> dict[str, Any]:
@@ -152,6 +168,7 @@ def store_upload(
     file_id = db.new_id()
     key = key_for(file_id)
     backend = active_backend()
+    sweep_stale_parts(backend)
     digest = hashlib.sha256()
     size = 0
     try:

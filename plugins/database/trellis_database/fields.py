@@ -1,7 +1,7 @@
 """Field definitions of a schema and the values documents may hold.
 
 A field is written by the admin as a type name (``"String"``), an array of one (``["String"]``) or an
-object ``{type, model?, required?, unique?, default?, description?, index?}``. It is stored in the
+object ``{type, model?, required?, unique?, default?, description?, index?, maxLength?}``. It is stored in the
 canonical object form. Values are checked and normalised here (dates become fixed-width UTC strings,
 so they sort and compare as text on both databases).
 """
@@ -16,7 +16,12 @@ from typing import Any
 TYPES = ("String", "Number", "Boolean", "Date", "ObjectId", "JSON", "Relation")
 # Fields with a typed SQL column (and, by default, an index): everything but arrays and JSON.
 SCALAR_TYPES = frozenset({"String", "Number", "Boolean", "Date", "ObjectId", "Relation"})
-DEFINITION_KEYS = frozenset({"type", "model", "required", "unique", "default", "description", "index"})
+DEFINITION_KEYS = frozenset({"type", "model", "required", "unique", "default", "description", "index", "maxLength"})
+# Indexed (or unique) String fields hold at most this many characters unless ``maxLength`` says otherwise,
+# and at most INDEX_MAX_BYTES of UTF-8 whatever it says: PostgreSQL refuses a btree entry over ~2,700
+# bytes (a 500 before this limit existed). The same rule holds on SQLite, so data moves between them.
+INDEXED_STRING_MAX_LENGTH = 1024
+INDEX_MAX_BYTES = 2000
 
 # 60 so that the column name ``f_<name>`` stays within PostgreSQL's 63-character identifiers.
 FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,59}$")
@@ -41,6 +46,7 @@ class Field:
     default: Any = None
     description: str | None = None
     index: bool = True
+    max_length: int | None = None  # declared ``maxLength`` (characters), String fields only
 
     @property
     def scalar(self) -> bool:
@@ -54,6 +60,13 @@ class Field:
     @property
     def indexed(self) -> bool:
         return self.scalar and (self.index or self.unique)
+
+    @property
+    def length_limit(self) -> int | None:
+        """Characters a String value may have: declared, else a default for indexed fields, else none."""
+        if self.max_length is not None:
+            return self.max_length
+        return INDEXED_STRING_MAX_LENGTH if self.type == "String" and self.indexed else None
 
     def definition(self) -> dict[str, Any]:
         """The canonical stored/returned form."""
@@ -70,6 +83,8 @@ class Field:
             out["description"] = self.description
         if self.scalar and not self.index and not self.unique:
             out["index"] = False
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
         return out
 
 
@@ -112,6 +127,12 @@ def parse_field(name: str, raw: Any) -> Field:
     description = raw.get("description")
     if description is not None and not isinstance(description, str):
         raise FieldError("'description' must be a string")
+    max_length = raw.get("maxLength")
+    if max_length is not None:
+        if kind != "String":
+            raise FieldError("'maxLength' is only for String fields")
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or not 1 <= max_length <= 10_000_000:
+            raise FieldError("'maxLength' must be a whole number from 1 to 10000000")
     field = Field(
         name=name,
         type=kind,
@@ -121,6 +142,7 @@ def parse_field(name: str, raw: Any) -> Field:
         unique=bool(raw.get("unique", False)),
         description=description,
         index=bool(raw.get("index", True)),
+        max_length=max_length,
     )
     if field.unique and not field.scalar:
         raise FieldError("Only single-valued fields other than JSON can be unique")
@@ -146,8 +168,24 @@ def check_value(field: Field, value: Any) -> Any:
     if field.array:
         if not isinstance(value, list):
             raise FieldError(f"Must be an array of {field.type}")
-        return [check_scalar(field.type, item) for item in value]
-    return check_scalar(field.type, value)
+        items = [check_scalar(field.type, item) for item in value]
+        if field.max_length is not None:
+            for item in items:
+                check_length(field, item)
+        return items
+    value = check_scalar(field.type, value)
+    if field.type == "String":
+        check_length(field, value)
+    return value
+
+
+def check_length(field: Field, value: str) -> None:
+    limit = field.length_limit
+    if limit is not None and len(value) > limit:
+        raise FieldError(f"Longer than {limit} characters" + ("" if field.max_length else
+                         " (the limit of indexed text; declare maxLength or index: false to change it)"))
+    if field.indexed and len(value) > INDEX_MAX_BYTES // 4 and len(value.encode("utf-8")) > INDEX_MAX_BYTES:
+        raise FieldError(f"Longer than {INDEX_MAX_BYTES} bytes of UTF-8, the limit of an indexed value")
 
 
 def check_scalar(kind: str, value: Any) -> Any:

@@ -6,6 +6,7 @@ reads the registry after the bump (see ``registry.changed``).
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import sqlalchemy as sa
@@ -107,6 +108,44 @@ def _drop_data(row: SchemaRecord, names: list[str]) -> None:
         db.session.execute(sa.update(table).values(data=data))
 
 
+def _was_required(schema: CompiledSchema, name: str) -> bool:
+    field = schema.fields.get(name)
+    return field is not None and field.required
+
+
+def _fill_required(row: SchemaRecord, fields: list[Field]) -> None:
+    """A field that becomes required: existing documents without a value get its default; without a
+    default the change is refused (409), so no stored document breaks the documented response."""
+    if not fields or not row.storage.get("table"):
+        return
+    table = storage.make_table(row.storage["table"], {})
+    postgresql = db.session.get_bind().dialect.name == "postgresql"
+    for field in fields:
+        if postgresql:
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            data = sa.type_coerce(table.c.data, JSONB)
+            missing = sa.or_(~data.has_key(field.name), data[field.name] == sa.cast(sa.literal("null"), JSONB))
+        else:
+            kind = sa.func.json_type(table.c.data, f"$.{field.name}")
+            missing = sa.or_(kind.is_(None), kind == "null")
+        if field.default is None:
+            lacking = db.session.execute(sa.select(sa.func.count()).select_from(table).where(missing)).scalar_one()
+            if lacking:
+                raise conflict(f"{lacking} document(s) have no value for {field.name!r}, which would become "
+                               "required: give the field a default (filled in) or fill them first",
+                               {f"fields.{field.name}": ["Documents lack a value; add a default"]})
+            continue
+        counts.touched(db.session(), table.name)
+        if postgresql:
+            patch = sa.cast(sa.literal(json.dumps({field.name: field.default})), JSONB)
+            db.session.execute(sa.update(table).where(missing).values(data=sa.type_coerce(data.op("||")(patch), JSONB)))
+        else:
+            value = sa.func.json(sa.literal(json.dumps(field.default)))
+            db.session.execute(sa.update(table).where(missing).values(
+                data=sa.func.json_set(table.c.data, f"$.{field.name}", value)))
+
+
 def _endpoint_fields(schema_id: str) -> dict[str, set[str]]:
     """Custom endpoint name → schema fields it uses (they must not disappear under it)."""
     used: dict[str, set[str]] = {}
@@ -198,6 +237,7 @@ def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
     if not schema.owned:
         row.fields = field_definitions(fields)
         _drop_data(row, [n for n in schema.fields if n not in effective])
+        _fill_required(row, [f for n, f in effective.items() if f.required and not _was_required(schema, n)])
         _sync(row, effective, "schema change")
     row.name, row.model_options = name, options
     row.version += 1

@@ -162,3 +162,18 @@ def test_valid_unicode_and_big_numbers_within_limits_pass(client, admin_headers)
     response = client.post("/database/Accepts", data=body, content_type="application/json", headers=admin_headers)
     assert response.status_code == 201, response.get_json()
     assert response.get_json()["title"] == "\U0001F600 é"
+
+
+@pytest.mark.parametrize("url", [
+    "/database/CorpusSample?title=%ED%A0%80",  # a UTF-8-encoded lone surrogate in a query value
+    "/database/CorpusSample?title[$regex]=%ED%A0%80",
+    "/database/%ED%A0%80",  # … in a path segment
+    "/authentication/local/verify?token=%ED%A0%80",
+    "/storage/file/%ED%A0%80",
+    "/chat/rooms/%ED%A0%80",
+])
+def test_lone_surrogates_in_urls_are_never_a_server_error(client, json_write_routes, url):
+    """Werkzeug decodes URLs with replacement characters, so a surrogate never reaches our code as one."""
+    response = client.get(url, headers={"masterkey": TEST_MASTER_KEY})
+    assert response.status_code < 500, response.get_json()
+    assert _check(response, (response.status_code,)) is None or response.status_code < 400

@@ -6,17 +6,18 @@ from typing import Any
 from flask import Flask, current_app
 from flask_socketio import SocketIO
 
+from .cors import allowed_origins
+
 SOCKET_PATH = "realtime"
 
 
 def init_socketio(app: Flask) -> SocketIO:
-    origins = app.config.get("CORS_ORIGINS", "*")
     socketio = SocketIO(
         app,
         path=SOCKET_PATH,
         async_mode=app.config["ASYNC_MODE"],
         message_queue=app.config.get("REDIS_URL") or None,
-        cors_allowed_origins=origins if origins == "*" else [o.strip() for o in origins.split(",")],
+        cors_allowed_origins=allowed_origins(app),
         logger=False,
         engineio_logger=False,
     )

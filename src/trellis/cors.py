@@ -26,9 +26,11 @@ def allowed_origins(app: Flask) -> str | list[str]:
 
 def init_cors(app: Flask) -> None:
     """CORS headers on every HTTP route (REST, GraphQL, files, OpenAPI); an origin not listed gets none."""
+    origins = allowed_origins(app)
     CORS(
         app,
-        origins=allowed_origins(app),
+        origins=origins,
+        send_wildcard=origins == "*",  # "*" rather than the echoed origin: one cacheable answer for all
         methods=list(METHODS),
         allow_headers=list(ALLOWED_HEADERS),
         expose_headers=list(EXPOSED_HEADERS),

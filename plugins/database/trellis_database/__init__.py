@@ -13,11 +13,8 @@ from sqlalchemy import event
 from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
-from . import (
-    counts,
-    models,  # noqa: F401  (the tables belong to the shared metadata)
-    readers,
-)
+from . import counts, readers
+from . import models  # noqa: F401  (the tables belong to the shared metadata)
 from .graphql_http import graphql_blp
 from .openapi import paths as openapi_paths
 from .registry import Registry

@@ -142,11 +142,16 @@ def parse_field(name: str, raw: Any) -> Field:
 
 
 def check_value(field: Field, value: Any) -> Any:
-    """A JSON value written to ``field`` → the stored value (normalised), or FieldError."""
+    """A JSON value written to ``field`` → the stored value (normalised), or FieldError.
+
+    A required String refuses ``""`` (mongoose's and Conduit's meaning of required: a value, not just a key).
+    """
     if field.array:
         if not isinstance(value, list):
             raise FieldError(f"Must be an array of {field.type}")
         return [check_scalar(field.type, item) for item in value]
+    if field.required and field.type == "String" and value == "":
+        raise FieldError("Required: must not be empty")
     return check_scalar(field.type, value)
 
 

@@ -25,11 +25,14 @@ from .api_schemas import GraphQLQueryArgs, GraphQLRequestSchema, GraphQLResponse
 from .registry import snapshot
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
+# Anonymous, a user token or administrator credentials: each schema's CMS rules decide.
+ANY_CALLER = [{}, {"bearerAuth": []}, {"masterkey": []}]
 
 graphql_blp = Blueprint("database-graphql", __name__, description="Database: GraphQL")
 
 
 @graphql_blp.route("/graphql", methods=["POST"], endpoint="graphql_post")
+@graphql_blp.doc(security=ANY_CALLER)
 @graphql_blp.arguments(GraphQLRequestSchema())
 @graphql_blp.response(200, GraphQLResponseSchema)
 @graphql_blp.alt_response(400, schema=GraphQLResponseSchema, description="The request cannot be executed")
@@ -42,6 +45,7 @@ def graphql(body: dict[str, Any]):
 
 
 @graphql_blp.route("/graphql", methods=["GET"], endpoint="graphql_get")
+@graphql_blp.doc(security=ANY_CALLER)
 @graphql_blp.arguments(GraphQLQueryArgs(), location="query")
 @graphql_blp.response(200, GraphQLResponseSchema)
 @graphql_blp.alt_response(400, schema=GraphQLResponseSchema, description="The request cannot be executed")

@@ -182,8 +182,10 @@ def _error_examples(operation: dict[str, Any]) -> None:
         media = (response.get("content") or {}).get("application/json")
         if status < 400 or media is None or media.get("schema") != {"$ref": "#/components/schemas/Error"}:
             continue
-        media.setdefault("example", {"name": STATUS_NAMES.get(status, "ERROR"), "status": status,
-                                     "message": response.get("description") or "Error"})
+        if "example" not in media:  # a new dict: modules may share one content object between statuses
+            response["content"] = {**response["content"], "application/json": {**media, "example": {
+                "name": STATUS_NAMES.get(status, "ERROR"), "status": status,
+                "message": response.get("description") or "Error"}}}
 
 
 def _drop_typeless_nullable(node: Any) -> None:

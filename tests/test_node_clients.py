@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from trellis_authentication.testing import create_user_over_http
 
 from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis_authentication.testing import create_user_over_http
 
 NODE_FILES = Path(__file__).parent / "node"
 

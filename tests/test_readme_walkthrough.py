@@ -18,7 +18,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def walkthrough() -> str:
-    match = re.search(r"<!-- walkthrough -->\s*```sh\n(.*?)```\s*<!-- /walkthrough -->", README.read_text(), re.S)
+    match = re.search(r"<!-- walkthrough -->\s*```sh\n(.*?)```\s*<!-- /walkthrough -->", README.read_text(), re.DOTALL)
     assert match, "README.md has no walk-through block"
     return match.group(1)
 

@@ -7,22 +7,25 @@ BIN    := $(VENV)/bin
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 PYTEST_ARGS ?=
 export FLASK_APP := wsgi
+# A quiet install: -qq keeps pip's errors only, and setuptools' notice on every editable build (a
+# UserWarning, ~10 lines per package) is not for users of this Makefile.
+PIP_QUIET := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -qq
 
 .PHONY: run test install install-test test-sqlite test-postgresql browser bench bench-deps openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install -qq --upgrade pip
 
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -e . $(foreach p,$(PLUGINS),-e ./$(p))
+	@$(PIP_QUIET) -e . $(foreach p,$(PLUGINS),-e ./$(p))
 
 install-test: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]' $(foreach p,$(PLUGINS),-e './$(p)[test]')
+	@$(PIP_QUIET) -e '.[test]' $(foreach p,$(PLUGINS),-e './$(p)[test]')
 
 run: install
-	$(BIN)/flask trellis init
-	$(BIN)/python wsgi.py
+	@$(BIN)/flask trellis init
+	@$(BIN)/python wsgi.py
 
 # Headless Chromium for the browser tests (Debian package; Playwright drives it, no download).
 browser:

@@ -22,6 +22,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,12 @@ from typing import Any
 import aiohttp
 import socketio
 
-from bench.common import ROOT, Server, bench_server
+from bench.common import ROOT, Server, bench_server, serve
 
 NAMESPACE = "/chat/"
 TARGET_P99_MS = 250.0
 RESULTS = ROOT / "bench" / "results" / "chat.md"
+NODELAY_RESULTS = ROOT / "bench" / "results" / "chat_nodelay.md"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -112,56 +114,114 @@ async def connect_all(
     return await asyncio.gather(*(one(user) for user in users))
 
 
-async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
+async def setup(http: aiohttp.ClientSession, server: Server, clients: int) -> tuple[list[dict[str, str]], str]:
+    """Users signed in and one room holding them all."""
+    users = await make_users(http, server, clients)
+    owner = users[0]
+    body = {"roomName": "bench", "users": [u["id"] for u in users[1:]]}
+    headers = {"Authorization": f"Bearer {owner['token']}"}
+    async with http.post(f"{server.url}/chat/rooms", json=body, headers=headers) as r:
+        assert r.status == 201, await r.text()
+        return users, (await r.json())["roomId"]
+
+
+async def measure(http: aiohttp.ClientSession, server: Server, users: list[dict[str, str]], room_id: str,
+                  messages: int) -> dict[str, Any]:
+    """Connect every user, send ``messages`` one at a time with an acknowledgement, time ack and fan-out."""
     figures: dict[str, Any] = {"rss_idle_mb": server.rss_mb(), "load_before": os.getloadavg()[0]}
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as http:
-        users = await make_users(http, server, clients)
-        owner = users[0]
-        body = {"roomName": "bench", "users": [u["id"] for u in users[1:]]}
-        headers = {"Authorization": f"Bearer {owner['token']}"}
-        async with http.post(f"{server.url}/chat/rooms", json=body, headers=headers) as r:
-            assert r.status == 201, await r.text()
-            room_id = (await r.json())["roomId"]
+    receiver = Receiver(len(users))
+    started = time.perf_counter()
+    sockets = await connect_all(server.url, users, http, receiver)
+    figures["connect_s"] = time.perf_counter() - started
+    await asyncio.sleep(1)
+    figures["rss_connected_mb"] = server.rss_mb()
 
-        receiver = Receiver(clients)
-        started = time.perf_counter()
-        sockets = await connect_all(server.url, users, http, receiver)
-        figures["connect_s"] = time.perf_counter() - started
-        await asyncio.sleep(1)
-        figures["rss_connected_mb"] = server.rss_mb()
-
-        sender = sockets[0]
-        per_message: list[float] = []
-        first: list[float] = []
-        server_cpu, client_cpu = cpu_seconds(server.process.pid), time.process_time()
-        for seq in range(messages):
-            done = receiver.expect(seq)
-            receiver.sent_at[seq] = time.perf_counter()
-            await sender.emit("message", (room_id, f"bench {seq}"), namespace=NAMESPACE)
-            await asyncio.wait_for(done.wait(), timeout=30)
-            per_message.append(max(receiver.latencies[seq]))
-            first.append(min(receiver.latencies[seq]))
-            await asyncio.sleep(0.02)
-        server_cpu = cpu_seconds(server.process.pid) - server_cpu
-        client_cpu = time.process_time() - client_cpu
-        figures["rss_after_mb"] = server.rss_mb()
-        figures["load_after"] = os.getloadavg()[0]
-        figures["rss_peak_mb"] = server.peak_rss_mb()
-        deliveries = [ms for seq in range(messages) for ms in receiver.latencies[seq]]
-        figures.update(
-            all_p50_ms=percentile(per_message, 50),
-            all_p99_ms=percentile(per_message, 99),
-            all_max_ms=max(per_message),
-            first_p50_ms=percentile(first, 50),
-            one_p50_ms=percentile(deliveries, 50),
-            one_p99_ms=percentile(deliveries, 99),
-            deliveries=len(deliveries),
-            server_cpu_ms_per_message=server_cpu * 1000 / messages,
-            client_cpu_us_per_delivery=client_cpu * 1e6 / len(deliveries),
-        )
-        await asyncio.gather(*(s.disconnect() for s in sockets))
+    sender = sockets[0]
+    per_message: list[float] = []
+    first: list[float] = []
+    acks: list[float] = []
+    server_cpu, client_cpu = cpu_seconds(server.process.pid), time.process_time()
+    for seq in range(messages):
+        done = receiver.expect(seq)
+        receiver.sent_at[seq] = time.perf_counter()
+        # call() asks for the acknowledgement (the stored message) and waits for it.
+        await sender.call("message", (room_id, f"bench {seq}"), namespace=NAMESPACE, timeout=30)
+        acks.append((time.perf_counter() - receiver.sent_at[seq]) * 1000)
+        await asyncio.wait_for(done.wait(), timeout=30)
+        per_message.append(max(receiver.latencies[seq]))
+        first.append(min(receiver.latencies[seq]))
+        await asyncio.sleep(0.02)
+    server_cpu = cpu_seconds(server.process.pid) - server_cpu
+    client_cpu = time.process_time() - client_cpu
+    figures["rss_after_mb"] = server.rss_mb()
+    figures["load_after"] = os.getloadavg()[0]
+    figures["rss_peak_mb"] = server.peak_rss_mb()
+    deliveries = [ms for seq in range(messages) for ms in receiver.latencies[seq]]
+    figures.update(
+        ack_p50_ms=percentile(acks, 50),
+        ack_p99_ms=percentile(acks, 99),
+        all_p50_ms=percentile(per_message, 50),
+        all_p99_ms=percentile(per_message, 99),
+        all_max_ms=max(per_message),
+        first_p50_ms=percentile(first, 50),
+        one_p50_ms=percentile(deliveries, 50),
+        one_p99_ms=percentile(deliveries, 99),
+        deliveries=len(deliveries),
+        server_cpu_ms_per_message=server_cpu * 1000 / messages,
+        client_cpu_us_per_delivery=client_cpu * 1e6 / len(deliveries),
+    )
+    await asyncio.gather(*(s.disconnect() for s in sockets))
     return figures
+
+
+async def run(server: Server, clients: int, messages: int) -> dict[str, Any]:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        users, room_id = await setup(http, server, clients)
+        return await measure(http, server, users, room_id, messages)
+
+
+async def nodelay_rounds(server: Server, clients: int, messages: int, rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """The same load on servers with TCP_NODELAY off and on, alternating (the machine drifts)."""
+    out: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        users, room_id = await setup(http, server, clients)
+        with tempfile.TemporaryDirectory(prefix="trellis-bench-") as folder:
+            for round_ in range(rounds):
+                for mode in ("off", "on") if round_ % 2 == 0 else ("on", "off"):
+                    flag = "1" if mode == "on" else "0"
+                    with serve(server.env, folder, TRELLIS_TCP_NODELAY=flag) as other:
+                        out[mode].append(await measure(http, other, users, room_id, messages))
+    return out
+
+
+def nodelay_report(results: dict[str, list[dict[str, Any]]], clients: int, messages: int, command: str) -> str:
+    keys = [("ack_p50_ms", "acknowledgement, p50"), ("ack_p99_ms", "acknowledgement, p99"),
+            ("first_p50_ms", "message reaches the first client, p50"),
+            ("all_p50_ms", f"message reaches all {clients} clients, p50"),
+            ("all_p99_ms", f"message reaches all {clients} clients, p99")]
+    rows = []
+    for key, label in keys:
+        off = statistics.median(r[key] for r in results["off"])
+        on = statistics.median(r[key] for r in results["on"])
+        ratios = [b[key] / a[key] for a, b in zip(results["off"], results["on"], strict=True) if a[key]]
+        rows.append(f"| {label} | {off:.1f} ms | {on:.1f} ms | {statistics.median(ratios):.2f} |")
+    load = [r["load_before"] for mode in results.values() for r in mode]
+    return f"""# Chat: TCP_NODELAY on accepted connections, off vs on
+
+Command: `{command}`
+
+{len(results['on'])} rounds per setting, alternating off/on (on/off in odd rounds), each a fresh server
+process (`python -m trellis.testing.server`, eventlet, PostgreSQL, `TRELLIS_TCP_NODELAY=0|1`) with {clients}
+Socket.IO clients (python-socketio, websocket) in one room; one client sends {messages} messages with
+`call()` (waits for the acknowledgement). Figures are medians over the rounds of each round's
+percentile; the ratio is the median of the paired per-round ratios on/off. Machine: {os.cpu_count()} cores,
+shared with other engineers' work: 1-minute load average during the rounds {min(load):.1f} to {max(load):.1f}
+(above ~2, other processes competed for the cores).
+
+| figure | NODELAY off | NODELAY on | on / off |
+|---|---:|---:|---:|
+{chr(10).join(rows)}
+"""
 
 
 def report(figures: dict[str, Any], clients: int, messages: int, database: str, command: str) -> str:
@@ -179,6 +239,8 @@ clients share the machine with the server. Load average (1 min) before / after t
 
 | figure | value |
 |---|---:|
+| acknowledgement of the send, p50 | {figures['ack_p50_ms']:.1f} ms |
+| acknowledgement of the send, p99 | {figures['ack_p99_ms']:.1f} ms |
 | message reaches **all** {clients} clients, p50 | {figures['all_p50_ms']:.1f} ms |
 | message reaches **all** {clients} clients, p99 | {figures['all_p99_ms']:.1f} ms |
 | message reaches all clients, worst | {figures['all_max_ms']:.1f} ms |
@@ -203,11 +265,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.relative_to(ROOT)}")
+    parser.add_argument("--nodelay-rounds", type=int, default=0,
+                        help=f"compare TCP_NODELAY off/on over N alternating rounds (writes {NODELAY_RESULTS.name})")
     args = parser.parse_args(argv)
     command = " ".join([".venv/bin/python -m bench.chat_bench", *(argv if argv is not None else sys.argv[1:])]).strip()
     # The cheap argon2 profile: creating the users is set-up, not what is measured.
     with bench_server(args.database, modules="authentication,chat", TRELLIS_PASSWORD_PROFILE="test") as server:
-        figures = asyncio.run(run(server, args.clients, args.messages))
+        if args.nodelay_rounds:
+            results = asyncio.run(nodelay_rounds(server, args.clients, args.messages, args.nodelay_rounds))
+        else:
+            figures = asyncio.run(run(server, args.clients, args.messages))
+    if args.nodelay_rounds:
+        text = nodelay_report(results, args.clients, args.messages, command)
+        print(text)
+        if not args.no_write:
+            NODELAY_RESULTS.write_text(text)
+        return results
     text = report(figures, args.clients, args.messages, args.database, command)
     print(text)
     if not args.no_write:

@@ -22,6 +22,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from . import db, errors, routes
 from .cache import Generations
 from .cli import trellis_cli
+from .cors import init_cors
 from .credentials import identify
 from .errors import bad_request, not_found
 from .hooks import make_manager
@@ -88,6 +89,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     api = init_api(app, __version__)
     errors.register(app)
     app.after_request(_send_request_id)
+    init_cors(app)
 
     trellis = Trellis(
         modules=loaded,

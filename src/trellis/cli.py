@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import click
@@ -63,7 +64,7 @@ def init() -> None:
     if generated:
         username = current_app.config["ADMIN_USERNAME"]
         click.echo(f"created the first administrator {username!r} with password: {generated}")
-        click.echo("(shown once; change it with: flask --app wsgi trellis admin reset-password)")
+        click.echo(f"(shown once; change it with: flask --app wsgi trellis admin reset-password {shlex.quote(username)})")
 
 
 @trellis_cli.command("modules")

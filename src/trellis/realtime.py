@@ -8,6 +8,7 @@ import socketio as python_socketio
 from flask import Flask, current_app
 from flask_socketio import SocketIO
 
+from .cors import allowed_origins
 from .shared_redis import make_pool, redis_options
 
 SOCKET_PATH = "realtime"
@@ -43,14 +44,13 @@ class _RedisQueue(python_socketio.RedisManager):
 
 
 def init_socketio(app: Flask) -> SocketIO:
-    origins = app.config.get("CORS_ORIGINS", "*")
     url = app.config.get("REDIS_URL") or None
     socketio = SocketIO(
         app,
         path=SOCKET_PATH,
         async_mode=app.config["ASYNC_MODE"],
         **({"client_manager": _RedisQueue(app, url)} if url else {}),
-        cors_allowed_origins=origins if origins == "*" else [o.strip() for o in origins.split(",")],
+        cors_allowed_origins=allowed_origins(app),
         logger=False,
         engineio_logger=False,
     )

@@ -154,22 +154,11 @@ def _owned_upload_form() -> type[Schema]:
 
 
 def openapi_paths(app: Flask) -> dict[str, Any]:
-    """The console's routes in /openapi.json (every served route is documented, HTML pages included)."""
-
-    def errors(*statuses: int) -> dict[str, Any]:
-        content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-        return {str(status): {"description": _ERRORS[status], "content": content} for status in statuses}
-
-    def page(summary: str, **extra: Any) -> dict[str, Any]:
-        html = {"description": "The page shell (filled by its script from the API)", "content": _HTML}
-        return {
-            "get": {"tags": ["console"], "summary": summary, "security": [], "responses": {"200": html, **errors(404)}},
-            **extra,
-        }
-
-    def path_parameter(name: str) -> list[dict[str, Any]]:
-        return [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}]
-
+    """The console's API route in /openapi.json: the upload helper. Its HTML pages, scripts and style
+    sheet are for browsers, not API clients, and are left out (a generator would make functions of them)."""
+    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    errors = {str(status): {"description": _ERRORS[status], "content": content}
+              for status in (400, 401, 403, 404, 413, 415)}
     upload_form = {
         "type": "object",
         "required": ["file", "owner"],
@@ -182,6 +171,7 @@ def openapi_paths(app: Flask) -> dict[str, Any]:
     }
     upload = {
         "tags": ["console"],
+        "operationId": "consoleUploadFile",
         "summary": "Upload a file on behalf of a user (the Storage module's rules apply)",
         "security": ADMIN_SECURITY,
         "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": upload_form}}},
@@ -190,41 +180,15 @@ def openapi_paths(app: Flask) -> dict[str, Any]:
                 "description": "The file record, as `GET /storage/file/{fileId}` answers it",
                 "content": {"application/json": {"schema": {"type": "object"}}},
             },
-            **errors(400, 401, 403, 404, 413, 415),
+            **errors,
         },
     }
     return {
-        "tags": [{"name": "console", "description": "The admin console: HTML pages at /console and its upload helper"}],
-        "paths": {
-            "/console/": {
-                "get": {
-                    "tags": ["console"],
-                    "summary": "Redirect to the modules page",
-                    "security": [],
-                    "responses": {"302": {"description": "To /console/modules"}, **errors(404)},
-                }
-            },
-            "/console/login": page("The sign-in page"),
-            "/console/{name}": page(
-                "A console page: modules, database, users, email, forms, chat, storage, sms, push",
-                parameters=path_parameter("name"),
-            ),
-            "/console/static/{filename}": {
-                "parameters": path_parameter("filename"),
-                "get": {
-                    "tags": ["console"],
-                    "summary": "The console's scripts, style sheet and icon",
-                    "security": [],
-                    "responses": {"200": {"description": "The file", "content": _ANY}, **errors(404)},
-                },
-            },
-            "/console/storage/upload": {"post": upload},
-        },
+        "tags": [{"name": "console", "description": "The admin console's upload helper (its pages are at /console)"}],
+        "paths": {"/console/storage/upload": {"post": upload}},
     }
 
 
-_HTML = {"text/html": {"schema": {"type": "string"}}}
-_ANY = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
 _ERRORS = {
     400: "Invalid form (`errors` names the fields)",
     401: "Missing or invalid credentials",

@@ -104,10 +104,14 @@ def test_mutations(dbapi, products):
 
 def test_mutation_errors_are_graphql_errors(dbapi, products):
     missing = dbapi.graphql("mutation { createProduct(data: {price: 1}) { _id } }")
-    assert missing["data"] == {"createProduct": None}
-    error = missing["errors"][0]
+    assert "data" not in missing  # a required field is non-null in the input type: refused before execution
+    assert missing["errors"][0]["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
+    assert "required field 'title'" in missing["errors"][0]["message"]
+    dangling = dbapi.graphql("mutation { createProduct(data: {title: \"x\", author: \"nobody\"}) { _id } }")
+    assert dangling["data"] == {"createProduct": None}
+    error = dangling["errors"][0]
     assert error["extensions"]["code"] == "INVALID_ARGUMENTS"
-    assert error["extensions"]["errors"] == {"title": ["Missing data for required field."]}
+    assert set(error["extensions"]["errors"]) == {"author"}
     gone = dbapi.graphql("mutation { deleteProduct(_id: \"nothing\") { _id } }")
     assert gone["errors"][0]["extensions"]["code"] == "NOT_FOUND"
     assert dbapi.list("Product")["count"] == 5

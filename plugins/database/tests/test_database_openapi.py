@@ -11,7 +11,8 @@ def spec(client):
 def test_schema_routes_appear_with_field_derived_schemas(dbapi):
     before = spec(dbapi.client)
     assert "/database/Gizmo" not in before["paths"]
-    assert "/database/{schemaName}" in before["paths"]  # the generic family is documented statically
+    # The generic family is documented per schema instead (typed, one operation per schema).
+    assert "/database/{schemaName}" not in before["paths"]
     dbapi.create_schema("Gizmo", {"name": {"type": "String", "required": True}, "price": "Number",
                                   "tags": ["String"], "maker": {"type": "Relation", "model": "Gizmo"}},
                         modelOptions={"conduit": {"cms": {"crudOperations": {"delete": {"authenticated": True}}}}})
@@ -30,8 +31,17 @@ def test_schema_routes_appear_with_field_derived_schemas(dbapi):
     assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/DatabaseGizmoInput"}
     assert "201" in post["responses"] and "409" in post["responses"]
     assert paths["/database/Gizmo/{id}"]["delete"]["security"] == [{"bearerAuth": []}, {"masterkey": []}]
-    params = {p["name"] for p in paths["/database/Gizmo"]["get"]["parameters"]}
-    assert {"skip", "limit", "sort", "select", "populate", "name", "price", "tags"} <= params
+    assert paths["/database/Gizmo"]["post"]["security"] == [{}, {"bearerAuth": []}, {"masterkey": []}]
+    params = {p["name"]: p for p in paths["/database/Gizmo"]["get"]["parameters"]}
+    assert {"skip", "limit", "sort", "select", "populate", "name", "price", "tags"} <= set(params)
+    # Query operators are declared parameters (a generator makes arguments of them).
+    assert params["price[$lt]"]["schema"] == {"type": "number"}
+    assert {"price[$gte]", "price[$in]", "name[$contains]", "tags[$contains]", "maker[$exists]"} <= set(params)
+    assert params["price[$in]"]["explode"] is False and params["price[$in]"]["schema"]["type"] == "array"
+    assert "tags[$lt]" not in params  # arrays compare by membership only
+    ids = {op["operationId"] for item in paths.values() for key, op in item.items() if key != "parameters"}
+    assert {"listGizmo", "createGizmo", "createManyGizmo", "getGizmo", "replaceGizmo", "updateGizmo",
+            "deleteGizmo"} <= ids
     for ref in ("Error", "Deleted"):
         assert ref in schemas  # the generated paths point at the static components
 
@@ -55,7 +65,8 @@ def test_custom_endpoints_appear_with_their_inputs(dbapi):
     assert params["room"]["in"] == "path" and params["minWatts"]["required"] is False
     assert {"skip", "limit", "populate"} <= set(params)
     post = paths["/database/function/addLamp"]["post"]
-    assert post["security"] == [{"bearerAuth": []}]
+    assert post["security"] == [{"bearerAuth": []}, {"masterkey": []}]
+    assert post["operationId"] == "customEndpointAddLamp"
     body = post["requestBody"]["content"]["application/json"]["schema"]
     assert body["properties"] == {"watts": {"type": "number"}} and body["required"] == ["watts"]
 

@@ -15,9 +15,10 @@ from trellis.module_config import ModuleConfigSchema
 
 from . import counts, readers
 from . import models  # noqa: F401  (the tables belong to the shared metadata)
+from .graphql_http import graphql_blp
 from .openapi import paths as openapi_paths
 from .registry import Registry
-from .routes import documents_blp, endpoints_blp, graphql_blp, schemas_blp
+from .routes import documents_blp, endpoints_blp, schemas_blp
 
 
 class DatabaseConfig(ModuleConfigSchema):

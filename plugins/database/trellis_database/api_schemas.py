@@ -158,11 +158,31 @@ class FunctionResultSchema(Schema):
 
 
 class GraphQLRequestSchema(Schema):
+    """A GraphQL-over-HTTP POST body; ``extensions`` is accepted and its keys are ignored."""
+
     query = ma.String(required=True)
     variables = ma.Dict(allow_none=True)
     operationName = ma.String(allow_none=True)
+    extensions = ma.Dict(allow_none=True, metadata={"description": "accepted, not used (e.g. Apollo's clientLibrary)"})
+
+
+class GraphQLQueryArgs(Schema):
+    """``GET /graphql?query=…&variables=…``: queries only; ``variables`` and ``extensions`` are JSON text."""
+
+    query = ma.String(required=True)
+    variables = ma.String(allow_none=True, metadata={"description": "a JSON object"})
+    operationName = ma.String(allow_none=True)
+    extensions = ma.String(allow_none=True, metadata={"description": "a JSON object; accepted, not used"})
+
+
+class GraphQLErrorSchema(Schema):
+    message = ma.String(required=True)
+    extensions = ma.Dict(required=True, metadata={"description": "`code`: INVALID_ARGUMENTS, UNAUTHORIZED, "
+                                                  "NOT_FOUND, GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED …"})
+    path = ma.List(ma.Raw())
+    locations = ma.List(ma.Dict())
 
 
 class GraphQLResponseSchema(Schema):
     data = ma.Dict(allow_none=True)
-    errors = ma.List(ma.Dict())
+    errors = ma.List(ma.Nested(GraphQLErrorSchema))

@@ -164,7 +164,10 @@ def parse_field(name: str, raw: Any) -> Field:
 
 
 def check_value(field: Field, value: Any) -> Any:
-    """A JSON value written to ``field`` → the stored value (normalised), or FieldError."""
+    """A JSON value written to ``field`` → the stored value (normalised), or FieldError.
+
+    A required String refuses ``""`` (mongoose's and Conduit's meaning of required: a value, not just a key).
+    """
     if field.array:
         if not isinstance(value, list):
             raise FieldError(f"Must be an array of {field.type}")
@@ -173,6 +176,8 @@ def check_value(field: Field, value: Any) -> Any:
             for item in items:
                 check_length(field, item)
         return items
+    if field.required and field.type == "String" and value == "":
+        raise FieldError("Required: must not be empty")
     value = check_scalar(field.type, value)
     if field.type == "String":
         check_length(field, value)

@@ -13,6 +13,7 @@ Limits, checked before execution: query length, lexer tokens, selection depth, t
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from graphql import (
@@ -35,12 +36,14 @@ from graphql import (
     GraphQLString,
     InlineFragmentNode,
     OperationDefinitionNode,
+    OperationType,
     execute,
     parse,
     validate,
+    validate_schema,
 )
 from graphql.error import GraphQLSyntaxError
-from graphql.utilities import value_from_ast_untyped
+from graphql.utilities import get_operation_ast, value_from_ast_untyped
 
 from trellis import db
 from trellis.credentials import identify
@@ -81,18 +84,61 @@ class Limits:
 
 # ---- schema --------------------------------------------------------------------------------------------
 
+# Type names the built schema uses itself (a CMS schema of one of these names is left out).
+BUILT_IN_TYPES = frozenset({"Query", "Mutation", "Subscription", "JSON", "Deleted__Result", "String", "Int",
+                            "Float", "Boolean", "ID"})
+WHERE_GROUPS = ("AND", "OR")
+
+
+def type_names(schema: CompiledSchema) -> set[str]:
+    """The GraphQL type names one CMS schema brings in."""
+    return {schema.name, f"{schema.name}__Where", f"{schema.name}__Input", f"{schema.name}__Patch"}
+
 
 def build(snap: Snapshot) -> GraphQLSchema:
-    schemas = [s for s in snap.schemas if s.cms_enabled]
-    taken = {"Query", "Mutation", "JSON", "Deleted__Result", "String", "Int", "Float", "Boolean", "ID"}
+    """The schema of every CMS-enabled schema that can be expressed in GraphQL.
+
+    One schema that cannot be expressed must never take the others down (issue 13.5): names that clash
+    are left out before building, and when the assembled schema still does not validate, each schema is
+    tried alone and the ones that fail are left out (logged), so the API of the others stays up.
+    """
+    usable = _without_clashes([s for s in snap.schemas if s.cms_enabled])
+    schema, problems = _assemble_checked(snap, usable)
+    if not problems:
+        return schema
+    kept = [s for s in usable if not _assemble_checked(snap, [s])[1]]
+    for left_out in sorted({s.name for s in usable} - {s.name for s in kept}):
+        log.warning("schema %s is left out of GraphQL: it cannot be expressed (%s)", left_out, problems[0])
+    schema, problems = _assemble_checked(snap, kept)
+    if problems:  # schemas that only fail together: serve none rather than fail every request
+        log.warning("GraphQL serves no schema: %s", problems[0])
+        schema, _ = _assemble_checked(snap, [])
+    return schema
+
+
+def _without_clashes(schemas: list[CompiledSchema]) -> list[CompiledSchema]:
+    taken = set(BUILT_IN_TYPES)
     usable: list[CompiledSchema] = []
     for schema in schemas:
-        names = {schema.name, f"{schema.name}__Where", f"{schema.name}__Input"}
+        names = type_names(schema)
         if names & taken:
             log.warning("schema %s is left out of GraphQL: its type names clash with others", schema.name)
             continue
         taken |= names
         usable.append(schema)
+    return usable
+
+
+def _assemble_checked(snap: Snapshot, usable: list[CompiledSchema]) -> tuple[GraphQLSchema | None, list[str]]:
+    try:
+        schema = _assemble(snap, usable)
+        problems = [str(error) for error in validate_schema(schema)]
+    except Exception as exc:  # noqa: BLE001 - graphql-core reports bad types as assertions or TypeErrors
+        return None, [f"{type(exc).__name__}: {exc}"]
+    return schema, problems
+
+
+def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
     objects: dict[str, GraphQLObjectType] = {}
     for schema in usable:
         objects[schema.name] = GraphQLObjectType(schema.name, (lambda s=schema: _object_fields(s, objects)),
@@ -107,23 +153,27 @@ def build(snap: Snapshot) -> GraphQLSchema:
     mutation: dict[str, GraphQLField] = {}
     for schema in usable:
         obj = objects[schema.name]
-        where = _where_type(schema)
-        data = GraphQLInputObjectType(f"{schema.name}__Input", lambda s=schema: _input_fields(s))
         query[schema.name] = GraphQLField(
             GraphQLNonNull(GraphQLList(GraphQLNonNull(obj))),
-            args={"where": GraphQLArgument(where), "skip": GraphQLArgument(GraphQLInt),
+            args={"where": GraphQLArgument(_where_type(schema)), "skip": GraphQLArgument(GraphQLInt),
                   "limit": GraphQLArgument(GraphQLInt), "sort": GraphQLArgument(GraphQLString)},
             resolve=_list_resolver(snap, schema.name),
             description=f"Documents of {schema.name}",
         )
-        mutation[f"create{schema.name}"] = GraphQLField(
-            obj, args={"data": GraphQLArgument(GraphQLNonNull(data))}, resolve=_create_resolver(snap, schema.name))
-        mutation[f"update{schema.name}"] = GraphQLField(
-            obj, args={"_id": GraphQLArgument(GraphQLNonNull(GraphQLID)), "data": GraphQLArgument(GraphQLNonNull(data))},
-            resolve=_update_resolver(snap, schema.name))
-        mutation[f"delete{schema.name}"] = GraphQLField(
-            deleted, args={"_id": GraphQLArgument(GraphQLNonNull(GraphQLID))},
-            resolve=_delete_resolver(snap, schema.name))
+        id_arg = {"_id": GraphQLArgument(GraphQLNonNull(GraphQLID))}
+        if schema.fields:  # an input object needs at least one field: a schema without any takes no data
+            data = GraphQLInputObjectType(f"{schema.name}__Input", lambda s=schema: _input_fields(s, create=True),
+                                          description=f"A new {schema.name} document (required fields non-null)")
+            patch = GraphQLInputObjectType(f"{schema.name}__Patch", lambda s=schema: _input_fields(s, create=False),
+                                           description=f"Changes to a {schema.name} document (null removes)")
+            mutation[f"create{schema.name}"] = GraphQLField(
+                obj, args={"data": GraphQLArgument(GraphQLNonNull(data))}, resolve=_create_resolver(snap, schema.name))
+            mutation[f"update{schema.name}"] = GraphQLField(
+                obj, args={**id_arg, "data": GraphQLArgument(GraphQLNonNull(patch))},
+                resolve=_update_resolver(snap, schema.name))
+        else:
+            mutation[f"create{schema.name}"] = GraphQLField(obj, resolve=_create_resolver(snap, schema.name))
+        mutation[f"delete{schema.name}"] = GraphQLField(deleted, args=id_arg, resolve=_delete_resolver(snap, schema.name))
     return GraphQLSchema(
         query=GraphQLObjectType("Query", query),
         mutation=GraphQLObjectType("Mutation", mutation) if mutation else None,
@@ -131,8 +181,13 @@ def build(snap: Snapshot) -> GraphQLSchema:
 
 
 def _output_type(field: Field, objects: dict[str, GraphQLObjectType]) -> Any:
-    base = objects.get(field.model) if field.type == "Relation" and field.model in objects else SCALARS[field.type]
-    return GraphQLList(base) if field.array else base
+    related = field.type == "Relation" and field.model in objects
+    base = objects[field.model] if related else SCALARS[field.type]
+    if field.array:
+        listed = GraphQLList(base if related else GraphQLNonNull(base))
+        return GraphQLNonNull(listed) if field.required else listed
+    # A required value is always there, except a relation whose target was deleted (it resolves to null).
+    return GraphQLNonNull(base) if field.required and not related else base
 
 
 def _object_fields(schema: CompiledSchema, objects: dict[str, GraphQLObjectType]) -> dict[str, GraphQLField]:
@@ -145,11 +200,14 @@ def _object_fields(schema: CompiledSchema, objects: dict[str, GraphQLObjectType]
     return out
 
 
-def _input_fields(schema: CompiledSchema) -> dict[str, GraphQLInputField]:
+def _input_fields(schema: CompiledSchema, create: bool) -> dict[str, GraphQLInputField]:
     out = {}
     for name, field in schema.fields.items():
         base = SCALARS[field.type]
-        out[name] = GraphQLInputField(GraphQLList(base) if field.array else base, description=field.description)
+        kind: Any = GraphQLList(GraphQLNonNull(base)) if field.array else base
+        if create and field.required and field.default is None:
+            kind = GraphQLNonNull(kind)
+        out[name] = GraphQLInputField(kind, description=field.description)
     return out
 
 
@@ -160,7 +218,12 @@ def _where_type(schema: CompiledSchema) -> GraphQLInputObjectType:
         candidates.update(schema.fields)
         for name, field in candidates.items():
             for suffix, kind in _operators(field):
-                out[name if suffix == "eq" else f"{name}_{suffix}"] = GraphQLInputField(kind)
+                key = name if suffix == "eq" else f"{name}_{suffix}"
+                # A field's own name wins over another field's operator key (fields `a` and `a_ne`),
+                # and the AND/OR lists over fields of those names.
+                if key in WHERE_GROUPS or (suffix != "eq" and key in candidates):
+                    continue
+                out[key] = GraphQLInputField(kind)
         out["AND"] = GraphQLInputField(GraphQLList(GraphQLNonNull(where)))
         out["OR"] = GraphQLInputField(GraphQLList(GraphQLNonNull(where)))
         return out
@@ -197,7 +260,8 @@ def where_tree(where: dict[str, Any] | None, schema: CompiledSchema) -> Any:
             continue
         name, op = key, "eq"
         head, _, tail = key.rpartition("_")
-        if head and tail in SUFFIXES and (head in schema.fields or head in SPECIAL):
+        exact = key in schema.fields or key in SPECIAL
+        if not exact and head and tail in SUFFIXES and (head in schema.fields or head in SPECIAL):
             name, op = head, tail
         items.append(Condition(name, op, value))
     return Group("and", tuple(items)) if items else None
@@ -306,7 +370,7 @@ def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
 
 
 def _create_resolver(snap: Snapshot, name: str):
-    return _mutation(snap, name, "create", lambda schema, data: documents.insert(snap, schema, [_clean(data)])[0])
+    return _mutation(snap, name, "create", lambda schema, data=None: documents.insert(snap, schema, [_clean(data or {})])[0])
 
 
 def _update_resolver(snap: Snapshot, name: str):
@@ -329,38 +393,61 @@ def _clean(data: dict[str, Any]) -> dict[str, Any]:
 # ---- execution ---------------------------------------------------------------------------------------------
 
 
+@dataclass
+class Outcome:
+    """A GraphQL response body and the status GraphQL-over-HTTP gives it under
+    ``application/graphql-response+json``: 200 once execution started, 400 for a request that could not
+    be executed (no ``data`` key), 405 for a mutation sent with GET."""
+
+    body: dict[str, Any]
+    status: int = 200
+
+
 def run(snap: Snapshot, source: str, variables: dict[str, Any] | None, operation_name: str | None,
-        limits: Limits) -> dict[str, Any]:
+        limits: Limits, read_only: bool = False) -> Outcome:
+    """Parse, check and execute one operation; ``read_only`` (GET) refuses mutations with 405."""
     if len(source) > limits.length:
-        return _errors(f"The query is longer than {limits.length} characters")
+        return _request_error(f"The query is longer than {limits.length} characters", "QUERY_TOO_COMPLEX")
     try:
         document = parse(source, max_tokens=limits.tokens)
     except GraphQLSyntaxError as exc:
-        return {"errors": [exc.formatted]}
+        return Outcome({"errors": [_format(exc, "GRAPHQL_PARSE_FAILED")]}, 400)
+    if read_only:
+        operation = get_operation_ast(document, operation_name)
+        if operation is not None and operation.operation != OperationType.QUERY:
+            return _request_error(f"GET serves queries only; send a {operation.operation.value} with POST",
+                                  "METHOD_NOT_ALLOWED", 405)
     breach = _check_limits(document, limits)  # before validation, whose cost grows with the query
     if breach:
-        return _errors(breach)
+        return _request_error(breach, "QUERY_TOO_COMPLEX")
     schema = snap.lazy("graphql", lambda: build(snap))
     problems = validate(schema, document)
     if problems:
-        return {"errors": [p.formatted for p in problems[:20]]}
+        return Outcome({"errors": [_format(p, "GRAPHQL_VALIDATION_FAILED") for p in problems[:20]]}, 400)
     result = execute(schema, document, variable_values=variables, operation_name=operation_name)
+    if result.data is None and result.errors and all(error.path is None for error in result.errors):
+        # An unknown operation name or variables that do not fit their types (errors without a path):
+        # the request failed before execution started.
+        return Outcome({"errors": [_format(e, "INVALID_ARGUMENTS") for e in result.errors]}, 400)
     out: dict[str, Any] = {"data": result.data}
     if result.errors:
-        out["errors"] = [_format(error) for error in result.errors]
-    return out
+        out["errors"] = [_format(error, "INVALID_ARGUMENTS") for error in result.errors]
+    return Outcome(out)
 
 
-def _format(error: GraphQLError) -> dict[str, Any]:
+def _format(error: GraphQLError, code: str) -> dict[str, Any]:
+    """The error as GraphQL formats it, always with ``extensions.code`` (the contract's names)."""
     if error.original_error is not None and not isinstance(error.original_error, (GraphQLError, APIError)):
         log.exception("GraphQL resolver failed", exc_info=error.original_error)
         return {"message": "Internal server error", "path": error.path,
                 "extensions": {"code": "INTERNAL_SERVER_ERROR"}}
-    return error.formatted
+    formatted = error.formatted
+    formatted["extensions"] = {"code": code, **(formatted.get("extensions") or {})}
+    return formatted
 
 
-def _errors(message: str) -> dict[str, Any]:
-    return {"errors": [{"message": message, "extensions": {"code": "QUERY_TOO_COMPLEX"}}]}
+def _request_error(message: str, code: str, status: int = 400) -> Outcome:
+    return Outcome({"errors": [{"message": message, "extensions": {"code": code}}]}, status)
 
 
 def _check_limits(document: Any, limits: Limits) -> str | None:

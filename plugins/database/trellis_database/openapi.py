@@ -1,8 +1,12 @@
 """OpenAPI paths of the generated routes, computed per ``/openapi.json`` request from the current schemas.
 
 For every CMS-enabled schema: its document routes (only the enabled operations, with the security
-they need) with request and response schemas derived from the fields; for every enabled custom
-endpoint: its path, method and inputs. Merged into the static document by the core.
+they need) with request and response schemas derived from the fields, and the list route's filters
+(``price[$lt]`` …) as declared query parameters; for every enabled custom endpoint: its path, method
+and inputs. Merged into the static document by the core, where they replace the generic
+``/database/{schemaName}…`` family they stand for (a generator gets one typed function per schema
+and operation, and no path is ambiguous). Every operation has an ``operationId`` (``listProduct``,
+``createProduct`` …) and lists every credential it accepts.
 """
 from __future__ import annotations
 
@@ -15,13 +19,19 @@ from .fields import Field
 from .registry import CompiledEndpoint, CompiledSchema, registry
 
 ERROR = {"$ref": "#/components/schemas/Error"}
+# The generic routes the per-schema paths stand for (see routes.py).
+GENERIC_DOCUMENT_PATHS = ("/database/{schemaName}", "/database/{schemaName}/many", "/database/{schemaName}/{docId}")
+ADMIN = [{"masterkey": []}, {"bearerAuth": []}]
+ANYONE = [{}, {"bearerAuth": []}, {"masterkey": []}]
+USER_OR_ADMIN = [{"bearerAuth": []}, {"masterkey": []}]
 JSON_TYPES = {"String": {"type": "string"}, "Number": {"type": "number"}, "Boolean": {"type": "boolean"},
               "Date": {"type": "string", "format": "date-time"}, "ObjectId": {"type": "string"}, "JSON": {}}
 
 
 def paths(app: Flask) -> dict[str, Any]:
     snap = registry(app).current()
-    out: dict[str, Any] = {"paths": {}, "schemas": {}, "tags": []}
+    out: dict[str, Any] = {"paths": {}, "schemas": {}, "tags": [], "replaces": list(GENERIC_DOCUMENT_PATHS)}
+    _generic_function_paths(out)
     for schema in snap.schemas:
         if schema.cms_enabled:
             _schema_paths(schema, out)
@@ -58,6 +68,30 @@ def _responses(status: int, content: dict[str, Any] | None, description: str, *e
     return responses
 
 
+def _generic_function_paths(out: dict[str, Any]) -> None:
+    """``/database/function/{endpointName}[/{params}]``: any custom endpoint by name (each enabled one also
+    has its own typed path below)."""
+    name = {"name": "endpointName", "in": "path", "required": True, "schema": {"type": "string"}}
+    params = {"name": "params", "in": "path", "required": True, "schema": {"type": "string"},
+              "description": "the endpoint's urlParams inputs, separated by /"}
+    body = {"required": False, "content": {"application/json": {"schema": {"type": "object"}}}}
+    for path, parameters, suffix in (("/database/function/{endpointName}", [name], ""),
+                                     ("/database/function/{endpointName}/{params}", [name, params], "WithParams")):
+        item: dict[str, Any] = {"parameters": parameters}
+        for method in ("get", "post", "put", "patch", "delete"):
+            operation = {
+                "operationId": f"callCustomEndpoint{suffix}{method.capitalize()}",
+                "summary": f"Run a custom endpoint by name ({method.upper()} endpoints)",
+                "tags": ["database: custom endpoints"], "security": ANYONE,
+                "responses": _responses(201 if method == "post" else 200,
+                                        {"$ref": "#/components/schemas/FunctionResult"}, "Result", 400, 401, 404),
+            }
+            if method != "get":
+                operation["requestBody"] = body
+            item[method] = operation
+        out["paths"][path] = item
+
+
 def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
     doc_name, input_name, list_name = _names(schema)
     properties = {name: _value_schema(field) for name, field in schema.fields.items()}
@@ -80,24 +114,25 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
         "type": "object", "properties": properties, "additionalProperties": False}}}}
     id_param = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 
-    def operation(op: str, summary: str, **spec: Any) -> dict[str, Any] | None:
+    def operation(op: str, operation_id: str, summary: str, **spec: Any) -> dict[str, Any] | None:
         rule = schema.crud(op)
+        ids = {"operationId": f"{operation_id}{schema.name}"}
         if not rule.enabled:
-            return {"summary": summary + " (administrators only: disabled for others)", "tags": [tag],
-                    "security": [{"masterkey": []}, {"bearerAuth": []}], **spec}
-        security = [{"bearerAuth": []}, {"masterkey": []}] if rule.authenticated else [{}, {"bearerAuth": []}]
-        return {"summary": summary, "tags": [tag], "security": security, **spec}
+            return {**ids, "summary": summary + " (administrators only: disabled for others)", "tags": [tag],
+                    "security": ADMIN, **spec}
+        security = USER_OR_ADMIN if rule.authenticated else ANYONE
+        return {**ids, "summary": summary, "tags": [tag], "security": security, **spec}
 
     collection = f"/database/{schema.name}"
     out["paths"][collection] = {
-        "get": operation("read", f"List {schema.name} documents", parameters=_list_parameters(schema),
+        "get": operation("read", "list", f"List {schema.name} documents", parameters=_list_parameters(schema),
                          responses=_responses(200, {"$ref": f"#/components/schemas/{list_name}"}, "Documents",
                                               400, 401, 404)),
-        "post": operation("create", f"Create a {schema.name} document", requestBody=body,
+        "post": operation("create", "create", f"Create a {schema.name} document", requestBody=body,
                           responses=_responses(201, ref, "The created document", 400, 401, 403, 404, 409)),
     }
     out["paths"][f"{collection}/many"] = {
-        "post": operation("create", f"Create many {schema.name} documents (all or nothing)", requestBody={
+        "post": operation("create", "createMany", f"Create many {schema.name} documents (all or nothing)", requestBody={
             "required": True, "content": {"application/json": {"schema": {"type": "object", "required": ["docs"],
                 "properties": {"docs": {"type": "array", "maxItems": 1000,
                                         "items": {"$ref": f"#/components/schemas/{input_name}"}}}}}}},
@@ -106,16 +141,16 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
                 "The created documents", 400, 401, 403, 404, 409)),
     }
     single = {"parameters": [id_param]}
-    single["get"] = operation("read", f"One {schema.name} document", parameters=[
+    single["get"] = operation("read", "get", f"One {schema.name} document", parameters=[
         {"name": "populate", "in": "query", "schema": {"type": "string"}},
         {"name": "select", "in": "query", "schema": {"type": "string"}}],
         responses=_responses(200, ref, "The document", 400, 401, 404))
-    single["put"] = operation("update", f"Replace a {schema.name} document", requestBody=body,
+    single["put"] = operation("update", "replace", f"Replace a {schema.name} document", requestBody=body,
                               responses=_responses(200, ref, "The new document", 400, 401, 404, 409))
-    single["patch"] = operation("update", f"Change fields of a {schema.name} document (null removes)",
+    single["patch"] = operation("update", "update", f"Change fields of a {schema.name} document (null removes)",
                                 requestBody=patch_body,
                                 responses=_responses(200, ref, "The new document", 400, 401, 404, 409))
-    single["delete"] = operation("delete", f"Delete a {schema.name} document", responses=_responses(
+    single["delete"] = operation("delete", "delete", f"Delete a {schema.name} document", responses=_responses(
         200, {"$ref": "#/components/schemas/Deleted"}, "Deleted", 401, 403, 404))
     out["paths"][f"{collection}/{{id}}"] = single
 
@@ -130,15 +165,51 @@ def _list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
          "description": "Relation fields: " + (", ".join(n for n, f in schema.fields.items() if f.type == "Relation")
                                                or "none")},
     ]
+    params.append({"name": "count", "in": "query", "schema": {"type": "string", "enum": ["none"]},
+                   "description": "`none` leaves out the total count"})
     for name, field in schema.fields.items():
         if field.type == "JSON":
+            params.append(_operator_parameter(name, "$exists", {"type": "boolean"}, "the field is present"))
             continue
         item = _value_schema(Field(name=name, type=field.type, model=field.model))
-        ops = "$ne, $in, $nin, $contains, $exists" if field.array else (
-            "$ne, $lt, $lte, $gt, $gte, $in, $nin, $exists" + (", $contains" if field.type == "String" else ""))
         params.append({"name": name, "in": "query", "schema": item, "required": False,
-                       "description": f"equals (or {name}[$op]=… with {ops}; {name}<v, {name}>v)"})
+                       "description": f"equals (also {name}<v for $lt and {name}>v for $gt)"})
+        for op in _operators(field):
+            if op in ("$in", "$nin"):
+                value: dict[str, Any] = {"type": "array", "items": item}
+                described = "one of these (comma-separated)" if op == "$in" else "none of these (comma-separated)"
+                params.append(_operator_parameter(name, op, value, described, explode=False))
+            elif op == "$exists":
+                params.append(_operator_parameter(name, op, {"type": "boolean"}, "the field is present"))
+            elif op == "$contains":
+                params.append(_operator_parameter(name, op, {"type": "string"}, "array holds the value" if field.array
+                                                  else "case-insensitive substring"))
+            else:
+                params.append(_operator_parameter(name, op, item, OPERATOR_TEXT[op]))
     return params
+
+
+OPERATOR_TEXT = {"$ne": "not equal", "$lt": "less than", "$lte": "at most", "$gt": "greater than",
+                 "$gte": "at least"}
+
+
+def _operators(field: Field) -> list[str]:
+    """The filter operators of a field, as the REST list route accepts them (query.py)."""
+    if field.array:
+        return ["$ne", "$in", "$nin", "$contains", "$exists"]
+    ops = ["$ne", "$lt", "$lte", "$gt", "$gte", "$in", "$nin", "$exists"]
+    if field.type in ("String", "ObjectId", "Relation"):
+        ops.append("$contains")
+    return ops
+
+
+def _operator_parameter(name: str, op: str, schema: dict[str, Any], text: str, explode: bool = True) -> dict[str, Any]:
+    """``price[$lt]``: curl needs ``-g`` for the brackets; a generator names the argument ``price_lt``."""
+    param: dict[str, Any] = {"name": f"{name}[{op}]", "in": "query", "required": False, "schema": schema,
+                             "description": f"{name}: {text}"}
+    if not explode:
+        param.update(style="form", explode=False)
+    return param
 
 
 def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict[str, Any]) -> None:
@@ -173,9 +244,10 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
         "DELETE": ({"type": "object", "properties": {"deleted": {"type": "boolean"}, "count": {"type": "integer"}}}, 200),
     }[endpoint.operation]
     spec: dict[str, Any] = {
+        "operationId": f"customEndpoint{endpoint.name[:1].upper()}{endpoint.name[1:]}",
         "summary": f"Custom endpoint {endpoint.name} on {schema.name}",
         "tags": ["database: custom endpoints"],
-        "security": [{"bearerAuth": []}] if endpoint.authentication else [{}, {"bearerAuth": []}],
+        "security": USER_OR_ADMIN if endpoint.authentication else ANYONE,
         "parameters": params,
         "responses": _responses(status, result, "Result", 400, 401, 404),
     }

@@ -1,4 +1,4 @@
-"""HTTP routes: schemas (admin), documents (generated per schema), custom endpoints, GraphQL.
+"""HTTP routes: schemas (admin), documents (generated per schema), custom endpoints (GraphQL: graphql_http.py).
 
 Document routes are one generic family (``/database/<schemaName>…``); the per-schema OpenAPI paths
 come from ``openapi.py``. Their responses are serialised once, straight to JSON, not through a
@@ -18,9 +18,8 @@ from trellis.credentials import admin_required, current_user, identify
 from trellis.errors import APIError, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
-from trellis.module_config import get as get_config
 
-from . import documents, endpoints, graphql_api, readers, schemas
+from . import documents, endpoints, readers, schemas
 from .access import authorize, check_permission
 from .api_schemas import (
     DeleteSchemaArgs,
@@ -35,8 +34,6 @@ from .api_schemas import (
     EndpointRecordSchema,
     ExtensionBody,
     FunctionResultSchema,
-    GraphQLRequestSchema,
-    GraphQLResponseSchema,
     ManyBodySchema,
     ManyResultSchema,
     SchemaBody,
@@ -52,7 +49,6 @@ schemas_blp = Blueprint("database-schemas", __name__, description="Database: sch
 documents_blp = Blueprint("database-documents", __name__,
                           description="Database: documents of every CMS-enabled schema (see the per-schema paths)")
 endpoints_blp = Blueprint("database-custom-endpoints", __name__, description="Database: custom endpoints")
-graphql_blp = Blueprint("database-graphql", __name__, description="Database: GraphQL")
 
 OPTIONAL_USER = [{}, {"bearerAuth": []}, {"masterkey": []}]
 
@@ -62,7 +58,7 @@ def _too_deep(_error: RecursionError):
     return json_response(error_body(400, "The JSON body is nested too deeply"), 400)
 
 
-for _blueprint in (schemas_blp, documents_blp, endpoints_blp, graphql_blp):
+for _blueprint in (schemas_blp, documents_blp, endpoints_blp):
     _blueprint.register_error_handler(RecursionError, _too_deep)
 
 
@@ -405,19 +401,3 @@ def call_endpoint(endpointName: str, params: str):
     call = endpoints.Call(endpoint, identity, current_user(), body, request.args, segments)
     result, status = endpoints.run(snap, endpoint, call, request.args)
     return json_response(result, status)
-
-
-# ---- GraphQL ------------------------------------------------------------------------------------------
-
-
-@graphql_blp.route("/graphql", methods=["POST"])
-@graphql_blp.arguments(GraphQLRequestSchema())
-@graphql_blp.response(200, GraphQLResponseSchema)
-def graphql(body: dict[str, Any]):
-    """GraphQL over the CMS-enabled schemas: a query field per schema (``where``, ``skip``, ``limit``,
-    ``sort``) and ``create<Name>``, ``update<Name>``, ``delete<Name>`` mutations; the same access rules as
-    the REST routes. Errors come back as GraphQL ``errors``."""
-    identify()  # a bad credential is a 401, as everywhere
-    limits = graphql_api.Limits(get_config("database"))
-    result = graphql_api.run(snapshot(), body["query"], body.get("variables"), body.get("operationName"), limits)
-    return json_response(result)

@@ -57,8 +57,10 @@ blp = StorageBlueprint("storage", __name__, description="Files and folders of us
 
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _FILE_RESPONSES = {
-    200: {"description": "The file's bytes, with its stored content type", "content": {"*/*": _BINARY}},
-    206: {"description": "The requested byte range", "content": {"*/*": _BINARY}},
+    # Sent with the file's stored content type; declared as bytes (a generator's download returns bytes).
+    200: {"description": "The file's bytes, with its stored content type",
+          "content": {"application/octet-stream": _BINARY}},
+    206: {"description": "The requested byte range", "content": {"application/octet-stream": _BINARY}},
     304: {"description": "Not modified (If-None-Match matched the ETag)"},
     404: {"description": "No such file, or not yours", "content": {"application/json": {"schema": ErrorSchema}}},
     416: {"description": "Range not satisfiable", "content": {"application/json": {"schema": ErrorSchema}}},

@@ -1,5 +1,8 @@
-"""Entry point of the live server used by tests: the same as ``python wsgi.py``, importable."""
+"""Entry point of the live server used by tests and benchmarks: the same as ``python wsgi.py``, importable."""
 import os
+import warnings
+
+warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
 if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet":
     import eventlet
@@ -7,9 +10,7 @@ if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet":
     eventlet.monkey_patch()
 
 from trellis import create_app  # noqa: E402
-from trellis.safety import eventlet_server_options  # noqa: E402
+from trellis.serve import serve  # noqa: E402
 
 if __name__ == "__main__":
-    app = create_app()
-    options = eventlet_server_options() if app.config["ASYNC_MODE"] == "eventlet" else {}
-    app.extensions["socketio"].run(app, host=os.environ.get("HOST", "127.0.0.1"), port=int(os.environ["PORT"]), **options)
+    serve(create_app(), os.environ.get("HOST", "127.0.0.1"), int(os.environ["PORT"]))

@@ -1,0 +1,72 @@
+"""The official JavaScript clients against a live server: socket.io-client (connect, a chat message with its
+acknowledgement and the pushed event) and Apollo Client (a mutation, a query, an error). Their versions are
+declared in ``tests/node/package.json`` and installed with npm into a cache folder. Skipped only where Node
+is not installed."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import requests
+
+from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis_authentication.testing import create_user_over_http
+
+NODE_FILES = Path(__file__).parent / "node"
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None, reason="Node is not installed"),
+]
+
+
+def node_project() -> Path:
+    """``tests/node`` installed into a cache folder keyed by its package.json (installed once per version)."""
+    manifest = (NODE_FILES / "package.json").read_bytes()
+    root = Path(os.environ.get("TRELLIS_NODE_CACHE", Path.home() / ".cache" / "trellis-node"))
+    folder = root / hashlib.sha256(manifest).hexdigest()[:16]
+    stamp = folder / ".installed"
+    if not stamp.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "package.json").write_bytes(manifest)
+        result = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=folder,
+                                capture_output=True, text=True, timeout=600, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        stamp.write_text("ok")
+    shutil.copy(NODE_FILES / "clients.mjs", folder / "clients.mjs")  # ESM resolves packages beside the script
+    return folder
+
+
+def test_socketio_client_and_apollo_client(live_server):
+    url = live_server.url
+    master = {"masterkey": TEST_MASTER_KEY}
+    created = requests.post(f"{url}/admin/database/schemas", headers=master, timeout=10, json={
+        "name": "Note", "fields": {"title": {"type": "String", "required": True}, "stars": "Number"}})
+    assert created.status_code == 201, created.text
+    requests.post(f"{url}/database/Note", headers=master, timeout=10, json={"title": "already there", "stars": 5})
+    user = create_user_over_http(url)
+    room = requests.post(f"{url}/chat/rooms", headers=user.headers, timeout=10,
+                         json={"roomName": "node", "users": []})
+    assert room.status_code == 201, room.text
+    room_id = room.json()["roomId"]
+
+    folder = node_project()
+    env = {**os.environ, "TRELLIS_URL": url, "TRELLIS_USER_TOKEN": user.access_token, "TRELLIS_ROOM_ID": room_id,
+           "TRELLIS_MASTER_KEY": TEST_MASTER_KEY}
+    result = subprocess.run(["node", "clients.mjs"], cwd=folder, env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+
+    ack, pushed = seen["socket"]["ack"], seen["socket"]["pushed"]
+    assert ack["message"] == "hello from node" and ack["room"] == room_id and ack["_id"]
+    assert pushed == ack  # the event every participant gets is the stored message the sender was acknowledged
+    apollo = seen["apollo"]
+    assert apollo["created"]["title"] == "from apollo" and apollo["created"]["stars"] == 4
+    assert [n["title"] for n in apollo["listed"]] == ["already there", "from apollo"]
+    assert apollo["failure"]["codes"] == ["GRAPHQL_VALIDATION_FAILED"], apollo["failure"]

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import db, errors, routes
-from .cache import Generations
+from .cache import Generations, token_key
 from .cli import trellis_cli
 from .credentials import identify
 from .errors import bad_request, not_found
@@ -31,6 +31,7 @@ from .openapi import OpenAPIProvider, TrellisApi, init_api
 from .ratelimit import init_limiter
 from .realtime import init_socketio
 from .settings import instance_path, load_settings
+from .shared_redis import redis_client
 
 log = logging.getLogger("trellis")
 
@@ -91,7 +92,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         engine=engine,
         api=api,
         configs=ConfigStore({m.name: m.config_schema for m in loaded}),
-        generations=Generations(app.config["CACHE_CHECK_SECONDS"]),
+        generations=Generations(lambda: redis_client(app), token_key(engine.url.render_as_string(hide_password=True))),
         hooks=make_manager(),
         limiter=init_limiter(app),
     )

@@ -28,8 +28,6 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_PATH": None,  # computed: instance/storage
     "ASYNC_MODE": "eventlet",
     "ADMIN_TOKEN_HOURS": 20,
-    # How often a process re-reads the shared cache generations (config, schemas); 0 = every request.
-    "CACHE_CHECK_SECONDS": 1.0,
     "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
     "CORS_ORIGINS": "*",
     "LOG_LEVEL": "INFO",
@@ -61,7 +59,6 @@ def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
         app.config["DATABASE_URL"] = f"sqlite:///{folder / 'trellis.db'}"
     if not app.config["STORAGE_PATH"]:
         app.config["STORAGE_PATH"] = str(folder / "storage")
-    app.config["CACHE_CHECK_SECONDS"] = float(app.config["CACHE_CHECK_SECONDS"])
     _ensure_secrets(app, folder)
     for key in GENERATED_SECRETS:  # from_prefixed_env JSON-decodes: a key of digits arrives as an int
         app.config[key] = str(app.config[key])

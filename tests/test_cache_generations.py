@@ -1,0 +1,75 @@
+"""Per-process caches follow the shared generations on the next request (``trellis.cache``).
+
+Two apps on one database stand for two worker processes, each with its own cache; the Redis change
+token is real (the shared Redis, under a key of this test database only).
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import redis
+from sqlalchemy import update
+
+from trellis import create_app
+from trellis.models import ModuleConfig
+from trellis.testing.plugin import free_port
+
+REDIS_URL = os.environ.get("TRELLIS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture()
+def redis_url() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
+        pytest.skip(f"Redis at {REDIS_URL} is unreachable")
+    return REDIS_URL
+
+
+def _worker(app_config, greeter_app, **settings):
+    return create_app({**app_config, **settings}, modules=[greeter_app.extensions["trellis"].modules[0]])
+
+
+def test_with_redis_the_table_is_reread_only_when_the_token_moves(app_config, greeter_app, admin_headers, db, redis_url):
+    writer = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    reader = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hello"}  # warms the reader's cache
+
+    # A change behind Trellis's back (no generation bump, no token): the reader's copy is really cached.
+    assert writer.put("/config/greeter", json={"greeting": "hi"}, headers=admin_headers).status_code == 200
+    assert reader.get("/greeter/hello").get_json() == {"message": "hi"}
+    db.execute(update(ModuleConfig).where(ModuleConfig.module == "greeter").values(data={"greeting": "sneaky"}))
+    db.commit()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hi"}
+
+    # An acknowledged change is in force on the reader's very next request.
+    assert writer.put("/config/greeter", json={"greeting": "salut"}, headers=admin_headers).status_code == 200
+    assert reader.get("/greeter/hello").get_json() == {"message": "salut"}
+    assert reader.get("/config/greeter", headers=admin_headers).get_json()["greeting"] == "salut"
+
+
+def test_without_redis_every_request_reads_the_generations(app_config, greeter_app, admin_headers, db):
+    """Redis configured but unreachable: each request reads the table instead, still exact."""
+    down = f"redis://127.0.0.1:{free_port()}/0"
+    writer = _worker(app_config, greeter_app, REDIS_URL=down).test_client()
+    reader = _worker(app_config, greeter_app, REDIS_URL=down).test_client()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hello"}
+    for greeting in ("one", "two", "three"):
+        assert writer.put("/config/greeter", json={"greeting": greeting}, headers=admin_headers).status_code == 200
+        assert reader.get("/greeter/hello").get_json() == {"message": greeting}
+
+
+def test_a_lost_token_is_agreed_again(app_config, greeter_app, admin_headers, db, redis_url):
+    """Redis restarted empty (or evicted the key): processes agree on a new token and re-read."""
+    writer_app = _worker(app_config, greeter_app, REDIS_URL=redis_url)
+    reader = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    writer = writer_app.test_client()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hello"}
+    assert writer.put("/config/greeter", json={"greeting": "hey"}, headers=admin_headers).status_code == 200
+    key = writer_app.extensions["trellis"].generations._key
+    redis.Redis.from_url(redis_url).delete(key)
+    assert reader.get("/greeter/hello").get_json() == {"message": "hey"}
+    assert redis.Redis.from_url(redis_url).get(key) is not None

@@ -73,3 +73,22 @@ def test_a_lost_token_is_agreed_again(app_config, greeter_app, admin_headers, db
     redis.Redis.from_url(redis_url).delete(key)
     assert reader.get("/greeter/hello").get_json() == {"message": "hey"}
     assert redis.Redis.from_url(redis_url).get(key) is not None
+
+
+def test_a_process_declared_alone_follows_only_its_own_writes(app_config, greeter_app, admin_headers, db, redis_url):
+    """``TRELLIS_CACHE_SHARED=false`` (one process) skips the per-request check: what the bench prices."""
+    alone_app = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_SHARED=False)
+    alone = alone_app.test_client()
+    other = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    assert alone.get("/greeter/hello").get_json() == {"message": "hello"}
+    assert other.put("/config/greeter", json={"greeting": "elsewhere"}, headers=admin_headers).status_code == 200
+    assert alone.get("/greeter/hello").get_json() == {"message": "hello"}
+    assert alone.put("/config/greeter", json={"repeat": 2}, headers=admin_headers).status_code == 200
+    assert alone.get("/greeter/hello").get_json() == {"message": "elsewhere elsewhere"}
+
+
+def test_cache_shared_must_be_a_boolean(app_config):
+    from trellis.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="TRELLIS_CACHE_SHARED"):
+        create_app({**app_config, "CACHE_SHARED": "sometimes"})

@@ -92,7 +92,10 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         engine=engine,
         api=api,
         configs=ConfigStore({m.name: m.config_schema for m in loaded}),
-        generations=Generations(lambda: redis_client(app), token_key(engine.url.render_as_string(hide_password=True))),
+        generations=Generations(
+            lambda: redis_client(app), token_key(engine.url.render_as_string(hide_password=True)),
+            shared=app.config["CACHE_SHARED"],
+        ),
         hooks=make_manager(),
         limiter=init_limiter(app),
     )

@@ -16,6 +16,10 @@ Without Redis (not configured, down, or its circuit open) the table itself is re
 still exact, one small query dearer. A writer whose token could not be set retries before its next
 check, and a process that lost Redis re-reads the table once it is back. Answers "not found" for a
 name re-read the table first (:meth:`Generations.refresh`), whatever the token says.
+
+``TRELLIS_CACHE_SHARED=false`` declares the process alone on its database (no other process changes
+configs or schemas): it skips the per-request check and follows only its own commits. The benchmark
+uses it to price the check (bench/scaleout_bench.py).
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _CHECKED = "_trellis_generations_checked"  # attribute set on the request object once it has checked
 _LISTENING = "trellis_generations_listening"  # in Session.info: the after-commit publisher is set
+_ALONE = b"alone"  # the token of a process that shares its caches with nobody
 _REDIS_FAULTS = (RedisError, OSError)
 
 
@@ -49,8 +54,10 @@ def token_key(database_url: str) -> str:
 
 
 class Generations:
-    def __init__(self, redis: Callable[[], Any], key: str) -> None:
-        """``redis`` returns the shared client or None (no Redis configured); ``key`` holds the token."""
+    def __init__(self, redis: Callable[[], Any], key: str, shared: bool = True) -> None:
+        """``redis`` returns the shared client or None (no Redis configured); ``key`` holds the token;
+        ``shared=False``: no other process writes, skip the per-request check."""
+        self._shared = shared
         self._redis = redis
         self._key = key
         self._seen: dict[str, int] = {}
@@ -102,6 +109,8 @@ class Generations:
 
     def _shared_token(self) -> bytes | None:
         """The change token in Redis, or None when the table must be read (no Redis, Redis fault)."""
+        if not self._shared:
+            return _ALONE
         client = self._redis()
         if client is None:
             return None
@@ -155,7 +164,7 @@ class Generations:
         current = _current_request()
         if current is not None:
             setattr(current, _CHECKED, False)
-        client = self._redis()
+        client = self._redis() if self._shared else None
         if client is None:
             return
         try:

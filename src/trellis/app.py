@@ -74,7 +74,10 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     _configure_logging(app)
     proxies = int(app.config["PROXY_COUNT"])
     if proxies:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)  # type: ignore[method-assign]
+        # Client address (rate limits) and the address built URLs use (storage links …): scheme, host, port.
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies
+        )
     allow = app.config.get("MODULES")
     # An explicit module list (tests of the loader) is taken as given; discovery honours the allow-list.
     loaded = resolve(modules) if modules is not None else load_modules(allow or "")

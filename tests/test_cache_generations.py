@@ -92,3 +92,46 @@ def test_cache_shared_must_be_a_boolean(app_config):
 
     with pytest.raises(SettingsError, match="TRELLIS_CACHE_SHARED"):
         create_app({**app_config, "CACHE_SHARED": "sometimes"})
+
+
+def test_the_token_reader_speaks_to_redis_with_the_clients_settings(tmp_path):
+    """Password, database number, nil and values, refusals: on a redis-server child of its own."""
+    import shutil
+    import subprocess
+    import time
+
+    from trellis.token_reader import TokenReader
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    port = free_port()
+    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                "--requirepass", "s3cret"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    try:
+        client = redis.Redis.from_url(f"redis://:s3cret@127.0.0.1:{port}/5", socket_timeout=2)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        reader = TokenReader(client)
+        assert reader.get("token") is None
+        client.set("token", b"x" * 5000)  # longer than one read
+        assert reader.get("token") == b"x" * 5000
+        assert reader.get("token") == b"x" * 5000  # on the connection kept idle
+        assert redis.Redis(port=port, password="s3cret", db=0).get("token") is None  # it selected database 5
+        with pytest.raises(OSError):
+            TokenReader(redis.Redis.from_url(f"redis://:wrong@127.0.0.1:{port}/5")).get("token")
+        process.terminate()
+        process.wait(10)
+        with pytest.raises(OSError):
+            reader.get("token")
+        reader.close()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)

@@ -39,6 +39,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from . import db
 from .models import CacheGeneration
+from .token_reader import TokenReader
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ _CHECKED = "_trellis_generations_checked"  # attribute set on the request object
 _LISTENING = "trellis_generations_listening"  # in Session.info: the after-commit publisher is set
 _ALONE = b"alone"  # the token of a process that shares its caches with nobody
 _REDIS_FAULTS = (RedisError, OSError)
+# After a Redis fault, the table is read without trying Redis for this long: exact all the same, and
+# an unreachable Redis does not cost every request a connection attempt.
+RETRY_SECONDS = 1.0
 
 
 def token_key(database_url: str) -> str:
@@ -66,6 +70,8 @@ class Generations:
         self._epoch = 0
         self._lock = threading.Lock()
         self._last_warning = float("-inf")
+        self._reader: TokenReader | None = None
+        self._retry_at = float("-inf")
 
     def stamp(self, name: str) -> tuple[int, int]:
         """What a cache built from ``name`` must remember and compare (``!=`` means rebuild)."""
@@ -112,12 +118,15 @@ class Generations:
         if not self._shared:
             return _ALONE
         client = self._redis()
-        if client is None:
+        if client is None or time.monotonic() < self._retry_at:
             return None
         try:
             if self._unpublished:
                 self._publish(client)
-            token = client.get(self._key)
+            reader = self._reader
+            if reader is None or reader.client is not client:
+                reader = self._reader = TokenReader(client)
+            token = reader.get(self._key)
             if token is None:  # first start, or Redis lost its data: agree on a token, then read the table
                 client.set(self._key, _new_token(), nx=True)
                 token = client.get(self._key)
@@ -183,6 +192,7 @@ class Generations:
                         exc.__class__.__name__)
         with self._lock:
             self._token = None  # when Redis answers again, re-read the table once
+            self._retry_at = time.monotonic() + RETRY_SECONDS
 
 
 def _new_token() -> bytes:

@@ -8,16 +8,19 @@ the throughput of the fastest routes while no route uses its decorators.
 """
 from __future__ import annotations
 
+import logging
 import time
 
 from flask import Flask, current_app, request
 from limits import parse
 from limits.storage import storage_from_string
 from limits.strategies import FixedWindowRateLimiter, RateLimiter
+from redis.exceptions import RedisError
 
 from .errors import APIError
 
 KEY_PREFIX = "trellis"
+log = logging.getLogger(__name__)
 
 
 def init_limiter(app: Flask) -> RateLimiter:
@@ -35,7 +38,13 @@ def check(scope: str, key: str, limit: str) -> None:
         return
     limiter: RateLimiter = current_app.extensions["trellis"].limiter
     item = parse(limit)
-    if not limiter.hit(item, KEY_PREFIX, scope, key):
+    try:
+        allowed = limiter.hit(item, KEY_PREFIX, scope, key)
+    except (RedisError, OSError) as exc:
+        # The limit store is down: serve (fail open) rather than refuse everybody; Redis's health shows it.
+        log.warning("rate limit store unavailable (%s); %s not limited", exc.__class__.__name__, scope)
+        return
+    if not allowed:
         reset_at, _remaining = limiter.get_window_stats(item, KEY_PREFIX, scope, key)
         retry_after = max(1, int(reset_at - time.time()))
         raise APIError(429, f"Too many requests; retry in {retry_after} s", headers={"Retry-After": str(retry_after)})

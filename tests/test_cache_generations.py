@@ -6,6 +6,7 @@ token is real (the shared Redis, under a key of this test database only).
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import redis
@@ -72,6 +73,8 @@ def test_a_lost_token_is_agreed_again(app_config, greeter_app, admin_headers, db
     key = writer_app.extensions["trellis"].generations._key
     redis.Redis.from_url(redis_url).delete(key)
     assert reader.get("/greeter/hello").get_json() == {"message": "hey"}
+    time.sleep(writer_app.config["CACHE_LEASE_SECONDS"] * 2)  # past the lease: the next read agrees a token
+    assert reader.get("/greeter/hello").get_json() == {"message": "hey"}
     assert redis.Redis.from_url(redis_url).get(key) is not None
 
 
@@ -135,3 +138,18 @@ def test_the_token_reader_speaks_to_redis_with_the_clients_settings(tmp_path):
         if process.poll() is None:
             process.terminate()
             process.wait(10)
+
+
+@pytest.mark.parametrize("lease", [0.0, 0.3])
+def test_every_request_after_an_acknowledged_change_sees_it(app_config, greeter_app, admin_headers, db, redis_url,
+                                                            lease):
+    """With or without leases: a reader that keeps serving never answers from before the change."""
+    writer = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_LEASE_SECONDS=lease).test_client()
+    reader = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_LEASE_SECONDS=lease).test_client()
+    for number in range(4):
+        assert reader.get("/greeter/hello").status_code == 200  # holds a fresh lease when there is one
+        started = time.monotonic()
+        put = writer.put("/config/greeter", json={"greeting": f"g{number}"}, headers=admin_headers)
+        assert put.status_code == 200
+        assert time.monotonic() - started >= lease  # the writer waited out every lease taken before
+        assert reader.get("/greeter/hello").get_json() == {"message": f"g{number}"}

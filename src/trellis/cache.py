@@ -7,10 +7,18 @@ truth.
 
 Reading that table on every request would cost a database round trip, so a *change token* in Redis
 says whether it moved: a writer sets a fresh random token after its commit and before its response
-leaves; a process reads the token once per request (the first time a cache is used) and re-reads the
-table only when the token differs from the one it last saw. Tokens are never reused, so a token equal
+leaves; a process compares the token once per request (the first time a cache is used) and re-reads
+the table only when it differs from the one it last saw. Tokens are never reused, so a token equal
 to the last one seen means no change was acknowledged since this process last read the table: a
 change acknowledged to any caller is in force on every process for every request that starts after.
+
+Reading the token is itself a Redis round trip, ~15% of a get by id under eventlet. So a token read
+is a *lease* (``TRELLIS_CACHE_LEASE_SECONDS``, default 0.2 s): it vouches for the caches until that
+long after the read began, a background thread renews it every third of that while requests come, and
+a writer waits one lease after setting the new token before it answers. Any lease taken before the
+new token existed has then ended, so the next request anywhere reads the new token (from a renewal,
+or itself when the lease lapsed): requests pay nothing, changes of configs and schemas pay 0.2 s.
+With ``TRELLIS_CACHE_LEASE_SECONDS=0`` each request reads the token instead.
 
 Without Redis (not configured, down, or its circuit open) the table itself is read once per request:
 still exact, one small query dearer. A writer whose token could not be set retries before its next
@@ -28,6 +36,7 @@ import logging
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +59,7 @@ _REDIS_FAULTS = (RedisError, OSError)
 # After a Redis fault, the table is read without trying Redis for this long: exact all the same, and
 # an unreachable Redis does not cost every request a connection attempt.
 RETRY_SECONDS = 1.0
+IDLE_SECONDS = 10.0  # a process without requests for this long stops renewing its lease
 
 
 def token_key(database_url: str) -> str:
@@ -58,10 +68,16 @@ def token_key(database_url: str) -> str:
 
 
 class Generations:
-    def __init__(self, redis: Callable[[], Any], key: str, shared: bool = True) -> None:
+    def __init__(self, redis: Callable[[], Any], key: str, shared: bool = True, lease: float = 0.0) -> None:
         """``redis`` returns the shared client or None (no Redis configured); ``key`` holds the token;
-        ``shared=False``: no other process writes, skip the per-request check."""
+        ``shared=False``: no other process writes, skip the per-request check; ``lease`` > 0: a token
+        read vouches for that long (renewed in the background), writers wait that long."""
         self._shared = shared
+        self._lease = lease
+        self._lease_token: bytes | None = None
+        self._lease_until = float("-inf")
+        self._leasing = False
+        self._last_used = float("-inf")
         self._redis = redis
         self._key = key
         self._seen: dict[str, int] = {}
@@ -117,9 +133,19 @@ class Generations:
         """The change token in Redis, or None when the table must be read (no Redis, Redis fault)."""
         if not self._shared:
             return _ALONE
+        now = time.monotonic()
+        self._last_used = now
+        if now < self._lease_until:
+            return self._lease_token
         client = self._redis()
-        if client is None or time.monotonic() < self._retry_at:
+        if client is None or now < self._retry_at:
             return None
+        self._keep_leasing(client)
+        return self._read_token(client)
+
+    def _read_token(self, client: Any) -> bytes | None:
+        """Read the token; it vouches for this process's caches until ``lease`` after the read began."""
+        began = time.monotonic()
         try:
             if self._unpublished:
                 self._publish(client)
@@ -130,10 +156,23 @@ class Generations:
             if token is None:  # first start, or Redis lost its data: agree on a token, then read the table
                 client.set(self._key, _new_token(), nx=True)
                 token = client.get(self._key)
-            return token
         except _REDIS_FAULTS as exc:
             self._warn(exc)
             return None
+        if self._lease > 0:
+            self._lease_token, self._lease_until = token, began + self._lease
+        return token
+
+    def _keep_leasing(self, client: Any) -> None:
+        """Start the thread (green under eventlet) that renews the lease while requests come."""
+        if self._lease <= 0 or self._leasing:
+            return
+        with self._lock:
+            if self._leasing:
+                return
+            self._leasing = True
+        threading.Thread(target=_renew, args=(weakref.ref(self), client), daemon=True,
+                         name="trellis-cache-lease").start()
 
     def _publish(self, client: Any) -> None:
         client.set(self._key, _new_token())
@@ -178,6 +217,9 @@ class Generations:
             return
         try:
             self._publish(client)
+            # A lease taken before the new token was set ends within ``lease``: wait it out, so
+            # every request that starts after this one is answered finds the change.
+            time.sleep(self._lease)
         except _REDIS_FAULTS as exc:
             # The others read the table while Redis is unreachable; once it answers again this
             # process sets a new token before its next check.
@@ -193,6 +235,23 @@ class Generations:
         with self._lock:
             self._token = None  # when Redis answers again, re-read the table once
             self._retry_at = time.monotonic() + RETRY_SECONDS
+            self._lease_until = float("-inf")
+
+
+def _renew(ref: weakref.ref, client: Any) -> None:
+    """Renew the lease every third of it while requests use it; stop when idle (or the app is gone)."""
+    while True:
+        generations = ref()
+        if generations is None:
+            return
+        interval = generations._lease / 3
+        if time.monotonic() - generations._last_used > IDLE_SECONDS:
+            generations._leasing = False  # the next request reads the token itself and restarts this
+            return
+        if time.monotonic() >= generations._retry_at:
+            generations._read_token(client)
+        del generations
+        time.sleep(interval)
 
 
 def _new_token() -> bytes:

@@ -35,6 +35,8 @@ DEFAULTS: dict[str, Any] = {
     "PROXY_COUNT": 0,
     # False: this process is alone on its database; configs and schemas are not re-checked per request.
     "CACHE_SHARED": True,
+    # How long a read of the shared change token vouches for this process's caches (writers wait as long).
+    "CACHE_LEASE_SECONDS": 0.2,
     # argon2 cost profile: "default" (RFC 9106 low memory) or "test" (cheapest; refused in production)
     "PASSWORD_PROFILE": "default",
 }

@@ -62,6 +62,9 @@ RETRY_SECONDS = 1.0
 IDLE_SECONDS = 10.0  # a process without requests for this long stops renewing its lease
 
 
+_READ_GENERATIONS = f"SELECT name, generation FROM {CacheGeneration.__tablename__}"
+
+
 def token_key(database_url: str) -> str:
     """The Redis key of the change token: one per database (several deployments may share a Redis)."""
     return "trellis:" + hashlib.sha1(database_url.encode()).hexdigest()[:12] + ":cache-token"
@@ -126,7 +129,7 @@ class Generations:
         # so the next check reads the table again.
         rows = self._read()
         with self._lock:
-            self._seen = {row.name: row.generation for row in rows}
+            self._seen = {name: generation for name, generation in rows}
             self._token = token
 
     def _shared_token(self) -> bytes | None:
@@ -179,15 +182,23 @@ class Generations:
         self._unpublished = False
 
     @staticmethod
-    def _read() -> list:
-        statement = select(CacheGeneration.name, CacheGeneration.generation)
+    def _read() -> list[tuple[str, int]]:
         session = db.session()
         if session.bind is not None:  # pinned to one connection (the tests' outer transaction): read there
-            return session.execute(statement).all()
+            return session.execute(select(CacheGeneration.name, CacheGeneration.generation)).all()
         # Its own connection, outside any open write: another greenlet's uncommitted bump must never
-        # become this process's idea of the current generation.
-        with db.engine().connect() as connection:
-            return connection.execute(statement).all()
+        # become this process's idea of the current generation. The driver's own cursor: SQLAlchemy's
+        # Connection and Result would double the cost of this read (every request while Redis is down).
+        raw = db.engine().raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(_READ_GENERATIONS)
+            rows = cursor.fetchall()
+            cursor.close()
+            raw.commit()  # end the read's transaction here: the pool's rollback on return then costs nothing
+            return rows
+        finally:
+            raw.close()
 
     def bump(self, name: str) -> None:
         """Increment ``name`` inside the caller's transaction (the caller commits)."""

@@ -48,7 +48,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from . import db
 from .models import CacheGeneration
-from .token_reader import TokenReader
+from .token_reader import SharedReads, TokenReader
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,7 @@ class Generations:
         self._lock = threading.Lock()
         self._last_warning = float("-inf")
         self._reader: TokenReader | None = None
+        self._table_reads = SharedReads()  # concurrent requests share a table read: one connection at most
         self._retry_at = float("-inf")
 
     def stamp(self, name: str) -> tuple[int, int]:
@@ -127,7 +128,7 @@ class Generations:
     def _load(self, token: bytes | None) -> None:
         # The token was read before the table: a change committed in between sets a newer token,
         # so the next check reads the table again.
-        rows = self._read()
+        rows = self._read(self._table_reads)
         with self._lock:
             self._seen = {name: generation for name, generation in rows}
             self._token = token
@@ -182,23 +183,11 @@ class Generations:
         self._unpublished = False
 
     @staticmethod
-    def _read() -> list[tuple[str, int]]:
+    def _read(shared: SharedReads) -> list[tuple[str, int]]:
         session = db.session()
         if session.bind is not None:  # pinned to one connection (the tests' outer transaction): read there
             return session.execute(select(CacheGeneration.name, CacheGeneration.generation)).all()
-        # Its own connection, outside any open write: another greenlet's uncommitted bump must never
-        # become this process's idea of the current generation. The driver's own cursor: SQLAlchemy's
-        # Connection and Result would double the cost of this read (every request while Redis is down).
-        raw = db.engine().raw_connection()
-        try:
-            cursor = raw.cursor()
-            cursor.execute(_READ_GENERATIONS)
-            rows = cursor.fetchall()
-            cursor.close()
-            raw.commit()  # end the read's transaction here: the pool's rollback on return then costs nothing
-            return rows
-        finally:
-            raw.close()
+        return shared.read(_read_table)
 
     def bump(self, name: str) -> None:
         """Increment ``name`` inside the caller's transaction (the caller commits)."""
@@ -247,6 +236,24 @@ class Generations:
             self._token = None  # when Redis answers again, re-read the table once
             self._retry_at = time.monotonic() + RETRY_SECONDS
             self._lease_until = float("-inf")
+
+
+def _read_table() -> list[tuple[str, int]]:
+    """The generations, committed values only. Concurrent requests share one read (``SharedReads``),
+    so the fallback takes one pool connection at most, not one more per request."""
+    # Its own connection, outside any open write: another greenlet's uncommitted bump must never
+    # become this process's idea of the current generation. The driver's own cursor: SQLAlchemy's
+    # Connection and Result would double the cost of this read (every request while Redis is down).
+    raw = db.engine().raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(_READ_GENERATIONS)
+        rows = cursor.fetchall()
+        cursor.close()
+        raw.commit()  # end the read's transaction here: the pool's rollback on return then costs nothing
+        return rows
+    finally:
+        raw.close()
 
 
 def _renew(ref: weakref.ref, client: Any) -> None:

@@ -146,5 +146,5 @@ class SharedReads:
                 current.done.wait()
             if current.number > asked:
                 if current.error is not None:
-                    raise ConnectionError(f"Redis read failed: {current.error!r}") from current.error
+                    raise current.error  # the same fault for every caller that shared the read
                 return current.value

@@ -131,12 +131,12 @@ random ids, `wrk -t2 -c16`, {rounds} interleaved rounds of {duration} s per case
 {chr(10).join(rows)}
 
 - **Cost of the check with Redis (lease, the default): {(check_cpu - 1) * 100:+.1f}% CPU per request** (median of the per-round
-  ratios check / no check = {check_cpu:.3f}), {(1 - check) * 100:+.1f}% of throughput (ratio {check:.3f});
+  ratios check / no check = {check_cpu:.3f}), throughput {(check - 1) * 100:+.1f}% (ratio {check:.3f});
   target ≤ 3%.
 - With a Redis GET per request instead (no lease): {(get_cpu - 1) * 100:+.1f}% CPU per request,
-  {(1 - get) * 100:+.1f}% of throughput.
+  throughput {(get - 1) * 100:+.1f}%.
 - With Redis down the fallback reads the generations table on every request: {(down_cpu - 1) * 100:+.1f}% CPU
-  per request, {(1 - down) * 100:+.1f}% of throughput; exact, dearer, and only while Redis is unreachable.
+  per request, throughput {(down - 1) * 100:+.1f}%; exact, dearer, and only while Redis is unreachable.
 
 Round by round: {'; '.join(lines)}.
 """

@@ -11,7 +11,7 @@ export FLASK_APP := wsgi
 # UserWarning, ~10 lines per package) is not for users of this Makefile.
 PIP_QUIET := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -qq
 
-.PHONY: run test install install-test test-sqlite test-postgresql browser bench bench-deps openapi clean
+.PHONY: run test install install-test test-sqlite test-postgresql browser nginx bench bench-deps openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,14 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium package (needed by the browser tests)"; exit 1; fi; }
 
+# nginx for the two-process test behind deploy/nginx.conf (Debian package; run as a child, never as a service).
+nginx:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
+	  else echo "install Debian's nginx package (needed by the two-process test)"; exit 1; fi; }
+
 # Both databases at once (two cores); each pass logs to its own file, shown when both are done.
-test: install-test browser
+test: install-test browser nginx
 	@rm -f .test-*.log; \
 	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-sqlite.log 2>&1 & sqlite=$$!; \
 	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-postgresql.log 2>&1 & pg=$$!; \

@@ -64,17 +64,6 @@ def test_a_change_in_one_worker_reaches_another(app_config, greeter_app, greeter
     assert other.get("/greeter/hello").get_json() == {"message": "bonjour"}
 
 
-def test_cache_is_not_reread_within_the_check_interval(app_config, greeter_app, admin_headers, db):
-    """With a long interval the other worker keeps its copy: proves the cache is real, and bounded."""
-    slow = create_app({**app_config, "CACHE_CHECK_SECONDS": 3600}, modules=[greeter_app.extensions["trellis"].modules[0]])
-    slow_client = slow.test_client()
-    assert slow_client.get("/greeter/hello").get_json() == {"message": "hello"}
-    greeter_app.test_client().put("/config/greeter", json={"greeting": "salut"}, headers=admin_headers)
-    assert slow_client.get("/greeter/hello").get_json() == {"message": "hello"}
-    slow.extensions["trellis"].generations.check_seconds = 0
-    assert slow_client.get("/greeter/hello").get_json() == {"message": "salut"}
-
-
 def test_config_schema_is_served_as_json_schema(greeter_client, admin_headers):
     response = greeter_client.get("/config/greeter/schema", headers=admin_headers)
     assert response.status_code == 200

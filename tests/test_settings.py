@@ -31,10 +31,10 @@ def test_secrets_are_generated_once_and_reused(tmp_path, monkeypatch, capsys):
 def test_environment_variables_win(tmp_path, monkeypatch):
     monkeypatch.setenv("TRELLIS_MASTER_KEY", "from-env")
     monkeypatch.setenv("TRELLIS_SECRET_KEY", "secret-from-env")
-    monkeypatch.setenv("TRELLIS_CACHE_CHECK_SECONDS", "2.5")
+    monkeypatch.setenv("TRELLIS_ADMIN_TOKEN_HOURS", "2.5")
     app = make(tmp_path)
     assert app.config["MASTER_KEY"] == "from-env"
-    assert app.config["CACHE_CHECK_SECONDS"] == 2.5
+    assert app.config["ADMIN_TOKEN_HOURS"] == 2.5
     assert app.config["DATABASE_URL"] == f"sqlite:///{tmp_path / 'instance' / 'trellis.db'}"
     assert not (tmp_path / "instance" / "secrets.json").exists()
 

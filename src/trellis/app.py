@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import db, errors, routes
-from .cache import Generations
+from .cache import Generations, token_key
 from .cli import trellis_cli
 from .cors import init_cors
 from .credentials import identify
@@ -35,6 +35,7 @@ from .ratelimit import init_limiter
 from .realtime import init_socketio
 from .safety import SafetyNet
 from .settings import instance_path, load_settings
+from .shared_redis import redis_client
 
 log = logging.getLogger("trellis")
 
@@ -77,7 +78,10 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     _configure_logging(app)
     proxies = int(app.config["PROXY_COUNT"])
     if proxies:
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies)  # type: ignore[method-assign]
+        # Client address (rate limits) and the address built URLs use (storage links …): scheme, host, port.
+        app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
+            app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies
+        )
     allow = app.config.get("MODULES")
     # An explicit module list (tests of the loader) is taken as given; discovery honours the allow-list.
     loaded = resolve(modules) if modules is not None else load_modules(allow or "")
@@ -96,7 +100,10 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         engine=engine,
         api=api,
         configs=ConfigStore({m.name: m.config_schema for m in loaded}),
-        generations=Generations(app.config["CACHE_CHECK_SECONDS"]),
+        generations=Generations(
+            lambda: redis_client(app), token_key(engine.url.render_as_string(hide_password=True)),
+            shared=app.config["CACHE_SHARED"], lease=float(app.config["CACHE_LEASE_SECONDS"]),
+        ),
         hooks=make_manager(),
         limiter=init_limiter(app),
     )

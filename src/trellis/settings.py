@@ -28,13 +28,15 @@ DEFAULTS: dict[str, Any] = {
     "STORAGE_PATH": None,  # computed: instance/storage
     "ASYNC_MODE": "eventlet",
     "ADMIN_TOKEN_HOURS": 20,
-    # How often a process re-reads the shared cache generations (config, schemas); 0 = every request.
-    "CACHE_CHECK_SECONDS": 1.0,
     "MAX_CONTENT_LENGTH": 16 * 1024 * 1024,
     "CORS_ORIGINS": "*",
     "LOG_LEVEL": "INFO",
     # Reverse proxies in front of the app whose X-Forwarded-* headers are trusted (client IP for rate limits).
     "PROXY_COUNT": 0,
+    # False: this process is alone on its database; configs and schemas are not re-checked per request.
+    "CACHE_SHARED": True,
+    # How long a read of the shared change token vouches for this process's caches (writers wait as long).
+    "CACHE_LEASE_SECONDS": 0.2,
     # argon2 cost profile: "default" (RFC 9106 low memory) or "test" (cheapest; refused in production)
     "PASSWORD_PROFILE": "default",
 }
@@ -61,7 +63,8 @@ def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
         app.config["DATABASE_URL"] = f"sqlite:///{folder / 'trellis.db'}"
     if not app.config["STORAGE_PATH"]:
         app.config["STORAGE_PATH"] = str(folder / "storage")
-    app.config["CACHE_CHECK_SECONDS"] = float(app.config["CACHE_CHECK_SECONDS"])
+    if app.config["CACHE_SHARED"] not in (True, False):  # from_prefixed_env decodes true/false only
+        raise SettingsError("TRELLIS_CACHE_SHARED must be true or false")
     _ensure_secrets(app, folder)
     for key in GENERATED_SECRETS:  # from_prefixed_env JSON-decodes: a key of digits arrives as an int
         app.config[key] = str(app.config[key])

@@ -71,14 +71,20 @@ class UserSockets:
     def register(self, user_id: str, namespace: str, sid: str) -> None:
         """Called while a socket connects, before its user is checked (so a block from now on finds it)."""
         if self._redis is not None:
-            self._redis.sadd(self._key(user_id), f"{namespace} {sid}")
+            try:
+                self._redis.sadd(self._key(user_id), f"{namespace} {sid}")
+            except redis.RedisError as exc:  # still found in this worker, through its user room
+                log.warning("chat socket registry unavailable (%s)", exc.__class__.__name__)
         self._owners[(namespace, sid)] = user_id
         join_room(user_room(user_id), sid=sid, namespace=namespace)
 
     def unregister(self, namespace: str, sid: str) -> None:
         user_id = self._owners.pop((namespace, sid), None)
         if user_id is not None and self._redis is not None:
-            self._redis.srem(self._key(user_id), f"{namespace} {sid}")
+            try:
+                self._redis.srem(self._key(user_id), f"{namespace} {sid}")
+            except redis.RedisError as exc:  # a stale entry only costs a no-op when used
+                log.warning("chat socket registry unavailable (%s)", exc.__class__.__name__)
 
     def sockets_of(self, user_ids: Iterable[str]) -> list[tuple[str, str]]:
         """(namespace, sid) of every socket of these users, in every worker (one Redis round trip)."""
@@ -89,8 +95,12 @@ class UserSockets:
             pipe = self._redis.pipeline(transaction=False)
             for user_id in ids:
                 pipe.smembers(self._key(user_id))
-            found = (raw.decode().split(" ", 1) for members in pipe.execute() for raw in members)
-            return [(namespace, sid) for namespace, sid in found]
+            try:
+                found = [raw.decode().split(" ", 1) for members in pipe.execute() for raw in members]
+                return [(namespace, sid) for namespace, sid in found]
+            except redis.RedisError as exc:
+                # Redis down: the other workers cannot be reached anyway; this worker's sockets still can.
+                log.warning("chat socket registry unavailable (%s); this worker's sockets only", exc.__class__.__name__)
         manager = self._socketio.server.manager
         return [
             (namespace, sid)

@@ -179,6 +179,16 @@ def snapshot() -> Snapshot:
     return registry().current()
 
 
+def snapshot_having(found: Callable[[Snapshot], bool]) -> Snapshot:
+    """The current snapshot; when ``found`` is false on it, re-read the generations from the database
+    (not the shared token) and look again, so a 404 for a name is never answered from a stale copy."""
+    snap = snapshot()
+    if found(snap):
+        return snap
+    current_app.extensions["trellis"].generations.refresh()
+    return snapshot()
+
+
 def changed() -> None:
     """Call right before committing a change to schemas or endpoints."""
     if has_request_context():

@@ -43,7 +43,7 @@ from .api_schemas import (
     SchemaRecordSchema,
 )
 from .query import parse_filters, parse_populate, parse_select
-from .registry import snapshot
+from .registry import snapshot, snapshot_having
 
 schemas_blp = Blueprint("database-schemas", __name__, description="Database: schemas (administrators)")
 documents_blp = Blueprint("database-documents", __name__,
@@ -154,7 +154,8 @@ def create_schema(body: dict[str, Any]):
 @schemas_blp.response(200, SchemaRecordSchema)
 def admin_get_schema(schemaId: str):
     """One schema, by id (or name)."""
-    return schemas.find(snapshot(), schemaId).record()
+    snap = snapshot_having(lambda s: schemaId in s.by_id or schemaId in s.by_name)
+    return schemas.find(snap, schemaId).record()
 
 
 @schemas_blp.route("/admin/database/schemas/<string:schemaId>", methods=["PUT"])
@@ -195,8 +196,8 @@ def _document_access(operation: str):
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if operation == "read":
                 readers.begin()  # reads on an autocommit connection, not the session (see readers.py)
-            snap = snapshot()
             name = kwargs["schemaName"]
+            snap = snapshot_having(lambda s: s.document_schema(name) is not None)
             schema = snap.document_schema(name)
             authorize(schema, operation, name)
             return func(*args, snap=snap, schema=schema, **kwargs)
@@ -382,7 +383,7 @@ FUNCTION_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 @endpoints_blp.response(200, FunctionResultSchema)
 def call_endpoint(endpointName: str, params: str):
     """Run a custom endpoint (its inputs and results are in the per-endpoint paths of this document)."""
-    snap = snapshot()
+    snap = snapshot_having(lambda s: endpointName in s.endpoints)
     endpoint = snap.endpoints.get(endpointName)
     if endpoint is None or not endpoint.enabled:
         raise not_found(f"No custom endpoint named {endpointName!r}")

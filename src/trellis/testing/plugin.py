@@ -90,7 +90,6 @@ def app_config(trellis_database_url: str, tmp_path_factory: pytest.TempPathFacto
         "ADMIN_USERNAME": TEST_ADMIN[0],
         "ADMIN_PASSWORD": TEST_ADMIN[1],
         "ASYNC_MODE": "threading",
-        "CACHE_CHECK_SECONDS": 0,
         "PASSWORD_PROFILE": "test",
         "STORAGE_PATH": str(tmp_path_factory.mktemp("storage")),
     }
@@ -208,7 +207,6 @@ def live_server_env(app_config: dict[str, Any], folder: Path, port: int, **extra
         TRELLIS_STORAGE_PATH=app_config["STORAGE_PATH"],
         TRELLIS_INSTANCE_PATH=str(folder / f"instance-{port}"),
         TRELLIS_ASYNC_MODE="eventlet",
-        TRELLIS_CACHE_CHECK_SECONDS="0",
         TRELLIS_PASSWORD_PROFILE=str(app_config.get("PASSWORD_PROFILE", "default")),
         HOST="127.0.0.1",
         PORT=str(port),

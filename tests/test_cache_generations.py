@@ -1,0 +1,155 @@
+"""Per-process caches follow the shared generations on the next request (``trellis.cache``).
+
+Two apps on one database stand for two worker processes, each with its own cache; the Redis change
+token is real (the shared Redis, under a key of this test database only).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import redis
+from sqlalchemy import update
+
+from trellis import create_app
+from trellis.models import ModuleConfig
+from trellis.testing.plugin import free_port
+
+REDIS_URL = os.environ.get("TRELLIS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture()
+def redis_url() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
+        pytest.skip(f"Redis at {REDIS_URL} is unreachable")
+    return REDIS_URL
+
+
+def _worker(app_config, greeter_app, **settings):
+    return create_app({**app_config, **settings}, modules=[greeter_app.extensions["trellis"].modules[0]])
+
+
+def test_with_redis_the_table_is_reread_only_when_the_token_moves(app_config, greeter_app, admin_headers, db, redis_url):
+    writer = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    reader = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hello"}  # warms the reader's cache
+
+    # A change behind Trellis's back (no generation bump, no token): the reader's copy is really cached.
+    assert writer.put("/config/greeter", json={"greeting": "hi"}, headers=admin_headers).status_code == 200
+    assert reader.get("/greeter/hello").get_json() == {"message": "hi"}
+    db.execute(update(ModuleConfig).where(ModuleConfig.module == "greeter").values(data={"greeting": "sneaky"}))
+    db.commit()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hi"}
+
+    # An acknowledged change is in force on the reader's very next request.
+    assert writer.put("/config/greeter", json={"greeting": "salut"}, headers=admin_headers).status_code == 200
+    assert reader.get("/greeter/hello").get_json() == {"message": "salut"}
+    assert reader.get("/config/greeter", headers=admin_headers).get_json()["greeting"] == "salut"
+
+
+def test_without_redis_every_request_reads_the_generations(app_config, greeter_app, admin_headers, db):
+    """Redis configured but unreachable: each request reads the table instead, still exact."""
+    down = f"redis://127.0.0.1:{free_port()}/0"
+    writer = _worker(app_config, greeter_app, REDIS_URL=down).test_client()
+    reader = _worker(app_config, greeter_app, REDIS_URL=down).test_client()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hello"}
+    for greeting in ("one", "two", "three"):
+        assert writer.put("/config/greeter", json={"greeting": greeting}, headers=admin_headers).status_code == 200
+        assert reader.get("/greeter/hello").get_json() == {"message": greeting}
+
+
+def test_a_lost_token_is_agreed_again(app_config, greeter_app, admin_headers, db, redis_url):
+    """Redis restarted empty (or evicted the key): processes agree on a new token and re-read."""
+    writer_app = _worker(app_config, greeter_app, REDIS_URL=redis_url)
+    reader = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    writer = writer_app.test_client()
+    assert reader.get("/greeter/hello").get_json() == {"message": "hello"}
+    assert writer.put("/config/greeter", json={"greeting": "hey"}, headers=admin_headers).status_code == 200
+    key = writer_app.extensions["trellis"].generations._key
+    redis.Redis.from_url(redis_url).delete(key)
+    assert reader.get("/greeter/hello").get_json() == {"message": "hey"}
+    time.sleep(writer_app.config["CACHE_LEASE_SECONDS"] * 2)  # past the lease: the next read agrees a token
+    assert reader.get("/greeter/hello").get_json() == {"message": "hey"}
+    assert redis.Redis.from_url(redis_url).get(key) is not None
+
+
+def test_a_process_declared_alone_follows_only_its_own_writes(app_config, greeter_app, admin_headers, db, redis_url):
+    """``TRELLIS_CACHE_SHARED=false`` (one process) skips the per-request check: what the bench prices."""
+    alone_app = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_SHARED=False)
+    alone = alone_app.test_client()
+    other = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
+    assert alone.get("/greeter/hello").get_json() == {"message": "hello"}
+    assert other.put("/config/greeter", json={"greeting": "elsewhere"}, headers=admin_headers).status_code == 200
+    assert alone.get("/greeter/hello").get_json() == {"message": "hello"}
+    assert alone.put("/config/greeter", json={"repeat": 2}, headers=admin_headers).status_code == 200
+    assert alone.get("/greeter/hello").get_json() == {"message": "elsewhere elsewhere"}
+
+
+def test_cache_shared_must_be_a_boolean(app_config):
+    from trellis.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="TRELLIS_CACHE_SHARED"):
+        create_app({**app_config, "CACHE_SHARED": "sometimes"})
+
+
+def test_the_token_reader_speaks_to_redis_with_the_clients_settings(tmp_path):
+    """Password, database number, nil and values, refusals: on a redis-server child of its own."""
+    import shutil
+    import subprocess
+    import time
+
+    from trellis.token_reader import TokenReader
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed")
+    port = free_port()
+    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                                "--requirepass", "s3cret"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    try:
+        client = redis.Redis.from_url(f"redis://:s3cret@127.0.0.1:{port}/5", socket_timeout=2)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        reader = TokenReader(client)
+        assert reader.get("token") is None
+        client.set("token", b"x" * 5000)  # longer than one read
+        assert reader.get("token") == b"x" * 5000
+        assert reader.get("token") == b"x" * 5000  # on the connection kept idle
+        assert redis.Redis(port=port, password="s3cret", db=0).get("token") is None  # it selected database 5
+        with pytest.raises(OSError):
+            TokenReader(redis.Redis.from_url(f"redis://:wrong@127.0.0.1:{port}/5")).get("token")
+        process.terminate()
+        process.wait(10)
+        with pytest.raises(OSError):
+            reader.get("token")
+        reader.close()
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(10)
+
+
+@pytest.mark.parametrize("lease", [0.0, 0.3])
+def test_every_request_after_an_acknowledged_change_sees_it(app_config, greeter_app, admin_headers, db, redis_url,
+                                                            lease):
+    """With or without leases: a reader that keeps serving never answers from before the change."""
+    writer = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_LEASE_SECONDS=lease).test_client()
+    reader = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_LEASE_SECONDS=lease).test_client()
+    for number in range(4):
+        assert reader.get("/greeter/hello").status_code == 200  # holds a fresh lease when there is one
+        started = time.monotonic()
+        put = writer.put("/config/greeter", json={"greeting": f"g{number}"}, headers=admin_headers)
+        assert put.status_code == 200
+        assert time.monotonic() - started >= lease  # the writer waited out every lease taken before
+        assert reader.get("/greeter/hello").get_json() == {"message": f"g{number}"}

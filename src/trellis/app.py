@@ -19,12 +19,14 @@ from limits.strategies import RateLimiter
 from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import db, errors, routes
+from . import audit, db, errors, routes
 from .cache import Generations
 from .cli import trellis_cli
 from .credentials import identify
 from .errors import bad_request, not_found
 from .hooks import make_manager
+from .metrics import Metrics, MetricsMiddleware
+from .metrics import blp as metrics_blp
 from .module_config import ConfigStore
 from .modules import Module, load_modules, resolve
 from .openapi import OpenAPIProvider, TrellisApi, init_api
@@ -55,6 +57,7 @@ class Trellis:
     generations: Generations
     hooks: pluggy.PluginManager
     limiter: RateLimiter
+    metrics: Metrics
     socketio: SocketIO | None = None
     openapi_providers: list[OpenAPIProvider] = field(default_factory=list)
 
@@ -94,9 +97,15 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         generations=Generations(app.config["CACHE_CHECK_SECONDS"]),
         hooks=make_manager(),
         limiter=init_limiter(app),
+        metrics=Metrics(app),
     )
     app.extensions["trellis"] = trellis
     api.register_blueprint(routes.blp)
+    api.register_blueprint(audit.blp)
+    if _enabled(app.config["METRICS"]):
+        api.register_blueprint(metrics_blp)
+        # Inside Socket.IO's wrapper (installed next): /realtime polling is not counted as HTTP requests.
+        app.wsgi_app = MetricsMiddleware(app.wsgi_app, trellis.metrics)  # type: ignore[method-assign]
     trellis.socketio = init_socketio(app)
     cli = _cli_group()
     guarded: dict[str, str] = {}
@@ -107,6 +116,11 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     app.before_request(_request_checks(_active_guard(guarded)))
     app.cli.add_command(cli)
     return app
+
+
+def _enabled(value: Any) -> bool:
+    """A boolean setting given as a Python value or as environment text ("false", "0", "off")."""
+    return value if isinstance(value, bool) else str(value).strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _install(app: Flask, trellis: Trellis, module: Module, cli: AppGroup) -> None:

@@ -35,6 +35,10 @@ DEFAULTS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     # Reverse proxies in front of the app whose X-Forwarded-* headers are trusted (client IP for rate limits).
     "PROXY_COUNT": 0,
+    # Prometheus metrics at /metrics (false: no per-request counting, /metrics answers 404); a scraper
+    # may authenticate with "Authorization: Bearer <METRICS_TOKEN>" instead of admin credentials.
+    "METRICS": True,
+    "METRICS_TOKEN": None,
     # argon2 cost profile: "default" (RFC 9106 low memory) or "test" (cheapest; refused in production)
     "PASSWORD_PROFILE": "default",
 }

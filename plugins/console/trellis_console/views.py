@@ -51,6 +51,7 @@ PAGES = (
     Page("storage", "Storage", "storage"),
     Page("sms", "SMS", "sms"),
     Page("push", "Push notifications", "pushNotifications"),
+    Page("audit", "Audit log", None),
 )
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
@@ -197,7 +198,7 @@ def openapi_paths(app: Flask) -> dict[str, Any]:
             },
             "/console/login": page("The sign-in page"),
             "/console/{name}": page(
-                "A console page: modules, database, users, email, forms, chat, storage, sms, push",
+                "A console page: modules, database, users, email, forms, chat, storage, sms, push, audit",
                 parameters=path_parameter("name"),
             ),
             "/console/static/{filename}": {

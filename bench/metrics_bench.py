@@ -1,0 +1,157 @@
+"""Metrics cost: get by id with /metrics on and off, same database, interleaved rounds.
+
+    .venv/bin/python -m bench.metrics_bench                    # 6 rounds of 2 × 8 s, 5,000 documents
+    .venv/bin/python -m bench.metrics_bench --rounds 4 --duration 5 --no-write
+
+Each round starts two fresh Trellis processes (eventlet, modules `authentication,database`, Redis as in
+production) on the same throwaway PostgreSQL database, one with metrics on (the default), one with
+`TRELLIS_METRICS=false`, and measures both with `wrk -t2 -c16` on 5,000 random document ids; start and
+measuring order alternate from round to round so the machine's drift falls on both. The figure is the
+median of the per-round ratios. The CPU the machine spent on other work during each round (other engineers'
+tests, PostgreSQL for them) is reported beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.common import ROOT, Server, bench_server, serve, wrk
+from bench.database_bench import REDIS_URL, load
+
+RESULTS = ROOT / "bench" / "results" / "metrics.md"
+CONNECTIONS = 16
+
+
+def _cpu_total() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def _cpu_of(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def measure(server: Server, paths: list[str], duration: int) -> dict[str, float]:
+    """wrk on ``server``, with the share of the machine's CPU that neither the server nor wrk used."""
+    busy0, total0 = _cpu_total()
+    own0 = _cpu_of(server.process.pid)
+    children0 = os.times()
+    stats = wrk(server.url + "/database/Product", connections=CONNECTIONS, duration=duration, paths=paths)
+    busy1, total1 = _cpu_total()
+    own = _cpu_of(server.process.pid) - own0
+    children1 = os.times()
+    hz = os.sysconf("SC_CLK_TCK")
+    wrk_jiffies = ((children1.children_user - children0.children_user) + (children1.children_system - children0.children_system)) * hz
+    elapsed = total1 - total0  # all cores
+    stats["server_cpu"] = round(own / elapsed * (os.cpu_count() or 1), 3)  # in cores
+    # Server CPU per request: what a request costs the process, whatever share of the machine it got.
+    stats["cpu_us"] = round(own / hz / max(1.0, stats["rps"] * duration) * 1e6, 1)
+    stats["foreign_cpu"] = round(max(0.0, (busy1 - busy0 - own - wrk_jiffies) / elapsed * (os.cpu_count() or 1)), 2)
+    return stats
+
+
+def run(documents: int, rounds: int, duration: int) -> dict[str, Any]:
+    rnd = random.Random(5)
+    results: list[dict[str, Any]] = []
+    with bench_server("postgresql", modules="authentication,database", TRELLIS_REDIS_URL=REDIS_URL) as loader:
+        ids = load(loader, documents)
+        paths = [f"/database/Product/{i}" for i in rnd.sample(ids, min(5_000, len(ids)))]
+        folder = str(Path(loader.env["TRELLIS_INSTANCE_PATH"]).parent)
+        scraped = ""
+        for number in range(rounds):
+            # A fresh pair each round, started and measured in alternating order: two processes started
+            # alike still differ by a few percent (placement, start order), which must not pass for the cost.
+            names = ("on", "off") if number % 2 == 0 else ("off", "on")
+            with serve(loader.env, folder, TRELLIS_METRICS="true" if names[0] == "on" else "false") as first, \
+                    serve(loader.env, folder, TRELLIS_METRICS="true" if names[1] == "on" else "false") as second:
+                servers = dict(zip(names, (first, second)))
+                for server in servers.values():  # warm-up: imports, pools, caches
+                    wrk(server.url + "/database/Product", connections=CONNECTIONS, duration=2, paths=paths)
+                row: dict[str, Any] = {"order": ", ".join(names)}
+                for name in names:
+                    row[name] = measure(servers[name], paths, duration)
+                row["ratio"] = row["on"]["rps"] / row["off"]["rps"]
+                row["cpu_ratio"] = row["on"]["cpu_us"] / row["off"]["cpu_us"]
+                results.append(row)
+                print(f"round {number + 1}: on {row['on']['rps']} req/s, off {row['off']['rps']} req/s, "
+                      f"ratio {row['ratio']:.3f}, CPU/request {row['on']['cpu_us']}/{row['off']['cpu_us']} us, foreign CPU {row['on']['foreign_cpu']}/{row['off']['foreign_cpu']} cores",
+                      flush=True)
+                import requests
+
+                scraped = requests.get(servers["on"].url + "/metrics", headers=loader.admin_headers, timeout=10).text
+    return {"rounds": results, "scraped": scraped}
+
+
+def report(outcome: dict[str, Any], documents: int, rounds: int, duration: int, command: str) -> str:
+    rows = outcome["rounds"]
+    ratios = [row["ratio"] for row in rows]
+    median = statistics.median(ratios)
+    cpu_ratios = [row["cpu_ratio"] for row in rows]
+    cpu_median = statistics.median(cpu_ratios)
+    lines = ["| round | order | on req/s | off req/s | on/off | server CPU µs/request on / off | on p50 ms | off p50 ms "
+             "| foreign CPU (cores) on / off |",
+             "|---:|---|---:|---:|---:|---|---:|---:|---|"]
+    for number, row in enumerate(rows, 1):
+        lines.append(f"| {number} | {row['order']} | {row['on']['rps']} | {row['off']['rps']} | {row['ratio']:.3f} | "
+                     f"{row['on']['cpu_us']} / {row['off']['cpu_us']} ({row['cpu_ratio']:.3f}) | {row['on']['p50_ms']} | {row['off']['p50_ms']} | {row['on']['foreign_cpu']} / {row['off']['foreign_cpu']} |")
+    count_line = next((line for line in outcome["scraped"].splitlines()
+                       if line.startswith("trellis_http_requests_total") and "/database/<string:schemaName>/<string:docId>" in line), "")
+    load = os.getloadavg()
+    return f"""# Metrics benchmark: get by id with metrics on and off
+
+Command: `{command}`
+
+Each round starts two fresh server processes (eventlet, PostgreSQL, Redis, modules `authentication,database`)
+on one database of {documents:,} `Product` documents, one with metrics (the default) and one with
+`TRELLIS_METRICS=false`, warms both for 2 s, then runs `wrk -t2 -c{CONNECTIONS} -d{duration}s` on 5,000 random ids
+against each; start and measuring order alternate from round to round.
+Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, shared with other
+engineers' test runs (load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}); "foreign CPU" is
+the CPU the machine spent on neither the measured server nor wrk during the round (PostgreSQL's share for
+our queries included).
+
+{chr(10).join(lines)}
+
+**Throughput, median on/off ratio: {median:.3f}** (per-round {min(ratios):.3f}–{max(ratios):.3f}; target ≥ 0.95).
+**Server CPU per request, median on/off ratio: {cpu_median:.3f}** (per-round {min(cpu_ratios):.3f}–{max(cpu_ratios):.3f};
+metrics on costs {(cpu_median - 1) * 100:+.1f}% CPU per get by id). On a loaded machine the CPU per request is
+the steadier figure: throughput also depends on how much of the two cores the process was given.
+
+What a request pays with metrics on: a WSGI wrapper (one closure for `start_response`, two
+`time.perf_counter()` calls), a dict lookup of the cached label children for (method, rule, status), one
+counter increment and one histogram observation. Socket.IO connections and the pool gauge are read
+when `/metrics` is scraped, not per request.
+
+The scraped series of this route after the run (the route label is the URL rule, never an id):
+
+    {count_line}
+"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=5_000)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--duration", type=int, default=8, help="seconds per measurement")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args(argv)
+    command = " ".join([".venv/bin/python -m bench.metrics_bench", *(argv if argv is not None else sys.argv[1:])]).strip()
+    outcome = run(args.documents, args.rounds, args.duration)
+    text = report(outcome, args.documents, args.rounds, args.duration, command)
+    print(text)
+    if not args.no_write:
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -88,7 +88,95 @@ def run(documents: int, rounds: int, duration: int) -> dict[str, Any]:
                 import requests
 
                 scraped = requests.get(servers["on"].url + "/metrics", headers=loader.admin_headers, timeout=10).text
-    return {"rounds": results, "scraped": scraped}
+        wsgi = in_process(loader, paths, rounds * 3, calls=3000)
+    return {"rounds": results, "scraped": scraped, "in_process": wsgi, "wrapper": wrapper_cost()}
+
+
+def in_process(loader: Server, paths: list[str], rounds: int, calls: int) -> list[dict[str, float]]:
+    """The same get by id through two apps' WSGI callables in this process (no server, no network),
+    timed in CPU seconds of this process: the per-request cost without the scheduler's noise."""
+    import time
+
+    from werkzeug.test import EnvironBuilder
+
+    from bench.common import MASTER_KEY, SECRET_KEY
+
+    os.environ["TRELLIS_MODULES"] = "authentication,database"
+    os.environ["TRELLIS_INSTANCE_PATH"] = loader.env["TRELLIS_INSTANCE_PATH"]
+    from trellis import create_app
+
+    base = {"DATABASE_URL": loader.database_url, "MASTER_KEY": MASTER_KEY, "SECRET_KEY": SECRET_KEY,
+            "ASYNC_MODE": "threading", "REDIS_URL": REDIS_URL, "LOG_LEVEL": "WARNING"}
+    apps = {"on": create_app({**base, "METRICS": True}), "off": create_app({**base, "METRICS": False})}
+    environs = [EnvironBuilder(path=path, method="GET").get_environ() for path in paths]
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> None:
+        assert status.startswith("200"), status
+
+    def call_all(app: Any, count: int) -> float:
+        started = time.process_time()
+        for number in range(count):
+            body = app(dict(environs[number % len(environs)]), start_response)
+            b"".join(body)
+            getattr(body, "close", lambda: None)()
+        return (time.process_time() - started) / count * 1e6
+
+    for app in apps.values():
+        call_all(app, 500)  # warm-up
+    results = []
+    for number in range(rounds):
+        order = ("on", "off") if number % 2 == 0 else ("off", "on")
+        row = {name: call_all(apps[name], calls) for name in order}
+        row["ratio"] = row["on"] / row["off"]
+        results.append(row)
+        print(f"in process, round {number + 1}: on {row['on']:.1f} us, off {row['off']:.1f} us, ratio {row['ratio']:.3f}",
+              flush=True)
+    return results
+
+
+def wrapper_cost(rounds: int = 10, calls: int = 100_000) -> list[float]:
+    """CPU µs the metrics wrapper adds to one request, measured around a WSGI app that does nothing (the
+    wrapper's work is the same whatever the route does), in alternating rounds with the bare app."""
+    import time
+
+    from flask import Flask
+
+    from trellis.metrics import Metrics, MetricsMiddleware
+
+    class Rule:
+        rule = "/database/<string:schemaName>/<string:docId>"
+
+    class MatchedRequest:
+        url_rule = Rule()
+
+    matched = MatchedRequest()
+
+    def bare(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        environ["werkzeug.request"] = matched  # what Flask leaves there while it answers
+        start_response("200 OK", [])
+        return [b"{}"]
+
+    def ignore(status: str, headers: Any, exc_info: Any = None) -> None:
+        return None
+
+    wrapped = MetricsMiddleware(bare, Metrics(Flask("bench")))
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/database/Product/x"}
+
+    def per_call(app: Any) -> float:
+        started = time.process_time()
+        for _ in range(calls):
+            app(dict(environ), ignore)
+        return (time.process_time() - started) / calls * 1e6
+
+    added = []
+    for number in range(rounds):
+        if number % 2:
+            plain, timed = per_call(bare), per_call(wrapped)
+        else:
+            timed, plain = per_call(wrapped), per_call(bare)
+        added.append(timed - plain)
+    print("wrapper adds (us): " + ", ".join(f"{x:.2f}" for x in added), flush=True)
+    return added
 
 
 def report(outcome: dict[str, Any], documents: int, rounds: int, duration: int, command: str) -> str:
@@ -103,6 +191,10 @@ def report(outcome: dict[str, Any], documents: int, rounds: int, duration: int, 
     for number, row in enumerate(rows, 1):
         lines.append(f"| {number} | {row['order']} | {row['on']['rps']} | {row['off']['rps']} | {row['ratio']:.3f} | "
                      f"{row['on']['cpu_us']} / {row['off']['cpu_us']} ({row['cpu_ratio']:.3f}) | {row['on']['p50_ms']} | {row['off']['p50_ms']} | {row['on']['foreign_cpu']} / {row['off']['foreign_cpu']} |")
+    in_lines = ["| round | on µs/request | off µs/request | on/off |", "|---:|---:|---:|---:|"]
+    for number, row in enumerate(outcome["in_process"], 1):
+        in_lines.append(f"| {number} | {row['on']:.1f} | {row['off']:.1f} | {row['ratio']:.3f} |")
+    in_median = statistics.median(row["ratio"] for row in outcome["in_process"])
     count_line = next((line for line in outcome["scraped"].splitlines()
                        if line.startswith("trellis_http_requests_total") and "/database/<string:schemaName>/<string:docId>" in line), "")
     load = os.getloadavg()
@@ -125,6 +217,21 @@ our queries included).
 **Server CPU per request, median on/off ratio: {cpu_median:.3f}** (per-round {min(cpu_ratios):.3f}–{max(cpu_ratios):.3f};
 metrics on costs {(cpu_median - 1) * 100:+.1f}% CPU per get by id). On a loaded machine the CPU per request is
 the steadier figure: throughput also depends on how much of the two cores the process was given.
+
+In process (the same get by id through both apps' WSGI callables, no server and no network, CPU time of
+the bench process, {len(outcome["in_process"])} alternating rounds of 3,000 calls):
+
+{chr(10).join(in_lines)}
+
+**In process, median on/off CPU ratio: {in_median:.3f} → metrics cost {(in_median - 1) * 100:+.1f}% per get by id**
+({statistics.median(r["on"] - r["off"] for r in outcome["in_process"]):.1f} µs of {statistics.median(r["off"] for r in outcome["in_process"]):.0f} µs).
+
+The wrapper alone, around a WSGI app that does nothing, in {len(outcome["wrapper"])} alternating rounds of
+100,000 calls: it adds **{statistics.median(outcome["wrapper"]):.2f} µs** per request (median; per round
+{min(outcome["wrapper"]):.2f}–{max(outcome["wrapper"]):.2f} µs), i.e.
+**{statistics.median(outcome["wrapper"]) / statistics.median(r["off"] for r in outcome["in_process"]) * 100:.1f}%** of the
+{statistics.median(r["off"] for r in outcome["in_process"]):.0f} µs an in-process get by id costs without metrics. This is the
+figure to read on a loaded machine: the whole-request ratios above move by more than the cost itself.
 
 What a request pays with metrics on: a WSGI wrapper (one closure for `start_response`, two
 `time.perf_counter()` calls), a dict lookup of the cached label children for (method, rule, status), one

@@ -23,6 +23,7 @@ from sqlalchemy import Select, or_, select
 
 from . import db
 from .credentials import admin_required, identify
+from .errors import APIError
 from .http import Blueprint, ListArgs, paginate
 from .models import Admin, AuditEntry
 from .redact import redact
@@ -34,7 +35,10 @@ def actor() -> dict[str, Any] | None:
     """Who is making this change: ``{type: masterkey|admin|cli, id?, username?}``, None for a user or nobody."""
     if not has_request_context():
         return {"type": "cli"}
-    identity = identify()
+    try:
+        identity = identify()
+    except APIError:  # an invalid credential on a public route is nobody's administrative change
+        return None
     if identity is None or not identity.is_admin:
         return None
     if identity.kind == "master":

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import hmac
 import threading
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
@@ -52,7 +52,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_LiveCollector(app))
-        self._counters: dict[str, Counter] = {}
+        self._counters: dict[str, tuple[Counter, tuple[str, ...]]] = {}  # name → (counter, its labels)
         self._lock = threading.Lock()
         # Label children per (method, rule, status): .labels() costs a few microseconds per call.
         self._request_children: dict[tuple[str, str, str], Any] = {}
@@ -60,16 +60,17 @@ class Metrics:
 
     def counter(self, name: str, documentation: str, labelnames: Sequence[str] = ()) -> Counter:
         """The counter ``name``, created on first use; the same name must keep the same labels."""
+        labels = tuple(labelnames)
         found = self._counters.get(name)
         if found is None:
             with self._lock:
                 found = self._counters.get(name)
                 if found is None:
-                    found = Counter(name, documentation, tuple(labelnames), registry=self.registry)
+                    found = Counter(name, documentation, labels, registry=self.registry), labels
                     self._counters[name] = found
-        if tuple(found._labelnames) != tuple(labelnames):
-            raise ValueError(f"metric {name} is declared with labels {found._labelnames}, not {tuple(labelnames)}")
-        return found
+        if found[1] != labels:
+            raise ValueError(f"metric {name} is declared with labels {found[1]}, not {labels}")
+        return found[0]
 
     def observe(self, method: str, route: str, status: str, seconds: float) -> None:
         key = (method, route, status)

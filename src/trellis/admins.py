@@ -6,7 +6,7 @@ import secrets
 from flask import current_app
 from sqlalchemy import func, select
 
-from . import db
+from . import audit, db
 from .errors import conflict, not_found
 from .models import Admin
 from .passwords import hash_password
@@ -17,8 +17,9 @@ MIN_PASSWORD_LENGTH = 8
 def create_admin(username: str, password: str) -> Admin:
     if db.session.execute(select(Admin).where(Admin.username == username)).scalar_one_or_none():
         raise conflict(f"An administrator named {username!r} already exists")
-    admin = Admin(username=username, password_hash=hash_password(password))
+    admin = Admin(id=db.new_id(), username=username, password_hash=hash_password(password))
     db.session.add(admin)
+    audit.record("core", "admin.create", admin.id, {"username": username})
     db.session.commit()
     return admin
 
@@ -29,6 +30,7 @@ def reset_password(username: str, password: str) -> Admin:
         raise not_found(f"No administrator named {username!r}")
     admin.password_hash = hash_password(password)
     admin.token_version += 1  # tokens issued before the reset stop working
+    audit.record("core", "admin.passwordReset", admin.id, {"username": username})
     db.session.commit()
     return admin
 

@@ -19,7 +19,7 @@ from limits.strategies import RateLimiter
 from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import db, errors, routes
+from . import audit, db, errors, routes
 from .cache import Generations, token_key
 from .cli import trellis_cli
 from .cors import init_cors
@@ -28,6 +28,8 @@ from .errors import bad_request, not_found
 from .hooks import make_manager
 from .http import apply_body_limit
 from .jsonbody import StrictJSONProvider, TrellisRequest, parse_request_body
+from .metrics import Metrics, MetricsMiddleware
+from .metrics import blp as metrics_blp
 from .module_config import ConfigStore
 from .modules import Module, load_modules, resolve
 from .openapi import OpenAPIProvider, TrellisApi, init_api
@@ -58,6 +60,7 @@ class Trellis:
     generations: Generations
     hooks: pluggy.PluginManager
     limiter: RateLimiter
+    metrics: Metrics
     socketio: SocketIO | None = None
     openapi_providers: list[OpenAPIProvider] = field(default_factory=list)
 
@@ -106,9 +109,15 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         ),
         hooks=make_manager(),
         limiter=init_limiter(app),
+        metrics=Metrics(app),
     )
     app.extensions["trellis"] = trellis
     api.register_blueprint(routes.blp)
+    api.register_blueprint(audit.blp)
+    if _enabled(app.config["METRICS"]):
+        api.register_blueprint(metrics_blp)
+        # Inside Socket.IO's wrapper (installed next): /realtime polling is not counted as HTTP requests.
+        app.wsgi_app = MetricsMiddleware(app.wsgi_app, trellis.metrics)  # type: ignore[method-assign]
     trellis.socketio = init_socketio(app)
     cli = _cli_group()
     guarded: dict[str, str] = {}
@@ -120,6 +129,11 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     app.cli.add_command(cli)
     app.wsgi_app = SafetyNet(app.wsgi_app)  # type: ignore[method-assign]  # outermost: Socket.IO's included
     return app
+
+
+def _enabled(value: Any) -> bool:
+    """A boolean setting given as a Python value or as environment text ("false", "0", "off")."""
+    return value if isinstance(value, bool) else str(value).strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _install(app: Flask, trellis: Trellis, module: Module, cli: AppGroup) -> None:

@@ -1,10 +1,10 @@
-"""The core's own tables: administrators, module configuration, shared cache generations."""
+"""The core's own tables: administrators, module configuration, shared cache generations, the audit log."""
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String
+from sqlalchemy import Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .db import Base, JSONType, UTCDateTime, new_id, utcnow
@@ -41,3 +41,22 @@ class CacheGeneration(Base):
 
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     generation: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class AuditEntry(Base):
+    """One administrative change (see ``trellis.audit``), written in the transaction of the change."""
+
+    __tablename__ = "trellis_audit_log"
+    __table_args__ = (Index("ix_trellis_audit_log_created_at_id", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    actor_type: Mapped[str] = mapped_column(String(20))  # masterkey | admin | cli
+    actor_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    actor_username: Mapped[str | None] = mapped_column(String(150), nullable=True)
+    module: Mapped[str] = mapped_column(String(100), index=True)
+    action: Mapped[str] = mapped_column(String(100), index=True)
+    target: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    changes: Mapped[Any] = mapped_column(JSONType, nullable=True)
+    ip: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -11,11 +11,12 @@ import threading
 from typing import Any, Sequence
 
 from flask import current_app
-from marshmallow import Schema, ValidationError, fields
+from marshmallow import Schema, ValidationError, fields, pre_load
 
-from . import db
+from . import audit, db
 from .errors import bad_request, not_found
 from .models import ModuleConfig
+from .redact import drop_masked, redact
 
 GENERATION = "module-config"
 
@@ -73,11 +74,19 @@ class ConfigStore:
             current_app.logger.warning("stored config of module %s does not validate; using defaults", name)
             return schema.load({})
 
+    def shown(self, name: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``config`` (default: the effective one) as an admin may see it: secret fields masked."""
+        return redact(self.get(name) if config is None else config, self.schema(name))
+
     def put(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
-        """Merge ``changes`` into the current config, validate, store; returns the new config."""
+        """Merge ``changes`` into the current config, validate, store; returns the new config.
+
+        A secret sent back masked (as ``GET`` showed it) keeps the stored value.
+        """
         if not isinstance(changes, dict):
             raise bad_request("The configuration must be a JSON object")
         schema = self.schema(name)
+        changes = drop_masked(changes, schema)
         merged = deep_merge(copy.deepcopy(self._stored(name)), changes)
         try:
             loaded = schema.load(merged)
@@ -89,6 +98,7 @@ class ConfigStore:
             db.session.add(ModuleConfig(module=name, data=stored))
         else:
             row.data = stored
+        audit.record(name, "config.update", name, changes, schema=schema)
         current_app.extensions["trellis"].generations.bump(GENERATION)
         db.session.commit()
         return loaded
@@ -153,17 +163,22 @@ def admin_config_routes(blp: Any, module: str, schema: type[Schema], example: st
         kwargs["partial"] = True
         schema.__init__(self, *args, **kwargs)
 
+    def _keep_masked_secrets(self: Schema, data: Any, **_kwargs: Any) -> Any:
+        return drop_masked(data, self)  # a secret sent back as GET showed it is not validated, and kept
+
     name = schema.__name__.removesuffix("Schema")
-    changes = type(f"{name}Changes", (schema,), {"__init__": _changes_init, "__doc__": "Any part of the configuration."})
+    members = {"__init__": _changes_init, "_keep_masked_secrets": pre_load(_keep_masked_secrets)}
+    changes = type(f"{name}Changes", (schema,), {**members, "__doc__": "Any part of the configuration."})
     path = f"/admin/{module}/config"
 
     def get_config() -> dict[str, Any]:
-        return current_app.extensions["trellis"].configs.get(module)
+        return current_app.extensions["trellis"].configs.shown(module)
 
     def put_config(body: dict[str, Any]) -> dict[str, Any]:
-        return current_app.extensions["trellis"].configs.put(module, body)
+        configs = current_app.extensions["trellis"].configs
+        return configs.shown(module, configs.put(module, body))
 
-    get_config.__doc__ = f"The {module} configuration (same as `GET /config/{module}`)."
+    get_config.__doc__ = f"The {module} configuration (same as `GET /config/{module}`; secrets masked)."
     put_config.__doc__ = (
         f"Change the {module} configuration{': e.g. ' + example if example else ''}.\n\n"
         "The body is merged into the current configuration, then validated as a whole."

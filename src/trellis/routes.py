@@ -69,8 +69,8 @@ def _configs():
 @admin_required
 @blp.response(200, ModuleConfigurationSchema)
 def get_config(moduleName: str):
-    """A module's configuration (stored values merged with the defaults)."""
-    return _configs().get(moduleName)
+    """A module's configuration (stored values merged with the defaults); secret values show as `********`."""
+    return _configs().shown(moduleName)
 
 
 @blp.route("/config/<string:moduleName>/schema", methods=["GET"])
@@ -100,8 +100,11 @@ def list_modules():
 @blp.response(200, ModuleConfigurationSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="The configuration does not validate; `errors` lists the fields")
 def put_config(body: dict[str, Any], moduleName: str):
-    """Change a module's configuration: the body is merged into the current one, then validated."""
-    return _configs().put(moduleName, body)
+    """Change a module's configuration: the body is merged into the current one, then validated.
+
+    A secret sent as `********` (as `GET` shows it) keeps its stored value.
+    """
+    return _configs().shown(moduleName, _configs().put(moduleName, body))
 
 
 @blp.route("/health", methods=["GET"])

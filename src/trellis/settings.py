@@ -37,6 +37,10 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_SHARED": True,
     # How long a read of the shared change token vouches for this process's caches (writers wait as long).
     "CACHE_LEASE_SECONDS": 0.2,
+    # Prometheus metrics at /metrics (false: no per-request counting, /metrics answers 404); a scraper
+    # may authenticate with "Authorization: Bearer <METRICS_TOKEN>" instead of admin credentials.
+    "METRICS": True,
+    "METRICS_TOKEN": None,
     # argon2 cost profile: "default" (RFC 9106 low memory) or "test" (cheapest; refused in production)
     "PASSWORD_PROFILE": "default",
 }

@@ -18,7 +18,7 @@ from sqlalchemy import Row, bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db
+from trellis import audit, db
 from trellis.errors import bad_request, conflict, forbidden, not_found, unauthorized
 from trellis.hooks import call as hooks
 from trellis.http import paginate
@@ -103,6 +103,7 @@ def create_user(email: str, password: str) -> User:
     now = db.utcnow()
     user = User(id=db.new_id(), email=email, password_hash=password_hash, extra={}, created_at=now, updated_at=now)
     db.session.add(user)
+    audit.record("authentication", "user.create", user.id, {"email": email})  # only when an admin creates
     try:
         db.session.commit()
     except IntegrityError:
@@ -143,6 +144,7 @@ def set_active(user_id: str, active: bool) -> User:
     user.is_active = active
     if not active:
         db.session.execute(update(Session).where(Session.user_id == user_id).values(revoked=True))
+    audit.record("authentication", "user.unblock" if active else "user.block", user_id)
     db.session.commit()
     log.info("user %s %s", user_id, "unblocked" if active else "blocked")
     if not active:
@@ -161,6 +163,7 @@ def delete_user(user_id: str) -> None:
     # In the same transaction as the delete: other modules' clean-up commits with it, or nothing does.
     hooks().trellis_user_deleted(user_id=user_id)
     db.session.execute(sql_delete(User).where(User.id == user_id))  # sessions go by ON DELETE CASCADE
+    audit.record("authentication", "user.delete", user_id)
     db.session.commit()
     log.info("user %s deleted", user_id)
 

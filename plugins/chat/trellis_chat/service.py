@@ -11,7 +11,7 @@ from typing import Any, Iterable
 from sqlalchemy import delete, exists, select
 from trellis_authentication.models import User
 
-from trellis import db
+from trellis import audit, db
 from trellis.errors import bad_request, forbidden, not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
@@ -170,6 +170,7 @@ def delete_room(room_id: str) -> None:
     get_room(room_id)
     # Participants and messages go with it (ON DELETE CASCADE on both databases).
     db.session.execute(delete(Room).where(Room.id == room_id))
+    audit.record("chat", "room.delete", room_id)
     db.session.commit()
 
 
@@ -226,5 +227,6 @@ def delete_message(message_id: str, user_id: str | None) -> Message:
         if not config()["allowMessageDelete"]:
             raise forbidden("Deleting messages is disabled in the chat configuration")
     db.session.execute(delete(Message).where(Message.id == message_id))
+    audit.record("chat", "message.delete", message_id, {"room": message.room_id})  # only an admin's delete
     db.session.commit()
     return message

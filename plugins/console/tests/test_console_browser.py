@@ -231,6 +231,14 @@ def test_every_page_shows_its_records(console: Console) -> None:
         console.open(name)
         page.locator(f"{list_id} tbody tr", has_text=text).wait_for()
 
+    if "database" in loaded:  # the audit log lists the seed's changes, filtered by module
+        console.open("audit")
+        audit = page.locator("#audit")
+        audit.locator("select[name=module]").select_option("database")
+        audit.locator("form.filters button[type=submit]").click()
+        audit.locator("tbody tr", has_text="schema.create").first.wait_for()
+        expect(audit.locator("tbody tr", has_text="config.update")).to_have_count(0)
+
     if "chat" in loaded:  # rows open their details
         console.open("chat")
         page.locator("#rooms tbody tr", has_text="Book club").locator("button", has_text="Messages").click()

@@ -52,6 +52,7 @@ PAGES = (
     Page("storage", "Storage", "storage"),
     Page("sms", "SMS", "sms"),
     Page("push", "Push notifications", "pushNotifications"),
+    Page("audit", "Audit log", None),
 )
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")

@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db
+from trellis import audit, db
 from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found, unauthorized
@@ -251,6 +251,7 @@ def create(body: dict[str, Any]) -> dict[str, Any]:
         raise conflict(f"A custom endpoint named {values['name']!r} exists", {"name": ["Already taken"]})
     now = utcnow()
     row = CustomEndpointRecord(id=new_id(), version=0, created_at=now, updated_at=now, **values)
+    audit.record("database", "customEndpoint.create", row.id, body)
     return _save(row, snap)
 
 
@@ -266,6 +267,7 @@ def update(endpoint_id: str, body: dict[str, Any]) -> dict[str, Any]:
         setattr(row, key, value)
     row.version += 1
     row.updated_at = utcnow()
+    audit.record("database", "customEndpoint.update", row.id, body)
     return _save(row, snap)
 
 
@@ -285,6 +287,7 @@ def _save(row: CustomEndpointRecord, snap: Snapshot) -> dict[str, Any]:
 def delete(endpoint_id: str) -> str:
     endpoint = find(snapshot(), endpoint_id)
     db.session.execute(sa.delete(CustomEndpointRecord).where(CustomEndpointRecord.id == endpoint.id))
+    audit.record("database", "customEndpoint.delete", endpoint.id, {"name": endpoint.name})
     changed()
     db.session.commit()
     return endpoint.id

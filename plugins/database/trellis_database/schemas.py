@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db
+from trellis import audit, db
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 
@@ -200,6 +200,7 @@ def create(body: dict[str, Any]) -> dict[str, Any]:
     columns = storage.create_table(db.session.connection(), table, fields)
     row.storage = {"table": table, "columns": columns}
     out = record(row)
+    audit.record("database", "schema.create", row.id, body)
     changed()
     db.session.commit()
     return out
@@ -246,6 +247,7 @@ def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
         _rename_relations(snap, old_name, name, schema.id)
     _flush(row)
     out = record(row) if not schema.owned else _owned_record(schema, row)
+    audit.record("database", "schema.update", schema.id, body)
     changed()
     db.session.commit()
     return out
@@ -293,6 +295,7 @@ def delete(schema_id: str, delete_data: bool) -> str:
         storage.drop_table(db.session.connection(), table)
     db.session.execute(sa.delete(CustomEndpointRecord).where(CustomEndpointRecord.schema_id == schema.id))
     db.session.delete(row)
+    audit.record("database", "schema.delete", schema.id, {"name": schema.name, "deleteData": delete_data})
     changed()
     db.session.commit()
     return schema.id
@@ -332,6 +335,7 @@ def set_extension(schema_id: str, raw_fields: Any) -> dict[str, Any]:
     row.updated_at = now
     _flush(row)
     out = record(row) if not schema.owned else _owned_record(schema, row)
+    audit.record("database", "schema.extension", schema.id, {"fields": raw_fields})
     changed()
     db.session.commit()
     return out

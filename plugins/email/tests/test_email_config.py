@@ -1,6 +1,8 @@
 """GET/PUT /admin/email/config: the core ConfigStore behind it, the specification's PUT shape, validation."""
 import pytest
 
+from trellis.module_config import get as get_config
+
 MAILGUN_KEY = "key-config-test"
 
 
@@ -30,8 +32,8 @@ def test_put_accepts_the_specification_shape_and_merges(client, admin_headers):
     assert response.status_code == 200, response.get_json()
     config = response.get_json()
     assert config["provider"] == "mailgun"
-    assert config["mailgun"] == {
-        "apiKey": MAILGUN_KEY, "domain": "mg.example.com", "baseUrl": "https://api.mailgun.net/v3", "timeout": 10.0
+    assert config["mailgun"] == {  # the key is a secret field: shown masked
+        "apiKey": "********", "domain": "mg.example.com", "baseUrl": "https://api.mailgun.net/v3", "timeout": 10.0
     }
     # One store: the core route sees the same configuration, and later PUTs merge into it.
     assert client.get("/config/email", headers=admin_headers).get_json() == config
@@ -44,7 +46,8 @@ def test_sendgrid_accepts_apikey_and_domain_as_the_specification_sends_them(clie
     body = {"provider": "sendgrid", "sendgrid": {"apiKey": "SG.x", "domain": "example.com"}}
     response = client.put("/admin/email/config", json=body, headers=admin_headers)
     assert response.status_code == 200
-    assert response.get_json()["sendgrid"]["apiKey"] == "SG.x"
+    assert response.get_json()["sendgrid"]["apiKey"] == "********"
+    assert get_config("email")["sendgrid"]["apiKey"] == "SG.x"
 
 
 def test_chosen_provider_must_be_configured(client, admin_headers):

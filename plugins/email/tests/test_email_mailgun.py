@@ -69,6 +69,8 @@ def test_upload_creates_then_updates_the_provider_template(client, admin_headers
     assert stored["versions"]["trellis"]["template"] == "<p>{{ order }} is on its way</p>"
     assert stored["versions"]["trellis"]["headers"] == {"Subject": "Order {{ order }}"}
     assert stored["active"] == "trellis"
+    entry = client.get("/admin/audit?action=template.upload", headers=admin_headers).get_json()["entries"][0]
+    assert (entry["target"], entry["changes"]) == (template["_id"], {"provider": "mailgun", "externalId": "order-shipped"})
 
     client.put(f"/admin/email/templates/{template['_id']}", json={"body": "<p>{{ order }} shipped</p>"}, headers=admin_headers)
     response = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers)
@@ -119,6 +121,8 @@ def test_sync_pulls_every_page_and_matches_by_id_then_name(client, admin_headers
     assert [s["name"] for s in report["skipped"]] == ["fancy"]
     assert "Not a valid Trellis template" in report["skipped"][0]["reason"]
     assert any(r.query.get("page") == "next" for r in fake.requests if r.path.endswith("/templates"))
+    entry = client.get("/admin/audit?action=template.sync", headers=admin_headers).get_json()["entries"][0]
+    assert (entry["module"], entry["target"], entry["changes"]["updated"]) == ("email", "mailgun", ["reset"])
 
     reset = client.get(f"/admin/email/templates/{local['_id']}", headers=admin_headers).get_json()
     assert (reset["subject"], reset["body"], reset["variables"]) == ("Reset", "<p>{{ link }}</p>", ["link"])

@@ -24,7 +24,7 @@ class EmailSmtpConfigSchema(Schema):
     host = fields.String(load_default="", metadata={"description": "SMTP server name or address"})
     port = fields.Integer(load_default=587, validate=validate.Range(min=1, max=65535))
     username = fields.String(load_default="", metadata={"description": "empty: no AUTH"})
-    password = fields.String(load_default="")
+    password = fields.String(load_default="", metadata={"secret": True})
     secure = fields.String(
         load_default="starttls",
         validate=validate.OneOf(SMTP_SECURITY),
@@ -34,14 +34,14 @@ class EmailSmtpConfigSchema(Schema):
 
 
 class EmailMailgunConfigSchema(Schema):
-    apiKey = fields.String(load_default="")
+    apiKey = fields.String(load_default="", metadata={"secret": True})
     domain = fields.String(load_default="", metadata={"description": "sending domain, e.g. mg.example.com"})
     baseUrl = api_url("https://api.mailgun.net/v3", "API root; https://api.eu.mailgun.net/v3 for the EU region")
     timeout = fields.Float(load_default=10.0, validate=validate.Range(min=0.1, max=300))
 
 
 class EmailSendgridConfigSchema(Schema):
-    apiKey = fields.String(load_default="")
+    apiKey = fields.String(load_default="", metadata={"secret": True})
     # The specification's PUT body carries {apiKey, domain} for every provider; SendGrid needs no domain.
     domain = fields.String(load_default="", metadata={"description": "accepted for the specification's shape; unused"})
     baseUrl = api_url("https://api.sendgrid.com/v3")

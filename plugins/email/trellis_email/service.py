@@ -9,9 +9,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from trellis import db
+from trellis import audit, db
 from trellis.errors import APIError, bad_request, conflict, not_found, provider_error
 from trellis.http import paginate
+from trellis.metrics import ModuleCounter
 from trellis.module_config import get as get_config
 
 from .addresses import Address, parse_recipient, parse_sender
@@ -23,6 +24,8 @@ log = logging.getLogger(__name__)
 
 
 # --- sending -------------------------------------------------------------------------------------
+SENT = ModuleCounter("trellis_email_sent_total", "Emails handed to the provider, by outcome", ("provider", "status"))
+
 
 def send_email(to: str, subject: str, html: str, from_: str | None = None, *, template_name: str | None = None) -> dict[str, Any]:
     """Send one HTML message through the configured provider and return its record.
@@ -53,6 +56,7 @@ def send_email(to: str, subject: str, html: str, from_: str | None = None, *, te
     except ProviderFailure as exc:
         record.status, record.error = "failed", str(exc)
         log.warning("email %s through %s failed: %s", record.id, provider.name, exc)
+    SENT.inc(provider=provider.name, status=record.status)
     db.session.commit()
     return message_dict(record)
 
@@ -160,12 +164,14 @@ def _derive_variables(subject: str, body: str, declared: list[str] | None) -> li
 def create_template(data: dict[str, Any]) -> EmailTemplate:
     _ensure_name_free(data["name"])
     template = EmailTemplate(
+        id=db.new_id(),
         name=data["name"],
         subject=data["subject"],
         body=data["body"],
         variables=_derive_variables(data["subject"], data["body"], data.get("variables")),
     )
     db.session.add(template)
+    audit.record("email", "template.create", template.id, data)
     db.session.commit()
     return template
 
@@ -181,6 +187,7 @@ def update_template(template_id: str, changes: dict[str, Any]) -> EmailTemplate:
         if key in changes:
             setattr(template, key, changes[key])
     template.variables = variables
+    audit.record("email", "template.update", template.id, changes)
     db.session.commit()
     return template
 
@@ -189,6 +196,7 @@ def delete_template(template_id: str) -> str:
     """Deletes the local template only; the provider's copy (if uploaded) stays there."""
     template = get_template(template_id)
     db.session.delete(template)
+    audit.record("email", "template.delete", template_id, {"name": template.name})
     db.session.commit()
     return template_id
 
@@ -216,6 +224,7 @@ def upload_template(template_id: str) -> EmailTemplate:
     except ProviderFailure as exc:
         raise _provider_failed(provider, "template upload", exc) from None
     template.external_id, template.external_provider = external_id, provider.name
+    audit.record("email", "template.upload", template.id, {"provider": provider.name, "externalId": external_id})
     db.session.commit()
     return template
 
@@ -233,6 +242,7 @@ def sync_templates() -> dict[str, Any]:
     for remote in remote_templates:
         outcome, detail = _apply_remote(provider.name, remote)
         report[outcome].append(detail)
+    audit.record("email", "template.sync", provider.name, report)
     db.session.commit()
     return report
 

@@ -8,7 +8,7 @@ from flask import current_app
 from markupsafe import Markup, escape
 from sqlalchemy import delete, func, select
 
-from trellis import db
+from trellis import audit, db
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
@@ -65,7 +65,9 @@ def _check_definition(name: str, own_id: str | None, form_fields: list[dict[str,
 def create_form(data: dict[str, Any]) -> Form:
     _check_definition(data["name"], None, data["fields"])
     form = Form(name=data["name"], fields=data["fields"], enabled=data["enabled"], forward_to=data.get("forwardTo"))
+    form.id = db.new_id()
     db.session.add(form)
+    audit.record("forms", "form.create", form.id, data)
     db.session.commit()
     return form
 
@@ -77,6 +79,7 @@ def update_form(form_id: str, changes: dict[str, Any]) -> Form:
     for key, attribute in (("name", "name"), ("fields", "fields"), ("enabled", "enabled"), ("forwardTo", "forward_to")):
         if key in changes:
             setattr(form, attribute, changes[key])
+    audit.record("forms", "form.update", form.id, changes)
     db.session.commit()
     return form
 
@@ -86,6 +89,7 @@ def delete_form(form_id: str) -> str:
     form = get_form(form_id)
     db.session.execute(delete(FormSubmission).where(FormSubmission.form_id == form.id))
     db.session.delete(form)
+    audit.record("forms", "form.delete", form.id, {"name": form.name})
     db.session.commit()
     return form_id
 
@@ -121,6 +125,7 @@ def list_submissions(form_id: str, skip: int, limit: int) -> tuple[list[dict[str
 
 def delete_submission(submission_id: str) -> str:
     db.session.delete(get_submission(submission_id))
+    audit.record("forms", "submission.delete", submission_id)
     db.session.commit()
     return submission_id
 

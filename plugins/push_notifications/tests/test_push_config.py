@@ -6,6 +6,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from trellis.module_config import get as get_config
+
 EMAIL = "push@trellis-test.iam.gserviceaccount.com"
 
 
@@ -25,6 +27,7 @@ def test_put_firebase_is_merged_and_shared_with_config_route(client, admin_heade
     config = response.get_json()
     assert config["firebase"] == {
         **body["firebase"],
+        "privateKey": "********",  # a secret field: shown masked
         "baseUrl": "https://fcm.googleapis.com",
         "tokenUri": "https://oauth2.googleapis.com/token",
     }
@@ -47,7 +50,8 @@ def test_private_key_with_escaped_newlines_is_accepted(client, admin_headers, pr
     }
     response = client.put("/admin/pushNotifications/config", json=body, headers=admin_headers)
     assert response.status_code == 200
-    assert response.get_json()["firebase"]["privateKey"] == private_key_pem
+    assert response.get_json()["firebase"]["privateKey"] == "********"
+    assert get_config("pushNotifications")["firebase"]["privateKey"] == private_key_pem
 
 
 def test_firebase_needs_its_settings(client, admin_headers):

@@ -38,7 +38,7 @@ class PushFirebaseSettings(Schema):
         validate=validate.Regexp(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", error="Not a Firebase project id")
     )
     clientEmail = fields.Email(metadata={"description": "client_email of the service account"})
-    privateKey = PrivateKey(metadata={"description": "private_key of the service account (PEM)"})
+    privateKey = PrivateKey(metadata={"description": "private_key of the service account (PEM)", "secret": True})
     baseUrl = api_url(FCM_API, "FCM API address (change it only to reach a test server)")
     tokenUri = api_url(GOOGLE_TOKEN_URI, "OAuth 2.0 token endpoint (token_uri of the service account)")
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from trellis import db
 from trellis.errors import not_found, provider_error
 from trellis.http import paginate
+from trellis.metrics import ModuleCounter
 from trellis.module_config import get as get_config
 from trellis.module_config import require_active
 
@@ -28,6 +29,7 @@ MODULE = "pushNotifications"
 log = logging.getLogger(__name__)
 # Bound parameters per statement stay well under SQLite's limit (32766).
 _CHUNK = 1000
+DELIVERIES = ModuleCounter("trellis_push_sent_total", "Push deliveries to devices, by outcome", ("provider", "status"))
 
 
 def config() -> dict[str, Any]:
@@ -170,6 +172,8 @@ def send(
     for start in range(0, len(dead), _CHUNK):
         db.session.execute(delete(PushDevice).where(PushDevice.id.in_(dead[start : start + _CHUNK])))
     db.session.commit()
+    DELIVERIES.inc(sent, provider=provider.name, status="sent")
+    DELIVERIES.inc(len(outcomes) - sent, provider=provider.name, status="failed")
     if dead:
         log.info("removed %d device tokens the provider reported invalid", len(dead))
     if outcomes and sent == 0 and not any(outcome.reached for outcome in outcomes):

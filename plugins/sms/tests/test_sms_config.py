@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trellis.module_config import get as get_config
+
 SID = "AC" + "a" * 32
 
 
@@ -19,7 +21,7 @@ def test_put_spec_body_is_merged_and_shared_with_config_route(client, admin_head
     assert response.status_code == 200, response.get_json()
     config = response.get_json()
     assert config["provider"] == "twilio"
-    assert config["twilio"] == {**body["twilio"], "baseUrl": "https://api.twilio.com"}
+    assert config["twilio"] == {**body["twilio"], "authToken": "********", "baseUrl": "https://api.twilio.com"}
     assert config["active"] is True
     # One store: the core's /config/sms sees the same configuration.
     assert client.get("/config/sms", headers=admin_headers).get_json() == config
@@ -27,8 +29,8 @@ def test_put_spec_body_is_merged_and_shared_with_config_route(client, admin_head
     changed = client.put("/admin/sms/config", json={"twilio": {"authToken": "rotated"}}, headers=admin_headers)
     assert changed.status_code == 200
     assert changed.get_json()["twilio"]["accountSid"] == SID
-    assert changed.get_json()["twilio"]["authToken"] == "rotated"
-    assert client.get("/admin/sms/config", headers=admin_headers).get_json()["twilio"]["authToken"] == "rotated"
+    assert changed.get_json()["twilio"]["authToken"] == "********"
+    assert get_config("sms")["twilio"]["authToken"] == "rotated"
 
 
 def test_put_normalises_sender_number(client, admin_headers):

@@ -22,7 +22,7 @@ class SmsTwilioSettings(Schema):
     accountSid = fields.String(
         validate=validate.Regexp(r"^AC[0-9a-fA-F]{32}$", error="Twilio account SIDs look like AC + 32 hex digits")
     )
-    authToken = fields.String(validate=validate.Length(min=1, max=256))
+    authToken = fields.String(validate=validate.Length(min=1, max=256), metadata={"secret": True})
     phoneNumber = PhoneNumber(metadata={"description": "the Twilio number messages are sent from"})
     baseUrl = api_url(TWILIO_API, "Twilio REST API address (change it only to reach a test server)")
 

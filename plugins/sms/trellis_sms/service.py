@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from trellis import db
 from trellis.http import paginate
+from trellis.metrics import ModuleCounter
 from trellis.module_config import get as get_config
 from trellis.module_config import require_active
 
@@ -15,6 +16,7 @@ from .models import SmsMessage
 from .providers import make_provider
 
 MODULE = "sms"
+SENT = ModuleCounter("trellis_sms_sent_total", "Text messages handed to the provider, by outcome", ("provider", "status"))
 
 
 def config() -> dict[str, Any]:
@@ -48,6 +50,8 @@ def send(numbers: list[str], text: str) -> list[SmsMessage]:
         # Recorded even when the provider failed, so the outbox shows what was attempted and why it failed.
         db.session.add_all(records)
         db.session.commit()
+        for record in records:
+            SENT.inc(provider=record.provider, status=record.status)
     return records
 
 

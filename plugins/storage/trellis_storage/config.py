@@ -31,7 +31,7 @@ class S3Config(Schema):
         load_default=None, allow_none=True, metadata={"description": "S3-compatible endpoint (MinIO, moto …)"}
     )
     accessKeyId = fields.String(load_default=None, allow_none=True)
-    secretAccessKey = fields.String(load_default=None, allow_none=True)
+    secretAccessKey = fields.String(load_default=None, allow_none=True, metadata={"secret": True})
 
 
 class StorageConfig(ModuleConfigSchema):

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from werkzeug.datastructures import CombinedMultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from trellis import db
+from trellis import audit, db
 from trellis.credentials import Identity, identify, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema, not_found, unauthorized
 from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted, paginate
@@ -138,6 +138,7 @@ def delete_file(fileId: str):
     """Delete a file (the owner, or an admin); its bytes are removed once the record is gone."""
     record = service.own_file(fileId, _caller())
     service.delete_files([record])
+    audit.record("storage", "file.delete", fileId, {"name": record.name, "owner": record.owner})  # an admin's only
     db.session.commit()
     return deleted(fileId)
 

@@ -25,7 +25,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 from werkzeug.utils import secure_filename
 
-from trellis import db
+from trellis import audit, db
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
 from trellis.module_config import get as get_config
@@ -205,6 +205,7 @@ def store_upload(
     )
     try:
         db.session.add(record)
+        audit.record("storage", "file.create", file_id, {"name": display, "owner": owner})  # an admin's upload only
         db.session.commit()
     except BaseException:
         db.session.rollback()
@@ -305,6 +306,7 @@ def delete_folder(folder: Folder, recursive: bool) -> None:
     for folder_id in reversed(tree):  # children first, for the parent foreign key
         db.session.delete(db.session.get(Folder, folder_id))
         db.session.flush()
+    audit.record("storage", "folder.delete", folder.id, {"name": folder.name, "recursive": recursive})
     db.session.commit()
 
 

@@ -112,7 +112,7 @@ def argon2_verify_ms(samples: int = 5) -> float:
 
 def run(database: str, duration: int) -> list[tuple[str, dict[str, float]]]:
     rows: list[tuple[str, dict[str, float]]] = []
-    with bench_server(database, modules="authentication", TRELLIS_PASSWORD_PROFILE="default") as server:
+    with bench_server(database, modules="authentication,email,sms", TRELLIS_PASSWORD_PROFILE="default") as server:
         tokens = prepare(server)
         login = f"{server.url}/authentication/local"
         cases = [

@@ -150,3 +150,19 @@ def test_forgot_password_with_email_inactive_is_400(api):
     api.module("email", active=False)
     answer = api.post("/authentication/forgot-password", {"email": email})
     assert answer.status_code == 400 and "email" in answer.get_json()["message"]
+
+
+def test_hashes_of_older_parameters_still_verify_and_are_rehashed_at_sign_in(api, db):
+    from argon2 import PasswordHasher, profiles
+    from sqlalchemy import select
+
+    from trellis_authentication.models import User
+
+    email, _ = account(api)
+    # A hash as made before the OWASP profile (RFC 9106 low-memory: m=64 MiB, t=3, p=4).
+    old_hash = PasswordHasher.from_parameters(profiles.RFC_9106_LOW_MEMORY).hash(PASSWORD)
+    db.execute(update(User).where(User.email == email).values(password_hash=old_hash))
+    assert api.login(email, PASSWORD).status_code == 200
+    stored = db.execute(select(User.password_hash).where(User.email == email)).scalar_one()
+    assert stored != old_hash and "m=65536,t=3,p=4" not in stored
+    assert api.login(email, PASSWORD).status_code == 200

@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     command = " ".join([".venv/bin/python -m bench.chat_bench", *(argv if argv is not None else sys.argv[1:])]).strip()
     # The cheap argon2 profile: creating the users is set-up, not what is measured.
-    with bench_server(args.database, modules="authentication,chat", TRELLIS_PASSWORD_PROFILE="test") as server:
+    with bench_server(args.database, modules="authentication,chat,email,sms", TRELLIS_PASSWORD_PROFILE="test") as server:
         if args.nodelay_rounds:
             results = asyncio.run(nodelay_rounds(server, args.clients, args.messages, args.nodelay_rounds))
         else:

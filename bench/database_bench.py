@@ -84,7 +84,7 @@ def run(documents: int, duration: int) -> tuple[list[tuple[str, dict[str, float]
     rows: list[tuple[str, dict[str, float]]] = []
     rounds: list[str] = []
     rnd = random.Random(11)
-    with bench_server("postgresql", modules="authentication,database", TRELLIS_REDIS_URL=REDIS_URL) as server, \
+    with bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=REDIS_URL) as server, \
             ceiling_server() as ceiling:
         started = time.monotonic()
         ids = load(server, documents)

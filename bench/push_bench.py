@@ -27,7 +27,7 @@ from sqlalchemy import create_engine, insert
 from bench.common import ROOT, Server, bench_server
 
 RESULTS = ROOT / "bench" / "results" / "push.md"
-MODULES = "authentication,pushNotifications"
+MODULES = "authentication,email,pushNotifications,sms"
 TOPIC = "bench-topic"
 
 

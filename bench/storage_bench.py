@@ -35,7 +35,7 @@ import requests
 from bench.common import ROOT, Server, bench_server
 
 RESULTS = ROOT / "bench" / "results" / "storage.md"
-MODULES = "authentication,storage"
+MODULES = "authentication,email,sms,storage"
 MB = 1_000_000
 SIZE = 50 * MB
 LIMIT_MB = 100  # the bound on peak memory above idle

@@ -1,8 +1,14 @@
 """Password hashing with argon2 (argon2-cffi), shared by admin accounts and module users.
 
-The cost profile is process-wide: ``default`` is argon2-cffi's RFC 9106 low-memory profile; the test
-suite selects ``test`` (argon2's cheapest parameters) so thousands of hashes don't dominate its run
-time. Production refuses ``test`` (see ``trellis.settings``).
+The cost profile is process-wide: ``default`` is OWASP's argon2id recommendation (m=19 MiB, t=2, p=1);
+the test suite selects ``test`` (argon2's cheapest parameters) so thousands of hashes don't dominate its
+run time. Production refuses ``test`` (see ``trellis.settings``). Hashes made with other parameters
+(argon2-cffi's RFC 9106 low-memory profile before 2026-11-23) still verify and are re-hashed at the
+next sign-in.
+
+Why not RFC 9106's low-memory profile (m=64 MiB, t=3, p=4): on the 2-core machine of the benchmarks one
+verify took about 6x longer (353 vs 60 ms, median of 7 interleaved, load 7), and its four lanes compete
+for the same cores, so sign-in throughput was a few requests per second (bench/results/authentication.md).
 """
 from __future__ import annotations
 
@@ -11,12 +17,15 @@ import sys
 import threading
 from typing import Any, Callable, TypeVar
 
-from argon2 import PasswordHasher, profiles
+from argon2 import Parameters, PasswordHasher, Type, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
 
 T = TypeVar("T")
 
-PROFILES = {"default": profiles.RFC_9106_LOW_MEMORY, "test": profiles.CHEAPEST}
+OWASP_ARGON2ID = Parameters(
+    type=Type.ID, version=19, salt_len=16, hash_len=32, time_cost=2, memory_cost=19 * 1024, parallelism=1
+)
+PROFILES = {"default": OWASP_ARGON2ID, "test": profiles.CHEAPEST}
 
 
 class _Hashing:
@@ -38,7 +47,7 @@ def configure(profile: str) -> None:
         _current = _Hashing(profile)
 
 
-# A hash holds 64 MiB and a CPU for tens of milliseconds: at most one per core at a time.
+# A hash holds 19 MiB and one CPU (one lane) for tens of milliseconds: at most one per core at a time.
 _SLOTS = threading.BoundedSemaphore(os.cpu_count() or 1)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import uuid
 from typing import Any
 
@@ -57,6 +58,40 @@ class Api:
     def me(self, token: str):
         return self.client.get("/authentication/user", headers=bearer(token))
 
+    def call(self, method: str, path: str, json: Any = None, headers: dict[str, str] | None = None,
+             ip: str | None = None):
+        """One request; the response is closed (as a server does once it is sent), which runs the sends
+        some routes do after answering."""
+        response = self.client.open(path, method=method, json=json, headers=headers or {},
+                                    environ_base={"REMOTE_ADDR": ip or fresh_ip()})
+        response.get_data()
+        response.close()
+        return response
+
+    def post(self, path: str, json: Any = None, token: str | None = None, ip: str | None = None):
+        return self.call("POST", path, json, bearer(token) if token else None, ip)
+
+    def get(self, path: str, token: str | None = None):
+        return self.call("GET", path, headers=bearer(token) if token else None)
+
+    def mails(self, to: str) -> list[dict[str, Any]]:
+        """Messages the Email module recorded for ``to``, newest first."""
+        answer = self.client.get("/admin/email/outbox?limit=1000", headers=self.admin).get_json()
+        return [m for m in answer["messages"] if m["to"] == to]
+
+    def texts(self, to: str) -> list[dict[str, Any]]:
+        answer = self.client.get("/admin/sms/outbox", query_string={"to": to, "limit": 1000}, headers=self.admin)
+        return answer.get_json()["messages"]
+
+    def sms_code(self, to: str) -> str:
+        texts = self.texts(to)
+        assert texts, f"no SMS to {to}"
+        return re.search(r"\b(\d{6})\b", texts[0]["message"]).group(1)
+
+    def module(self, name: str, **changes: Any) -> None:
+        response = self.client.put(f"/config/{name}", json=changes, headers=self.admin)
+        assert response.status_code == 200, response.get_json()
+
     def configure(self, **changes: Any) -> dict[str, Any]:
         response = self.client.put("/config/authentication", json=changes, headers=self.admin)
         assert response.status_code == 200, response.get_json()
@@ -100,3 +135,19 @@ def hook_recorder(app):
         yield recorder
     finally:
         manager.unregister(recorder)
+
+
+def link_in(mail: dict[str, Any]) -> str:
+    """The ``link`` of a mail made from one of the module's templates."""
+    return re.search(r'href="([^"]+)"', mail["body"]).group(1).replace("&amp;", "&")
+
+
+def path_of(link: str) -> str:
+    """The path (and query) of an absolute link, for the test client."""
+    return re.sub(r"^https?://[^/]+", "", link)
+
+
+def fresh_phone() -> str:
+    """A valid, unused number (US 555-01xx numbers are fictional; 201 is a real New Jersey area code)."""
+    n = next(_ips)
+    return f"+1201555{n % 10000:04d}"

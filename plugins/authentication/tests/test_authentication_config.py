@@ -16,8 +16,32 @@ def test_defaults(client, admin_headers):
         "registrationOpen": True,
         "passwordRules": {"minLength": 8, "maxLength": 256, "requireLetter": False, "requireDigit": False,
                           "requireUppercase": False, "requireSymbol": False},
-        "rateLimits": {"loginPerIp": "200/minute", "loginPerEmail": "20/minute", "registerPerIp": "100/minute"},
+        "rateLimits": {"loginPerIp": "200/minute", "loginPerEmail": "20/minute", "registerPerIp": "100/minute",
+                       "sendPerIp": "60/minute", "sendPerAddress": "5/15 minutes"},
+        "hostUrl": None,
+        "local": {"verification": {"required": False, "sendEmail": True, "redirectUri": None},
+                  "forgotPasswordRedirectUri": None},
+        "magicLink": {"enabled": False, "redirectUri": None},
+        "twoFa": {"enabled": False},
+        "phone": {"enabled": False},
     }
+
+
+def test_lifecycle_settings_are_stored(client, admin_headers):
+    changes = {
+        "hostUrl": "https://app.example.com",
+        "local": {"verification": {"required": True, "redirectUri": "https://app.example.com/verified"}},
+        "magicLink": {"enabled": True},
+        "rateLimits": {"sendPerAddress": "3 per hour"},
+    }
+    response = client.put("/config/authentication", json=changes, headers=admin_headers)
+    assert response.status_code == 200, response.get_json()
+    stored = client.get("/config/authentication", headers=admin_headers).get_json()
+    assert stored["hostUrl"] == "https://app.example.com"
+    assert stored["local"]["verification"] == {"required": True, "sendEmail": True, "redirectUri": "https://app.example.com/verified"}
+    assert stored["magicLink"] == {"enabled": True, "redirectUri": None}
+    assert stored["rateLimits"]["sendPerAddress"] == "3 per hour"
+    assert stored["rateLimits"]["sendPerIp"] == "60/minute"
 
 
 @pytest.mark.parametrize(
@@ -30,6 +54,17 @@ def test_defaults(client, admin_headers):
         ({"passwordRules": {"minLength": 30, "maxLength": 20}}, "passwordRules"),
         ({"passwordRules": {"minimum": 3}}, "passwordRules"),
         ({"tokenLifetime": 3}, "tokenLifetime"),
+        ({"hostUrl": "not a url"}, "hostUrl"),
+        ({"hostUrl": "ftp://example.com"}, "hostUrl"),
+        ({"local": {"verification": {"required": "sometimes"}}}, "local"),
+        ({"local": {"verification": {"redirectUri": "javascript:alert(1)"}}}, "local"),
+        ({"local": {"forgotPasswordRedirectUri": 5}}, "local"),
+        ({"local": {"unknown": True}}, "local"),
+        ({"magicLink": {"enabled": "yes please"}}, "magicLink"),
+        ({"twoFa": {"enabled": None}}, "twoFa"),
+        ({"phone": {"sms": True}}, "phone"),
+        ({"rateLimits": {"sendPerIp": "often"}}, "rateLimits"),
+        ({"rateLimits": {"sendPerAddress": "5/15 minutes;1/second"}}, "rateLimits"),
     ],
 )
 def test_invalid_config_is_400(client, admin_headers, change, field):

@@ -6,7 +6,7 @@ from sqlalchemy import select
 
 from trellis_authentication.models import User
 
-USER_KEYS = {"_id", "email", "isActive", "isVerified", "createdAt", "updatedAt"}
+USER_KEYS = {"_id", "email", "isActive", "isVerified", "phoneNumber", "twoFaEnabled", "providers", "createdAt", "updatedAt"}
 
 
 def test_register_answers_201_with_the_user(api):

@@ -101,7 +101,7 @@ def test_current_user(api, account):
     assert response.status_code == 200
     user = response.get_json()
     assert user["_id"] == account.id and user["email"] == account.email
-    assert set(user) == {"_id", "email", "isActive", "isVerified", "createdAt", "updatedAt"}
+    assert set(user) == {"_id", "email", "isActive", "isVerified", "phoneNumber", "twoFaEnabled", "providers", "createdAt", "updatedAt"}
 
 
 def test_current_user_needs_a_token(client):

@@ -38,6 +38,46 @@ class RateLimits(Schema):
     loginPerIp = fields.String(load_default="200/minute", validate=_rate)
     loginPerEmail = fields.String(load_default="20/minute", validate=_rate)
     registerPerIp = fields.String(load_default="100/minute", validate=_rate)
+    sendPerIp = fields.String(
+        load_default="60/minute",
+        validate=_rate,
+        metadata={"description": "routes that send mail or SMS, per client IP"},
+    )
+    sendPerAddress = fields.String(
+        load_default="5/15 minutes",
+        validate=_rate,
+        metadata={"description": "routes that send mail or SMS, per target email address or phone number"},
+    )
+
+
+def _link(description: str) -> fields.Url:
+    """An absolute http(s) address set by the administrator (null: not set)."""
+    return fields.Url(
+        require_tld=False, schemes={"http", "https"}, allow_none=True, load_default=None,
+        validate=validate.Length(max=2000), metadata={"description": description},
+    )
+
+
+class Verification(Schema):
+    required = fields.Boolean(load_default=False, metadata={"description": "unverified users cannot sign in (403)"})
+    sendEmail = fields.Boolean(load_default=True, metadata={"description": "send EmailVerification on register"})
+    redirectUri = _link("where the verification link sends the browser (302) instead of a JSON answer")
+
+
+class LocalSettings(Schema):
+    verification = fields.Nested(Verification, load_default=lambda: Verification().load({}))
+    forgotPasswordRedirectUri = _link(
+        "page of your app that takes ?reset_token=; default {hostUrl}/authentication/reset"
+    )
+
+
+class MagicLinkSettings(Schema):
+    enabled = fields.Boolean(load_default=False)
+    redirectUri = _link("where the magic link sends the browser (302, tokens in the URL fragment)")
+
+
+class Switch(Schema):
+    enabled = fields.Boolean(load_default=False)
 
 
 class AuthenticationConfig(ModuleConfigSchema):
@@ -51,6 +91,15 @@ class AuthenticationConfig(ModuleConfigSchema):
     )
     registrationOpen = fields.Boolean(
         load_default=True, metadata={"description": "false: POST /authentication/local/new answers 403"}
+    )
+    hostUrl = _link("public base URL used in links sent by mail; default: the request's own base URL")
+    local = fields.Nested(LocalSettings, load_default=lambda: LocalSettings().load({}))
+    magicLink = fields.Nested(MagicLinkSettings, load_default=lambda: MagicLinkSettings().load({}))
+    twoFa = fields.Nested(
+        Switch, load_default=lambda: Switch().load({}), metadata={"description": "two-factor sign-in"}
+    )
+    phone = fields.Nested(
+        Switch, load_default=lambda: Switch().load({}), metadata={"description": "sign-in with SMS codes"}
     )
     passwordRules = fields.Nested(PasswordRules, load_default=lambda: PasswordRules().load({}))
     rateLimits = fields.Nested(RateLimits, load_default=lambda: RateLimits().load({}))

@@ -5,17 +5,22 @@ from pathlib import Path
 
 from trellis import Module, OwnedSchema
 
+from . import lifecycle_routes  # noqa: F401  (adds the account lifecycle routes to blp)
 from .cli import cli
 from .config import AuthenticationConfig
+from .delivery import create_templates_on_start
 from .hooks import UserTokens
 from .routes import blp
 
 USER_SCHEMA = OwnedSchema(
     name="User",
     fields={
-        "email": {"type": "String", "required": True, "unique": True},
+        "email": {"type": "String", "unique": True, "description": "null for a user who signs in by phone"},
         "isActive": {"type": "Boolean", "default": True, "description": "false when blocked"},
         "isVerified": {"type": "Boolean", "default": False},
+        "phoneNumber": {"type": "String", "unique": True},
+        "twoFaEnabled": {"type": "Boolean", "default": False},
+        "providers": ["String"],
     },
     owner_module="authentication",
     can_modify="ExtensionOnly",
@@ -24,11 +29,14 @@ USER_SCHEMA = OwnedSchema(
 
 module = Module(
     name="authentication",
-    description="Users, sign-in with email and password, access and refresh tokens, blocking",
+    # Mail (verification, reset, magic link) and SMS codes go through these modules' service functions.
+    requires=("email", "sms"),
+    description="Users, sign-in by password, magic link or phone, two-factor, tokens, blocking",
     blueprints=(blp,),
     config_schema=AuthenticationConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     owned_schemas=(USER_SCHEMA,),
     hooks=(UserTokens(),),
     cli=cli,
+    init_app=create_templates_on_start,
 )

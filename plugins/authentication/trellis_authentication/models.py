@@ -1,10 +1,10 @@
-"""Users, their sign-in sessions, and the refresh tokens a session has rotated away."""
+"""Users, their sign-in sessions, the refresh tokens a session has rotated away, and single-use tokens."""
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, Index, String
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from trellis.db import Base, JSONType, UTCDateTime, new_id, utcnow
@@ -15,10 +15,19 @@ class User(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     # Stored normalised (trimmed, lower case), so a plain unique index makes it case-insensitive.
-    email: Mapped[str] = mapped_column(String(254))
-    password_hash: Mapped[str] = mapped_column(String(255))
+    # None for a user who signed in by phone only (unique indexes allow many NULLs on both databases).
+    email: Mapped[str | None] = mapped_column(String(254), nullable=True)
+    password_hash: Mapped[str | None] = mapped_column(String(255), nullable=True)  # None: no password set
     is_active: Mapped[bool] = mapped_column(Boolean, default=True)
     is_verified: Mapped[bool] = mapped_column(Boolean, default=False)
+    phone_number: Mapped[str | None] = mapped_column(String(20), nullable=True)  # E.164
+    two_fa_enabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    # "authenticator" (TOTP secret below) or "phone" (codes by SMS to phone_number); set by twoFa/enable,
+    # in force once twoFa/verify confirms it (two_fa_enabled).
+    two_fa_method: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    two_fa_secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Names of linked sign-in providers (OAuth/OIDC); the code that links an identity keeps it current.
+    providers: Mapped[list[str]] = mapped_column(JSONType, default=list)
     # Values of fields an administrator added to the User schema (Database module extensions).
     extra: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
@@ -26,6 +35,7 @@ class User(Base):
 
     __table_args__ = (
         Index("ix_auth_users_email", "email", unique=True),
+        Index("ix_auth_users_phone_number", "phone_number", unique=True),
         Index("ix_auth_users_created_at", "created_at"),
     )
 
@@ -55,3 +65,31 @@ class RotatedToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     session_id: Mapped[str] = mapped_column(String(32), ForeignKey("auth_sessions.id", ondelete="CASCADE"), index=True)
     rotated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AuthToken(Base):
+    """A single-use secret of any kind (email verification, password reset, magic link, SMS code …).
+
+    Only the sha256 of the token is stored. ``consume_token`` marks it used with a conditional UPDATE
+    (``… WHERE consumed_at IS NULL``), so of two concurrent uses exactly one succeeds. A code sent by SMS
+    is kept as ``code_hash`` beside the token that identifies it, with a count of wrong tries.
+    """
+
+    __tablename__ = "auth_tokens"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    kind: Mapped[str] = mapped_column(String(32))
+    token_hash: Mapped[str] = mapped_column(String(64))
+    # None for a phone sign-in whose user does not exist yet.
+    user_id: Mapped[str | None] = mapped_column(
+        String(32), ForeignKey("auth_users.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    # What the token is about: the new email of a change, the phone number of a sign-in …
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    code_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)  # None: until used
+    consumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+    __table_args__ = (Index("ix_auth_tokens_token_hash", "token_hash", unique=True),)

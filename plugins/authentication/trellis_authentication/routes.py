@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
+
+from flask import jsonify, redirect
 
 from trellis.credentials import admin_required, bearer_token, current_user, require_user, user_required
 from trellis.errors import ErrorSchema, unauthorized
@@ -17,31 +20,46 @@ from .schemas import (
     UserListArgs,
     UserListSchema,
     AuthUserSchema,
+    TwoFaChallengeSchema,
 )
 
-blp = Blueprint("authentication", __name__, description="Users, sign-in, tokens, blocking")
+blp = Blueprint("authentication", __name__, description="Users, sign-in, tokens, blocking, account lifecycle")
+
+
+def tokens_or_challenge(result: dict[str, Any], redirect_uri: str | None = None) -> Any:
+    """200 with the token pair, 202 with a two-factor challenge, or 302 to ``redirect_uri`` with either
+    in the URL fragment (never in the query: it would reach server logs)."""
+    if redirect_uri:
+        return redirect(f"{redirect_uri}#{urlencode(result)}", 302)
+    if result.get("twoFaRequired"):
+        return jsonify(result), 202
+    return result
 
 
 @blp.route("/authentication/local/new", methods=["POST"])
 @blp.arguments(UserCredentialsSchema)
 @blp.response(201, UserRegisteredSchema)
+@blp.alt_response(400, schema=ErrorSchema, description="Password rules, or verification on and the Email module off")
 @blp.alt_response(403, schema=ErrorSchema, description="Registration is closed (module config)")
 @blp.alt_response(409, schema=ErrorSchema, description="The email is already registered")
 @blp.alt_response(429, schema=ErrorSchema, description="Too many registrations from this address")
 def register(body: dict[str, Any]):
-    """Register with email and password (the password rules are in the module config)."""
+    """Register with email and password (the password rules are in the module config); sends the
+    EmailVerification mail unless `local.verification.sendEmail` is false."""
     return {"user": service.user_dict(service.register(body["email"], body["password"]))}
 
 
 @blp.route("/authentication/local", methods=["POST"])
 @blp.arguments(UserLoginSchema)
 @blp.response(200, UserTokensSchema)
+@blp.alt_response(202, schema=TwoFaChallengeSchema, description="Two-factor is on: finish at twoFa/authorize")
+@blp.alt_response(400, schema=ErrorSchema, description="Two-factor by SMS and the SMS module is not active")
 @blp.alt_response(401, schema=ErrorSchema, description="Wrong email or password")
-@blp.alt_response(403, schema=ErrorSchema, description="The user is blocked")
+@blp.alt_response(403, schema=ErrorSchema, description="The user is blocked, or unverified while verification is on")
 @blp.alt_response(429, schema=ErrorSchema, description="Too many attempts (per address or per email)")
 def login(body: dict[str, Any]):
-    """Sign in: an access token (JWT) and a refresh token."""
-    return service.login(body["email"], body["password"])
+    """Sign in: an access token (JWT) and a refresh token, or a two-factor challenge (202)."""
+    return tokens_or_challenge(service.login(body["email"], body["password"]))
 
 
 @blp.route("/authentication/renew", methods=["POST"])

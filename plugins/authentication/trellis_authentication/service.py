@@ -19,7 +19,7 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
 from trellis import audit, db
-from trellis.errors import bad_request, conflict, forbidden, not_found, unauthorized
+from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
 from trellis.hooks import call as hooks
 from trellis.http import paginate
 from trellis.module_config import get as get_config
@@ -27,13 +27,17 @@ from trellis.passwords import hash_password, needs_rehash, verify_password
 from trellis.ratelimit import check as rate_limit
 from trellis.ratelimit import client_ip
 
+from . import delivery
 from .models import RotatedToken, Session, User
 
 MODULE = "authentication"
 log = logging.getLogger(__name__)
 
 # Columns of the user as other modules see it (``current_user()``), selected without the ORM.
-USER_COLUMNS = (User.id, User.email, User.is_active, User.is_verified, User.created_at, User.updated_at, User.extra)
+USER_COLUMNS = (
+    User.id, User.email, User.is_active, User.is_verified, User.phone_number, User.two_fa_enabled, User.providers,
+    User.created_at, User.updated_at, User.extra,
+)
 
 
 def config() -> dict[str, Any]:
@@ -56,6 +60,9 @@ def user_dict(user: User | Row[Any]) -> dict[str, Any]:
         email=user.email,
         isActive=user.is_active,
         isVerified=user.is_verified,
+        phoneNumber=user.phone_number,
+        twoFaEnabled=user.two_fa_enabled,
+        providers=list(user.providers or []),
         createdAt=db.isoformat(user.created_at),
         updatedAt=db.isoformat(user.updated_at),
     )
@@ -101,7 +108,10 @@ def create_user(email: str, password: str) -> User:
     _release_connection()
     password_hash = hash_password(password)
     now = db.utcnow()
-    user = User(id=db.new_id(), email=email, password_hash=password_hash, extra={}, created_at=now, updated_at=now)
+    user = User(
+        id=db.new_id(), email=email, password_hash=password_hash, is_active=True, is_verified=False,
+        two_fa_enabled=False, providers=[], extra={}, created_at=now, updated_at=now,
+    )
     db.session.add(user)
     audit.record("authentication", "user.create", user.id, {"email": email})  # only when an admin creates
     try:
@@ -114,12 +124,27 @@ def create_user(email: str, password: str) -> User:
 
 
 def register(email: str, password: str) -> User:
-    """Self-registration: honours ``registrationOpen`` and the per-IP limit."""
+    """Self-registration: honours ``registrationOpen`` and the per-IP limit; sends ``EmailVerification``
+    when ``local.verification.sendEmail`` (the Email module must then be active: checked first)."""
     settings = config()
     if not settings["registrationOpen"]:
         raise forbidden("Registration is closed")
     rate_limit("auth-register-ip", client_ip(), settings["rateLimits"]["registerPerIp"])
-    return create_user(email, password)
+    send = settings["local"]["verification"]["sendEmail"]
+    if send:
+        delivery.require_module("email")
+        delivery.limit_sends(normalise_email(email))
+    user = create_user(email, password)
+    if send:
+        from .account import send_verification  # account builds on this module
+
+        try:
+            send_verification(user.id, user.email)
+        except APIError as exc:  # e.g. the Email module's sender address does not validate
+            # The account exists either way; resend-verification sends the link once mail works.
+            db.session.rollback()
+            log.warning("verification mail for user %s not sent: %s", user.id, exc.message)
+    return user
 
 
 def get_user(user_id: str) -> User:
@@ -143,19 +168,32 @@ def set_active(user_id: str, active: bool) -> User:
     user = get_user(user_id)
     user.is_active = active
     if not active:
-        db.session.execute(update(Session).where(Session.user_id == user_id).values(revoked=True))
+        revoke_sessions(user_id)
     audit.record("authentication", "user.unblock" if active else "user.block", user_id)
     db.session.commit()
     log.info("user %s %s", user_id, "unblocked" if active else "blocked")
     if not active:
-        # After the commit, so listeners (chat sockets) see the user as blocked when they re-check.
-        try:
-            hooks().trellis_user_blocked(user_id=user_id)
-        except Exception:
-            # The block is stored and every request already refuses the user; a listener that could
-            # not drop its connections must not turn that into an error for the admin.
-            log.exception("a trellis_user_blocked listener failed for user %s", user_id)
+        drop_connections(user_id)
     return user
+
+
+def revoke_sessions(user_id: str, keep: str | None = None) -> None:
+    """End every session of the user but ``keep`` (the caller commits, then calls drop_connections)."""
+    query = update(Session).where(Session.user_id == user_id, Session.revoked.is_(False))
+    if keep is not None:
+        query = query.where(Session.id != keep)
+    db.session.execute(query.values(revoked=True))
+
+
+def drop_connections(user_id: str) -> None:
+    """After a commit that blocked the user or ended sessions: listeners (chat sockets) drop the user's
+    live connections; the ones of a session still valid reconnect with their token."""
+    try:
+        hooks().trellis_user_blocked(user_id=user_id)
+    except Exception:
+        # The change is stored and every request already sees it; a listener that could not drop its
+        # connections must not turn that into an error for the caller.
+        log.exception("a trellis_user_blocked listener failed for user %s", user_id)
 
 
 def delete_user(user_id: str) -> None:
@@ -184,8 +222,19 @@ def _issue(user_id: str, session: Session, settings: dict[str, Any], now: dateti
     return {"accessToken": access_token, "refreshToken": refresh_token, "userId": user_id}
 
 
-def login(email: str, password: str) -> dict[str, str]:
-    """Check the password; 401 for a wrong pair, 403 for a blocked user (only after a right password)."""
+def start_session(user_id: str, settings: dict[str, Any] | None = None) -> dict[str, str]:
+    """A new session of the user and its token pair (commits)."""
+    now = db.utcnow()
+    session = Session(id=db.new_id(), user_id=user_id, created_at=now)
+    tokens = _issue(user_id, session, settings or config(), now)
+    db.session.add(session)
+    db.session.commit()
+    return tokens
+
+
+def login(email: str, password: str) -> dict[str, Any]:
+    """Check the password; 401 for a wrong pair, 403 for a blocked user (only after a right password) or an
+    unverified one when verification is required. With two-factor on: ``{twoFaRequired, twoFaToken}``."""
     settings = config()
     email = normalise_email(email)
     limits = settings["rateLimits"]
@@ -193,7 +242,9 @@ def login(email: str, password: str) -> dict[str, str]:
     # Keyed by a digest so the limiter store (Redis) holds no email addresses.
     rate_limit("auth-login-email", hash_token(email), limits["loginPerEmail"])
     user = db.session.execute(
-        select(User.id, User.password_hash, User.is_active).where(User.email == email)
+        select(User.id, User.password_hash, User.is_active, User.is_verified, User.two_fa_enabled).where(
+            User.email == email
+        )
     ).one_or_none()
     _release_connection()
     # An unknown email still costs one argon2 verify, so timing does not tell which emails exist.
@@ -201,15 +252,17 @@ def login(email: str, password: str) -> dict[str, str]:
         raise unauthorized("Wrong email or password")
     if not user.is_active:
         raise forbidden("This user is blocked")
+    if settings["local"]["verification"]["required"] and not user.is_verified:
+        raise forbidden("Verify your email address first (see the link we sent; resend-verification sends it again)")
     if needs_rehash(user.password_hash):
         new_hash = hash_password(password)
         db.session.execute(update(User).where(User.id == user.id).values(password_hash=new_hash))
-    now = db.utcnow()
-    session = Session(id=db.new_id(), user_id=user.id, created_at=now)
-    tokens = _issue(user.id, session, settings, now)
-    db.session.add(session)
-    db.session.commit()
-    return tokens
+    # Enrolled users keep their second factor even if an administrator switches the feature off later.
+    if user.two_fa_enabled:
+        from .twofa import second_factor_challenge  # two-factor builds on this module
+
+        return second_factor_challenge(user.id)
+    return start_session(user.id, settings)
 
 
 def renew(refresh_token: str) -> dict[str, str]:

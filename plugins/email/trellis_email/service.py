@@ -1,6 +1,7 @@
 """Email services: sending (raw and from templates), templates, provider upload and sync.
 
-Other modules send mail through :func:`send_email` (the Forms module forwards submissions with it).
+Other modules send mail through :func:`send_email` (the Forms module forwards submissions with it) or
+:func:`send_template`, and provide the templates they send with :func:`ensure_template` (Authentication).
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from trellis import audit, db
 from trellis.errors import APIError, bad_request, conflict, not_found, provider_error
@@ -174,6 +176,24 @@ def create_template(data: dict[str, Any]) -> EmailTemplate:
     audit.record("email", "template.create", template.id, data)
     db.session.commit()
     return template
+
+
+def ensure_template(name: str, subject: str, body: str) -> bool:
+    """Create the template ``name`` unless one exists (an administrator's edits are kept); True if created.
+
+    For modules that send their own templates. Safe when several processes do it at once.
+    """
+    if db.session.execute(select(EmailTemplate.id).where(EmailTemplate.name == name)).first() is not None:
+        return False
+    try:
+        with db.session.begin_nested():  # a concurrent creation loses only this insert
+            db.session.add(
+                EmailTemplate(name=name, subject=subject, body=body, variables=_derive_variables(subject, body, None))
+            )
+    except IntegrityError:
+        return False
+    db.session.commit()
+    return True
 
 
 def update_template(template_id: str, changes: dict[str, Any]) -> EmailTemplate:

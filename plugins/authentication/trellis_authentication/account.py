@@ -1,0 +1,277 @@
+"""The account lifecycle by email: verification, forgotten and changed passwords, changed email, magic link,
+and the administrator's changes to a user (CONTRACT.md, "Authentication: account lifecycle").
+
+Routes that must not reveal whether an address has an account (resend-verification, forgot-password,
+magic-link) do the same work before answering for known and unknown addresses (one indexed read and the
+rate limits) and send after the answer has gone out (``delivery.after_response``).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from trellis import audit, db
+from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
+from trellis.passwords import hash_password, verify_password
+
+from . import delivery, tokens
+from .models import User
+from .service import (
+    config,
+    drop_connections,
+    get_user,
+    normalise_email,
+    password_problems,
+    revoke_sessions,
+    start_session,
+)
+
+log = logging.getLogger(__name__)
+
+HOOK = "/hook/authentication"
+
+
+def _taken(field: str = "email") -> APIError:
+    return conflict("A user with this email already exists", {field: ["Already registered."]})
+
+
+def _check_password(password: str, field: str = "password") -> None:
+    problems = password_problems(password, config()["passwordRules"])
+    if problems:
+        raise bad_request("The password does not meet the password rules", {field: problems})
+
+
+def _active_user_by_email(email: str) -> Any:
+    return db.session.execute(
+        select(User.id, User.email, User.is_active, User.is_verified).where(User.email == normalise_email(email))
+    ).one_or_none()
+
+
+# --- verification ------------------------------------------------------------------------------------
+
+
+def send_verification(user_id: str, email: str) -> None:
+    """Send ``EmailVerification`` now (the caller checked the Email module and the limits)."""
+    link = f"{delivery.host_url()}{HOOK}/verify-email/{tokens.issue(tokens.VERIFY_EMAIL, user_id)}"
+    db.session.commit()
+    delivery.send_mail(email, "EmailVerification", link)
+
+
+def resend_verification(email: str) -> None:
+    """Always the same answer; a new link only for an existing, active, unverified account."""
+    delivery.require_module("email")
+    delivery.limit_sends(normalise_email(email))
+    user = _active_user_by_email(email)
+    db.session.rollback()
+    if user is None or not user.is_active or user.is_verified:
+        return
+    link_base = f"{delivery.host_url()}{HOOK}/verify-email/"
+
+    def send() -> None:
+        tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
+        token = tokens.issue(tokens.VERIFY_EMAIL, user.id)
+        db.session.commit()
+        delivery.send_mail(user.email, "EmailVerification", link_base + token)
+
+    delivery.after_response(send)
+
+
+def verify_email(token: str) -> str | None:
+    """Mark the user verified; returns the redirect address when one is configured. 404 for a bad token."""
+    row = tokens.find(tokens.VERIFY_EMAIL, token)
+    if row is None or not tokens.consume(row):
+        db.session.rollback()
+        raise not_found("This verification link is unknown, used or expired")
+    db.session.execute(update(User).where(User.id == row.user_id).values(is_verified=True, updated_at=db.utcnow()))
+    db.session.commit()
+    log.info("user %s verified their email", row.user_id)
+    return config()["local"]["verification"]["redirectUri"]
+
+
+# --- forgotten password ------------------------------------------------------------------------------
+
+
+def forgot_password(email: str) -> None:
+    delivery.require_module("email")
+    delivery.limit_sends(normalise_email(email))
+    user = _active_user_by_email(email)
+    db.session.rollback()
+    if user is None or not user.is_active:
+        return
+    settings = config()
+    base = settings["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
+    separator = "&" if "?" in base else "?"
+
+    def send() -> None:
+        token = tokens.issue(tokens.RESET_PASSWORD, user.id)
+        db.session.commit()
+        delivery.send_mail(user.email, "ForgotPassword", f"{base}{separator}reset_token={token}")
+
+    delivery.after_response(send)
+
+
+def reset_password(token: str, password: str) -> None:
+    """New password, every session ended. A bad token or password changes nothing (the old one works)."""
+    _check_password(password)
+    row = tokens.find(tokens.RESET_PASSWORD, token)
+    if row is None:
+        raise bad_request("This password reset token is unknown, used or expired", {"passwordResetToken": ["Invalid."]})
+    user_id = row.user_id
+    db.session.rollback()  # no transaction held while argon2 runs
+    new_hash = hash_password(password)
+    row = tokens.find(tokens.RESET_PASSWORD, token)
+    # One transaction: the token is used, the password set and the sessions ended together, or nothing.
+    if row is None or not tokens.consume(row):
+        db.session.rollback()
+        raise bad_request("This password reset token is unknown, used or expired", {"passwordResetToken": ["Invalid."]})
+    db.session.execute(update(User).where(User.id == user_id).values(password_hash=new_hash, updated_at=db.utcnow()))
+    revoke_sessions(user_id)
+    db.session.commit()
+    log.info("user %s reset their password; every session ended", user_id)
+    drop_connections(user_id)
+
+
+# --- signed-in changes -------------------------------------------------------------------------------
+
+
+def _require_password(user_id: str, password: str, message: str) -> User:
+    user = get_user(user_id)
+    stored = user.password_hash
+    db.session.rollback()
+    if not verify_password(stored, password):
+        raise unauthorized(message)
+    return user
+
+
+def change_password(user_id: str, session_id: str, old_password: str, new_password: str) -> None:
+    """401 for a wrong old password; the other sessions end, this one stays."""
+    _check_password(new_password, "newPassword")
+    _require_password(user_id, old_password, "The old password is wrong")
+    new_hash = hash_password(new_password)
+    db.session.execute(update(User).where(User.id == user_id).values(password_hash=new_hash, updated_at=db.utcnow()))
+    revoke_sessions(user_id, keep=session_id)
+    db.session.commit()
+    log.info("user %s changed their password; other sessions ended", user_id)
+    drop_connections(user_id)
+
+
+def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
+    """Change at once, or (verification required) send ``ChangeEmailVerification`` to the new address."""
+    new_email = normalise_email(new_email)
+    _require_password(user_id, password, "The password is wrong")
+    if db.session.execute(select(User.id).where(User.email == new_email)).first() is not None:
+        raise _taken("newEmail")
+    if not config()["local"]["verification"]["required"]:
+        _set_email(user_id, new_email, verified=False)
+        return {"message": "Email changed", "verificationRequired": False}
+    delivery.require_module("email")
+    delivery.limit_sends(new_email)
+    tokens.retire(tokens.CHANGE_EMAIL, user_id)
+    token = tokens.issue(tokens.CHANGE_EMAIL, user_id, {"email": new_email})
+    db.session.commit()
+    delivery.send_mail(new_email, "ChangeEmailVerification", f"{delivery.host_url()}{HOOK}/verify-change-email/{token}")
+    return {"message": "Open the link sent to the new address to complete the change", "verificationRequired": True}
+
+
+def _set_email(user_id: str, email: str, verified: bool) -> None:
+    db.session.execute(
+        update(User).where(User.id == user_id).values(email=email, is_verified=verified, updated_at=db.utcnow())
+    )
+    try:
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        raise _taken("newEmail") from None
+
+
+def verify_change_email(token: str) -> str | None:
+    row = tokens.find(tokens.CHANGE_EMAIL, token)
+    if row is None or not tokens.consume(row):
+        db.session.rollback()
+        raise not_found("This link is unknown, used or expired")
+    _set_email(row.user_id, row.data["email"], verified=True)  # the link proved the new address
+    log.info("user %s changed their email", row.user_id)
+    return config()["local"]["verification"]["redirectUri"]
+
+
+# --- magic link --------------------------------------------------------------------------------------
+
+
+def _require_magic_link() -> dict[str, Any]:
+    settings = config()["magicLink"]
+    if not settings["enabled"]:
+        raise forbidden("Magic links are not enabled (config magicLink.enabled)")
+    return settings
+
+
+def send_magic_link(email: str) -> None:
+    _require_magic_link()
+    delivery.require_module("email")
+    delivery.limit_sends(normalise_email(email))
+    user = _active_user_by_email(email)
+    db.session.rollback()
+    if user is None or not user.is_active:
+        return
+    link_base = f"{delivery.host_url()}{HOOK}/magic-link/"
+
+    def send() -> None:
+        token = tokens.issue(tokens.MAGIC_LINK, user.id)
+        db.session.commit()
+        delivery.send_mail(user.email, "MagicLink", link_base + token)
+
+    delivery.after_response(send)
+
+
+def sign_in_with_magic_link(token: str) -> tuple[dict[str, Any], str | None]:
+    """The token pair (or the two-factor challenge) and the configured redirect address. 404 bad token."""
+    settings = _require_magic_link()
+    row = tokens.find(tokens.MAGIC_LINK, token)
+    if row is None or not tokens.consume(row):
+        db.session.rollback()
+        raise not_found("This sign-in link is unknown, used or expired")
+    user = get_user(row.user_id)
+    if not user.is_active:
+        db.session.rollback()
+        raise forbidden("This user is blocked")
+    user.is_verified = True  # the link reached the mailbox
+    db.session.commit()
+    if user.two_fa_enabled:
+        from .twofa import second_factor_challenge
+
+        return second_factor_challenge(user.id), settings["redirectUri"]
+    return start_session(user.id), settings["redirectUri"]
+
+
+# --- administrator -----------------------------------------------------------------------------------
+
+
+def admin_update(user_id: str, changes: dict[str, Any]) -> User:
+    """``email``, ``isVerified``, ``phoneNumber`` (null removes it); 409 when another user has it."""
+    user = get_user(user_id)
+    for key, column in (("email", User.email), ("phoneNumber", User.phone_number)):
+        value = changes.get(key)
+        if value is not None and db.session.execute(select(User.id).where(column == value, User.id != user_id)).first():
+            raise conflict(f"Another user has this {key}", {key: ["Already taken."]})
+    removes_phone = "phoneNumber" in changes and changes["phoneNumber"] is None
+    if removes_phone and user.two_fa_enabled and user.two_fa_method == "phone":
+        raise bad_request(
+            "This number receives the user's two-factor codes", {"phoneNumber": ["Disable two-factor first."]}
+        )
+    email = changes.get("email", user.email)
+    phone_number = changes.get("phoneNumber", user.phone_number)
+    if email is None and phone_number is None:
+        raise bad_request("A user needs an email or a phone number", {"email": ["Cannot remove both."]})
+    user.email, user.phone_number = email, phone_number
+    if "isVerified" in changes:
+        user.is_verified = changes["isVerified"]
+    user.updated_at = db.utcnow()
+    audit.record("authentication", "user.patch", user_id, dict(changes))
+    try:
+        db.session.commit()
+    except IntegrityError:  # taken between the check and the write
+        db.session.rollback()
+        raise conflict("Another user has this email or phone number") from None
+    return user

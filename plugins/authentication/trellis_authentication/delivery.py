@@ -1,0 +1,148 @@
+"""Mail and SMS for the account lifecycle, through the Email and SMS modules' service functions.
+
+The four templates are created in the Email module when missing (at start and before a send), so an
+administrator can edit them; each uses the variable ``link``. Every route that sends is rate limited
+per client IP and per target address (``rateLimits.sendPerIp`` / ``sendPerAddress``).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask, after_this_request, current_app, request
+from sqlalchemy.exc import SQLAlchemyError
+
+from trellis import db
+from trellis.errors import APIError, bad_request, provider_error
+from trellis.module_config import get as get_config
+from trellis.ratelimit import check as rate_limit
+from trellis.ratelimit import client_ip
+
+from .tokens import digest
+
+log = logging.getLogger(__name__)
+
+MODULE = "authentication"
+
+TEMPLATES: dict[str, tuple[str, str]] = {
+    "EmailVerification": (
+        "Confirm your email address",
+        '<p>Please confirm your email address by opening this link:</p><p><a href="{{link}}">{{link}}</a></p>'
+        "<p>The link is valid for 24 hours.</p>",
+    ),
+    "ForgotPassword": (
+        "Reset your password",
+        '<p>Someone asked to reset the password of your account. To choose a new one, open this link:</p>'
+        '<p><a href="{{link}}">{{link}}</a></p><p>The link is valid for one hour. '
+        "If you did not ask for it, ignore this message.</p>",
+    ),
+    "ChangeEmailVerification": (
+        "Confirm your new email address",
+        '<p>To make this the email address of your account, open this link:</p><p><a href="{{link}}">{{link}}</a></p>'
+        "<p>The link is valid for 24 hours.</p>",
+    ),
+    "MagicLink": (
+        "Your sign-in link",
+        '<p>Open this link to sign in:</p><p><a href="{{link}}">{{link}}</a></p>'
+        "<p>The link is valid for 15 minutes and works once.</p>",
+    ),
+}
+
+
+def ensure_templates() -> None:
+    from trellis_email.service import ensure_template  # the Email module's service API (required module)
+
+    for name, (subject, body) in TEMPLATES.items():
+        ensure_template(name, subject, body)
+
+
+# How long start-up may wait for another transaction that holds the rows or the database (SQLite).
+_START_WAIT = {"postgresql": ("SET lock_timeout = '2s'", "RESET lock_timeout"),
+               "sqlite": ("PRAGMA busy_timeout = 2000", "PRAGMA busy_timeout = 30000")}
+
+
+def create_templates_on_start(app: Flask) -> None:
+    """Create missing templates when the database is ready. A database not migrated yet, or busy with
+    another transaction that writes them, is left alone (the first send creates them)."""
+    with app.app_context():
+        limit, restore = _START_WAIT.get(db.engine().dialect.name, (None, None))
+        try:
+            if limit:
+                db.session.connection().exec_driver_sql(limit)
+            ensure_templates()
+        except SQLAlchemyError as exc:
+            db.session.rollback()
+            log.info("email templates not created at start (%s); the first send will", exc.__class__.__name__)
+        finally:
+            if restore:
+                try:
+                    db.session.connection().exec_driver_sql(restore)
+                    db.session.commit()
+                except SQLAlchemyError:
+                    db.session.rollback()
+            db.session.remove()
+
+
+def require_module(name: str) -> None:
+    """400 naming the module when a route needs Email or SMS and it is switched off."""
+    trellis = current_app.extensions["trellis"]
+    if trellis.module(name) is None or not trellis.configs.is_active(name):
+        raise bad_request(
+            f"The {name} module is not active; this action needs it", {"module": [f"{name} is not active"]}
+        )
+
+
+def limit_sends(address: str) -> None:
+    """Count a send against the caller's IP and the target (kept as a digest: no addresses in Redis)."""
+    limits = get_config(MODULE)["rateLimits"]
+    rate_limit("auth-send-ip", client_ip(), limits["sendPerIp"])
+    rate_limit("auth-send-address", digest(address.lower()), limits["sendPerAddress"])
+
+
+def host_url() -> str:
+    """``hostUrl`` from the config, else this request's own base URL (X-Forwarded-* when trusted)."""
+    return (get_config(MODULE)["hostUrl"] or request.host_url).rstrip("/")
+
+
+def send_mail(to: str, template: str, link: str) -> None:
+    from trellis_email.service import send_template
+
+    try:
+        send_template(to, template, {"link": link})
+    except APIError as exc:
+        if exc.status != 404:
+            raise
+        ensure_templates()  # deleted by an administrator, or never created: put the default back
+        send_template(to, template, {"link": link})
+
+
+def send_sms(number: str, text: str) -> None:
+    """One SMS; a provider failure is a 500 PROVIDER_ERROR (the code would never arrive)."""
+    from trellis_sms.service import send  # the SMS module's service API (required module)
+
+    record = send([number], text)[0]
+    if record.status == "failed":
+        raise provider_error(f"SMS not sent: {record.error}")
+
+
+def after_response(work: Callable[[], None]) -> None:
+    """Run ``work`` once the response has gone out (when the server closes it), in a fresh app context.
+
+    The routes that must not tell known addresses from unknown ones answer first and send after, so
+    the answer takes the same time either way. A failure is logged; the client's answer is already sent.
+    """
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+
+    def run() -> None:
+        with app.app_context():
+            try:
+                work()
+            except Exception:
+                db.session.rollback()
+                log.exception("sending after the response failed")
+
+    @after_this_request
+    def attach(response: Any) -> Any:
+        response.call_on_close(run)
+        return response

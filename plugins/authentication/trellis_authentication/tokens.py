@@ -1,0 +1,135 @@
+"""Single-use tokens of every kind, in one table (``auth_tokens``).
+
+A token is 256 random bits, handed out once and stored as its sha256. A code sent by SMS (6 digits) is
+stored beside the token that identifies it, hashed with the row's id, and allows ``MAX_TRIES`` wrong
+guesses. Using a token is one conditional UPDATE (``… WHERE consumed_at IS NULL``): when two requests
+use the same token at once, the database lets exactly one of them mark it, and the other sees 0 rows.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import case, or_, select, update
+
+from trellis import db
+
+from .models import AuthToken
+
+VERIFY_EMAIL = "verify-email"
+RESET_PASSWORD = "reset-password"
+CHANGE_EMAIL = "change-email"
+MAGIC_LINK = "magic-link"
+PHONE_SIGN_IN = "phone-sign-in"
+TWO_FA_SIGN_IN = "two-fa-sign-in"  # between the password and the second factor
+TWO_FA_SETUP = "two-fa-setup"  # the SMS code that confirms a phone as second factor
+TWO_FA_DISABLE = "two-fa-disable"  # the SMS code that switches phone two-factor off
+RECOVERY_CODE = "recovery-code"
+
+# CONTRACT.md, "Authentication: account lifecycle"; None: valid until used (recovery codes).
+LIFETIMES: dict[str, timedelta | None] = {
+    VERIFY_EMAIL: timedelta(hours=24),
+    RESET_PASSWORD: timedelta(hours=1),
+    CHANGE_EMAIL: timedelta(hours=24),
+    MAGIC_LINK: timedelta(minutes=15),
+    PHONE_SIGN_IN: timedelta(minutes=10),
+    TWO_FA_SIGN_IN: timedelta(minutes=10),
+    TWO_FA_SETUP: timedelta(minutes=10),
+    TWO_FA_DISABLE: timedelta(minutes=10),
+    RECOVERY_CODE: None,
+}
+MAX_TRIES = 5
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _code_digest(row_id: str, code: str) -> str:
+    return hashlib.sha256(f"{row_id}:{code}".encode()).hexdigest()
+
+
+def new_code() -> str:
+    return f"{secrets.randbelow(10**6):06d}"
+
+
+def issue(kind: str, user_id: str | None, data: dict[str, Any] | None = None, *, code: str | None = None,
+          token: str | None = None) -> str:
+    """Add a token of ``kind`` (the caller commits) and return it; ``code`` is kept hashed beside it."""
+    token = token or secrets.token_urlsafe(32)
+    now = db.utcnow()
+    lifetime = LIFETIMES[kind]
+    row = AuthToken(
+        id=db.new_id(), kind=kind, token_hash=digest(token), user_id=user_id, data=data or {}, tries=0,
+        created_at=now, expires_at=now + lifetime if lifetime else None,
+    )
+    if code is not None:
+        row.code_hash = _code_digest(row.id, code)
+    db.session.add(row)
+    return token
+
+
+def find(kind: str, token: str) -> AuthToken | None:
+    """The unused, unexpired token of ``kind``, or None (unknown, used and expired look the same)."""
+    if not isinstance(token, str) or not token or len(token) > 512:
+        return None
+    return db.session.execute(
+        select(AuthToken).where(AuthToken.token_hash == digest(token), AuthToken.kind == kind, _usable())
+    ).scalar_one_or_none()
+
+
+def latest_for_user(kind: str, user_id: str) -> AuthToken | None:
+    """The newest usable token of ``kind`` of a user (codes confirmed without a token: two-factor set-up)."""
+    return db.session.execute(
+        select(AuthToken)
+        .where(AuthToken.kind == kind, AuthToken.user_id == user_id, _usable())
+        .order_by(AuthToken.created_at.desc(), AuthToken.id.desc())
+        .limit(1)
+    ).scalar_one_or_none()
+
+
+def _usable() -> Any:
+    return AuthToken.consumed_at.is_(None) & or_(AuthToken.expires_at.is_(None), AuthToken.expires_at > db.utcnow())
+
+
+def consume(row: AuthToken) -> bool:
+    """Mark ``row`` used, in the caller's transaction; False when another request used it first."""
+    result = db.session.execute(
+        update(AuthToken)
+        .where(AuthToken.id == row.id, AuthToken.consumed_at.is_(None))
+        .values(consumed_at=db.utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
+
+
+def code_matches(row: AuthToken, code: str) -> bool:
+    return row.code_hash is not None and hmac.compare_digest(row.code_hash, _code_digest(row.id, code))
+
+
+def count_wrong_try(row: AuthToken) -> int:
+    """Count a wrong code (atomically) and commit; the last allowed try uses the token up. Tries left."""
+    db.session.execute(
+        update(AuthToken)
+        .where(AuthToken.id == row.id, AuthToken.consumed_at.is_(None))
+        .values(
+            tries=AuthToken.tries + 1,
+            consumed_at=case((AuthToken.tries + 1 >= MAX_TRIES, db.utcnow()), else_=None),
+        )
+        .execution_options(synchronize_session=False)
+    )
+    db.session.commit()
+    return max(0, MAX_TRIES - (row.tries + 1))
+
+
+def retire(kind: str, user_id: str) -> None:
+    """Use up every open token of ``kind`` of a user (a new one replaces them; the caller commits)."""
+    db.session.execute(
+        update(AuthToken)
+        .where(AuthToken.kind == kind, AuthToken.user_id == user_id, AuthToken.consumed_at.is_(None))
+        .values(consumed_at=db.utcnow())
+        .execution_options(synchronize_session=False)
+    )

@@ -56,6 +56,7 @@ class Trellis:
     hooks: pluggy.PluginManager
     limiter: RateLimiter
     socketio: SocketIO | None = None
+    reads: db.ReadConnections | db.SessionReads | None = None  # see db.read_connection (the tests' seam)
     openapi_providers: list[OpenAPIProvider] = field(default_factory=list)
 
     def module(self, name: str) -> Module | None:
@@ -94,6 +95,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         generations=Generations(app.config["CACHE_CHECK_SECONDS"]),
         hooks=make_manager(),
         limiter=init_limiter(app),
+        reads=db.ReadConnections(engine),
     )
     app.extensions["trellis"] = trellis
     api.register_blueprint(routes.blp)

@@ -76,10 +76,15 @@ def _process_cpu(pid: int) -> float:
 
 
 def _backends(dsn: str, database: str) -> list[int]:
-    with contextlib.closing(psycopg2.connect(dsn)) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                       (database,))
-        return [row[0] for row in cursor.fetchall()]
+    """PostgreSQL backends connected to ``database`` (none when the server refuses one more client:
+    their CPU then counts as foreign, which overstates the load from others)."""
+    try:
+        with contextlib.closing(psycopg2.connect(dsn)) as connection, connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                           (database,))
+            return [row[0] for row in cursor.fetchall()]
+    except psycopg2.OperationalError:
+        return []
 
 
 class CpuWindow:
@@ -334,8 +339,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     ]
     for name in names:
         rows = [r for r in results if r["operation"] == name]
-        lines.append(f"| {name} | {statistics.median(r['trellis']['p50_ms'] for r in rows)} "
-                     f"| {statistics.median(r['parse']['p50_ms'] for r in rows)} |")
+        lines.append(f"| {name} | {statistics.median(r['trellis']['p50_ms'] for r in rows):.1f} "
+                     f"| {statistics.median(r['parse']['p50_ms'] for r in rows):.1f} |")
     errors = [(r["operation"], side, int(r[side]["non_2xx"])) for r in results for side in ("trellis", "parse")
               if side in r and r[side]["non_2xx"]]
     if errors:
@@ -355,8 +360,8 @@ def main(argv: list[str] | None = None) -> None:
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (make bench-deps installs wrk)")
     command = " ".join([".venv/bin/python -m bench.peer_bench", *(argv if argv is not None else sys.argv[1:])])
-    revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip()
+    revision = os.environ.get("TRELLIS_BENCH_REVISION") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     results, _ = run(args.rounds, args.warmup, args.duration, args.documents)
     text = report(results, command, args, revision)
     print(text)

@@ -306,7 +306,7 @@ def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
 
 
 def _create_resolver(snap: Snapshot, name: str):
-    return _mutation(snap, name, "create", lambda schema, data: documents.insert(snap, schema, [_clean(data)])[0])
+    return _mutation(snap, name, "create", lambda schema, data: documents.create(snap, schema, [_clean(data)])[0])
 
 
 def _update_resolver(snap: Snapshot, name: str):

@@ -195,3 +195,15 @@ def test_a_count_lives_at_most_the_ttl_however_busy_its_table(cached_api):
     time.sleep(1.1)
     counts.cache().count(table, ("second",), 0, lambda: 2)  # more counts in the same hash …
     assert redis_client().ttl(counts_key) < counts.TTL_SECONDS  # … do not push its expiry back
+
+
+def test_count_none_leaves_the_count_out(dbapi):
+    dbapi.create_schema("Paged", {"n": "Number", "count": "Number"})
+    dbapi.many("Paged", [{"n": i, "count": i % 2} for i in range(30)])
+    body = dbapi.list("Paged", "n[$lt]=25&limit=5&count=none")
+    assert "count" not in body and len(body["documents"]) == 5
+    assert "count" not in dbapi.list("Paged", "limit=2&select=n&count=none")  # the decoded path too
+    assert dbapi.list("Paged", "n[$lt]=25&limit=5&count=exact")["count"] == 25
+    assert dbapi.list("Paged", "limit=5&count[$eq]=1")["count"] == 15  # a field named count is still a filter
+    error = dbapi.list("Paged", "count=5", expect=400)
+    assert "count" in error["errors"]

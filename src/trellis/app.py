@@ -62,6 +62,7 @@ class Trellis:
     limiter: RateLimiter
     metrics: Metrics
     socketio: SocketIO | None = None
+    reads: db.ReadConnections | db.SessionReads | None = None  # see db.read_connection (the tests' seam)
     openapi_providers: list[OpenAPIProvider] = field(default_factory=list)
 
     def module(self, name: str) -> Module | None:
@@ -110,6 +111,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         hooks=make_manager(),
         limiter=init_limiter(app),
         metrics=Metrics(app),
+        reads=db.ReadConnections(engine),
     )
     app.extensions["trellis"] = trellis
     api.register_blueprint(routes.blp)

@@ -6,22 +6,28 @@ and is removed when the app context ends.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
-from flask import Flask, current_app
+from flask import Flask, current_app, g
 from flask.globals import app_ctx
 from sqlalchemy import JSON, DateTime, MetaData, TypeDecorator, create_engine, event
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from trellis.errors import APIError
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -162,6 +168,7 @@ def init_app(app: Flask) -> Engine:
 
     @app.teardown_appcontext
     def _remove_session(_exc: BaseException | None) -> None:
+        close_read_connection()
         session.remove()
 
     return eng
@@ -169,3 +176,119 @@ def init_app(app: Flask) -> Engine:
 
 def is_postgresql(bind: Any = None) -> bool:
     return (bind or engine()).dialect.name == "postgresql"
+
+
+# ---- reads that need no transaction ---------------------------------------------------------------
+
+
+class ReadConnections:
+    """Where reads that need no transaction run: a pooled connection, one per request at most.
+
+    On PostgreSQL they come from a second pool of the same database whose connections are in
+    autocommit mode for life (psycopg2's client-side flag, set once when a connection is made): each
+    statement sees what is committed, no BEGIN/ROLLBACK round trips are spent, and check-in has
+    nothing to reset. Sharing the session's pool with an ``AUTOCOMMIT`` execution option instead cost
+    ~8% of a get by id (py-spy): SQLAlchemy sets the flag on every checkout and restores the isolation
+    level on every check-in. The pool owns the connections' life: recycling, and after a disconnect the
+    invalidation of every older connection. On SQLite reads are local and use the main engine.
+    Tests replace this object by :class:`SessionReads` (the seam, see :func:`reads_in_session`).
+    """
+
+    retryable = True  # a statement on its own is safe to run again on a fresh connection
+
+    def __init__(self, engine: Engine) -> None:
+        self.base = engine
+        self.engine = engine
+        if is_postgresql(engine):
+            self.engine = create_engine(engine.url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None,
+                                        pool_size=16, max_overflow=16, pool_recycle=1800)
+
+    def open(self) -> Connection:
+        return self.engine.connect()
+
+    def close(self, connection: Connection) -> None:
+        connection.close()
+
+    def transaction(self) -> contextlib.AbstractContextManager[Connection]:
+        """A short transaction of its own, outside the session's (e.g. after the session committed)."""
+        return self.base.begin()
+
+
+class SessionReads:
+    """Reads on the session's connection: the test fixtures' rolled-back transaction, whose rows
+    only that connection sees (``connection`` is the one the session is bound to)."""
+
+    retryable = False  # inside a transaction: a failed statement has aborted it
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+
+    def open(self) -> Connection:
+        return session.connection()
+
+    def close(self, connection: Connection) -> None:
+        pass
+
+    def transaction(self) -> contextlib.AbstractContextManager[Connection]:
+        return contextlib.nullcontext(self.connection)
+
+
+_READ_KEY = "trellis_read_connection"
+# The test seam: while the `db` fixture runs, every app reads through its session (SessionReads).
+_session_reads: list[SessionReads] = []
+
+
+@contextlib.contextmanager
+def reads_in_session(connection: Connection) -> Iterator[None]:
+    """Within this block every app reads through the session bound to ``connection`` (the tests' transaction)."""
+    _session_reads.append(SessionReads(connection))
+    try:
+        yield
+    finally:
+        _session_reads.pop()
+
+
+def reads() -> ReadConnections | SessionReads:
+    """The current app's provider of read connections."""
+    return _session_reads[-1] if _session_reads else current_app.extensions["trellis"].reads
+
+
+def read_connection() -> Connection:
+    """This request's connection for reads that need no transaction (opened on first use, given
+    back when the app context ends)."""
+    connection = g.get(_READ_KEY)
+    if connection is None:
+        connection = reads().open()
+        setattr(g, _READ_KEY, connection)
+    return connection
+
+
+def close_read_connection() -> None:
+    connection = g.pop(_READ_KEY, None)
+    if connection is not None:
+        reads().close(connection)
+
+
+def reading(func: Callable[[Connection], T]) -> T:
+    """Run ``func(read_connection())``. If the connection is dead or cannot be had (PostgreSQL
+    restarted), run it once more on a fresh one (reads are idempotent); if that fails too, answer 503
+    with ``Retry-After``. SQLAlchemy's pool, told of the disconnect, replaces every older connection."""
+    try:
+        return func(read_connection())
+    except DBAPIError as exc:
+        if not reads().retryable or not _lost(exc):
+            raise
+        log.warning("database connection lost (%s); reading again on a new one", exc.orig.__class__.__name__)
+    close_read_connection()
+    try:
+        return func(read_connection())
+    except DBAPIError as exc:
+        if not _lost(exc):
+            raise
+        close_read_connection()
+        raise APIError(503, "The database is unavailable; try again shortly", headers={"Retry-After": "1"}) from None
+
+
+def _lost(exc: DBAPIError) -> bool:
+    """A dead connection, or none to be had (the server is down or restarting)."""
+    return exc.connection_invalidated or isinstance(exc, OperationalError)

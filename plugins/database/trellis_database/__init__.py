@@ -13,7 +13,7 @@ from sqlalchemy import event
 from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
-from . import counts, readers
+from . import counts
 from . import models  # noqa: F401  (the tables belong to the shared metadata)
 from .graphql_http import graphql_blp
 from .openapi import paths as openapi_paths
@@ -40,7 +40,6 @@ def _sqlite_functions(dbapi_connection: Any, _record: Any) -> None:
 
 def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
-    readers.init_app(app)
     counts.init_app(app)
     engine = app.extensions["trellis"].engine
     if engine.dialect.name == "sqlite":

@@ -86,9 +86,16 @@ class DocumentListArgs(ListArgs):
     select = ma.String(metadata={"description": "fields to return: `title,price` (`_id` always)"})
     populate = ma.String(metadata={"description": "relation fields to replace by their documents, "
                                                       "nested with dots: `author,author.company`"})
+    count = ma.String(validate=validate.OneOf(["exact", "none"]),
+                      metadata={"description": "`exact` (default): the total before skip/limit; `none`: no `count` "
+                                               "in the answer, and no counting"})
 
 
-DocumentListSchema = list_schema("DatabaseDocumentList", "documents", DocumentSchema)
+DocumentListSchema = Schema.from_dict(
+    {"documents": ma.List(ma.Nested(DocumentSchema), required=True),
+     "count": ma.Integer(metadata={"description": "total before skip/limit; absent with `count=none`"})},
+    name="DatabaseDocumentList",
+)
 
 
 class ManyBodySchema(Schema):

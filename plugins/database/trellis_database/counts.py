@@ -6,17 +6,23 @@ CPU at 100,000 documents; see bench/results/database.md). With Redis configured
 (``TRELLIS_REDIS_URL``, which a production deployment has) a count is kept per query until a write
 to the schema commits, in any process; without Redis every list counts.
 
-Why it stays exact: each document table has a version in Redis, a random token replaced after every
-commit that wrote to it (a Session ``after_commit`` listener; writes mark their table in
-:func:`touched`). Counts live in a hash per table *and version*, and a count is stored under the
-version read *before* its query ran: a count that may predate a commit lands in a hash nobody reads
-once that commit's new version is set (the store script also skips it when the version has moved).
-Tokens are never reused, so a version key lost to eviction or a failover cannot revive an old hash.
-Between a commit and its new version (the writer sets it before its own response leaves) another
-client may still read the previous count. Every hash expires ``TTL_SECONDS`` after it was created,
-which also bounds writes made behind Trellis's back (plain SQL) and a version change that failed.
+Why it stays exact:
 
-Redis being down costs nothing but the counting: errors are logged and the database counts.
+- Each document table has a version in Redis, a random token replaced after every commit that wrote
+  to it (the :class:`CountCache` listens to the core session's ``after_commit``; the service's write
+  functions mark their table with :meth:`CountCache.touched`). Counts live in a hash per table *and
+  version*, and a count is stored under the version read *before* its query ran: a count that may
+  predate a commit lands in a hash nobody reads once that commit's new version is set. Tokens are
+  never reused, so a version key lost to eviction or a failover cannot revive an old hash.
+- A commit whose new version cannot reach Redis (Redis down, hung or restarting) raises the table's
+  *epoch* in the database instead (``database_count_epochs``). The list's page statement reads the
+  epoch in the same round trip (a scalar subquery), and a count is kept under it: once Redis is back,
+  with or without its old data, no count from before such a write is served.
+- Every hash expires ``TTL_SECONDS`` after it was created; that bounds writes made behind Trellis's
+  back (plain SQL) and a process killed between its commit and the invalidation.
+
+Redis being down costs nothing but the counting: errors are logged at most once a minute and the
+database counts.
 """
 from __future__ import annotations
 
@@ -27,22 +33,26 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Flask, current_app, has_app_context
 from redis.exceptions import RedisError
 from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from trellis import db
 from trellis.shared_redis import redis_client
+
+from .models import CountEpoch
 
 log = logging.getLogger(__name__)
 
-# The longest a count lives: it also bounds writes behind Trellis's back and a version change that failed.
+# The longest a count lives: it also bounds writes behind Trellis's back and a crash after a commit.
 TTL_SECONDS = 120
 VERSION_TTL_SECONDS = 86_400  # a version key outlives every count stored under it
 MAX_COUNTS = 10_000  # per table and version: clients choose the queries, memory stays bounded
+_KEY = "trellis_database_counts"
 _TOUCHED = "trellis_database_touched"
-_PREFIX = "trellis_database_counts_prefix"
-_SCRIPTS = "trellis_database_counts_scripts"
 
 # KEYS[1] version key; ARGV: counts key prefix, the query's field, a fresh version token, version ttl
 # → {version, count or nil}. A table without a version gets the fresh token: versions are random,
@@ -56,9 +66,8 @@ end
 return {version, redis.call('HGET', ARGV[1] .. version, ARGV[2])}
 """
 # KEYS[1] version key; ARGV: counts key prefix, version read before counting, field, count, ttl, max,
-# version ttl
-# The hash's expiry is set when it is created and never pushed back: TTL_SECONDS bounds how long any
-# count lives, whatever else is stored beside it.
+# version ttl. The hash's expiry is set when it is created and never pushed back: TTL_SECONDS bounds
+# how long any count lives, whatever else is stored beside it.
 _STORE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[2] then return 0 end
 local key = ARGV[1] .. ARGV[2]
@@ -71,53 +80,89 @@ return 1
 """
 
 
-def init_app(app: Flask) -> None:
-    # Keys carry the database's identity: two deployments (or test runs) may share one Redis.
-    database = app.extensions["trellis"].engine.url.render_as_string(hide_password=True)
-    app.extensions[_PREFIX] = "trellis:" + hashlib.sha1(database.encode()).hexdigest()[:12] + ":dbcount:"
-    if not event.contains(Session, "after_commit", _after_commit):
-        event.listen(Session, "after_commit", _after_commit)
+class CountCache:
+    """One app's list counts (see the module's docstring)."""
 
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        # Keys carry the database's identity: two deployments (or test runs) may share one Redis.
+        database = app.extensions["trellis"].engine.url.render_as_string(hide_password=True)
+        self.prefix = "trellis:" + hashlib.sha1(database.encode()).hexdigest()[:12] + ":dbcount:"
+        self._scripts: tuple[Any, Any] | None = None
+        self._last_warning = float("-inf")
 
-def touched(session: Session, table: str) -> None:
-    """Mark ``table`` written in ``session``'s transaction: its counts are dropped once it commits."""
-    session.info.setdefault(_TOUCHED, set()).add(table)
+    @staticmethod
+    def epoch_column(table: sa.Table) -> sa.ScalarSelect:
+        """The table's epoch as a column of the page statement (0 until a write missed Redis)."""
+        epochs = CountEpoch.__table__
+        return sa.func.coalesce(
+            sa.select(epochs.c.epoch).where(epochs.c.table_name == sa.literal_column(f"'{table.name}'"))
+            .scalar_subquery(), 0)
 
+    def count(self, table: str, query: tuple[Any, ...], epoch: int | None, compute: Callable[[], int]) -> int:
+        """The count of ``query`` on ``table``: from Redis when known for the current data, else ``compute()``.
 
-def cached(table: str, query: tuple[Any, ...], count: Callable[[], int]) -> int:
-    """The count of ``query`` on ``table``: from Redis when known for the current data, else ``count()``."""
-    redis = redis_client()
-    if redis is None:
-        return count()
-    prefix = current_app.extensions[_PREFIX]
-    version_key, counts_prefix = f"{prefix}{table}:v", f"{prefix}{table}:c:"
-    field = hashlib.sha1(repr(query).encode()).hexdigest()
-    try:
-        read, store = _scripts(redis)
-        version, known = read(keys=[version_key], args=[counts_prefix, field, _token(), VERSION_TTL_SECONDS])
-    except RedisError as exc:  # Redis only accelerates lists: never fail one for it
-        _warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); counting in the database")
-        return count()
-    if known is not None:
-        return int(known)
-    total = count()
-    try:
-        store(keys=[version_key],
-              args=[counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS, VERSION_TTL_SECONDS])
-    except RedisError as exc:
-        _warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); count not kept")
-    return total
+        ``epoch`` is the table's epoch read before counting (None: unknown, so nothing is kept)."""
+        redis = redis_client(self.app)
+        if redis is None or epoch is None:
+            return compute()
+        version_key, counts_prefix = f"{self.prefix}{table}:v", f"{self.prefix}{table}:c:"
+        field = hashlib.sha1(repr((epoch, query)).encode()).hexdigest()
+        try:
+            read, store = self._scripts or self._register(redis)
+            version, known = read(keys=[version_key], args=[counts_prefix, field, _token(), VERSION_TTL_SECONDS])
+        except RedisError as exc:  # Redis only accelerates lists: never fail one for it
+            self._warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); counting in the database")
+            return compute()
+        if known is not None:
+            return int(known)
+        total = compute()
+        try:
+            store(keys=[version_key],
+                  args=[counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS, VERSION_TTL_SECONDS])
+        except RedisError as exc:
+            self._warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); count not kept")
+        return total
 
+    def committed(self, tables: set[str]) -> None:
+        """After a commit that wrote to ``tables``: a new version for each, else a new epoch."""
+        redis = redis_client(self.app)
+        if redis is None:
+            return
+        try:
+            with redis.pipeline(transaction=False) as pipe:
+                for table in tables:
+                    pipe.set(f"{self.prefix}{table}:v", _token(), ex=VERSION_TTL_SECONDS)
+                pipe.execute()
+        except RedisError as exc:
+            self._warn_now_and_then(f"count cache: {', '.join(sorted(tables))} invalidated in the database "
+                                    f"(Redis: {exc.__class__.__name__})")
+            self._raise_epochs(tables)
 
-_last_warning = [float("-inf")]
+    def _raise_epochs(self, tables: set[str]) -> None:
+        dialect = self.app.extensions["trellis"].engine.dialect.name
+        insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(CountEpoch.__table__)
+        epochs = CountEpoch.__table__
+        statement = insert.on_conflict_do_update(index_elements=[epochs.c.table_name],
+                                                 set_={"epoch": epochs.c.epoch + 1})
+        try:
+            with db.reads().transaction() as connection:  # the session has committed: a transaction of its own
+                connection.execute(statement, [{"table_name": t, "epoch": 1} for t in sorted(tables)])
+        except sa.exc.SQLAlchemyError as exc:
+            # Neither Redis nor the database took it: these counts may be stale until they expire.
+            log.error("count cache: could not invalidate %s (%s)", ", ".join(sorted(tables)), exc.__class__.__name__)
 
+    def _register(self, redis: Any) -> tuple[Any, Any]:
+        """The two Lua scripts, run by their SHA (EVALSHA: the text is sent once, not per list)."""
+        self._scripts = (redis.register_script(_READ), redis.register_script(_STORE))
+        return self._scripts
 
-def _warn_now_and_then(message: str, level: int = logging.WARNING) -> None:
-    """One warning a minute per process: with Redis down, every list and write would log one."""
-    now = time.monotonic()
-    if now - _last_warning[0] >= 60:
-        _last_warning[0] = now
-        log.log(level, message)
+    def _warn_now_and_then(self, message: str) -> None:
+        """One warning a minute per app: with Redis down, every list and write would log one."""
+        now = time.monotonic()
+        if now - self._last_warning >= 60:
+            self._last_warning = now
+            log.warning(message)
 
 
 def _token() -> str:
@@ -125,28 +170,29 @@ def _token() -> str:
     return f"{random.getrandbits(64):016x}"
 
 
-def _scripts(redis: Any) -> tuple[Any, Any]:
-    """The two Lua scripts, run by their SHA (EVALSHA: the text is sent once, not per list)."""
-    scripts = current_app.extensions.get(_SCRIPTS)
-    if scripts is None:  # the app's client never changes (see trellis.shared_redis)
-        scripts = current_app.extensions[_SCRIPTS] = (redis.register_script(_READ), redis.register_script(_STORE))
-    return scripts
+def init_app(app: Flask) -> None:
+    app.extensions[_KEY] = CountCache(app)
+    # The core's session only (the scoped session every module uses), never every Session in the process.
+    if not event.contains(db.session, "after_commit", _after_commit):
+        event.listen(db.session, "after_commit", _after_commit)
+        event.listen(db.session, "after_soft_rollback", _after_rollback)
+
+
+def cache() -> CountCache:
+    return current_app.extensions[_KEY]
+
+
+def touched(session: Session, table: str) -> None:
+    """Mark ``table`` written in ``session``'s transaction: its counts are dropped once it commits."""
+    session.info.setdefault(_TOUCHED, set()).add(table)
 
 
 def _after_commit(session: Session) -> None:
     tables = session.info.pop(_TOUCHED, None)
-    if not tables or not has_app_context():
-        return
-    redis = redis_client()
-    if redis is None:
-        return
-    prefix = current_app.extensions[_PREFIX]
-    try:
-        with redis.pipeline(transaction=False) as pipe:
-            for table in tables:
-                pipe.set(f"{prefix}{table}:v", _token(), ex=VERSION_TTL_SECONDS)
-            pipe.execute()
-    except RedisError as exc:
-        # Counts of these tables may now be stale until their entries expire: say so loudly.
-        _warn_now_and_then(f"count cache: could not invalidate {', '.join(sorted(tables))} "
-                           f"({exc.__class__.__name__})", logging.ERROR)
+    if tables and has_app_context() and _KEY in current_app.extensions:
+        cache().committed(tables)
+
+
+def _after_rollback(session: Session, previous_transaction: Any) -> None:
+    if previous_transaction.parent is None:  # the outermost transaction: nothing it wrote survives
+        session.info.pop(_TOUCHED, None)

@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from flask import has_app_context
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import IntegrityError
 
 from trellis import db
 from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found
 
-from . import counts, readers
+from . import counts
 from .access import allowed
 from .fields import FieldError, check_value
 from .query import Compiler
@@ -34,23 +32,32 @@ MAX_CACHED_SHAPES = 256
 
 
 def dialect() -> str:
-    return db.session.get_bind().dialect.name
+    return db.engine().dialect.name
 
 
-def run(statement: Any, parameters: Any = None) -> Any:
-    """Execute a Core statement on the session's connection (its transaction), skipping the ORM layer.
+def _in_transaction(statement: Any, parameters: Any = None) -> Any:
+    """Run a statement in the session's transaction (writes, and reads that belong to a write)."""
+    return db.session.connection().execute(statement, parameters)
 
-    In a read-only document request (see :mod:`.readers`) it runs on that request's autocommit
-    connection instead. A write marks its table, so the cached counts of that table are dropped
-    once the transaction commits (see :mod:`.counts`).
+
+def _record(kind: str, schema: CompiledSchema, docs: list[dict[str, Any]] | list[str]) -> None:
+    """Every document write passes here, inside its transaction, once its statement has run.
+
+    ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
+    for a delete). The schema's cached counts are dropped once the transaction commits; this is also
+    the place where an event log would record the change in the same transaction.
     """
-    connection = readers.current() if has_app_context() else None
-    if connection is not None:
-        return connection.execute(statement, parameters)
-    session = db.session()
-    if getattr(statement, "is_dml", False):
-        counts.touched(session, statement.table.name)
-    return session.connection().execute(statement, parameters)
+    counts.touched(db.session(), schema.table.name)
+
+
+def _statement(schema: CompiledSchema, key: Any, build: Any) -> Any:
+    """A statement built once per compiled schema (i.e. per schema version) and query shape."""
+    statement = schema.statements.get(key)
+    if statement is None:
+        if len(schema.statements) >= MAX_CACHED_SHAPES:  # clients choose shapes: keep the cache bounded
+            schema.statements.clear()
+        statement = schema.statements[key] = build()
+    return statement
 
 
 def columns(table: sa.Table) -> tuple[sa.Column, ...]:
@@ -169,7 +176,7 @@ def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[
         found: set[str] = set()
         if target is not None and ids:
             table = target.table
-            found = set(run(sa.select(table.c.id).where(table.c.id.in_(list(ids)))).scalars())
+            found = set(_in_transaction(sa.select(table.c.id).where(table.c.id.in_(list(ids)))).scalars())
         missing[model] = ids - found
     errors: dict[str, list[str]] = {}
     for index, doc in enumerate(docs):
@@ -201,6 +208,8 @@ def unique_conflict(schema: CompiledSchema, exc: IntegrityError) -> APIError:
 
 
 # ---- reads -----------------------------------------------------------------------------------------
+# Reads run on the request's read connection (`trellis.db.read_connection`: autocommit on PostgreSQL,
+# no transaction), through `db.reading`, which runs them once more if PostgreSQL restarted under them.
 
 
 def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
@@ -209,90 +218,84 @@ def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
 
 def get_json(schema: CompiledSchema, doc_id: str) -> str:
     """One document as JSON text (404 if there is none)."""
-    row = _first_by_id(schema, doc_id)
+    row = db.reading(lambda connection: _first_by_id(connection, schema, doc_id))
     if row is None:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
     return document_json(schema, row)
 
 
-def _first_by_id(schema: CompiledSchema, doc_id: str) -> Any:
-    """The hottest read: on PostgreSQL the compiled SQL runs straight on the DB-API cursor.
-
-    The statement has one string parameter and its columns are plain text and an integer (see
-    :func:`text_columns`), so SQLAlchemy's execution layer adds nothing here but its per-call cost.
-    A failure is left to SQLAlchemy, as on every other path.
-    """
-    connection = readers.current() if has_app_context() else None
-    connection = connection or db.session.connection()
-    if connection.dialect.name != "postgresql":
-        return connection.execute(_by_id(schema, connection.dialect.name), {"doc_id": doc_id}).first()
-    sql = schema.statements.get("by_id_sql")
-    if sql is None:
-        sql = schema.statements["by_id_sql"] = str(_by_id(schema, "postgresql").compile(dialect=connection.dialect))
-    raw = connection.pooled.dbapi_connection if isinstance(connection, readers.Reader) else connection.connection.dbapi_connection
+def _first_by_id(connection: sa.Connection, schema: CompiledSchema, doc_id: str) -> Any:
+    """The hottest read. On an autocommit PostgreSQL connection its SQL, compiled once, runs straight
+    on the DB-API cursor: one string parameter, text and integer columns, so SQLAlchemy's execution
+    layer would add nothing but ~20% of the request's CPU. If the cursor fails, the statement is run
+    again through SQLAlchemy, which raises the error wrapped as everywhere else and, when the connection
+    is dead, renews the pool (autocommit: nothing was half done)."""
+    statement = _by_id(schema, connection.dialect.name)
+    raw = connection.connection.dbapi_connection
+    if connection.dialect.name != "postgresql" or not getattr(raw, "autocommit", False):
+        return connection.execute(statement, {"doc_id": doc_id}).first()
+    sql = _statement(schema, "by_id_sql", lambda: str(statement.compile(dialect=connection.dialect)))
     try:
         with raw.cursor() as cursor:
             cursor.execute(sql, {"doc_id": doc_id})
             return cursor.fetchone()
-    except raw.Error as exc:  # type: ignore[union-attr]
-        if isinstance(connection, readers.Reader):
-            # Autocommit: safe to run again through SQLAlchemy, which wraps the error (the stale-table
-            # retry relies on that) and, when the connection is dead, renews the pool's other ones.
-            return connection.execute(_by_id(schema, "postgresql"), {"doc_id": doc_id}).first()
-        # In a transaction (aborted now): wrap the original error as SQLAlchemy would.
-        raise DBAPIError.instance(sql, {"doc_id": doc_id}, exc, connection.dialect.loaded_dbapi.Error) from exc
+    except raw.Error:
+        return connection.execute(statement, {"doc_id": doc_id}).first()
 
 
 def _by_id(schema: CompiledSchema, dialect_name: str) -> sa.Select:
-    stmt = schema.statements.get("by_id")
-    if stmt is None:  # built once per compiled schema: the hottest read skips statement construction
+    def build() -> sa.Select:
         table = schema.table
-        stmt = sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"))
-        schema.statements["by_id"] = stmt
-    return stmt
+        return sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"))
+
+    return _statement(schema, ("by_id", dialect_name), build)
 
 
 def find(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
-         count: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit."""
+         count: bool = True) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit
+    (None when ``count`` is False)."""
     texts, total = find_json(schema, where, sort, skip, limit, count)
     return [json.loads(text) for text in texts], total
 
 
 def find_json(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
-              count: bool = True) -> tuple[list[str], int]:
+              count: bool = True) -> tuple[list[str], int | None]:
     """:func:`find` with each document as JSON text (see :func:`document_json`).
 
-    The statements are built once per query *shape* (fields, operators, sort) and cached on the
-    compiled schema; each request only binds its values.
+    The page and count statements are built once per query *shape* (fields, operators, sort) on the
+    compiled schema; a request only binds its values. The page also reads the table's count epoch
+    (see :mod:`.counts`), in the same round trip.
     """
     dialect_name = dialect()
     compiler = Compiler(schema, dialect_name)
     shape, values = compiler.prepare(where)
-    key = ("find", shape, sort or "")
-    statements = schema.statements.get(key)
-    if statements is None:
+
+    def build() -> tuple[sa.Select, sa.Select]:
         condition = compiler.build(shape)
-        order = compiler.order_by(sort)
         table = schema.table
-        page = sa.select(*text_columns(table, dialect_name))
+        page = sa.select(*text_columns(table, dialect_name), counts.CountCache.epoch_column(table))
         total = sa.select(sa.func.count()).select_from(table)
         if condition is not None:
             page, total = page.where(condition), total.where(condition)
-        page = page.order_by(*order).offset(sa.bindparam("skip")).limit(sa.bindparam("limit"))
-        if len(schema.statements) >= MAX_CACHED_SHAPES:  # clients choose shapes: keep the cache bounded
-            schema.statements.clear()
-        statements = schema.statements[key] = (page, total)
-    page, total_stmt = statements
+        page = page.order_by(*compiler.order_by(sort)).offset(sa.bindparam("skip")).limit(sa.bindparam("limit"))
+        return page, total
+
+    page, total_stmt = _statement(schema, ("find", dialect_name, shape, sort or ""), build)
     params = {f"p{index}": value for index, value in enumerate(values)}
-    rows = run(page, {**params, "skip": skip, "limit": limit}).all()
-    if not count:
-        total = len(rows)
-    elif len(rows) < limit and (rows or skip == 0):
-        total = skip + len(rows)  # a short page tells the total without counting
-    else:
-        total = counts.cached(schema.table.name, (schema.version, shape, values),
-                              lambda: run(total_stmt, params).scalar_one())
+
+    def read(connection: sa.Connection) -> tuple[list[Any], int | None]:
+        rows = connection.execute(page, {**params, "skip": skip, "limit": limit}).all()
+        if not count:
+            return rows, None
+        if len(rows) < limit and (rows or skip == 0):
+            return rows, skip + len(rows)  # a short page tells the total without counting
+        epoch = rows[0][5] if rows else None
+        total = counts.cache().count(schema.table.name, (schema.version, shape, values), epoch,
+                                     lambda: connection.execute(total_stmt, params).scalar_one())
+        return rows, total
+
+    rows, total = db.reading(read)
     return [document_json(schema, row) for row in rows], total
 
 
@@ -315,7 +318,8 @@ def populate(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, An
         if not ids:
             continue
         table = target.table
-        rows = run(sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))).all()
+        statement = sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))
+        rows = db.reading(lambda connection: connection.execute(statement).all())
         found = {row[0]: to_document(target, row) for row in rows}
         if subtree:
             populate(snapshot, target, list(found.values()), subtree, identity)
@@ -328,10 +332,13 @@ def populate(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, An
 
 
 # ---- writes ----------------------------------------------------------------------------------------
+# One function per kind of write (create, update, delete), used by REST, `/many`, custom endpoints and
+# GraphQL alike. Each validates, runs a statement built once per schema version in the caller's
+# transaction, and passes `_record`. The caller commits.
 
 
-def insert(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: bool = False) -> list[dict[str, Any]]:
-    """Validate and insert documents in the caller's transaction (all or nothing)."""
+def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: bool = False) -> list[dict[str, Any]]:
+    """Validate and insert documents (all or nothing); ``many`` numbers errors by position (``docs.<i>``)."""
     if many and not 1 <= len(bodies) <= MAX_MANY:
         raise bad_request(f"docs must hold 1 to {MAX_MANY} documents", {"docs": ["Wrong number of documents"]})
     values: list[dict[str, Any]] = []
@@ -351,10 +358,12 @@ def insert(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     now = utcnow()
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
     try:
-        run(sa.insert(schema.table), rows)
+        _in_transaction(_statement(schema, "insert", lambda: sa.insert(schema.table)), rows)
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    return [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
+    docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
+    _record("create", schema, docs)
+    return docs
 
 
 def _unique_within(schema: CompiledSchema, values: list[dict[str, Any]]) -> None:
@@ -370,61 +379,110 @@ def _unique_within(schema: CompiledSchema, values: list[dict[str, Any]]) -> None
                 seen[data[name]] = index
 
 
+def update(snapshot: Snapshot, schema: CompiledSchema, changes: list[tuple[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """Validate and apply ``(doc_id, body)`` changes: ``mode`` "replace" (PUT: the whole document) or
+    "patch" (PATCH: a merge, ``null`` removes). A missing document is a 404."""
+    checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
+    check_relations(snapshot, schema, [values for _, values, _ in checked])
+    now = utcnow()
+    docs = []
+    try:
+        for doc_id, values, removed in checked:
+            if mode == "replace":
+                statement, params = _replace_statement(schema), {"data": values}
+            else:
+                statement, params = _patch_statement(schema, values, removed)
+            row = _in_transaction(statement, {**params, "doc_id": doc_id, "now": now}).first()
+            if row is None:
+                raise not_found(f"No {schema.name} document with id {doc_id!r}")
+            docs.append(to_document(schema, row))
+    except IntegrityError as exc:
+        raise unique_conflict(schema, exc) from None
+    _record("update", schema, docs)
+    return docs
+
+
 def replace(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) -> dict[str, Any]:
-    values, _ = validate(schema, body, "replace")
-    check_relations(snapshot, schema, [values])
-    return _update(schema, doc_id, values)
+    return update(snapshot, schema, [(doc_id, body)], "replace")[0]
 
 
 def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) -> dict[str, Any]:
-    values, removed = validate(schema, body, "patch")
-    check_relations(snapshot, schema, [values])
-    return _update(schema, doc_id, merge_expression(schema.table, values, removed))
+    return update(snapshot, schema, [(doc_id, body)], "patch")[0]
 
 
-def merge_expression(table: sa.Table, values: dict[str, Any], removed: Iterable[str]) -> sa.ColumnElement:
-    """``data`` with ``values`` set and ``removed`` keys dropped, computed by the database."""
-    removed = list(removed)
-    if dialect() == "postgresql":
-        merged = sa.type_coerce(table.c.data, JSONB)
-        if values:
-            merged = merged.op("||")(sa.cast(sa.literal(json.dumps(values)), JSONB))
-        if removed:
-            merged = merged.op("-")(sa.cast(sa.literal(removed), sa.ARRAY(sa.Text)))
-        return sa.type_coerce(merged, JSONB)
-    merged = table.c.data
-    if removed:
-        merged = sa.func.json_remove(merged, *[f"$.{name}" for name in removed])
-    if values:
-        args: list[Any] = []
-        for name, value in values.items():
-            args += [f"$.{name}", sa.func.json(json.dumps(value))]
-        merged = sa.func.json_set(merged, *args)
-    return merged
-
-
-def _update(schema: CompiledSchema, doc_id: str, data: Any) -> dict[str, Any]:
+def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
+    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip."""
     table = schema.table
-    stmt = (
-        sa.update(table)
-        .where(table.c.id == doc_id)
-        .values(data=data, updated_at=utcnow(), version=table.c.version + 1)
-        .returning(*columns(table))
-    )
-    try:
-        row = run(stmt).first()
-    except IntegrityError as exc:
-        raise unique_conflict(schema, exc) from None
-    if row is None:
-        raise not_found(f"No {schema.name} document with id {doc_id!r}")
-    return to_document(schema, row)
+    return (sa.update(table).where(table.c.id == sa.bindparam("doc_id"))
+            .values(data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type),
+                    version=table.c.version + 1)
+            .returning(*columns(schema.table)))
+
+
+def _replace_statement(schema: CompiledSchema) -> sa.Update:
+    return _statement(schema, "replace",
+                      lambda: _update_statement(schema, sa.bindparam("data", type_=schema.table.c.data.type)))
+
+
+def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: list[str]) -> tuple[sa.Update, dict]:
+    """The merge is done by the database. PostgreSQL: one statement per schema,
+    ``data || :set - :unset``; SQLite: ``json_set``/``json_remove`` per set of changed keys."""
+    table = schema.table
+    if dialect() == "postgresql":
+        def build() -> sa.Update:
+            merged = sa.type_coerce(table.c.data, JSONB).op("||")(sa.cast(sa.bindparam("set", type_=JSONB), JSONB))
+            merged = merged.op("-")(sa.cast(sa.bindparam("unset", type_=sa.ARRAY(sa.Text)), sa.ARRAY(sa.Text)))
+            return _update_statement(schema, sa.type_coerce(merged, JSONB))
+
+        return _statement(schema, "patch", build), {"set": values, "unset": removed}
+    names = tuple(values)
+
+    def build_sqlite() -> sa.Update:
+        merged: Any = table.c.data
+        if removed:
+            merged = sa.func.json_remove(merged, *[f"$.{name}" for name in removed])
+        if names:
+            args: list[Any] = []
+            for index, name in enumerate(names):
+                args += [f"$.{name}", sa.func.json(sa.bindparam(f"v{index}"))]
+            merged = sa.func.json_set(merged, *args)
+        return _update_statement(schema, merged)
+
+    statement = _statement(schema, ("patch", names, tuple(removed)), build_sqlite)
+    return statement, {f"v{index}": json.dumps(values[name]) for index, name in enumerate(names)}
 
 
 def delete(schema: CompiledSchema, doc_id: str) -> None:
+    """Delete one document (404 if there is none)."""
     table = schema.table
-    result = run(sa.delete(table).where(table.c.id == doc_id))
-    if result.rowcount == 0:
+    statement = _statement(schema, "delete", lambda: sa.delete(table).where(table.c.id == sa.bindparam("doc_id")))
+    if _in_transaction(statement, {"doc_id": doc_id}).rowcount == 0:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
+    _record("delete", schema, [doc_id])
+
+
+def delete_matching(schema: CompiledSchema, where: Any) -> int:
+    """Delete every document matching ``where`` (a condition tree); returns how many."""
+    table = schema.table
+    condition = Compiler(schema, dialect()).where(where)
+    statement = sa.delete(table).returning(table.c.id)
+    if condition is not None:
+        statement = statement.where(condition)
+    ids = list(_in_transaction(statement).scalars())
+    if ids:
+        _record("delete", schema, ids)
+    return len(ids)
+
+
+def locked_matching(schema: CompiledSchema, where: Any, limit: int) -> list[tuple[str, dict[str, Any]]]:
+    """``(id, data)`` of up to ``limit`` documents matching ``where``, locked for an update in this
+    transaction (custom endpoints read them to compute their assignments)."""
+    table = schema.table
+    condition = Compiler(schema, dialect()).where(where)
+    statement = sa.select(table.c.id, table.c.data).order_by(table.c.id).limit(limit).with_for_update()
+    if condition is not None:
+        statement = statement.where(condition)
+    return [(doc_id, data) for doc_id, data in _in_transaction(statement).all()]
 
 
 def serialise(payload: Any) -> str:

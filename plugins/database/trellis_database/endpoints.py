@@ -23,7 +23,7 @@ from . import documents
 from .access import check_permission
 from .fields import TYPES, Field, FieldError, check_json, check_scalar, coerce_query_value, format_datetime
 from .models import CustomEndpointRecord
-from .query import SPECIAL_FIELDS, Compiler, Condition, Group, parse_populate, split_list
+from .query import SPECIAL_FIELDS, Condition, Group, parse_populate, split_list
 from .registry import CompiledEndpoint, CompiledSchema, Snapshot, changed, compile_endpoint, snapshot
 
 # Conduit's numbering, so Conduit clients keep working.
@@ -456,16 +456,12 @@ def run(snap: Snapshot, endpoint: CompiledEndpoint, call: Call, args: Any) -> tu
     if endpoint.operation == "POST":
         check_permission(schema, "create")
         data = _apply(schema, {}, endpoint.assignments, call)
-        doc = documents.insert(snap, schema, [data])[0]
+        doc = documents.create(snap, schema, [data])[0]
         db.session.commit()
         return doc, 201
     if endpoint.operation == "DELETE":
         check_permission(schema, "delete")
-        condition = Compiler(schema, documents.dialect()).where(where)
-        stmt = sa.delete(schema.table)
-        if condition is not None:
-            stmt = stmt.where(condition)
-        count = documents.run(stmt).rowcount
+        count = documents.delete_matching(schema, where)
         db.session.commit()
         return {"deleted": True, "count": count}, 200
     docs = _update_many(snap, schema, where, endpoint, call)
@@ -531,31 +527,12 @@ def _apply(schema: CompiledSchema, data: dict[str, Any], assignments: Any, call:
 
 def _update_many(snap: Snapshot, schema: CompiledSchema, where: Any, endpoint: CompiledEndpoint,
                  call: Call) -> list[dict[str, Any]]:
-    table = schema.table
-    condition = Compiler(schema, documents.dialect()).where(where)
-    stmt = sa.select(table.c.id, table.c.data).order_by(table.c.id).limit(MAX_AFFECTED + 1).with_for_update()
-    if condition is not None:
-        stmt = stmt.where(condition)
-    rows = documents.run(stmt).all()
+    rows = documents.locked_matching(schema, where, MAX_AFFECTED + 1)
     if len(rows) > MAX_AFFECTED:
         raise bad_request(f"The query matches more than {MAX_AFFECTED} documents; narrow it")
-    updates = []
-    for doc_id, data in rows:
-        changed_data = _apply(schema, {k: v for k, v in data.items() if k in schema.fields}, endpoint.assignments, call)
-        values, _ = documents.validate(schema, changed_data, "replace")
-        updates.append((doc_id, values))
-    documents.check_relations(snap, schema, [values for _, values in updates])
-    now = utcnow()
-    out = []
-    try:
-        for doc_id, values in updates:
-            stmt = (sa.update(table).where(table.c.id == doc_id)
-                    .values(data=values, updated_at=now, version=table.c.version + 1)
-                    .returning(*documents.columns(table)))
-            out.append(documents.to_document(schema, documents.run(stmt).one()))
-    except IntegrityError as exc:
-        raise documents.unique_conflict(schema, exc) from None
-    return out
+    changes = [(doc_id, _apply(schema, {k: v for k, v in data.items() if k in schema.fields}, endpoint.assignments, call))
+               for doc_id, data in rows]
+    return documents.update(snap, schema, changes, "replace") if changes else []
 
 
 def method_not_allowed(endpoint: CompiledEndpoint) -> APIError:

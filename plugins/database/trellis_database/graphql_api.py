@@ -370,7 +370,7 @@ def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
 
 
 def _create_resolver(snap: Snapshot, name: str):
-    return _mutation(snap, name, "create", lambda schema, data=None: documents.insert(snap, schema, [_clean(data or {})])[0])
+    return _mutation(snap, name, "create", lambda schema, data=None: documents.create(snap, schema, [_clean(data or {})])[0])
 
 
 def _update_resolver(snap: Snapshot, name: str):

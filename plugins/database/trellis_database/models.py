@@ -49,3 +49,13 @@ class CustomEndpointRecord(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class CountEpoch(Base):
+    """Per document table, a number raised after a commit whose count invalidation could not reach
+    Redis (see ``counts.py``): counts are kept under it, so they survive no such write."""
+
+    __tablename__ = "database_count_epochs"
+
+    table_name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)

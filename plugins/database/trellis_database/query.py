@@ -30,7 +30,7 @@ from .registry import CompiledSchema
 
 OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists")
 COMPARISONS = {"lt", "lte", "gt", "gte"}
-LIST_PARAMS = frozenset({"skip", "limit", "sort", "select", "populate"})
+LIST_PARAMS = frozenset({"skip", "limit", "sort", "select", "populate", "count"})
 MAX_POPULATE_DEPTH = 5
 MAX_CONDITIONS = 100
 

@@ -19,7 +19,7 @@ from trellis.errors import APIError, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
-from . import documents, endpoints, readers, schemas
+from . import documents, endpoints, graphql_api, schemas
 from .access import authorize, check_permission
 from .api_schemas import (
     DeleteSchemaArgs,
@@ -60,12 +60,6 @@ def _too_deep(_error: RecursionError):
 
 for _blueprint in (schemas_blp, documents_blp, endpoints_blp):
     _blueprint.register_error_handler(RecursionError, _too_deep)
-
-
-@endpoints_blp.before_request
-def _endpoint_reads_skip_transactions() -> None:
-    if request.method == "GET":
-        readers.read_only()
 
 
 def json_response(payload: Any, status: int = 200) -> Response:
@@ -189,13 +183,12 @@ def admin_set_extension(body: dict[str, Any], schemaId: str):
 
 
 def _document_access(operation: str):
-    """Guard of a document route: resolves the schema and applies its access rules (404/401)."""
+    """Guard of a document route: resolves the schema and applies its access rules (404/401); the
+    view gets the snapshot and the schema."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if operation == "read":
-                readers.begin()  # reads on an autocommit connection, not the session (see readers.py)
             name = kwargs["schemaName"]
             snap = snapshot_having(lambda s: s.document_schema(name) is not None)
             schema = snap.document_schema(name)
@@ -219,19 +212,21 @@ def _document_access(operation: str):
 def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any):
     """Documents, with ``skip``, ``limit``, ``sort``, ``select``, ``populate`` and field filters:
     ``field=v``, ``field[$ne|$lt|$lte|$gt|$gte]=v``, ``field[$in|$nin]=a,b``, ``field[$contains]=text``,
-    ``field[$exists]=true``, ``field<v``, ``field>v``. ``count`` is the total before skip/limit."""
+    ``field[$exists]=true``, ``field<v``, ``field>v``. ``count`` is the total before skip/limit;
+    ``count=none`` leaves it out (no counting)."""
     conditions = parse_filters(request.args)
     select = parse_select(schema, args.get("select"))
     tree = parse_populate(snap, schema, args.get("populate"))
+    counted = args.get("count", "exact") == "exact"
     if not tree and select is None:  # the stored JSON goes out as it is, never decoded
-        texts, count = documents.find_json(schema, conditions, args.get("sort"), args["skip"], args["limit"])
-        return _json_text(f'{{"documents":[{",".join(texts)}],"count":{count}}}')
-    docs, count = documents.find(schema, conditions, args.get("sort"), args["skip"], args["limit"])
+        texts, count = documents.find_json(schema, conditions, args.get("sort"), args["skip"], args["limit"], counted)
+        return _json_text(f'{{"documents":[{",".join(texts)}]' + (f',"count":{count}}}' if counted else "}"))
+    docs, count = documents.find(schema, conditions, args.get("sort"), args["skip"], args["limit"], counted)
     if tree:
         documents.populate(snap, schema, docs, tree, identify())
     if select is not None:
         docs = [documents.project(doc, select) for doc in docs]
-    return json_response({"documents": docs, "count": count})
+    return json_response({"documents": docs, "count": count} if counted else {"documents": docs})
 
 
 @documents_blp.route("/database/<string:schemaName>", methods=["POST"])
@@ -243,7 +238,7 @@ def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: An
     """Create a document (``_id``, ``createdAt``, ``updatedAt``, ``__v`` are set by the server)."""
     require_json()
     check_permission(schema, "create")
-    doc = documents.insert(snap, schema, [body])[0]
+    doc = documents.create(snap, schema, [body])[0]
     db.session.commit()
     return json_response(doc, 201)
 
@@ -256,7 +251,7 @@ def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: An
 def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
     """Create up to 1000 documents in one transaction: all of them, or none (errors name ``docs.<i>``)."""
     check_permission(schema, "create")
-    docs = documents.insert(snap, schema, body["docs"], many=True)
+    docs = documents.create(snap, schema, body["docs"], many=True)
     db.session.commit()
     return json_response({"docs": docs, "count": len(docs)}, 201)
 

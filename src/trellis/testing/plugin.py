@@ -118,19 +118,26 @@ def db(app) -> Iterator[Any]:
 
     reset_rate_limits(app)  # every test client calls from 127.0.0.1: no counts carried between tests
     trellis_db.session.remove()
-    connection = app.extensions["trellis"].engine.connect()
+    state = app.extensions["trellis"]
+    connection = state.engine.connect()
     transaction = connection.begin()
+    saved_session = dict(trellis_db.session.session_factory.kw)
+    saved_environ = dict(os.environ)
     trellis_db.session.configure(bind=connection, join_transaction_mode="create_savepoint")
     try:
-        with app.app_context():
+        # The seam: reads go through the session, so they see the test's own transaction.
+        with trellis_db.reads_in_session(connection), app.app_context():
             yield trellis_db.session
     finally:
         trellis_db.session.remove()
-        trellis_db.session.configure(bind=None, join_transaction_mode="conditional_savepoint")
+        trellis_db.session.session_factory.kw.clear()
+        trellis_db.session.session_factory.kw.update(saved_session)
+        os.environ.clear()
+        os.environ.update(saved_environ)
         if transaction.is_active:
             transaction.rollback()
         connection.close()
-        app.extensions["trellis"].generations.reset()
+        state.generations.reset()
 
 
 @pytest.fixture()

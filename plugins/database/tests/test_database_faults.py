@@ -160,9 +160,9 @@ def test_reads_survive_a_postgresql_restart(app_config, pg_cluster, tmp_path):
     upgrade(application)
     application.extensions["trellis"].engine.dispose()
     port = free_port()
-    # Schemas and configs are not re-read during the test: the core's generation check (its own
-    # connection) stays out of the way, so what is measured is the document read path.
-    env = live_server_env(config, tmp_path, port, TRELLIS_CACHE_CHECK_SECONDS="3600")
+    # The process is alone on its database, so schemas and configs are not re-checked per request: the
+    # core's generation check stays out of the way and what is measured is the document read path.
+    env = live_server_env(config, tmp_path, port, TRELLIS_CACHE_SHARED="false")
     server = LiveServer(env, port, tmp_path / "server.log")
     try:
         server.wait_ready()

@@ -62,7 +62,7 @@ def measure(server: Server, paths: list[str], duration: int) -> dict[str, float]
 def run(documents: int, rounds: int, duration: int, servers: bool = True) -> dict[str, Any]:
     rnd = random.Random(5)
     results: list[dict[str, Any]] = []
-    with bench_server("postgresql", modules="authentication,database", TRELLIS_REDIS_URL=REDIS_URL) as loader:
+    with bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=REDIS_URL) as loader:
         ids = load(loader, documents)
         paths = [f"/database/Product/{i}" for i in rnd.sample(ids, min(5_000, len(ids)))]
         folder = str(Path(loader.env["TRELLIS_INSTANCE_PATH"]).parent)
@@ -104,7 +104,7 @@ def in_process(loader: Server, paths: list[str], rounds: int, calls: int) -> lis
 
     from bench.common import MASTER_KEY, SECRET_KEY
 
-    os.environ["TRELLIS_MODULES"] = "authentication,database"
+    os.environ["TRELLIS_MODULES"] = "authentication,database,email,sms"
     os.environ["TRELLIS_INSTANCE_PATH"] = loader.env["TRELLIS_INSTANCE_PATH"]
     from trellis import create_app
     from trellis.metrics import MetricsMiddleware

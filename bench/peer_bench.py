@@ -257,7 +257,7 @@ def run(rounds: int, warmup: int, seconds: int, documents: int) -> tuple[list[di
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
     with parse_server(documents) as parse_ids, redis_child() as redis_url, \
-            bench_server("postgresql", modules="authentication,database", TRELLIS_REDIS_URL=redis_url) as trellis, \
+            bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=redis_url) as trellis, \
             ceiling_server() as ceiling:
         trellis_ids = load_trellis(trellis.url, trellis.admin_headers)
         vacuum(trellis.database_url)

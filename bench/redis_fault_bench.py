@@ -66,7 +66,7 @@ def main() -> None:
                     break
                 except redis.ConnectionError:
                     time.sleep(0.05)
-            with bench_server(modules="authentication,database",
+            with bench_server(modules="authentication,database,email,sms",
                               TRELLIS_REDIS_URL=f"redis://127.0.0.1:{port}/0") as server:
                 session = requests.Session()
                 created = session.post(f"{server.url}/admin/database/schemas", headers=server.admin_headers,

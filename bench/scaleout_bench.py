@@ -58,7 +58,7 @@ def _closed_port() -> int:
 
 
 def run(rounds: int, duration: int, documents: int) -> tuple[dict[str, list[dict[str, float]]], list[str]]:
-    modules = "authentication,database"
+    modules = "authentication,database,email,sms"
     # The loader process writes the documents; the measured processes start afterwards, alike.
     with bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=REDIS_URL) as loader:
         headers = loader.admin_headers

@@ -27,10 +27,12 @@ NOT_CHANGES = {
     "POST /admin/pushNotifications/send": "a send: kept in the push outbox and counted in /metrics",
     "POST /admin/pushNotifications/sendMany": "a send: kept in the push outbox and counted in /metrics",
     "POST /admin/pushNotifications/sendToTopic": "a send: kept in the push outbox and counted in /metrics",
+    "POST /graphql": "queries, and mutations of documents: application data like the document routes below",
 }
-# Writes of application data, not administration: the documents of admin-defined schemas (any caller the
-# schema's rules allow, admins included). They are the event log's business (live data, webhooks).
-DOCUMENT_ROUTES = re.compile(r"^/database/(?!schemas$|function/)")
+# Writes of application data, not administration: the documents of admin-defined schemas and the calls of
+# custom endpoints (any caller the schema's rules allow, admins included). They are the event log's
+# business (live data, webhooks).
+DOCUMENT_ROUTES = re.compile(r"^/database/(?!schemas($|/))")
 
 # Covered by a module's own tests, which need that module's fake provider server.
 COVERED_IN_MODULE_TESTS = {
@@ -109,6 +111,9 @@ RECIPES: dict[str, Callable[[Caller], Any]] = {
     "PUT /authentication/users/{userId}/block": lambda c: c.admin_call("PUT", f"/authentication/users/{_new_user(c)}/block"),
     "PUT /authentication/users/{userId}/unblock": lambda c: c.admin_call(
         "PUT", f"/authentication/users/{_new_user(c)}/unblock"
+    ),
+    "PATCH /authentication/users/{userId}": lambda c: c.admin_call(
+        "PATCH", f"/authentication/users/{_new_user(c)}", json={"isVerified": True}
     ),
     "DELETE /authentication/users/{userId}": lambda c: c.admin_call("DELETE", f"/authentication/users/{_new_user(c)}"),
     "POST /admin/database/schemas": lambda c: c.admin_call(

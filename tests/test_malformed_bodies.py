@@ -84,7 +84,7 @@ def _resolve(document: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]
     return schema
 
 
-def _check(response: Any, expected: tuple[int, ...]) -> str | None:
+def _check(response: Any, expected: tuple[int, ...], graphql: bool = False) -> str | None:
     """None when the answer is the expected status in the error shape, else what is wrong."""
     try:
         payload = json.loads(response.get_data())
@@ -92,6 +92,12 @@ def _check(response: Any, expected: tuple[int, ...]) -> str | None:
         return f"{response.status_code} with a body that is not JSON: {response.get_data()[:200]!r}"
     if response.status_code not in expected:
         return f"{response.status_code} (expected {expected}): {str(payload)[:300]}"
+    if graphql:  # GraphQL over HTTP: the same error, in the GraphQL shape its clients parse
+        errors = payload.get("errors") if isinstance(payload, dict) else None
+        if not errors or set(payload) - {"errors"}:
+            return f"not the GraphQL error shape: {str(payload)[:300]}"
+        payload = {"message": errors[0].get("message"), **errors[0].get("extensions", {})}
+        payload = {key: payload[key] for key in ("message", "status", "errors") if key in payload}
     if not isinstance(payload, dict) or set(payload) - {"name", "status", "message", "errors", "requestId"}:
         return f"not the error shape: {str(payload)[:300]}"
     if payload.get("status") != response.status_code or not isinstance(payload.get("message"), str):
@@ -112,7 +118,7 @@ def test_malformed_bodies_get_the_parsers_4xx_on_every_json_write_route(client, 
         response = client.open(path, method=method, data=build(sample), content_type=content_type,
                                headers={"masterkey": TEST_MASTER_KEY})
         server_errors += response.status_code >= 500
-        problem = _check(response, expected)
+        problem = _check(response, expected, graphql=path == "/graphql")
         if problem:
             wrong[f"{method} {path}"] = problem
     assert not wrong, f"{case}: {server_errors} × 5xx over {len(json_write_routes)} routes\n" + "\n".join(
@@ -131,7 +137,7 @@ def test_oversized_bodies_are_413_before_they_are_read(app, client, json_write_r
                 continue  # the form's own maxBodyBytes applies (tested in the Forms module)
             response = client.open(path, method=method, data=body, content_type="application/json",
                                    headers={"masterkey": TEST_MASTER_KEY})
-            problem = _check(response, (413,))
+            problem = _check(response, (413,), graphql=path == "/graphql")
             if problem:
                 wrong[f"{method} {path}"] = problem
         assert not wrong, "\n".join(f"{route}: {problem}" for route, problem in wrong.items())

@@ -156,6 +156,14 @@ def _summary(errors: Any) -> str:
     return str(errors)
 
 
+def _driver_faults() -> tuple[type[Exception], ...]:
+    try:
+        import psycopg2
+    except ImportError:  # SQLite only
+        return ()
+    return (psycopg2.OperationalError, psycopg2.InterfaceError)
+
+
 def register(app: Flask) -> None:
     @app.errorhandler(APIError)
     def _api_error(error: APIError):
@@ -175,7 +183,6 @@ def register(app: Flask) -> None:
             return _unexpected(error)
         return _database_unavailable(error)
 
-    @app.errorhandler(PoolTimeoutError)
     def _database_unavailable(error: Exception):
         # A dead pooled connection after a PostgreSQL restart, a server going down, a full pool: the
         # client may retry (the pool has dropped the dead connections by then), so not a 500.
@@ -187,6 +194,10 @@ def register(app: Flask) -> None:
             log.debug("rollback after a database failure failed too", exc_info=True)
         log.warning("database unavailable, answered 503: %s", error.__class__.__name__)
         return _render(503, "The database is unavailable; retry shortly", headers={"Retry-After": "1"})
+
+    # Code that takes a raw driver connection (engine.raw_connection()) meets the driver's own errors.
+    for fault in (PoolTimeoutError, *_driver_faults()):
+        app.register_error_handler(fault, _database_unavailable)
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):

@@ -178,7 +178,7 @@ class LiveServer:
             stderr=subprocess.STDOUT,
         )
 
-    def wait_ready(self, timeout: float = 30.0) -> None:
+    def wait_ready(self, timeout: float = 120.0) -> None:  # a busy machine (make test runs two passes) starts slowly
         import requests
 
         deadline = time.monotonic() + timeout

@@ -28,6 +28,7 @@ TWO_FA_SIGN_IN = "two-fa-sign-in"  # between the password and the second factor
 TWO_FA_SETUP = "two-fa-setup"  # the SMS code that confirms a phone as second factor
 TWO_FA_DISABLE = "two-fa-disable"  # the SMS code that switches phone two-factor off
 RECOVERY_CODE = "recovery-code"
+OAUTH_STATE = "oauth-state"  # a provider sign-in between init and hook: its nonce and PKCE verifier
 
 # CONTRACT.md, "Authentication: account lifecycle"; None: valid until used (recovery codes).
 LIFETIMES: dict[str, timedelta | None] = {
@@ -40,6 +41,7 @@ LIFETIMES: dict[str, timedelta | None] = {
     TWO_FA_SETUP: timedelta(minutes=10),
     TWO_FA_DISABLE: timedelta(minutes=10),
     RECOVERY_CODE: None,
+    OAUTH_STATE: timedelta(minutes=10),
 }
 MAX_TRIES = 5
 

@@ -19,6 +19,7 @@ import logging
 import re
 from typing import Any
 
+from flask import g
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -47,8 +48,9 @@ def _limit() -> None:
 
 
 def _refused(name: str, exc: ProviderError) -> APIError:
-    # The log line carries the request id (core log format), so an answer can be matched to its cause.
-    log.warning("sign-in with %s refused: %s", name, exc)
+    # The request id is in the answer too, so an answer can be matched to this line (also when the log
+    # goes to a handler without the core's request-id format).
+    log.warning("sign-in with %s refused (request %s): %s", name, g.get("request_id", "-"), exc)
     return bad_request(f"Sign-in with {name} failed: {exc}")
 
 

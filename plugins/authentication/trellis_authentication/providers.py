@@ -230,12 +230,14 @@ def _json(provider: Provider, response: requests.Response, what: str) -> Any:
 
 
 def _session(provider: Provider, callback: str) -> OAuth2Session:
-    return OAuth2Session(
+    session = OAuth2Session(
         provider.client_id, provider.client_secret,
         # Without a secret the app is a public client: PKCE alone protects the code.
         token_endpoint_auth_method="client_secret_post" if provider.client_secret else "none",
         scope=" ".join(provider.scopes), redirect_uri=callback, code_challenge_method="S256",
     )
+    session.headers["User-Agent"] = USER_AGENT
+    return session
 
 
 # --- the web flow ------------------------------------------------------------------------------------
@@ -250,9 +252,10 @@ def authorization_url(provider: Provider, callback: str, state: str, nonce: str,
     """Where to send the browser: the provider's sign-in page, back to ``callback`` with a code."""
     assert provider.authorize_url is not None
     extra = {"nonce": nonce} if provider.kind == OIDC else {"allow_signup": "true"}
-    url, _state = _session(provider, callback).create_authorization_url(
-        provider.authorize_url, state=state, code_verifier=verifier, **extra
-    )
+    with _session(provider, callback) as session:
+        url, _state = session.create_authorization_url(
+            provider.authorize_url, state=state, code_verifier=verifier, **extra
+        )
     return url
 
 
@@ -278,7 +281,7 @@ def _exchange(provider: Provider, code: str, callback: str, verifier: str) -> di
     try:
         token = session.fetch_token(
             provider.token_url, grant_type="authorization_code", code=code, code_verifier=verifier,
-            timeout=provider.timeout, allow_redirects=False, headers={"User-Agent": USER_AGENT},
+            timeout=provider.timeout, allow_redirects=False,
         )
     except requests.Timeout:
         raise ProviderError(f"{provider.name}: the token endpoint did not answer within {provider.timeout:g} s") from None

@@ -418,7 +418,8 @@ def test_state_of_another_provider_is_refused(api, client, oidc):
     oidc.account = person(api.fresh_email())
     back = urlsplit(go_to_provider(client, "google"))
     assert client.get(f"/hook/authentication/acme?{back.query}").status_code == 400
-    assert client.get(f"{back.path}?{back.query}").status_code == 200  # still good where it belongs
+    assert client.get(f"{back.path}?{back.query}").status_code == 400  # a state shown to the wrong hook is burnt
+    assert oidc.calls("/token") == []
 
 
 def test_user_refusing_at_the_provider_is_400(api, client, oidc):

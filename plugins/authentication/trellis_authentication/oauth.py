@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 
 from flask import g
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from trellis import db
 from trellis.errors import APIError, bad_request, conflict, forbidden
@@ -83,12 +84,12 @@ _PROVIDER_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 def finish(name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The provider sent the browser back: the token pair (or a two-factor challenge) and where to send it."""
     provider = _provider(name)
-    row = tokens.find(tokens.OAUTH_STATE, args.get("state") or "")
-    if row is None or row.data.get("provider") != name or not tokens.consume(row):
-        db.session.rollback()
+    db.session.rollback()  # tokens.take writes first in its transaction
+    row = tokens.take(tokens.OAUTH_STATE, args.get("state") or "")
+    started = dict(row.data) if row is not None else {}
+    db.session.commit()  # the state is used up whatever happens next (also at another provider's hook)
+    if started.get("provider") != name:
         raise bad_request("This sign-in is unknown, used or expired (state); start it again", {"state": ["Invalid."]})
-    started = dict(row.data)
-    db.session.commit()  # the state is used up whatever happens next
     if args.get("error"):
         code = args["error"] if _PROVIDER_ERROR_CODE.match(args["error"]) else "unknown error"
         raise _refused(name, ProviderError(f"the provider did not sign the user in ({code})"))
@@ -141,16 +142,20 @@ def sign_in(name: str, profile: Profile) -> dict[str, Any]:
 
 def _user_for(name: str, profile: Profile) -> User:
     """The linked, linked-now or new user (committed). A race with another first sign-in of the same
-    account (unique index on provider and subject, or on email) is settled by looking again once."""
-    try:
-        return _find_link_or_create(name, profile)
-    except IntegrityError:
+    account (unique index on provider and subject, or on email) is settled by looking again; so is, on
+    SQLite, another process writing between our read and our write (WAL refuses that write at once)."""
+    for attempt in range(3):
         db.session.rollback()
-    try:
-        return _find_link_or_create(name, profile)
-    except IntegrityError:
-        db.session.rollback()
-        raise conflict("This account was being signed in from elsewhere at the same moment; try again") from None
+        try:
+            return _find_link_or_create(name, profile)
+        except IntegrityError:
+            db.session.rollback()
+        except OperationalError as exc:
+            db.session.rollback()
+            if db.is_postgresql() or "locked" not in str(exc.orig):
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise conflict("This account was being signed in from elsewhere at the same moment; try again")
 
 
 def _require_active(user: User) -> None:

@@ -135,3 +135,25 @@ def retire(kind: str, user_id: str) -> None:
         .values(consumed_at=db.utcnow())
         .execution_options(synchronize_session=False)
     )
+
+
+def take(kind: str, token: str) -> AuthToken | None:
+    """Use up the unused, unexpired token of ``kind`` with one UPDATE and return it (the caller commits);
+    None when it is unknown, used, expired, or another request took it first.
+
+    Start a fresh transaction before calling it: on SQLite (WAL) a transaction that read first and then
+    writes fails at once when another process wrote in between, while one that writes first waits for
+    the lock. Two processes finishing the same sign-in then see exactly one winner on both databases.
+    """
+    if not isinstance(token, str) or not token or len(token) > 512:
+        return None
+    token_hash = digest(token)
+    result = db.session.execute(
+        update(AuthToken)
+        .where(AuthToken.token_hash == token_hash, AuthToken.kind == kind, _usable())
+        .values(consumed_at=db.utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        return None
+    return db.session.execute(select(AuthToken).where(AuthToken.token_hash == token_hash)).scalar_one()

@@ -171,3 +171,17 @@ def test_verification_mail_through_a_real_smtp_server(api, client, admin_headers
     assert api.get(path_of(link)).status_code == 200
     tokens = api.login(email, "long-enough-1").get_json()
     assert api.me(tokens["accessToken"]).get_json()["isVerified"] is True
+
+
+def test_register_succeeds_when_the_verification_mail_cannot_be_made(api, client, admin_headers):
+    """A template the Email module cannot render must not turn a stored registration into an error."""
+    register_and_link(api, api.fresh_email())  # the templates exist now
+    templates = client.get("/admin/email/templates", headers=admin_headers).get_json()["templates"]
+    template_id = next(t["_id"] for t in templates if t["name"] == "EmailVerification")
+    edited = client.put(f"/admin/email/templates/{template_id}", headers=admin_headers,
+                        json={"body": "Hello {{firstName}}, confirm: {{link}}"})
+    assert edited.status_code == 200
+    email = api.fresh_email()
+    assert api.register(email).status_code == 201
+    assert api.mails(email) == []
+    assert api.login(email, "long-enough-1").status_code == 200

@@ -255,8 +255,11 @@ def admin_update(user_id: str, changes: dict[str, Any]) -> User:
         value = changes.get(key)
         if value is not None and db.session.execute(select(User.id).where(column == value, User.id != user_id)).first():
             raise conflict(f"Another user has this {key}", {key: ["Already taken."]})
-    if "phoneNumber" in changes and changes["phoneNumber"] is None and user.two_fa_enabled and user.two_fa_method == "phone":
-        raise bad_request("This number receives the user's two-factor codes", {"phoneNumber": ["Disable two-factor first."]})
+    removes_phone = "phoneNumber" in changes and changes["phoneNumber"] is None
+    if removes_phone and user.two_fa_enabled and user.two_fa_method == "phone":
+        raise bad_request(
+            "This number receives the user's two-factor codes", {"phoneNumber": ["Disable two-factor first."]}
+        )
     email = changes.get("email", user.email)
     phone_number = changes.get("phoneNumber", user.phone_number)
     if email is None and phone_number is None:

@@ -39,7 +39,9 @@ class RateLimits(Schema):
     loginPerEmail = fields.String(load_default="20/minute", validate=_rate)
     registerPerIp = fields.String(load_default="100/minute", validate=_rate)
     sendPerIp = fields.String(
-        load_default="60/minute", validate=_rate, metadata={"description": "routes that send mail or SMS, per client IP"}
+        load_default="60/minute",
+        validate=_rate,
+        metadata={"description": "routes that send mail or SMS, per client IP"},
     )
     sendPerAddress = fields.String(
         load_default="5/15 minutes",
@@ -64,7 +66,9 @@ class Verification(Schema):
 
 class LocalSettings(Schema):
     verification = fields.Nested(Verification, load_default=lambda: Verification().load({}))
-    forgotPasswordRedirectUri = _link("page of your app that takes ?reset_token=; default {hostUrl}/authentication/reset")
+    forgotPasswordRedirectUri = _link(
+        "page of your app that takes ?reset_token=; default {hostUrl}/authentication/reset"
+    )
 
 
 class MagicLinkSettings(Schema):
@@ -238,8 +242,12 @@ class AuthenticationConfig(ModuleConfigSchema):
     hostUrl = _link("public base URL used in links sent by mail; default: the request's own base URL")
     local = fields.Nested(LocalSettings, load_default=lambda: LocalSettings().load({}))
     magicLink = fields.Nested(MagicLinkSettings, load_default=lambda: MagicLinkSettings().load({}))
-    twoFa = fields.Nested(Switch, load_default=lambda: Switch().load({}), metadata={"description": "two-factor sign-in"})
-    phone = fields.Nested(Switch, load_default=lambda: Switch().load({}), metadata={"description": "sign-in with SMS codes"})
+    twoFa = fields.Nested(
+        Switch, load_default=lambda: Switch().load({}), metadata={"description": "two-factor sign-in"}
+    )
+    phone = fields.Nested(
+        Switch, load_default=lambda: Switch().load({}), metadata={"description": "sign-in with SMS codes"}
+    )
     passwordRules = fields.Nested(PasswordRules, load_default=lambda: PasswordRules().load({}))
     rateLimits = fields.Nested(RateLimits, load_default=lambda: RateLimits().load({}))
     oauth = fields.Nested(

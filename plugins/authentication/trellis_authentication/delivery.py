@@ -74,7 +74,9 @@ def require_module(name: str) -> None:
     """400 naming the module when a route needs Email or SMS and it is switched off."""
     trellis = current_app.extensions["trellis"]
     if trellis.module(name) is None or not trellis.configs.is_active(name):
-        raise bad_request(f"The {name} module is not active; this action needs it", {"module": [f"{name} is not active"]})
+        raise bad_request(
+            f"The {name} module is not active; this action needs it", {"module": [f"{name} is not active"]}
+        )
 
 
 def limit_sends(address: str) -> None:

@@ -83,7 +83,7 @@ def forgot_password(body: dict[str, Any]):
 @blp.route("/authentication/reset-password", methods=["POST"])
 @blp.arguments(ResetPasswordSchema)
 @blp.response(200, MessageSchema)
-@blp.alt_response(400, schema=ErrorSchema, description="Unknown, used or expired token, or the password breaks the rules")
+@blp.alt_response(400, schema=ErrorSchema, description="Bad, used or expired token, or a password against the rules")
 def reset_password(body: dict[str, Any]):
     """Set a new password with the token of the reset link; every session of the user ends."""
     account.reset_password(body["passwordResetToken"], body["password"])
@@ -161,7 +161,7 @@ def magic_link_sign_in(token: str):
 @blp.response(200, TwoFaEnabledSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="Missing phoneNumber, or the SMS module is not active")
 @blp.alt_response(403, schema=ErrorSchema, description="Two-factor is not enabled (twoFa.enabled)")
-@blp.alt_response(409, schema=ErrorSchema, description="Two-factor is already on, or the number belongs to another user")
+@blp.alt_response(409, schema=ErrorSchema, description="Two-factor is already on, or another user has the number")
 @blp.alt_response(429, schema=ErrorSchema, description=LIMITED)
 def two_fa_enable(body: dict[str, Any]):
     """Start two-factor: an authenticator secret (`otpauthUrl` for a QR code), or an SMS code to `phoneNumber`."""

@@ -39,7 +39,7 @@ def tokens_or_challenge(result: dict[str, Any], redirect_uri: str | None = None)
 @blp.route("/authentication/local/new", methods=["POST"])
 @blp.arguments(UserCredentialsSchema)
 @blp.response(201, UserRegisteredSchema)
-@blp.alt_response(400, schema=ErrorSchema, description="Password rules, or verification mail and the Email module is not active")
+@blp.alt_response(400, schema=ErrorSchema, description="Password rules, or verification on and the Email module off")
 @blp.alt_response(403, schema=ErrorSchema, description="Registration is closed (module config)")
 @blp.alt_response(409, schema=ErrorSchema, description="The email is already registered")
 @blp.alt_response(429, schema=ErrorSchema, description="Too many registrations from this address")
@@ -55,7 +55,7 @@ def register(body: dict[str, Any]):
 @blp.alt_response(202, schema=TwoFaChallengeSchema, description="Two-factor is on: finish at twoFa/authorize")
 @blp.alt_response(400, schema=ErrorSchema, description="Two-factor by SMS and the SMS module is not active")
 @blp.alt_response(401, schema=ErrorSchema, description="Wrong email or password")
-@blp.alt_response(403, schema=ErrorSchema, description="The user is blocked, or unverified while verification is required")
+@blp.alt_response(403, schema=ErrorSchema, description="The user is blocked, or unverified while verification is on")
 @blp.alt_response(429, schema=ErrorSchema, description="Too many attempts (per address or per email)")
 def login(body: dict[str, Any]):
     """Sign in: an access token (JWT) and a refresh token, or a two-factor challenge (202)."""

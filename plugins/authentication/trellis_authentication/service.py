@@ -19,7 +19,7 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
 from trellis import db
-from trellis.errors import bad_request, conflict, forbidden, not_found, unauthorized
+from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
 from trellis.hooks import call as hooks
 from trellis.http import paginate
 from trellis.module_config import get as get_config
@@ -137,7 +137,12 @@ def register(email: str, password: str) -> User:
     if send:
         from .account import send_verification  # account builds on this module
 
-        send_verification(user.id, user.email)
+        try:
+            send_verification(user.id, user.email)
+        except APIError as exc:  # e.g. the Email module's sender address does not validate
+            # The account exists either way; resend-verification sends the link once mail works.
+            db.session.rollback()
+            log.warning("verification mail for user %s not sent: %s", user.id, exc.message)
     return user
 
 

@@ -127,7 +127,8 @@ def check_code(row: AuthToken, code: str) -> None:
     """A right SMS code uses the token (in the caller's transaction); a wrong one counts a try (401)."""
     if not tokens.code_matches(row, code.strip()):
         left = tokens.count_wrong_try(row)
-        raise unauthorized(f"Wrong code; {left} tries left" if left else "Wrong code; no tries left, ask for a new code")
+        message = f"Wrong code; {left} tries left" if left else "Wrong code; no tries left, ask for a new code"
+        raise unauthorized(message)
     if not tokens.consume(row):
         db.session.rollback()
         raise unauthorized("This code was already used")

@@ -16,7 +16,6 @@ failure leaves nothing half-made.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from typing import Any
 
@@ -78,9 +77,6 @@ def start(name: str) -> str:
     return providers.authorization_url(provider, callback, state, secrets["nonce"], secrets["verifier"])
 
 
-_PROVIDER_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
 def finish(name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The provider sent the browser back: the token pair (or a two-factor challenge) and where to send it."""
     provider = _provider(name)
@@ -91,7 +87,7 @@ def finish(name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]
     if started.get("provider") != name:
         raise bad_request("This sign-in is unknown, used or expired (state); start it again", {"state": ["Invalid."]})
     if args.get("error"):
-        code = args["error"] if _PROVIDER_ERROR_CODE.match(args["error"]) else "unknown error"
+        code = providers.error_code(args["error"])
         raise _refused(name, ProviderError(f"the provider did not sign the user in ({code})"))
     if not args.get("code"):
         raise bad_request("The provider sent no code", {"code": ["Missing."]})

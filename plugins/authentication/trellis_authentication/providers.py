@@ -15,6 +15,7 @@ went wrong and never carries a secret, code or token.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -66,6 +67,14 @@ DEFAULT_SCOPES = {OIDC: ("openid", "email", "profile"), GITHUB: ("read:user", "u
 
 class ProviderError(Exception):
     """A provider failed or its answer did not verify; the message is safe to show and to log."""
+
+
+_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def error_code(value: Any) -> str:
+    """A provider's OAuth error code (``access_denied`` …) fit to quote, or "unknown error"."""
+    return value if isinstance(value, str) and _ERROR_CODE.match(value) else "unknown error"
 
 
 @dataclass(frozen=True)
@@ -290,7 +299,7 @@ def _exchange(provider: Provider, code: str, callback: str, verifier: str) -> di
     except requests.RequestException as exc:
         raise ProviderError(f"{provider.name}: cannot reach the token endpoint ({exc.__class__.__name__})") from None
     except AuthlibBaseError as exc:  # the provider's own {"error": …}: a bad, used or expired code
-        raise ProviderError(f"{provider.name}: the code exchange was refused ({exc.error})") from None
+        raise ProviderError(f"{provider.name}: the code exchange was refused ({error_code(exc.error)})") from None
     except ValueError:
         raise ProviderError(f"{provider.name}: the token endpoint's answer is not a JSON object") from None
     finally:

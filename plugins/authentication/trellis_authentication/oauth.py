@@ -39,7 +39,11 @@ HOOK = "/hook/authentication"
 
 
 def _provider(name: str) -> Provider:
-    return providers.configured(config()["oauth"], name)
+    """The enabled provider (404 otherwise). Ends the read transaction the config lookup may have opened:
+    no database connection is held while a provider takes up to ``oauth.timeoutSeconds`` to answer."""
+    provider = providers.configured(config()["oauth"], name)
+    db.session.rollback()
+    return provider
 
 
 def _limit() -> None:
@@ -79,8 +83,7 @@ def start(name: str) -> str:
 
 def finish(name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The provider sent the browser back: the token pair (or a two-factor challenge) and where to send it."""
-    provider = _provider(name)
-    db.session.rollback()  # tokens.take writes first in its transaction
+    provider = _provider(name)  # no transaction open now: tokens.take writes first in its own
     row = tokens.take(tokens.OAUTH_STATE, args.get("state") or "")
     started = dict(row.data) if row is not None else {}
     db.session.commit()  # the state is used up whatever happens next (also at another provider's hook)

@@ -57,16 +57,30 @@ def ensure_templates() -> None:
         ensure_template(name, subject, body)
 
 
+# How long start-up may wait for another transaction that holds the rows or the database (SQLite).
+_START_WAIT = {"postgresql": ("SET lock_timeout = '2s'", "RESET lock_timeout"),
+               "sqlite": ("PRAGMA busy_timeout = 2000", "PRAGMA busy_timeout = 30000")}
+
+
 def create_templates_on_start(app: Flask) -> None:
-    """Create missing templates when the database is ready; a database not migrated yet is left alone
-    (the first send creates them)."""
+    """Create missing templates when the database is ready. A database not migrated yet, or busy with
+    another transaction that writes them, is left alone (the first send creates them)."""
     with app.app_context():
+        limit, restore = _START_WAIT.get(db.engine().dialect.name, (None, None))
         try:
+            if limit:
+                db.session.connection().exec_driver_sql(limit)
             ensure_templates()
         except SQLAlchemyError as exc:
             db.session.rollback()
             log.info("email templates not created at start (%s); the first send will", exc.__class__.__name__)
         finally:
+            if restore:
+                try:
+                    db.session.connection().exec_driver_sql(restore)
+                    db.session.commit()
+                except SQLAlchemyError:
+                    db.session.rollback()
             db.session.remove()
 
 

@@ -24,6 +24,18 @@ def test_defaults(client, admin_headers):
         "magicLink": {"enabled": False, "redirectUri": None},
         "twoFa": {"enabled": False},
         "phone": {"enabled": False},
+        "oauth": {
+            "google": {"enabled": False, "clientId": None, "clientSecret": None, "redirectUri": None, "scopes": None,
+                       "audiences": [], "issuer": None, "authorizeUrl": None, "tokenUrl": None, "userinfoUrl": None,
+                       "jwksUrl": None},
+            "microsoft": {"enabled": False, "clientId": None, "clientSecret": None, "redirectUri": None,
+                          "scopes": None, "audiences": [], "tenant": "common", "issuer": None, "authorizeUrl": None,
+                          "tokenUrl": None, "userinfoUrl": None, "jwksUrl": None},
+            "github": {"enabled": False, "clientId": None, "clientSecret": None, "redirectUri": None, "scopes": None,
+                       "authorizeUrl": None, "tokenUrl": None, "apiUrl": None},
+            "oidc": [],
+            "timeoutSeconds": 5.0,
+        },
     }
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from trellis import Module, OwnedSchema
 
-from . import lifecycle_routes  # noqa: F401  (adds the account lifecycle routes to blp)
+from . import lifecycle_routes, oauth_routes  # noqa: F401  (add the lifecycle and provider routes to blp)
 from .cli import cli
 from .config import AuthenticationConfig
 from .delivery import create_templates_on_start
@@ -31,7 +31,7 @@ module = Module(
     name="authentication",
     # Mail (verification, reset, magic link) and SMS codes go through these modules' service functions.
     requires=("email", "sms"),
-    description="Users, sign-in by password, magic link or phone, two-factor, tokens, blocking",
+    description="Users, sign-in by password, magic link, phone or external providers, two-factor, tokens, blocking",
     blueprints=(blp,),
     config_schema=AuthenticationConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),

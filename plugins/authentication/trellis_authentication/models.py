@@ -93,3 +93,20 @@ class AuthToken(Base):
     consumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     __table_args__ = (Index("ix_auth_tokens_token_hash", "token_hash", unique=True),)
+
+
+class Identity(Base):
+    """A sign-in provider's account linked to a user: ``subject`` is the provider's stable user id (the
+    ID token's ``sub``, GitHub's numeric id). A user may link several providers; one provider account
+    belongs to one user."""
+
+    __tablename__ = "auth_identities"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    provider: Mapped[str] = mapped_column(String(32))
+    subject: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[str] = mapped_column(String(32), ForeignKey("auth_users.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str | None] = mapped_column(String(254), nullable=True)  # as the provider last reported it
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (Index("ix_auth_identities_provider_subject", "provider", "subject", unique=True),)

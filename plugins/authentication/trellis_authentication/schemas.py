@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, post_dump, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, validate
 
 from trellis.http import ListArgs, list_schema
 
@@ -186,3 +186,31 @@ class AdminUserChangesSchema(Schema):
     email = NormalisedEmail(allow_none=True, validate=validate.Length(max=254))
     isVerified = fields.Boolean()
     phoneNumber = PhoneNumber(allow_none=True)
+
+
+class ProviderHookArgs(Schema):
+    """The query a provider sends the browser back with. Providers add their own parameters (scope,
+    authuser, session_state, iss …): those are ignored."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    code = fields.String(validate=validate.Length(min=1, max=4096), metadata={"description": "authorization code"})
+    state = fields.String(validate=validate.Length(min=1, max=512), metadata={"description": "from the init redirect"})
+    error = fields.String(validate=validate.Length(max=256), metadata={"description": "the provider's refusal (access_denied …)"})
+    error_description = fields.String(validate=validate.Length(max=2048))
+
+
+class NativeSignInSchema(Schema):
+    id_token = fields.String(
+        validate=validate.Length(min=1, max=16384),
+        metadata={"description": "OpenID Connect providers: the ID token the app got from the provider's SDK"},
+    )
+    access_token = fields.String(
+        validate=validate.Length(min=1, max=4096),
+        metadata={"description": "GitHub: an access token issued to this app (GitHub confirms it)"},
+    )
+    nonce = fields.String(
+        validate=validate.Length(min=1, max=512),
+        metadata={"description": "the nonce the app asked the provider to put in the ID token; checked when sent"},
+    )

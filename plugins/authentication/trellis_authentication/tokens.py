@@ -28,6 +28,7 @@ TWO_FA_SIGN_IN = "two-fa-sign-in"  # between the password and the second factor
 TWO_FA_SETUP = "two-fa-setup"  # the SMS code that confirms a phone as second factor
 TWO_FA_DISABLE = "two-fa-disable"  # the SMS code that switches phone two-factor off
 RECOVERY_CODE = "recovery-code"
+OAUTH_STATE = "oauth-state"  # a provider sign-in between init and hook: its nonce and PKCE verifier
 
 # CONTRACT.md, "Authentication: account lifecycle"; None: valid until used (recovery codes).
 LIFETIMES: dict[str, timedelta | None] = {
@@ -40,6 +41,7 @@ LIFETIMES: dict[str, timedelta | None] = {
     TWO_FA_SETUP: timedelta(minutes=10),
     TWO_FA_DISABLE: timedelta(minutes=10),
     RECOVERY_CODE: None,
+    OAUTH_STATE: timedelta(minutes=10),
 }
 MAX_TRIES = 5
 
@@ -133,3 +135,25 @@ def retire(kind: str, user_id: str) -> None:
         .values(consumed_at=db.utcnow())
         .execution_options(synchronize_session=False)
     )
+
+
+def take(kind: str, token: str) -> AuthToken | None:
+    """Use up the unused, unexpired token of ``kind`` with one UPDATE and return it (the caller commits);
+    None when it is unknown, used, expired, or another request took it first.
+
+    Start a fresh transaction before calling it: on SQLite (WAL) a transaction that read first and then
+    writes fails at once when another process wrote in between, while one that writes first waits for
+    the lock. Two processes finishing the same sign-in then see exactly one winner on both databases.
+    """
+    if not isinstance(token, str) or not token or len(token) > 512:
+        return None
+    token_hash = digest(token)
+    result = db.session.execute(
+        update(AuthToken)
+        .where(AuthToken.token_hash == token_hash, AuthToken.kind == kind, _usable())
+        .values(consumed_at=db.utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        return None
+    return db.session.execute(select(AuthToken).where(AuthToken.token_hash == token_hash)).scalar_one()

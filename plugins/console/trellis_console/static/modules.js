@@ -27,7 +27,8 @@ function control(name, key, schema, value) {
     // Text, not type=number: whatever is typed reaches the server, which says what is wrong with it.
     const mode = type === "integer" ? "numeric" : "decimal";
     input = el("input", { type: "text", inputmode: mode, name, "data-type": "number", value: value ?? "" });
-  } else if (type === "array") {
+  } else if (type === "array" && schema.items?.type !== "object") {
+    // A list of plain values, one a line; a list of objects (e.g. OpenID Connect providers) is edited as JSON below.
     input = el("textarea", { name, rows: 3, "data-type": "lines" }, Array.isArray(value) ? value.join("\n") : "");
   } else if (type === "string") {
     // A value the form shows must be clearable: an emptied field is sent as "" (or null when allowed).

@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -141,7 +142,9 @@ def test_hung_and_down_redis_cost_milliseconds(redis_client_app, redis_child, ad
     assert hung_total < HUNG_BUDGET_SECONDS, hung
     assert health.status_code == 503 and health.get_json()["redis"] == "unavailable"
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "redis" in r.getMessage().lower()]
-    assert 1 <= len(warnings) <= 3, [r.getMessage() for r in warnings]  # once a minute each, not per request
+    per_logger = Counter(r.name for r in warnings)
+    # Each part that uses Redis warns once a minute, not once per request.
+    assert warnings and max(per_logger.values()) == 1, [r.getMessage() for r in warnings]
 
     redis_child.kill()
     started = time.perf_counter()

@@ -103,9 +103,9 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
     out["schemas"][doc_name] = {"type": "object", "properties": document, "required": ["_id", *required]}
     out["schemas"][input_name] = {"type": "object", "properties": properties, "additionalProperties": False,
                                   **({"required": required} if required else {})}
-    out["schemas"][list_name] = {"type": "object", "required": ["documents", "count"], "properties": {
+    out["schemas"][list_name] = {"type": "object", "required": ["documents"], "properties": {
         "documents": {"type": "array", "items": {"$ref": f"#/components/schemas/{doc_name}"}},
-        "count": {"type": "integer", "description": "total matching, before skip/limit"}}}
+        "count": {"type": "integer", "description": "total matching, before skip/limit; absent with `count=none`"}}}
     tag = f"database: {schema.name}"
     out["tags"].append({"name": tag, "description": f"Documents of the {schema.name} schema"})
     ref = {"$ref": f"#/components/schemas/{doc_name}"}

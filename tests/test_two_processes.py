@@ -46,6 +46,7 @@ ADMIN = {"masterkey": TEST_MASTER_KEY}
 TIMEOUT = 30
 STARTUP_SECONDS = 120  # the machine running make test may be busy far beyond its cores
 ROUNDS = 6  # per case: round-robin over two processes, so each process serves every other request
+BREAKER_SECONDS = 1.0  # the processes' Redis circuit breaker: short, so a test after an outage waits little
 
 
 def _in_ci() -> bool:
@@ -236,6 +237,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
                     TRELLIS_STORAGE_PATH=str(storage), TRELLIS_INSTANCE_PATH=str(folder / f"instance-{port}"),
                     TRELLIS_ASYNC_MODE="eventlet", TRELLIS_PASSWORD_PROFILE="test", TRELLIS_PROXY_COUNT="1",
                     TRELLIS_LOG_LEVEL="WARNING", HOST="127.0.0.1", PORT=str(port),
+                    TRELLIS_REDIS_BREAKER_SECONDS=str(BREAKER_SECONDS),
                 )
                 servers.append(LiveServer(env, port, folder / f"server-{port}.log"))
             with ThreadPoolExecutor(2) as pool:  # the two start-ups overlap
@@ -255,7 +257,9 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
 def through(request: pytest.FixtureRequest, topology: Topology) -> Topology:
     """The topology with its Redis running, or stopped (every process falls back to the database)."""
     if request.param == "redis":
-        topology.redis.start()
+        if topology.redis.process is None:  # back from an outage: wait out the processes' circuit breakers
+            topology.redis.start()
+            time.sleep(BREAKER_SECONDS + 0.5)
     else:
         topology.redis.stop()
     return topology

@@ -1,6 +1,9 @@
 """Socket.IO on the same port as REST, path ``/realtime``; Redis queue across workers when configured."""
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -12,6 +15,12 @@ from .cors import allowed_origins
 from .shared_redis import make_pool, redis_options
 
 SOCKET_PATH = "realtime"
+# python-socketio doubles its listener's retry delay up to 60 s: after a long Redis outage events would
+# stop crossing processes for up to a minute after Redis is back. A fixed short delay costs one connect
+# attempt per interval while Redis is down.
+LISTEN_RETRY_SECONDS = 1.0
+
+log = logging.getLogger(__name__)
 
 
 class _RedisQueue(python_socketio.RedisManager):
@@ -33,6 +42,20 @@ class _RedisQueue(python_socketio.RedisManager):
                                         socket_keepalive=True, health_check_interval=30)
         self.pubsub = listener.pubsub(ignore_subscribe_messages=True)
         self.connected = True
+
+    def _redis_listen_with_retries(self) -> Iterator[Any]:
+        warned_at = -60.0
+        while True:
+            try:
+                self._redis_connect()
+                self.pubsub.subscribe(self.channel)
+                yield from self.pubsub.listen()
+            except Exception as exc:  # any failure of the listening connection: reconnect shortly
+                if time.monotonic() - warned_at >= 60:
+                    warned_at = time.monotonic()
+                    log.warning("Socket.IO queue: cannot receive from Redis (%s); retrying every %.0f s "
+                                "(warned once a minute)", exc.__class__.__name__, LISTEN_RETRY_SECONDS)
+                time.sleep(LISTEN_RETRY_SECONDS)
 
     def _publish(self, data: Any) -> Any:
         try:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_dump, validate
+from marshmallow import EXCLUDE, Schema, fields, post_dump, validate
 
 from trellis.http import ListArgs, list_schema
+from trellis_sms.service import PhoneNumber  # the SMS module's service API (a required module)
 
 # Cap on what we hash at all; the configurable rules (passwordRules) apply on top.
 PASSWORD_FIELD_MAX = 1024
@@ -74,23 +75,6 @@ class UserListArgs(ListArgs):
 
 
 UserListSchema = list_schema("AuthUserList", "users", AuthUserSchema)
-
-
-class PhoneNumber(fields.String):
-    """An international phone number, loaded as E.164 by the SMS module's own check (400 otherwise)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        metadata = {"description": "international format with a leading +", "example": "+14155552671"}
-        metadata.update(kwargs.pop("metadata", {}))
-        super().__init__(metadata=metadata, **kwargs)
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
-        from trellis_sms.service import to_e164  # the SMS module's service API (a required module)
-
-        try:
-            return to_e164(super()._deserialize(value, attr, data, **kwargs))
-        except ValueError as exc:
-            raise ValidationError(str(exc)) from None
 
 
 class Token(fields.String):

@@ -19,7 +19,7 @@ from trellis.errors import APIError, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
-from . import documents, endpoints, graphql_api, schemas
+from . import documents, endpoints, schemas
 from .access import authorize, check_permission
 from .api_schemas import (
     DeleteSchemaArgs,

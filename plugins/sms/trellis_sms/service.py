@@ -1,6 +1,6 @@
 """Sending and listing text messages. Routes call these; nothing here knows HTTP shapes.
 
-Other modules text through :func:`send` and check numbers with :func:`to_e164` (Authentication does both).
+Other modules text through :func:`send` and check numbers with :func:`to_e164` or the marshmallow field :class:`PhoneNumber` (Authentication does both).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from trellis.module_config import get as get_config
 from trellis.module_config import require_active
 
 from .models import SmsMessage
-from .phones import to_e164
+from .phones import PhoneNumber, to_e164
 
-__all__ = ["config", "send", "to_e164", "record_dict", "list_messages"]
+__all__ = ["config", "send", "to_e164", "PhoneNumber", "record_dict", "list_messages"]
 from .providers import make_provider
 
 MODULE = "sms"

@@ -4,7 +4,6 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from flask import request
 from sqlalchemy import select
 from werkzeug.datastructures import CombinedMultiDict
 from werkzeug.exceptions import RequestEntityTooLarge

@@ -128,8 +128,14 @@ def refusal(exc: JSONBodyError) -> APIError:
     return APIError(400, f"The request body is not acceptable JSON: {exc}", {"body": [str(exc)]})
 
 
-def unsupported_media_type() -> APIError:
-    return APIError(415, "Send the body as JSON (Content-Type: application/json)")
+def unsupported_media_type(what: str = "the body") -> APIError:
+    return APIError(415, f"Send {what} as JSON (Content-Type: application/json)")
+
+
+def require_json(request: Request, what: str = "the body") -> None:
+    """415 unless the request declares a JSON body (routes that read the body themselves)."""
+    if not request.is_json:
+        raise unsupported_media_type(what)
 
 
 def has_body(request: Request) -> bool:

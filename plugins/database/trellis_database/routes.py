@@ -13,9 +13,9 @@ from typing import Any
 from flask import Response, current_app, request
 from sqlalchemy.exc import DBAPIError
 
-from trellis import db
+from trellis import db, jsonbody
 from trellis.credentials import admin_required, current_user, identify
-from trellis.errors import APIError, bad_request, not_found, unauthorized
+from trellis.errors import bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
@@ -71,8 +71,7 @@ def _json_text(text: str, status: int = 200) -> Response:
 
 
 def require_json() -> None:
-    if not request.is_json:
-        raise APIError(415, "Send the document as JSON (Content-Type: application/json)")
+    jsonbody.require_json(request, "the document")
 
 
 def _retry_stale(func: Callable[..., Any]) -> Callable[..., Any]:

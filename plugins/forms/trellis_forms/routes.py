@@ -6,9 +6,9 @@ from typing import Any, Callable
 
 from flask import request
 
-from trellis import ratelimit
+from trellis import jsonbody, ratelimit
 from trellis.credentials import admin_required
-from trellis.errors import APIError, ErrorSchema
+from trellis.errors import ErrorSchema
 from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted
 from trellis.module_config import get as get_config
 
@@ -39,9 +39,8 @@ def submission_limits(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ratelimit.check("forms-submit", ratelimit.client_ip(), get_config("forms")["rateLimit"])
-        if not request.is_json:
-            # Without this a url-encoded post would be read as an empty object and stored as such.
-            raise APIError(415, "Submit the form's fields as a JSON object (Content-Type: application/json)")
+        # Without this a url-encoded post would be read as an empty object and stored as such.
+        jsonbody.require_json(request, "the form's fields as a JSON object")
         return func(*args, **kwargs)
 
     return body_limit(_max_body_bytes)(wrapper)

@@ -11,7 +11,7 @@ export FLASK_APP := wsgi
 # UserWarning, ~10 lines per package) is not for users of this Makefile.
 PIP_QUIET := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -qq
 
-.PHONY: run test install install-test test-sqlite test-postgresql browser nginx bench bench-deps openapi clean
+.PHONY: run test lint install install-test test-sqlite test-postgresql browser nginx bench bench-deps openapi clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,12 @@ nginx:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
 	  else echo "install Debian's nginx package (needed by the two-process test)"; exit 1; fi; }
 
+# ruff: lint and format are checked before any test runs (`ruff format .` mends the format).
+lint: install-test
+	@$(BIN)/ruff check --quiet . && $(BIN)/ruff format --check --quiet .
+
 # Both databases at once (two cores); each pass logs to its own file, shown when both are done.
-test: install-test browser nginx
+test: install-test lint browser nginx
 	@rm -f .test-*.log; \
 	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-sqlite.log 2>&1 & sqlite=$$!; \
 	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-postgresql.log 2>&1 & pg=$$!; \

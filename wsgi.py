@@ -7,6 +7,7 @@ Under eventlet (the default async mode) the standard library must be patched bef
 imports sockets or threads, so this happens first. When the flask CLI loads this file, Flask is
 already imported and nothing is served: the CLI runs unpatched.
 """
+
 import os
 import sys
 import warnings

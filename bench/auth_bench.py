@@ -15,6 +15,7 @@ t=2, p=1), 16 concurrent clients. Cases:
 
 Login limits are raised for the run (`PUT /config/authentication`); otherwise the limiter answers 429.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,7 +37,9 @@ PASSWORD = "bench-password-123"
 
 def prepare(server: Server) -> dict[str, str]:
     limits = {"rateLimits": {"loginPerIp": "1000000/minute", "loginPerEmail": "1000000/minute"}}
-    response = requests.put(f"{server.url}/config/authentication", json=limits, headers=server.admin_headers, timeout=30)
+    response = requests.put(
+        f"{server.url}/config/authentication", json=limits, headers=server.admin_headers, timeout=30
+    )
     response.raise_for_status()
     body = {"email": "bench@example.com", "password": PASSWORD}
     created = requests.post(f"{server.url}/authentication/users", json=body, headers=server.admin_headers, timeout=30)
@@ -120,24 +123,32 @@ def run(database: str, duration: int) -> list[tuple[str, dict[str, float]]]:
         login = f"{server.url}/authentication/local"
         cases = [
             ("POST /authentication/local (right password)", {"email": "bench@example.com", "password": PASSWORD}),
-            ("POST /authentication/local (wrong password, 401)", {"email": "bench@example.com", "password": "nope-nope"}),
+            (
+                "POST /authentication/local (wrong password, 401)",
+                {"email": "bench@example.com", "password": "nope-nope"},
+            ),
             ("POST /authentication/local (unknown email, 401)", {"email": "nobody@example.com", "password": PASSWORD}),
         ]
         for name, body in cases:
             rows.append((name, closed_loop(login, body, CONNECTIONS, duration)))
         headers = {"Authorization": f"Bearer {tokens['accessToken']}"}
-        rows.append(("GET /authentication/user (user token)",
-                     wrk(f"{server.url}/authentication/user", connections=CONNECTIONS, duration=duration,
-                         headers=headers)))
+        rows.append(
+            (
+                "GET /authentication/user (user token)",
+                wrk(f"{server.url}/authentication/user", connections=CONNECTIONS, duration=duration, headers=headers),
+            )
+        )
         rows.append(("GET /health", wrk(f"{server.url}/health", connections=CONNECTIONS, duration=duration)))
     with ceiling_server() as ceiling:
-        rows.append(("ceiling: bare Flask JSON route", wrk(f"{ceiling.url}/item", connections=CONNECTIONS,
-                                                           duration=duration)))
+        rows.append(
+            ("ceiling: bare Flask JSON route", wrk(f"{ceiling.url}/item", connections=CONNECTIONS, duration=duration))
+        )
     return rows
 
 
-def report(rows: list[tuple[str, dict[str, float]]], database: str, duration: int, command: str,
-           verify_ms: float) -> str:
+def report(
+    rows: list[tuple[str, dict[str, float]]], database: str, duration: int, command: str, verify_ms: float
+) -> str:
     load = os.getloadavg()
     hashing_slots = os.cpu_count() or 1
     errors = "; ".join(f"{name}: {int(stats['socket_errors'])}" for name, stats in rows)

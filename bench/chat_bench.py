@@ -14,6 +14,7 @@ Figures: per message, the time until ALL clients have it (p50/p99 over the messa
 the time until one client has it (p50/p99 over clients × messages); server memory (RSS) idle, with
 the clients connected, after the messages, and its peak.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,8 +107,12 @@ async def connect_all(
         client.on("message", receiver.on_message, namespace=NAMESPACE)
         async with gate:
             await client.connect(
-                url, socketio_path="realtime", transports=["websocket"], namespaces=[NAMESPACE],
-                auth={"token": user["token"]}, wait_timeout=60,
+                url,
+                socketio_path="realtime",
+                transports=["websocket"],
+                namespaces=[NAMESPACE],
+                auth={"token": user["token"]},
+                wait_timeout=60,
             )
         return client
 
@@ -125,8 +130,9 @@ async def setup(http: aiohttp.ClientSession, server: Server, clients: int) -> tu
         return users, (await r.json())["roomId"]
 
 
-async def measure(http: aiohttp.ClientSession, server: Server, users: list[dict[str, str]], room_id: str,
-                  messages: int) -> dict[str, Any]:
+async def measure(
+    http: aiohttp.ClientSession, server: Server, users: list[dict[str, str]], room_id: str, messages: int
+) -> dict[str, Any]:
     """Connect every user, send ``messages`` one at a time with an acknowledgement, time ack and fan-out."""
     figures: dict[str, Any] = {"rss_idle_mb": server.rss_mb(), "load_before": os.getloadavg()[0]}
     receiver = Receiver(len(users))
@@ -195,10 +201,13 @@ async def nodelay_rounds(server: Server, clients: int, messages: int, rounds: in
 
 
 def nodelay_report(results: dict[str, list[dict[str, Any]]], clients: int, messages: int, command: str) -> str:
-    keys = [("ack_p50_ms", "acknowledgement, p50"), ("ack_p99_ms", "acknowledgement, p99"),
-            ("first_p50_ms", "message reaches the first client, p50"),
-            ("all_p50_ms", f"message reaches all {clients} clients, p50"),
-            ("all_p99_ms", f"message reaches all {clients} clients, p99")]
+    keys = [
+        ("ack_p50_ms", "acknowledgement, p50"),
+        ("ack_p99_ms", "acknowledgement, p99"),
+        ("first_p50_ms", "message reaches the first client, p50"),
+        ("all_p50_ms", f"message reaches all {clients} clients, p50"),
+        ("all_p99_ms", f"message reaches all {clients} clients, p99"),
+    ]
     rows = []
     for key, label in keys:
         off = statistics.median(r[key] for r in results["off"])
@@ -210,7 +219,7 @@ def nodelay_report(results: dict[str, list[dict[str, Any]]], clients: int, messa
 
 Command: `{command}`
 
-{len(results['on'])} rounds per setting, alternating off/on (on/off in odd rounds), each a fresh server
+{len(results["on"])} rounds per setting, alternating off/on (on/off in odd rounds), each a fresh server
 process (`python -m trellis.testing.server`, eventlet, PostgreSQL, `TRELLIS_TCP_NODELAY=0|1`) with {clients}
 Socket.IO clients (python-socketio, websocket) in one room; one client sends {messages} messages with
 `call()` (waits for the acknowledgement). Figures are medians over the rounds of each round's
@@ -235,25 +244,25 @@ one room of one Trellis server process (eventlet, `python -m trellis.testing.ser
 Redis). One client sends {messages} messages on the socket, one at a time; each is stored, then emitted
 to the room. Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; the
 clients share the machine with the server. Load average (1 min) before / after the run:
-{figures['load_before']:.1f} / {figures['load_after']:.1f} (above ~2, other processes were competing for the cores).
+{figures["load_before"]:.1f} / {figures["load_after"]:.1f} (above ~2, other processes were competing for the cores).
 
 | figure | value |
 |---|---:|
-| acknowledgement of the send, p50 | {figures['ack_p50_ms']:.1f} ms |
-| acknowledgement of the send, p99 | {figures['ack_p99_ms']:.1f} ms |
-| message reaches **all** {clients} clients, p50 | {figures['all_p50_ms']:.1f} ms |
-| message reaches **all** {clients} clients, p99 | {figures['all_p99_ms']:.1f} ms |
-| message reaches all clients, worst | {figures['all_max_ms']:.1f} ms |
-| message reaches the **first** client, p50 | {figures['first_p50_ms']:.1f} ms |
-| one delivery, p50 ({figures['deliveries']} deliveries) | {figures['one_p50_ms']:.1f} ms |
-| one delivery, p99 | {figures['one_p99_ms']:.1f} ms |
-| server CPU per message (store + fan-out) | {figures['server_cpu_ms_per_message']:.1f} ms |
-| client-process CPU per delivery | {figures['client_cpu_us_per_delivery']:.0f} µs |
-| {clients} clients connected in | {figures['connect_s']:.1f} s |
-| server RSS idle | {figures['rss_idle_mb']:.0f} MB |
-| server RSS with {clients} clients | {figures['rss_connected_mb']:.0f} MB |
-| server RSS after the messages | {figures['rss_after_mb']:.0f} MB |
-| server peak RSS | {figures['rss_peak_mb']:.0f} MB |
+| acknowledgement of the send, p50 | {figures["ack_p50_ms"]:.1f} ms |
+| acknowledgement of the send, p99 | {figures["ack_p99_ms"]:.1f} ms |
+| message reaches **all** {clients} clients, p50 | {figures["all_p50_ms"]:.1f} ms |
+| message reaches **all** {clients} clients, p99 | {figures["all_p99_ms"]:.1f} ms |
+| message reaches all clients, worst | {figures["all_max_ms"]:.1f} ms |
+| message reaches the **first** client, p50 | {figures["first_p50_ms"]:.1f} ms |
+| one delivery, p50 ({figures["deliveries"]} deliveries) | {figures["one_p50_ms"]:.1f} ms |
+| one delivery, p99 | {figures["one_p99_ms"]:.1f} ms |
+| server CPU per message (store + fan-out) | {figures["server_cpu_ms_per_message"]:.1f} ms |
+| client-process CPU per delivery | {figures["client_cpu_us_per_delivery"]:.0f} µs |
+| {clients} clients connected in | {figures["connect_s"]:.1f} s |
+| server RSS idle | {figures["rss_idle_mb"]:.0f} MB |
+| server RSS with {clients} clients | {figures["rss_connected_mb"]:.0f} MB |
+| server RSS after the messages | {figures["rss_after_mb"]:.0f} MB |
+| server peak RSS | {figures["rss_peak_mb"]:.0f} MB |
 
 Target: p99 of "reaches all" under {TARGET_P99_MS:.0f} ms — **{verdict}**.
 """
@@ -265,12 +274,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--database", choices=("postgresql", "sqlite"), default="postgresql")
     parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.relative_to(ROOT)}")
-    parser.add_argument("--nodelay-rounds", type=int, default=0,
-                        help=f"compare TCP_NODELAY off/on over N alternating rounds (writes {NODELAY_RESULTS.name})")
+    parser.add_argument(
+        "--nodelay-rounds",
+        type=int,
+        default=0,
+        help=f"compare TCP_NODELAY off/on over N alternating rounds (writes {NODELAY_RESULTS.name})",
+    )
     args = parser.parse_args(argv)
     command = " ".join([".venv/bin/python -m bench.chat_bench", *(argv if argv is not None else sys.argv[1:])]).strip()
     # The cheap argon2 profile: creating the users is set-up, not what is measured.
-    with bench_server(args.database, modules="authentication,chat,email,sms", TRELLIS_PASSWORD_PROFILE="test") as server:
+    with bench_server(
+        args.database, modules="authentication,chat,email,sms", TRELLIS_PASSWORD_PROFILE="test"
+    ) as server:
         if args.nodelay_rounds:
             results = asyncio.run(nodelay_rounds(server, args.clients, args.messages, args.nodelay_rounds))
         else:

@@ -7,6 +7,7 @@
 server rather than on the load generator. `ceiling_server()` serves a minimal Flask JSON route the
 same way (eventlet, one process) to put every figure beside the best this stack can do.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -122,7 +123,10 @@ def bench_server(database: str = "postgresql", modules: str | None = None, **env
         full_env.update(env)
         subprocess.run(
             [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis", "init"],
-            env=full_env, check=True, capture_output=True, cwd=tmp,
+            env=full_env,
+            check=True,
+            capture_output=True,
+            cwd=tmp,
         )
         with serve(full_env, tmp) as server:
             yield server
@@ -214,7 +218,9 @@ def wrk(
         body = json.dumps(body)
         headers.setdefault("Content-Type", "application/json")
     lua_headers = "\n".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items())
-    script = _LUA_REQUEST.format(method=json.dumps(method), body=json.dumps(body) if body else "nil", headers=lua_headers)
+    script = _LUA_REQUEST.format(
+        method=json.dumps(method), body=json.dumps(body) if body else "nil", headers=lua_headers
+    )
     with tempfile.TemporaryDirectory() as tmp:
         if paths:
             paths_file = Path(tmp) / "paths.txt"
@@ -223,8 +229,22 @@ def wrk(
         script_file = Path(tmp) / "req.lua"
         script_file.write_text(script)
         result = subprocess.run(
-            ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration}s", "--latency", "-s", str(script_file), url],
-            capture_output=True, text=True, check=True,
+            [
+                "wrk",
+                "-t",
+                str(threads),
+                "-c",
+                str(connections),
+                "-d",
+                f"{duration}s",
+                "--latency",
+                "-s",
+                str(script_file),
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         )
     return parse_wrk(result.stdout)
 

@@ -20,6 +20,7 @@ create one; update one (`PATCH` of `price`, random ids). Reads run before writes
 exactly `--documents` documents.
 The storage layout experiment (`bench/database_layout.py`) runs too, unless `--skip-layout`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,19 +45,32 @@ TAGS = ["red", "green", "blue", "sale", "new", "eco", "gift", "bulk"]
 
 
 def load(server: Server, documents: int, seed: int = 7) -> list[str]:
-    created = requests.post(f"{server.url}/admin/database/schemas", json={"name": "Product", "fields": SCHEMA},
-                            headers=server.admin_headers, timeout=60)
+    created = requests.post(
+        f"{server.url}/admin/database/schemas",
+        json={"name": "Product", "fields": SCHEMA},
+        headers=server.admin_headers,
+        timeout=60,
+    )
     created.raise_for_status()
     rnd = random.Random(seed)
     batches = []
     for start in range(0, documents, 1000):
-        batches.append([{"title": f"Product {i}", "price": round(rnd.uniform(0, 1000), 2),
-                         "tags": rnd.sample(TAGS, 2), "owner": f"user{rnd.randrange(500)}"}
-                        for i in range(start, min(start + 1000, documents))])
+        batches.append(
+            [
+                {
+                    "title": f"Product {i}",
+                    "price": round(rnd.uniform(0, 1000), 2),
+                    "tags": rnd.sample(TAGS, 2),
+                    "owner": f"user{rnd.randrange(500)}",
+                }
+                for i in range(start, min(start + 1000, documents))
+            ]
+        )
 
     def send(batch: list[dict[str, Any]]) -> list[str]:
-        response = requests.post(f"{server.url}/database/Product/many", json={"docs": batch},
-                                 headers=server.admin_headers, timeout=300)
+        response = requests.post(
+            f"{server.url}/database/Product/many", json={"docs": batch}, headers=server.admin_headers, timeout=300
+        )
         response.raise_for_status()
         return [doc["_id"] for doc in response.json()["docs"]]
 
@@ -84,8 +98,10 @@ def run(documents: int, duration: int) -> tuple[list[tuple[str, dict[str, float]
     rows: list[tuple[str, dict[str, float]]] = []
     rounds: list[str] = []
     rnd = random.Random(11)
-    with bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=REDIS_URL) as server, \
-            ceiling_server() as ceiling:
+    with (
+        bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=REDIS_URL) as server,
+        ceiling_server() as ceiling,
+    ):
         started = time.monotonic()
         ids = load(server, documents)
         load_seconds = time.monotonic() - started
@@ -107,18 +123,24 @@ def run(documents: int, duration: int) -> tuple[list[tuple[str, dict[str, float]
             rounds.append(f"round {number}: get by id {get} req/s, ceiling {top} req/s ({get / top * 100:.0f}%)")
         rows.append((GET, _median(measured[GET])))
         run_case(LIST, f"{base}?price[$lt]=500&sort=-price&limit=20")
-        run_case("GET list price[$lt]=50&sort=-price&limit=20 (5% match, the same query each time)",
-                 f"{base}?price[$lt]=50&sort=-price&limit=20")
-        distinct = [f"/database/Product?price[$lt]={rnd.uniform(10, 1000):.4f}&sort=-price&limit=20"
-                    for _ in range(100_000)]
+        run_case(
+            "GET list price[$lt]=50&sort=-price&limit=20 (5% match, the same query each time)",
+            f"{base}?price[$lt]=50&sort=-price&limit=20",
+        )
+        distinct = [
+            f"/database/Product?price[$lt]={rnd.uniform(10, 1000):.4f}&sort=-price&limit=20" for _ in range(100_000)
+        ]
         run_case(LIST_DISTINCT, base, paths=distinct)
         folder = str(Path(server.env["TRELLIS_INSTANCE_PATH"]).parent)
         with serve(server.env, folder, TRELLIS_REDIS_URL="") as uncached:
             run_case(LIST_NO_REDIS, f"{uncached.url}/database/Product?price[$lt]=500&sort=-price&limit=20")
-        run_case("POST /database/Product (create one)", base, method="POST",
-                 body={"title": "Bench product", "price": 12.5, "tags": ["new", "sale"], "owner": "user1"})
-        run_case("PATCH /database/Product/{id} (update one)", base, method="PATCH", body={"price": 99.5},
-                 paths=by_id)
+        run_case(
+            "POST /database/Product (create one)",
+            base,
+            method="POST",
+            body={"title": "Bench product", "price": 12.5, "tags": ["new", "sale"], "owner": "user1"},
+        )
+        run_case("PATCH /database/Product/{id} (update one)", base, method="PATCH", body={"price": 99.5}, paths=by_id)
         rows.append((CEILING, _median(measured[CEILING])))
     return rows, load_seconds, rounds
 
@@ -145,12 +167,20 @@ def verdict(rows: list[tuple[str, dict[str, float]]]) -> str:
     )
 
 
-def report(rows: list[tuple[str, dict[str, float]]], documents: int, duration: int, load_seconds: float,
-           layout: str | None, command: str, rounds: list[str]) -> str:
+def report(
+    rows: list[tuple[str, dict[str, float]]],
+    documents: int,
+    duration: int,
+    load_seconds: float,
+    layout: str | None,
+    command: str,
+    rounds: list[str],
+) -> str:
     load = os.getloadavg()
     rounds_text = "Get by id against the ceiling, round by round: " + "; ".join(rounds) + "."
     errors = "; ".join(f"{name}: {int(stats['socket_errors'])}" for name, stats in rows if stats["socket_errors"])
-    layout_part = f"""
+    layout_part = (
+        f"""
 ## Storage layout (why one table per schema with generated columns)
 
 `.venv/bin/python -m bench.database_layout` — the same 100,000 documents stored three ways, plain SQL:
@@ -163,7 +193,10 @@ column the query needs is in the index; an expression over `data` needs `data`),
 a stored generated column turns the same index into an index-only scan. A shared table needs the
 schema id in every index and statement and reads twice the rows. Writes pay for the generated column
 (computed from the document on insert) — a fair price for reads.
-""" if layout else ""
+"""
+        if layout
+        else ""
+    )
     return f"""# Database benchmark
 
 Command: `{command}`
@@ -212,7 +245,9 @@ def main(argv: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     parser.add_argument("--skip-layout", action="store_true", help="do not run bench.database_layout")
     parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args(argv)
-    command = " ".join([".venv/bin/python -m bench.database_bench", *(argv if argv is not None else sys.argv[1:])]).strip()
+    command = " ".join(
+        [".venv/bin/python -m bench.database_bench", *(argv if argv is not None else sys.argv[1:])]
+    ).strip()
     layout = None
     if not args.skip_layout:
         from bench.database_layout import run as run_layout

@@ -14,6 +14,7 @@
 Each query runs 25 times after 5 warm-ups; the table shows the median in ms. ``database_bench``
 includes this table in ``bench/results/database.md``.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -32,8 +33,10 @@ FROM generate_series(1, %(n)s) i"""
 
 SETUP = {
     "per-table + generated columns": [
-        ("CREATE TABLE gen (id varchar(32) PRIMARY KEY, data jsonb NOT NULL, "
-        f"f_price numeric GENERATED ALWAYS AS ({PRICE}) STORED)"),
+        (
+            "CREATE TABLE gen (id varchar(32) PRIMARY KEY, data jsonb NOT NULL, "
+            f"f_price numeric GENERATED ALWAYS AS ({PRICE}) STORED)"
+        ),
         f"INSERT INTO gen (id, data) {DOCS}",
         "CREATE INDEX gen_price ON gen (f_price NULLS FIRST, id)",
     ],
@@ -62,8 +65,7 @@ def queries(layout: str) -> dict[str, str]:
     return {
         "count price < 500 (50%)": f"SELECT count(*) FROM {table} WHERE {scope}{price} < 500",
         "count price < 50 (5%)": f"SELECT count(*) FROM {table} WHERE {scope}{price} < 50",
-        "page price < 500, -price, limit 20":
-            f"SELECT id, data FROM {table} WHERE {scope}{price} < 500 ORDER BY {price} DESC NULLS LAST, id DESC LIMIT 20",
+        "page price < 500, -price, limit 20": f"SELECT id, data FROM {table} WHERE {scope}{price} < 500 ORDER BY {price} DESC NULLS LAST, id DESC LIMIT 20",
         "get by id": f"SELECT id, data FROM {table} WHERE {scope}id = md5('4242')",
     }
 
@@ -97,9 +99,11 @@ def run(documents: int = 100_000) -> str:
             # Write cost with the indexes in place: 10,000 more documents in one statement.
             columns, extra = ("id, schema_id, data", "'product', ") if scope else ("id, data", "")
             started = time.perf_counter()
-            cursor.execute(f"INSERT INTO {table} ({columns}) SELECT md5('new' || i), {extra}jsonb_build_object("
-                           "'title', 'New ' || i, 'price', round((random() * 1000)::numeric, 2)) "
-                           "FROM generate_series(1, 10000) i")
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) SELECT md5('new' || i), {extra}jsonb_build_object("
+                "'title', 'New ' || i, 'price', round((random() * 1000)::numeric, 2)) "
+                "FROM generate_series(1, 10000) i"
+            )
             rows[layout]["insert 10,000 more"] = round((time.perf_counter() - started) * 1000, 1)
         connection.close()
     names = list(next(iter(rows.values())))

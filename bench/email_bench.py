@@ -14,6 +14,7 @@ rendering, and the send record (committed as pending, then as sent: two commits 
 
 The Forms rate limit is raised for the run (`PUT /config/forms`); otherwise it answers 429.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,7 +36,13 @@ FIELDS = [
     {"name": "age", "type": "number"},
     {"name": "newsletter", "type": "checkbox"},
 ]
-SUBMISSION = {"name": "Ada Lovelace", "email": "ada@example.com", "message": "Hello\nthere", "age": 36, "newsletter": True}
+SUBMISSION = {
+    "name": "Ada Lovelace",
+    "email": "ada@example.com",
+    "message": "Hello\nthere",
+    "age": 36,
+    "newsletter": True,
+}
 
 
 def prepare(server: Server) -> tuple[str, str]:
@@ -45,12 +52,25 @@ def prepare(server: Server) -> tuple[str, str]:
 
     headers = server.admin_headers
     ok(requests.put(f"{server.url}/config/forms", json={"rateLimit": "100000000/minute"}, headers=headers, timeout=30))
-    template = {"name": "welcome", "subject": "Welcome {{ name }}", "body": "<p>Hi {{ name }}, your code is {{ code }}</p>"}
+    template = {
+        "name": "welcome",
+        "subject": "Welcome {{ name }}",
+        "body": "<p>Hi {{ name }}, your code is {{ code }}</p>",
+    }
     ok(requests.post(f"{server.url}/admin/email/templates", json=template, headers=headers, timeout=30))
-    plain = ok(requests.post(f"{server.url}/admin/forms", json={"name": "Contact", "fields": FIELDS}, headers=headers, timeout=30))
-    forwarding = ok(requests.post(f"{server.url}/admin/forms", json={"name": "Forwarded", "fields": FIELDS,
-                                                                        "forwardTo": "owner@example.com"},
-                                  headers=headers, timeout=30))
+    plain = ok(
+        requests.post(
+            f"{server.url}/admin/forms", json={"name": "Contact", "fields": FIELDS}, headers=headers, timeout=30
+        )
+    )
+    forwarding = ok(
+        requests.post(
+            f"{server.url}/admin/forms",
+            json={"name": "Forwarded", "fields": FIELDS, "forwardTo": "owner@example.com"},
+            headers=headers,
+            timeout=30,
+        )
+    )
     return plain["_id"], forwarding["_id"]
 
 
@@ -60,20 +80,34 @@ def run(database: str, duration: int) -> list[tuple[str, dict[str, float]]]:
         plain, forwarding = prepare(server)
         send = f"{server.url}/email/send"
         cases = [
-            ("POST /email/send (raw, outbox)", send,
-             {"to": "ada@example.com", "subject": "Hello", "body": "<p>Hello</p>"}, server.admin_headers),
-            ("POST /email/send (template, outbox)", send,
-             {"to": "ada@example.com", "templateName": "welcome", "variables": {"name": "<Ada>", "code": "42"}},
-             server.admin_headers),
+            (
+                "POST /email/send (raw, outbox)",
+                send,
+                {"to": "ada@example.com", "subject": "Hello", "body": "<p>Hello</p>"},
+                server.admin_headers,
+            ),
+            (
+                "POST /email/send (template, outbox)",
+                send,
+                {"to": "ada@example.com", "templateName": "welcome", "variables": {"name": "<Ada>", "code": "42"}},
+                server.admin_headers,
+            ),
             ("POST /forms/submit/{id} (5 fields, no forward)", f"{server.url}/forms/submit/{plain}", SUBMISSION, {}),
-            ("POST /forms/submit/{id} (forwarded via outbox)", f"{server.url}/forms/submit/{forwarding}", SUBMISSION, {}),
+            (
+                "POST /forms/submit/{id} (forwarded via outbox)",
+                f"{server.url}/forms/submit/{forwarding}",
+                SUBMISSION,
+                {},
+            ),
         ]
         for name, url, body, headers in cases:
-            rows.append((name, wrk(url, connections=CONNECTIONS, duration=duration, method="POST", body=body,
-                                   headers=headers)))
+            rows.append(
+                (name, wrk(url, connections=CONNECTIONS, duration=duration, method="POST", body=body, headers=headers))
+            )
     with ceiling_server() as ceiling:
-        rows.append(("ceiling: bare Flask JSON route",
-                     wrk(f"{ceiling.url}/item", connections=CONNECTIONS, duration=duration)))
+        rows.append(
+            ("ceiling: bare Flask JSON route", wrk(f"{ceiling.url}/item", connections=CONNECTIONS, duration=duration))
+        )
     return rows
 
 

@@ -10,6 +10,7 @@ measuring order alternate from round to round so the machine's drift falls on bo
 median of the per-round ratios. The CPU the machine spent on other work during each round (other engineers'
 tests, PostgreSQL for them) is reported beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,7 +51,9 @@ def measure(server: Server, paths: list[str], duration: int) -> dict[str, float]
     own = _cpu_of(server.process.pid) - own0
     children1 = os.times()
     hz = os.sysconf("SC_CLK_TCK")
-    wrk_jiffies = ((children1.children_user - children0.children_user) + (children1.children_system - children0.children_system)) * hz
+    wrk_jiffies = (
+        (children1.children_user - children0.children_user) + (children1.children_system - children0.children_system)
+    ) * hz
     elapsed = total1 - total0  # all cores
     stats["server_cpu"] = round(own / elapsed * (os.cpu_count() or 1), 3)  # in cores
     # Server CPU per request: what a request costs the process, whatever share of the machine it got.
@@ -71,8 +74,10 @@ def run(documents: int, rounds: int, duration: int, servers: bool = True) -> dic
             # A fresh pair each round, started and measured in alternating order: two processes started
             # alike still differ by a few percent (placement, start order), which must not pass for the cost.
             names = ("on", "off") if number % 2 == 0 else ("off", "on")
-            with serve(loader.env, folder, TRELLIS_METRICS="true" if names[0] == "on" else "false") as first, \
-                    serve(loader.env, folder, TRELLIS_METRICS="true" if names[1] == "on" else "false") as second:
+            with (
+                serve(loader.env, folder, TRELLIS_METRICS="true" if names[0] == "on" else "false") as first,
+                serve(loader.env, folder, TRELLIS_METRICS="true" if names[1] == "on" else "false") as second,
+            ):
                 servers = dict(zip(names, (first, second)))
                 for server in servers.values():  # warm-up: imports, pools, caches
                     wrk(server.url + "/database/Product", connections=CONNECTIONS, duration=2, paths=paths)
@@ -82,9 +87,11 @@ def run(documents: int, rounds: int, duration: int, servers: bool = True) -> dic
                 row["ratio"] = row["on"]["rps"] / row["off"]["rps"]
                 row["cpu_ratio"] = row["on"]["cpu_us"] / row["off"]["cpu_us"]
                 results.append(row)
-                print(f"round {number + 1}: on {row['on']['rps']} req/s, off {row['off']['rps']} req/s, "
-                      f"ratio {row['ratio']:.3f}, CPU/request {row['on']['cpu_us']}/{row['off']['cpu_us']} us, foreign CPU {row['on']['foreign_cpu']}/{row['off']['foreign_cpu']} cores",
-                      flush=True)
+                print(
+                    f"round {number + 1}: on {row['on']['rps']} req/s, off {row['off']['rps']} req/s, "
+                    f"ratio {row['ratio']:.3f}, CPU/request {row['on']['cpu_us']}/{row['off']['cpu_us']} us, foreign CPU {row['on']['foreign_cpu']}/{row['off']['foreign_cpu']} cores",
+                    flush=True,
+                )
                 import requests
 
                 scraped = requests.get(servers["on"].url + "/metrics", headers=loader.admin_headers, timeout=10).text
@@ -109,8 +116,16 @@ def in_process(loader: Server, paths: list[str], rounds: int, calls: int) -> lis
     from trellis import create_app
     from trellis.metrics import MetricsMiddleware
 
-    app = create_app({"DATABASE_URL": loader.database_url, "MASTER_KEY": MASTER_KEY, "SECRET_KEY": SECRET_KEY,
-                      "ASYNC_MODE": "threading", "REDIS_URL": REDIS_URL, "LOG_LEVEL": "WARNING"})
+    app = create_app(
+        {
+            "DATABASE_URL": loader.database_url,
+            "MASTER_KEY": MASTER_KEY,
+            "SECRET_KEY": SECRET_KEY,
+            "ASYNC_MODE": "threading",
+            "REDIS_URL": REDIS_URL,
+            "LOG_LEVEL": "WARNING",
+        }
+    )
     outer = app.wsgi_app  # Socket.IO's middleware, around the metrics wrapper, around Flask's wsgi_app
     wrapper = outer.wsgi_app
     assert isinstance(wrapper, MetricsMiddleware)
@@ -137,14 +152,17 @@ def in_process(loader: Server, paths: list[str], rounds: int, calls: int) -> lis
     for number in range(rounds):
         row: dict[str, float] = {}
         names = list(variants)
-        for kind in names[number % 3:] + names[: number % 3]:
+        for kind in names[number % 3 :] + names[: number % 3]:
             outer.wsgi_app = variants[kind]
             row[kind] = call_all(calls)
         row["ratio"] = row["on"] / row["off"]
         row["control_ratio"] = row["control"] / row["off"]
         results.append(row)
-        print(f"in process, round {number + 1}: on {row['on']:.1f} us, off {row['off']:.1f} us, "
-              f"control {row['control']:.1f} us, ratio {row['ratio']:.3f}", flush=True)
+        print(
+            f"in process, round {number + 1}: on {row['on']:.1f} us, off {row['off']:.1f} us, "
+            f"control {row['control']:.1f} us, ratio {row['ratio']:.3f}",
+            flush=True,
+        )
     outer.wsgi_app = wrapper
     return results
 
@@ -200,21 +218,35 @@ def report(outcome: dict[str, Any], documents: int, rounds: int, duration: int, 
     median = statistics.median(ratios)
     cpu_ratios = [row["cpu_ratio"] for row in rows] or [float("nan")]
     cpu_median = statistics.median(cpu_ratios)
-    lines = ["| round | order | on req/s | off req/s | on/off | server CPU µs/request on / off | on p50 ms | off p50 ms "
-             "| foreign CPU (cores) on / off |",
-             "|---:|---|---:|---:|---:|---|---:|---:|---|"]
+    lines = [
+        "| round | order | on req/s | off req/s | on/off | server CPU µs/request on / off | on p50 ms | off p50 ms "
+        "| foreign CPU (cores) on / off |",
+        "|---:|---|---:|---:|---:|---|---:|---:|---|",
+    ]
     for number, row in enumerate(rows, 1):
-        lines.append(f"| {number} | {row['order']} | {row['on']['rps']} | {row['off']['rps']} | {row['ratio']:.3f} | "
-                     f"{row['on']['cpu_us']} / {row['off']['cpu_us']} ({row['cpu_ratio']:.3f}) | {row['on']['p50_ms']} | {row['off']['p50_ms']} | {row['on']['foreign_cpu']} / {row['off']['foreign_cpu']} |")
-    in_lines = ["| round | on µs/request | off µs/request | control µs/request | on/off | control/off |",
-                "|---:|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {number} | {row['order']} | {row['on']['rps']} | {row['off']['rps']} | {row['ratio']:.3f} | "
+            f"{row['on']['cpu_us']} / {row['off']['cpu_us']} ({row['cpu_ratio']:.3f}) | {row['on']['p50_ms']} | {row['off']['p50_ms']} | {row['on']['foreign_cpu']} / {row['off']['foreign_cpu']} |"
+        )
+    in_lines = [
+        "| round | on µs/request | off µs/request | control µs/request | on/off | control/off |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for number, row in enumerate(outcome["in_process"], 1):
-        in_lines.append(f"| {number} | {row['on']:.1f} | {row['off']:.1f} | {row['control']:.1f} | {row['ratio']:.3f} | "
-                        f"{row['control_ratio']:.3f} |")
+        in_lines.append(
+            f"| {number} | {row['on']:.1f} | {row['off']:.1f} | {row['control']:.1f} | {row['ratio']:.3f} | "
+            f"{row['control_ratio']:.3f} |"
+        )
     in_median = statistics.median(row["ratio"] for row in outcome["in_process"])
     control_median = statistics.median(row["control_ratio"] for row in outcome["in_process"])
-    count_line = next((line for line in outcome["scraped"].splitlines()
-                       if line.startswith("trellis_http_requests_total") and "/database/<string:schemaName>/<string:docId>" in line), "")
+    count_line = next(
+        (
+            line
+            for line in outcome["scraped"].splitlines()
+            if line.startswith("trellis_http_requests_total") and "/database/<string:schemaName>/<string:docId>" in line
+        ),
+        "",
+    )
     load = os.getloadavg()
     return f"""# Metrics benchmark: get by id with metrics on and off
 
@@ -273,7 +305,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--in-process-only", action="store_true", help="skip the rounds against server processes")
     args = parser.parse_args(argv)
-    command = " ".join([".venv/bin/python -m bench.metrics_bench", *(argv if argv is not None else sys.argv[1:])]).strip()
+    command = " ".join(
+        [".venv/bin/python -m bench.metrics_bench", *(argv if argv is not None else sys.argv[1:])]
+    ).strip()
     outcome = run(args.documents, args.rounds, args.duration, servers=not args.in_process_only)
     text = report(outcome, args.documents, args.rounds, args.duration, command)
     print(text)

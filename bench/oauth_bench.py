@@ -14,6 +14,7 @@ Each round runs, back to back and for the same time, 16 closed-loop clients on
 The machine is shared, so the figure that matters is the ratio within each round (both cases see the same
 load); the report gives each round, the median ratio, and the CPU other processes used during the run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,21 +55,30 @@ def run(database: str, rounds: int, duration: int) -> dict[str, Any]:
         with bench_server(database, modules="authentication,email,sms", TRELLIS_PASSWORD_PROFILE="default") as server:
             config = {
                 "rateLimits": {"loginPerIp": "1000000/minute", "loginPerEmail": "1000000/minute"},
-                "oauth": {"oidc": [{"name": "acme", "issuer": fake.issuer, "clientId": CLIENT_ID,
-                                    "clientSecret": CLIENT_SECRET}]},
+                "oauth": {
+                    "oidc": [
+                        {"name": "acme", "issuer": fake.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET}
+                    ]
+                },
             }
-            requests.put(f"{server.url}/config/authentication", json=config, headers=server.admin_headers,
-                         timeout=30).raise_for_status()
+            requests.put(
+                f"{server.url}/config/authentication", json=config, headers=server.admin_headers, timeout=30
+            ).raise_for_status()
             body = {"email": "bench@example.com", "password": PASSWORD}
-            requests.post(f"{server.url}/authentication/users", json=body, headers=server.admin_headers,
-                          timeout=30).raise_for_status()
-            id_token = fake.id_token(Account(subject="bench-1", email="bench-oidc@example.com"), exp=int(time.time()) + 3600)
+            requests.post(
+                f"{server.url}/authentication/users", json=body, headers=server.admin_headers, timeout=30
+            ).raise_for_status()
+            id_token = fake.id_token(
+                Account(subject="bench-1", email="bench-oidc@example.com"), exp=int(time.time()) + 3600
+            )
             native = {"id_token": id_token}
             first = requests.post(f"{server.url}/authentication/acme", json=native, timeout=30)
             first.raise_for_status()  # creates the user and fills the JWKS cache
             results: list[dict[str, Any]] = []
             busy_before, server_before, own_before = (
-                _machine_busy_seconds(), _process_seconds(server.process.pid), sum(os.times()[:4])
+                _machine_busy_seconds(),
+                _process_seconds(server.process.pid),
+                sum(os.times()[:4]),
             )
             started = time.monotonic()
             for _ in range(rounds):
@@ -83,21 +93,34 @@ def run(database: str, rounds: int, duration: int) -> dict[str, Any]:
     finally:
         fake.stop()
     return {
-        "rounds": results, "wall": wall, "cores": os.cpu_count() or 1, "busy": busy, "server_cpu": server_cpu,
-        "own_cpu": own_cpu, "foreign_cpu": max(0.0, busy - server_cpu - own_cpu), "jwks_fetches": jwks_fetches,
+        "rounds": results,
+        "wall": wall,
+        "cores": os.cpu_count() or 1,
+        "busy": busy,
+        "server_cpu": server_cpu,
+        "own_cpu": own_cpu,
+        "foreign_cpu": max(0.0, busy - server_cpu - own_cpu),
+        "jwks_fetches": jwks_fetches,
     }
 
 
 def report(data: dict[str, Any], database: str, rounds: int, duration: int, command: str) -> str:
-    lines = ["| round | ID-token sign-in req/s | p50 ms | password sign-in req/s | p50 ms | ratio |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| round | ID-token sign-in req/s | p50 ms | password sign-in req/s | p50 ms | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
     ratios = []
     for number, result in enumerate(data["rounds"], 1):
         provider, password = result["provider"], result["password"]
         ratio = provider["rps"] / password["rps"] if password["rps"] else float("inf")
         ratios.append(ratio)
-        lines.append(f"| {number} | {provider['rps']} | {provider['p50_ms']} | {password['rps']} | "
-                     f"{password['p50_ms']} | {ratio:.1f} × |")
-    failures = sum(r[case]["non_2xx"] + r[case]["socket_errors"] for r in data["rounds"] for case in ("provider", "password"))
+        lines.append(
+            f"| {number} | {provider['rps']} | {provider['p50_ms']} | {password['rps']} | "
+            f"{password['p50_ms']} | {ratio:.1f} × |"
+        )
+    failures = sum(
+        r[case]["non_2xx"] + r[case]["socket_errors"] for r in data["rounds"] for case in ("provider", "password")
+    )
     capacity = data["wall"] * data["cores"]
     return f"""# Provider sign-in benchmark
 

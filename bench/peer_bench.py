@@ -24,6 +24,7 @@ two cores used during a measured run by processes that are not part of it (other
 total busy time from ``/proc/stat`` minus the server under test, wrk, and the PostgreSQL backends
 connected to the server's database.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,9 @@ def _backends(dsn: str, database: str) -> list[int]:
     their CPU then counts as foreign, which overstates the load from others)."""
     try:
         with contextlib.closing(psycopg2.connect(dsn)) as connection, connection.cursor() as cursor:
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                           (database,))
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (database,)
+            )
             return [row[0] for row in cursor.fetchall()]
     except psycopg2.OperationalError:
         return []
@@ -107,8 +109,10 @@ class CpuWindow:
         machine = _machine_busy() - self.machine
         ours = sum(_process_cpu(pid) for pid in self.pids) - self.ours + self._children() - self.children
         cores = os.cpu_count() or 1
-        return {"foreign_pct": max(0.0, (machine - ours) / (elapsed * cores) * 100),
-                "ours_pct": ours / (elapsed * cores) * 100}
+        return {
+            "foreign_pct": max(0.0, (machine - ours) / (elapsed * cores) * 100),
+            "ours_pct": ours / (elapsed * cores) * 100,
+        }
 
 
 # ---- servers ------------------------------------------------------------------------------------
@@ -136,8 +140,11 @@ def parse_pid() -> int:
 def redis_child() -> Iterator[str]:
     """A throwaway redis-server on a free port (the shared one on 6379 is left alone)."""
     port = _free_port()
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(50):
             with contextlib.suppress(OSError):
@@ -154,15 +161,16 @@ def redis_child() -> Iterator[str]:
 
 def load_trellis(url: str, headers: dict[str, str]) -> list[str]:
     """The rows Parse's seed made, loaded into Trellis in the same order; returns the new ids."""
-    requests.post(f"{url}/admin/database/schemas", json={"name": "Item", "fields": SCHEMA}, headers=headers,
-                  timeout=60).raise_for_status()
+    requests.post(
+        f"{url}/admin/database/schemas", json={"name": "Item", "fields": SCHEMA}, headers=headers, timeout=60
+    ).raise_for_status()
     with contextlib.closing(psycopg2.connect(PARSE_DSN)) as connection, connection.cursor() as cursor:
         cursor.execute('SELECT title, price, tags, owner FROM "Item" ORDER BY "createdAt" DESC, "objectId"')
         rows = cursor.fetchall()
     ids: list[str] = []
     session = requests.Session()
     for start in range(0, len(rows), 1000):
-        docs = [{"title": t, "price": p, "tags": tags, "owner": o} for t, p, tags, o in rows[start:start + 1000]]
+        docs = [{"title": t, "price": p, "tags": tags, "owner": o} for t, p, tags, o in rows[start : start + 1000]]
         response = session.post(f"{url}/database/Item/many", json={"docs": docs}, headers=headers, timeout=300)
         response.raise_for_status()
         ids += [doc["_id"] for doc in response.json()["docs"]]
@@ -193,8 +201,14 @@ end
 """
 
 
-def wrk(base: str, paths: list[str], seconds: int, method: str = "GET", body: Any = None,
-        headers: dict[str, str] | None = None) -> dict[str, float]:
+def wrk(
+    base: str,
+    paths: list[str],
+    seconds: int,
+    method: str = "GET",
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, float]:
     headers = dict(headers or {})
     if body is not None:
         headers["Content-Type"] = "application/json"
@@ -203,10 +217,20 @@ def wrk(base: str, paths: list[str], seconds: int, method: str = "GET", body: An
         paths_file = Path(tmp) / "paths.txt"
         paths_file.write_text("\n".join(paths))
         script = Path(tmp) / "run.lua"
-        script.write_text(_SCRIPT.format(method=json.dumps(method), body=json.dumps(json.dumps(body)) if body else "nil",
-                                         headers=lua_headers, paths_file=json.dumps(str(paths_file))))
-        result = subprocess.run(["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "-s", str(script),
-                                 base], capture_output=True, text=True, check=True)
+        script.write_text(
+            _SCRIPT.format(
+                method=json.dumps(method),
+                body=json.dumps(json.dumps(body)) if body else "nil",
+                headers=lua_headers,
+                paths_file=json.dumps(str(paths_file)),
+            )
+        )
+        result = subprocess.run(
+            ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "-s", str(script), base],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     return parse_wrk(result.stdout)
 
 
@@ -220,8 +244,9 @@ def trellis_cases(ids: list[str], rnd: random.Random, with_no_count: bool) -> di
         "update": {"paths": [f"/database/Item/{i}" for i in sample], "method": "PATCH", "body": {"price": 99.5}},
     }
     if with_no_count:
-        cases["list, no count"] = {"paths": [f"/database/Item?price[$lt]={x}&sort=-price&limit=20&count=none"
-                                             for x in xs]}
+        cases["list, no count"] = {
+            "paths": [f"/database/Item?price[$lt]={x}&sort=-price&limit=20&count=none" for x in xs]
+        }
     return cases
 
 
@@ -235,13 +260,21 @@ def parse_cases(ids: list[str], rnd: random.Random) -> dict[str, dict[str, Any]]
     common = {"headers": PARSE_HEADERS}
     return {
         "get by id": {**common, "paths": [f"/parse/classes/Item/{i}" for i in sample]},
-        "list + exact count": {**common, "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20&count=1"
-                                                   for x in xs]},
-        "list, no count": {**common, "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20"
-                                               for x in xs]},
+        "list + exact count": {
+            **common,
+            "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20&count=1" for x in xs],
+        },
+        "list, no count": {
+            **common,
+            "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20" for x in xs],
+        },
         "create": {**common, "paths": ["/parse/classes/Item"], "method": "POST", "body": NEW_ITEM},
-        "update": {**common, "paths": [f"/parse/classes/Item/{i}" for i in sample], "method": "PUT",
-                   "body": {"price": 99.5}},
+        "update": {
+            **common,
+            "paths": [f"/parse/classes/Item/{i}" for i in sample],
+            "method": "PUT",
+            "body": {"price": 99.5},
+        },
     }
 
 
@@ -256,9 +289,12 @@ def measure(base: str, case: dict[str, Any], pids: list[int], warmup: int, secon
 def run(rounds: int, warmup: int, seconds: int, documents: int) -> tuple[list[dict[str, Any]], bool]:
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
-    with parse_server(documents) as parse_ids, redis_child() as redis_url, \
-            bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=redis_url) as trellis, \
-            ceiling_server() as ceiling:
+    with (
+        parse_server(documents) as parse_ids,
+        redis_child() as redis_url,
+        bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=redis_url) as trellis,
+        ceiling_server() as ceiling,
+    ):
         trellis_ids = load_trellis(trellis.url, trellis.admin_headers)
         vacuum(trellis.database_url)
         probe = requests.get(f"{trellis.url}/database/Item?limit=1&count=none", timeout=10)
@@ -283,16 +319,22 @@ def run(rounds: int, warmup: int, seconds: int, documents: int) -> tuple[list[di
             top = measure(ceiling.url, ceiling_case, [ceiling.process.pid], warmup, seconds)
             get = next(r for r in reversed(results) if r["operation"] == "get by id")
             results.append({"round": number, "operation": "ceiling", "ceiling": top, "trellis": get["trellis"]})
-            print(f"round {number}: ceiling {top['rps']} req/s (foreign CPU {top['foreign_pct']:.0f}%), "
-                  f"get by id {get['trellis']['rps'] / top['rps'] * 100:.0f}% of it", flush=True)
+            print(
+                f"round {number}: ceiling {top['rps']} req/s (foreign CPU {top['foreign_pct']:.0f}%), "
+                f"get by id {get['trellis']['rps'] / top['rps'] * 100:.0f}% of it",
+                flush=True,
+            )
     return results, with_no_count
 
 
 def _print_row(row: dict[str, Any]) -> None:
     t, p = row["trellis"], row["parse"]
-    print(f"round {row['round']} {row['operation']}: trellis {t['rps']} req/s (foreign {t['foreign_pct']:.0f}%, "
-          f"non-2xx {int(t['non_2xx'])}), parse {p['rps']} req/s (foreign {p['foreign_pct']:.0f}%, "
-          f"non-2xx {int(p['non_2xx'])}) → {t['rps'] / p['rps']:.2f}×", flush=True)
+    print(
+        f"round {row['round']} {row['operation']}: trellis {t['rps']} req/s (foreign {t['foreign_pct']:.0f}%, "
+        f"non-2xx {int(t['non_2xx'])}), parse {p['rps']} req/s (foreign {p['foreign_pct']:.0f}%, "
+        f"non-2xx {int(p['non_2xx'])}) → {t['rps'] / p['rps']:.2f}×",
+        flush=True,
+    )
 
 
 GOALS = {"get by id": 2.0, "list + exact count": 1.5, "create": 1.5, "update": 1.5}
@@ -321,7 +363,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             f"| {name} | **{statistics.median(ratios):.2f}** | {', '.join(f'{x:.2f}' for x in ratios)} "
             f"| {statistics.median(r['trellis']['rps'] for r in rows):,.0f} "
             f"| {statistics.median(r['parse']['rps'] for r in rows):,.0f} "
-            f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |")
+            f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |"
+        )
     ceilings = [r for r in results if r["operation"] == "ceiling"]
     shares = [r["trellis"]["rps"] / r["ceiling"]["rps"] for r in ceilings]
     lines.append(
@@ -329,7 +372,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         f"| {statistics.median(r['trellis']['rps'] for r in ceilings):,.0f} "
         f"| ceiling {statistics.median(r['ceiling']['rps'] for r in ceilings):,.0f} "
         f"| {min(r['ceiling']['foreign_pct'] for r in ceilings):.0f}–"
-        f"{max(r['ceiling']['foreign_pct'] for r in ceilings):.0f} | ≥ 0.70 |")
+        f"{max(r['ceiling']['foreign_pct'] for r in ceilings):.0f} | ≥ 0.70 |"
+    )
     lines += [
         "",
         "p50 latency (ms), medians over rounds:",
@@ -339,10 +383,16 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     ]
     for name in names:
         rows = [r for r in results if r["operation"] == name]
-        lines.append(f"| {name} | {statistics.median(r['trellis']['p50_ms'] for r in rows):.1f} "
-                     f"| {statistics.median(r['parse']['p50_ms'] for r in rows):.1f} |")
-    errors = [(r["operation"], side, int(r[side]["non_2xx"])) for r in results for side in ("trellis", "parse")
-              if side in r and r[side]["non_2xx"]]
+        lines.append(
+            f"| {name} | {statistics.median(r['trellis']['p50_ms'] for r in rows):.1f} "
+            f"| {statistics.median(r['parse']['p50_ms'] for r in rows):.1f} |"
+        )
+    errors = [
+        (r["operation"], side, int(r[side]["non_2xx"]))
+        for r in results
+        for side in ("trellis", "parse")
+        if side in r and r[side]["non_2xx"]
+    ]
     if errors:
         lines += ["", "Non-2xx answers: " + "; ".join(f"{op} ({side}): {n}" for op, side, n in errors)]
     return "\n".join(lines) + "\n"
@@ -360,8 +410,12 @@ def main(argv: list[str] | None = None) -> None:
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (make bench-deps installs wrk)")
     command = " ".join([".venv/bin/python -m bench.peer_bench", *(argv if argv is not None else sys.argv[1:])])
-    revision = os.environ.get("TRELLIS_BENCH_REVISION") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    revision = (
+        os.environ.get("TRELLIS_BENCH_REVISION")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    )
     results, _ = run(args.rounds, args.warmup, args.duration, args.documents)
     text = report(results, command, args, revision)
     print(text)

@@ -8,6 +8,7 @@ pointing at a redis-server child on its own port (never the shared one). Each ro
 it stopped (SIGSTOP: connections are accepted by the kernel and never answered, the worst fault).
 Reported: median and p99 per state, and the ratio hung / up of the medians paired per round.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,9 +57,23 @@ def _ms(values: list[float], quantile: float) -> float:
 def main() -> None:
     port = _free_port()
     with tempfile.TemporaryDirectory() as folder:
-        child = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-                                  "--bind", "127.0.0.1", "--dir", folder],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                folder,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             for _ in range(100):
                 try:
@@ -66,15 +81,22 @@ def main() -> None:
                     break
                 except redis.ConnectionError:
                     time.sleep(0.05)
-            with bench_server(modules="authentication,database,email,sms",
-                              TRELLIS_REDIS_URL=f"redis://127.0.0.1:{port}/0") as server:
+            with bench_server(
+                modules="authentication,database,email,sms", TRELLIS_REDIS_URL=f"redis://127.0.0.1:{port}/0"
+            ) as server:
                 session = requests.Session()
-                created = session.post(f"{server.url}/admin/database/schemas", headers=server.admin_headers,
-                                       json={"name": "Faulty", "fields": {"title": "String"}}, timeout=30)
+                created = session.post(
+                    f"{server.url}/admin/database/schemas",
+                    headers=server.admin_headers,
+                    json={"name": "Faulty", "fields": {"title": "String"}},
+                    timeout=30,
+                )
                 assert created.status_code == 201, created.text
                 _round(session, server.url, server.admin_headers)  # warm-up
-                results: dict[str, dict[str, list[float]]] = {"up": {"write": [], "list": []},
-                                                              "hung": {"write": [], "list": []}}
+                results: dict[str, dict[str, list[float]]] = {
+                    "up": {"write": [], "list": []},
+                    "hung": {"write": [], "list": []},
+                }
                 ratios: dict[str, list[float]] = {"write": [], "list": []}
                 for _ in range(ROUNDS):
                     up = _round(session, server.url, server.admin_headers)
@@ -93,19 +115,27 @@ def main() -> None:
             child.wait()
     load = os.getloadavg()
     lines = [
-        "# Redis faults: Database latency with Redis up and hung (SIGSTOP)", "",
+        "# Redis faults: Database latency with Redis up and hung (SIGSTOP)",
+        "",
         f"`.venv/bin/python -m bench.redis_fault_bench`; {ROUNDS} alternating rounds of {REQUESTS_PER_ROUND} "
         f"sequential writes and lists per state; PostgreSQL; load average at the end {load[0]:.1f} on "
-        f"{os.cpu_count()} cores (other engineers' work included).", "",
-        "| state | request | median ms | p99 ms | max ms |", "|---|---|---|---|---|",
+        f"{os.cpu_count()} cores (other engineers' work included).",
+        "",
+        "| state | request | median ms | p99 ms | max ms |",
+        "|---|---|---|---|---|",
     ]
     for state in ("up", "hung"):
         for kind in ("write", "list"):
             values = results[state][kind]
-            lines.append(f"| {state} | {kind} | {_ms(values, 0.5):.1f} | {_ms(values, 0.99):.1f} | "
-                         f"{max(values) * 1000:.1f} |")
-    lines += ["", "Paired median ratio hung / up per round: " + "; ".join(
-        f"{kind} {', '.join(f'{r:.2f}' for r in ratios[kind])}" for kind in ("write", "list")), ""]
+            lines.append(
+                f"| {state} | {kind} | {_ms(values, 0.5):.1f} | {_ms(values, 0.99):.1f} | {max(values) * 1000:.1f} |"
+            )
+    lines += [
+        "",
+        "Paired median ratio hung / up per round: "
+        + "; ".join(f"{kind} {', '.join(f'{r:.2f}' for r in ratios[kind])}" for kind in ("write", "list")),
+        "",
+    ]
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
 

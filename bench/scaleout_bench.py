@@ -20,6 +20,7 @@ figures per case: requests/s, and the server process's CPU time per request (uti
 /proc over the run, divided by the requests wrk completed), which foreign load disturbs far less.
 The cost is the median of the per-round ratios, check against no check.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,26 +63,34 @@ def run(rounds: int, duration: int, documents: int) -> tuple[dict[str, list[dict
     # The loader process writes the documents; the measured processes start afterwards, alike.
     with bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=REDIS_URL) as loader:
         headers = loader.admin_headers
-        created = requests.post(f"{loader.url}/admin/database/schemas", headers=headers, timeout=60,
-                                json={"name": "Product", "fields": {"title": "String", "price": "Number"}})
+        created = requests.post(
+            f"{loader.url}/admin/database/schemas",
+            headers=headers,
+            timeout=60,
+            json={"name": "Product", "fields": {"title": "String", "price": "Number"}},
+        )
         created.raise_for_status()
         ids: list[str] = []
         for start in range(0, documents, 1000):
             docs = [{"title": f"Product {i}", "price": i % 1000} for i in range(start, min(start + 1000, documents))]
-            response = requests.post(f"{loader.url}/database/Product/many", json={"docs": docs}, headers=headers,
-                                     timeout=300)
+            response = requests.post(
+                f"{loader.url}/database/Product/many", json={"docs": docs}, headers=headers, timeout=300
+            )
             response.raise_for_status()
             ids += [doc["_id"] for doc in response.json()["docs"]]
-        with tempfile.TemporaryDirectory(prefix="trellis-bench-") as tmp, \
-                serve(loader.env, tmp) as checked, \
-                serve(loader.env, tmp, TRELLIS_CACHE_SHARED="false") as alone, \
-                serve(loader.env, tmp, TRELLIS_CACHE_LEASE_SECONDS="0") as per_request, \
-                serve(loader.env, tmp, TRELLIS_REDIS_URL=f"redis://127.0.0.1:{_closed_port()}/0") as down:
+        with (
+            tempfile.TemporaryDirectory(prefix="trellis-bench-") as tmp,
+            serve(loader.env, tmp) as checked,
+            serve(loader.env, tmp, TRELLIS_CACHE_SHARED="false") as alone,
+            serve(loader.env, tmp, TRELLIS_CACHE_LEASE_SECONDS="0") as per_request,
+            serve(loader.env, tmp, TRELLIS_REDIS_URL=f"redis://127.0.0.1:{_closed_port()}/0") as down,
+        ):
             return _measure(ids, rounds, duration, {CHECK: checked, PER_REQUEST: per_request, ALONE: alone, DOWN: down})
 
 
-def _measure(ids: list[str], rounds: int, duration: int,
-             servers: dict[str, Server]) -> tuple[dict[str, list[dict[str, float]]], list[str]]:
+def _measure(
+    ids: list[str], rounds: int, duration: int, servers: dict[str, Server]
+) -> tuple[dict[str, list[dict[str, float]]], list[str]]:
     paths = [f"/database/Product/{i}" for i in random.Random(3).sample(ids, min(10_000, len(ids)))]
     for server in servers.values():  # warm every process (snapshot built, connections open)
         wrk(f"{server.url}/database/Product/x", connections=16, duration=2, paths=paths)
@@ -94,8 +103,9 @@ def _measure(ids: list[str], rounds: int, duration: int,
             stats = wrk(f"{servers[name].url}/database/Product/x", connections=16, duration=duration, paths=paths)
             stats["cpu_us"] = (_cpu_seconds(servers[name].process.pid) - before) / (stats["rps"] * duration) * 1e6
             measured[name].append(stats)
-        figures = ", ".join(f"{name} {measured[name][-1]['rps']} req/s {measured[name][-1]['cpu_us']:.0f} µs"
-                            for name in servers)
+        figures = ", ".join(
+            f"{name} {measured[name][-1]['rps']} req/s {measured[name][-1]['cpu_us']:.0f} µs" for name in servers
+        )
         lines.append(f"round {number}: {figures}")
         print(lines[-1], flush=True)
     return measured, lines
@@ -105,24 +115,35 @@ def _ratios(measured: dict[str, list[dict[str, float]]], case: str, key: str = "
     return [c[key] / a[key] for c, a in zip(measured[case], measured[ALONE])]
 
 
-def report(measured: dict[str, list[dict[str, float]]], lines: list[str], rounds: int, duration: int,
-           documents: int, command: str, load: str) -> str:
+def report(
+    measured: dict[str, list[dict[str, float]]],
+    lines: list[str],
+    rounds: int,
+    duration: int,
+    documents: int,
+    command: str,
+    load: str,
+) -> str:
     check = statistics.median(_ratios(measured, CHECK))
     down = statistics.median(_ratios(measured, DOWN))
     check_cpu = statistics.median(_ratios(measured, CHECK, "cpu_us"))
     get = statistics.median(_ratios(measured, PER_REQUEST))
     get_cpu = statistics.median(_ratios(measured, PER_REQUEST, "cpu_us"))
     down_cpu = statistics.median(_ratios(measured, DOWN, "cpu_us"))
-    rows = ["| case | median req/s | median CPU µs/request | median p50 ms | median p99 ms | non-2xx |",
-            "|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| case | median req/s | median CPU µs/request | median p50 ms | median p99 ms | non-2xx |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name, results in measured.items():
-        rows.append(f"| {name} | {statistics.median(r['rps'] for r in results):.0f} | "
-                    f"{statistics.median(r['cpu_us'] for r in results):.0f} | "
-                    f"{statistics.median(r['p50_ms'] for r in results)} | "
-                    f"{statistics.median(r['p99_ms'] for r in results)} | {int(sum(r['non_2xx'] for r in results))} |")
+        rows.append(
+            f"| {name} | {statistics.median(r['rps'] for r in results):.0f} | "
+            f"{statistics.median(r['cpu_us'] for r in results):.0f} | "
+            f"{statistics.median(r['p50_ms'] for r in results)} | "
+            f"{statistics.median(r['p99_ms'] for r in results)} | {int(sum(r['non_2xx'] for r in results))} |"
+        )
     return f"""# Scale-out: the per-request cache check
 
-`{command}` on {platform.node()} ({os.cpu_count()} cores, Python {platform.python_version()}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.
+`{command}` on {platform.node()} ({os.cpu_count()} cores, Python {platform.python_version()}), {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}.
 Load on the machine when the run started (other work shares it): {load}.
 
 Four processes on one PostgreSQL database ({documents:,} documents), `GET /database/Product/{{id}}` with
@@ -138,7 +159,7 @@ random ids, `wrk -t2 -c16`, {rounds} interleaved rounds of {duration} s per case
 - With Redis down the fallback reads the generations table on every request: {(down_cpu - 1) * 100:+.1f}% CPU
   per request, throughput {(down - 1) * 100:+.1f}%; exact, dearer, and only while Redis is unreachable.
 
-Round by round: {'; '.join(lines)}.
+Round by round: {"; ".join(lines)}.
 """
 
 

@@ -15,6 +15,7 @@ peak minus the idle figure, so it also counts any start-up peak and can only ove
 For S3, moto's server runs in this client process on 127.0.0.1 (`ThreadedMotoServer`), so S3 figures
 include moto's own cost on the same two cores; they show that memory stays flat, not what AWS would do.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,7 +85,9 @@ class MultipartBody:
 def make_user(server: Server) -> dict[str, str]:
     email, password = f"bench-{uuid.uuid4().hex[:8]}@example.com", "bench-password-long-enough"
     body = {"email": email, "password": password}
-    requests.post(f"{server.url}/authentication/users", json=body, headers=server.admin_headers, timeout=60).raise_for_status()
+    requests.post(
+        f"{server.url}/authentication/users", json=body, headers=server.admin_headers, timeout=60
+    ).raise_for_status()
     tokens = requests.post(f"{server.url}/authentication/local", json=body, timeout=60)
     tokens.raise_for_status()
     return {"Authorization": f"Bearer {tokens.json()['accessToken']}"}
@@ -108,7 +111,9 @@ def upload(server: Server, headers: dict[str, str], path: Path) -> tuple[str, fl
 def download(server: Server, headers: dict[str, str], file_id: str, expected: str) -> float:
     digest = hashlib.sha256()
     started = time.perf_counter()
-    with requests.get(f"{server.url}/storage/download/{file_id}", headers=headers, stream=True, timeout=600) as response:
+    with requests.get(
+        f"{server.url}/storage/download/{file_id}", headers=headers, stream=True, timeout=600
+    ) as response:
         response.raise_for_status()
         for chunk in response.iter_content(1024 * 1024):
             digest.update(chunk)
@@ -148,10 +153,18 @@ def configure_s3(server: Server) -> Any:
     endpoint = f"http://127.0.0.1:{port}"
     keys = {"aws_access_key_id": "bench", "aws_secret_access_key": "bench-secret"}
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys).create_bucket(Bucket="bench")
-    s3 = {"bucket": "bench", "region": "us-east-1", "endpointUrl": endpoint, "accessKeyId": "bench",
-          "secretAccessKey": "bench-secret"}
+    s3 = {
+        "bucket": "bench",
+        "region": "us-east-1",
+        "endpointUrl": endpoint,
+        "accessKeyId": "bench",
+        "secretAccessKey": "bench-secret",
+    }
     response = requests.put(
-        f"{server.url}/admin/storage/config", json={"provider": "s3", "s3": s3}, headers=server.admin_headers, timeout=60
+        f"{server.url}/admin/storage/config",
+        json={"provider": "s3", "s3": s3},
+        headers=server.admin_headers,
+        timeout=60,
     )
     response.raise_for_status()
     return moto

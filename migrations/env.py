@@ -3,6 +3,7 @@
 Run through ``flask --app wsgi trellis db upgrade`` (see ``trellis.migrate``), which hands us the
 app's engine; every module's models are imported by then, so ``Base.metadata`` is complete.
 """
+
 from alembic import context
 
 from trellis.db import Base

@@ -1,4 +1,5 @@
 """Core test helpers: apps built from hand-made modules that share the session's database."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,4 +1,5 @@
 """POST /login and the masterkey / Bearer rules on administrative routes (CONTRACT.md, Credentials)."""
+
 from datetime import timedelta
 
 import pytest
@@ -36,8 +37,9 @@ def test_login_validates_the_body(client, admin_headers):
     response = client.post("/login", json={"username": "admin"}, headers=admin_headers)
     assert response.status_code == 400
     assert response.get_json()["errors"] == {"password": ["Missing data for required field."]}
-    response = client.post("/login", json={**dict(zip(("username", "password"), TEST_ADMIN)), "extra": 1},
-                           headers=admin_headers)
+    response = client.post(
+        "/login", json={**dict(zip(("username", "password"), TEST_ADMIN)), "extra": 1}, headers=admin_headers
+    )
     assert response.status_code == 400
     assert "extra" in response.get_json()["errors"]
 
@@ -79,24 +81,34 @@ def test_invalid_credentials_are_401(greeter_client, headers):
 def test_any_credential_sent_must_be_valid(greeter_client, admin_headers):
     headers = {**admin_headers, "Authorization": "Bearer garbage"}
     assert greeter_client.get("/config/greeter", headers=headers).status_code == 401
-    assert greeter_client.get("/config/greeter", headers={"masterkey": "bad", "Authorization": "Bearer x"}).status_code == 401
+    assert (
+        greeter_client.get("/config/greeter", headers={"masterkey": "bad", "Authorization": "Bearer x"}).status_code
+        == 401
+    )
 
 
 def test_token_signed_with_another_key_is_401(greeter_client, app):
     import jwt
 
-    forged = jwt.encode({"sub": "x", "kind": "admin", "ver": 1, "type": "access"}, "another-key-of-the-proper-length-32bytes", algorithm="HS256")
+    forged = jwt.encode(
+        {"sub": "x", "kind": "admin", "ver": 1, "type": "access"},
+        "another-key-of-the-proper-length-32bytes",
+        algorithm="HS256",
+    )
     assert greeter_client.get("/config/greeter", headers={"Authorization": f"Bearer {forged}"}).status_code == 401
 
 
 def test_expired_admin_token_is_401(greeter_client, greeter_app, client, admin_headers):
-    from trellis.models import Admin
     from trellis import db
+    from trellis.models import Admin
 
     with greeter_app.app_context():
         admin = db.session.query(Admin).filter_by(username=TEST_ADMIN[0]).one()
-        token = create_access_token(identity=admin.id, additional_claims={"kind": "admin", "ver": admin.token_version},
-                                    expires_delta=timedelta(seconds=-5))
+        token = create_access_token(
+            identity=admin.id,
+            additional_claims={"kind": "admin", "ver": admin.token_version},
+            expires_delta=timedelta(seconds=-5),
+        )
     response = greeter_client.get("/config/greeter", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 401
     assert response.get_json()["message"] == "Token expired"
@@ -119,9 +131,13 @@ def test_user_token_without_an_authentication_module_is_401(client, app, make_us
     assert response.status_code == 401
 
 
-def test_user_routes_take_user_tokens_not_admin_credentials(greeter_client, greeter_app, admin_headers, make_user_token):
+def test_user_routes_take_user_tokens_not_admin_credentials(
+    greeter_client, greeter_app, admin_headers, make_user_token
+):
     token = make_user_token(greeter_app, "user-7")
-    assert greeter_client.get("/greeter/me", headers={"Authorization": f"Bearer {token}"}).get_json() == {"user": "user-7"}
+    assert greeter_client.get("/greeter/me", headers={"Authorization": f"Bearer {token}"}).get_json() == {
+        "user": "user-7"
+    }
     assert greeter_client.get("/greeter/me").status_code == 401
     assert greeter_client.get("/greeter/me", headers=admin_headers).status_code == 403
     blocked = make_user_token(greeter_app, "blocked")

@@ -1,8 +1,9 @@
 """The audit log: entries in the change's transaction, actors, secrets masked, GET /admin/audit filters."""
+
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import func, select
@@ -122,7 +123,7 @@ def test_cli_changes_are_recorded_with_a_cli_actor(app, db):
 
 def test_filters_paging_and_order(client, admin_headers, admin_token):
     bearer = {"Authorization": f"Bearer {admin_token}"}
-    start = datetime.now(timezone.utc).isoformat()
+    start = datetime.now(UTC).isoformat()
     client.put("/config/sms", json={"active": True}, headers=admin_headers)
     client.put("/config/forms", json={"active": True}, headers=bearer)
     client.put("/config/chat", json={"active": True}, headers=admin_headers)
@@ -142,11 +143,11 @@ def test_filters_paging_and_order(client, admin_headers, admin_token):
     assert recent(target="sms")["count"] == 1
     page = recent(skip=1, limit=1)
     assert page["count"] == 3 and [e["module"] for e in page["entries"]] == ["forms"]
-    later = (datetime.now(timezone.utc) + timedelta(minutes=5)).isoformat()
+    later = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
     assert _entries(client, admin_headers, since=later)["count"] == 0
     assert recent(until=start)["count"] == 0
     # An offset other than UTC means the same instant.
-    plus_two = (datetime.now(timezone.utc) + timedelta(minutes=5)).astimezone(timezone(timedelta(hours=2)))
+    plus_two = (datetime.now(UTC) + timedelta(minutes=5)).astimezone(timezone(timedelta(hours=2)))
     assert recent(until=plus_two.isoformat())["count"] == 3
     assert _entries(client, admin_headers, module="forms", action="config.update", actor="masterkey")["count"] == 0
 

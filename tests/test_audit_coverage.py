@@ -5,6 +5,7 @@ below (``RECIPES``: a successful call, then an audit entry with that call's requ
 listed in ``NOT_CHANGES`` with the reason it changes no administrative state. A new admin write route
 that is in neither fails ``test_every_admin_write_route_is_covered``.
 """
+
 from __future__ import annotations
 
 import io
@@ -37,9 +38,13 @@ DOCUMENT_ROUTES = re.compile(r"^/database/(?!schemas($|/))")
 # Covered by a module's own tests, which need that module's fake provider server.
 COVERED_IN_MODULE_TESTS = {
     "POST /admin/email/templates/{templateId}/upload": (
-        "plugins/email/tests/test_email_mailgun.py", "test_upload_creates_then_updates_the_provider_template"),
+        "plugins/email/tests/test_email_mailgun.py",
+        "test_upload_creates_then_updates_the_provider_template",
+    ),
     "POST /admin/email/sync": (
-        "plugins/email/tests/test_email_mailgun.py", "test_sync_pulls_every_page_and_matches_by_id_then_name"),
+        "plugins/email/tests/test_email_mailgun.py",
+        "test_sync_pulls_every_page_and_matches_by_id_then_name",
+    ),
 }
 
 
@@ -78,7 +83,9 @@ class Caller:
 
     def room(self) -> tuple[Any, str]:
         owner = self.make_user()
-        return owner, self.setup("POST", "/chat/rooms", owner.headers, json={"roomName": "audit", "users": []})["roomId"]
+        return owner, self.setup("POST", "/chat/rooms", owner.headers, json={"roomName": "audit", "users": []})[
+            "roomId"
+        ]
 
     def upload_as(self, user: Any) -> str:
         data = {"file": (io.BytesIO(b"hello\n"), "hello.txt")}
@@ -88,7 +95,13 @@ class Caller:
 def endpoint_body(schema_id: str, name: str = "auditFn") -> dict[str, Any]:
     condition = {"schemaField": "title", "operation": "eq", "comparisonField": {"type": "Input", "value": "title"}}
     inputs = [{"name": "title", "type": "String", "location": "query"}]
-    return {"name": name, "operation": "GET", "selectedSchema": schema_id, "inputs": inputs, "query": {"AND": [condition]}}
+    return {
+        "name": name,
+        "operation": "GET",
+        "selectedSchema": schema_id,
+        "inputs": inputs,
+        "query": {"AND": [condition]},
+    }
 
 
 def _config(module: str) -> Callable[[Caller], Any]:
@@ -108,7 +121,9 @@ RECIPES: dict[str, Callable[[Caller], Any]] = {
     "POST /authentication/users": lambda c: c.admin_call(
         "POST", "/authentication/users", json={"email": f"{uuid.uuid4().hex[:8]}@example.com", "password": "password1"}
     ),
-    "PUT /authentication/users/{userId}/block": lambda c: c.admin_call("PUT", f"/authentication/users/{_new_user(c)}/block"),
+    "PUT /authentication/users/{userId}/block": lambda c: c.admin_call(
+        "PUT", f"/authentication/users/{_new_user(c)}/block"
+    ),
     "PUT /authentication/users/{userId}/unblock": lambda c: c.admin_call(
         "PUT", f"/authentication/users/{_new_user(c)}/unblock"
     ),
@@ -125,7 +140,9 @@ RECIPES: dict[str, Callable[[Caller], Any]] = {
     "PUT /admin/database/schemas/{schemaId}": lambda c: c.admin_call(
         "PUT", f"/admin/database/schemas/{c.schema()}", json={"fields": {"title": "String", "size": "Number"}}
     ),
-    "DELETE /admin/database/schemas/{schemaId}": lambda c: c.admin_call("DELETE", f"/admin/database/schemas/{c.schema()}"),
+    "DELETE /admin/database/schemas/{schemaId}": lambda c: c.admin_call(
+        "DELETE", f"/admin/database/schemas/{c.schema()}"
+    ),
     "POST /admin/database/schemas/{schemaId}/extensions": lambda c: c.admin_call(
         "POST", f"/admin/database/schemas/{c.schema()}/extensions", json={"fields": {"note": "String"}}
     ),
@@ -147,7 +164,9 @@ RECIPES: dict[str, Callable[[Caller], Any]] = {
     "PUT /admin/email/templates/{templateId}": lambda c: c.admin_call(
         "PUT", f"/admin/email/templates/{c.template()}", json={"subject": "Hello {{ name }}"}
     ),
-    "DELETE /admin/email/templates/{templateId}": lambda c: c.admin_call("DELETE", f"/admin/email/templates/{c.template()}"),
+    "DELETE /admin/email/templates/{templateId}": lambda c: c.admin_call(
+        "DELETE", f"/admin/email/templates/{c.template()}"
+    ),
     "POST /admin/forms": lambda c: c.admin_call(
         "POST", "/admin/forms", json={"name": "f", "fields": [{"name": "x", "type": "text"}]}
     ),
@@ -175,9 +194,8 @@ RECIPES: dict[str, Callable[[Caller], Any]] = {
     "DELETE /storage/file/{fileId}": lambda c: c.admin_call("DELETE", f"/storage/file/{c.upload_as(c.make_user())}"),
     "DELETE /storage/folder/{folderId}": lambda c: c.admin_call(
         "DELETE",
-        "/storage/folder/" + (lambda user: c.setup("POST", "/storage/folder", user.headers, json={"name": "d"}))(
-            c.make_user()
-        )["_id"],
+        "/storage/folder/"
+        + (lambda user: c.setup("POST", "/storage/folder", user.headers, json={"name": "d"}))(c.make_user())["_id"],
     ),
 }
 
@@ -210,7 +228,7 @@ def test_module_tests_named_for_coverage_check_the_audit_log():
         source = (root / path).read_text()
         start = source.index(f"def {test_name}(")
         end = source.find("\ndef ", start + 1)
-        assert "/admin/audit" in source[start:end if end > 0 else None], f"{test_name} does not check the audit log"
+        assert "/admin/audit" in source[start : end if end > 0 else None], f"{test_name} does not check the audit log"
 
 
 @pytest.mark.parametrize("operation", sorted(RECIPES))

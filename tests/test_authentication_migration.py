@@ -1,5 +1,6 @@
 """authentication_0002 on a database with users and sessions: nothing is lost (SQLite rebuilds auth_users,
 and dropping the old table would otherwise cascade to the sessions)."""
+
 from sqlalchemy import text
 
 from trellis import create_app

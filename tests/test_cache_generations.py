@@ -3,6 +3,7 @@
 Two apps on one database stand for two worker processes, each with its own cache; the Redis change
 token is real (the shared Redis, under a key of this test database only).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,9 @@ def _worker(app_config, greeter_app, **settings):
     return create_app({**app_config, **settings}, modules=[greeter_app.extensions["trellis"].modules[0]])
 
 
-def test_with_redis_the_table_is_reread_only_when_the_token_moves(app_config, greeter_app, admin_headers, db, redis_url):
+def test_with_redis_the_table_is_reread_only_when_the_token_moves(
+    app_config, greeter_app, admin_headers, db, redis_url
+):
     writer = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
     reader = _worker(app_config, greeter_app, REDIS_URL=redis_url).test_client()
     assert reader.get("/greeter/hello").get_json() == {"message": "hello"}  # warms the reader's cache
@@ -109,8 +112,23 @@ def test_the_token_reader_speaks_to_redis_with_the_clients_settings(tmp_path):
     if binary is None:
         pytest.skip("redis-server is not installed")
     port = free_port()
-    process = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                                "--requirepass", "s3cret"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            "s3cret",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         client = redis.Redis.from_url(f"redis://:s3cret@127.0.0.1:{port}/5", socket_timeout=2)
         deadline = time.monotonic() + 10
@@ -141,8 +159,9 @@ def test_the_token_reader_speaks_to_redis_with_the_clients_settings(tmp_path):
 
 
 @pytest.mark.parametrize("lease", [0.0, 0.3])
-def test_every_request_after_an_acknowledged_change_sees_it(app_config, greeter_app, admin_headers, db, redis_url,
-                                                            lease):
+def test_every_request_after_an_acknowledged_change_sees_it(
+    app_config, greeter_app, admin_headers, db, redis_url, lease
+):
     """With or without leases: a reader that keeps serving never answers from before the change."""
     writer = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_LEASE_SECONDS=lease).test_client()
     reader = _worker(app_config, greeter_app, REDIS_URL=redis_url, CACHE_LEASE_SECONDS=lease).test_client()

@@ -1,4 +1,5 @@
 """flask --app wsgi trellis …: admin create / reset-password, modules, openapi export, init."""
+
 import json
 
 

@@ -1,6 +1,7 @@
 """CORS on every HTTP route (REST, GraphQL, files, OpenAPI) from ``TRELLIS_CORS_ORIGINS``: preflights
 answered with the methods, the credential headers and a max age; actual responses expose X-Request-ID;
 an origin not listed gets no CORS headers."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,15 @@ from trellis import create_app
 from trellis.cors import allowed_origins
 
 ALLOWED = "https://app.example"
-ROUTES = [("GET", "/health"), ("GET", "/admin/database/schemas"), ("POST", "/graphql"), ("GET", "/openapi.json"),
-          ("GET", "/storage/download/nothing"), ("POST", "/authentication/local"), ("DELETE", "/database/Thing/x")]
+ROUTES = [
+    ("GET", "/health"),
+    ("GET", "/admin/database/schemas"),
+    ("POST", "/graphql"),
+    ("GET", "/openapi.json"),
+    ("GET", "/storage/download/nothing"),
+    ("POST", "/authentication/local"),
+    ("DELETE", "/database/Thing/x"),
+]
 
 
 @pytest.fixture()
@@ -20,8 +28,14 @@ def listed_client(app_config, app, db):
 
 
 def preflight(client, method: str, path: str, origin: str):
-    return client.options(path, headers={"Origin": origin, "Access-Control-Request-Method": method,
-                                         "Access-Control-Request-Headers": "authorization, content-type, masterkey"})
+    return client.options(
+        path,
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": method,
+            "Access-Control-Request-Headers": "authorization, content-type, masterkey",
+        },
+    )
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)
@@ -39,8 +53,11 @@ def test_preflight_of_every_route_kind(listed_client, method, path):
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)
 def test_unlisted_origin_gets_no_cors_headers(listed_client, method, path):
-    assert not [h for h in preflight(listed_client, method, path, "https://evil.example").headers
-                if h[0].lower().startswith("access-control-")]
+    assert not [
+        h
+        for h in preflight(listed_client, method, path, "https://evil.example").headers
+        if h[0].lower().startswith("access-control-")
+    ]
     actual = listed_client.open(path, method=method, headers={"Origin": "https://evil.example"})
     assert not [h for h in actual.headers if h[0].lower().startswith("access-control-")]
 
@@ -50,7 +67,9 @@ def test_actual_responses_allow_the_origin_and_expose_the_request_id(listed_clie
     assert ok.status_code == 200
     assert ok.headers["Access-Control-Allow-Origin"] == ALLOWED
     assert "x-request-id" in ok.headers["Access-Control-Expose-Headers"].lower()
-    graphql = listed_client.post("/graphql", json={"query": "{ _schemas }"}, headers={"Origin": ALLOWED, **admin_headers})
+    graphql = listed_client.post(
+        "/graphql", json={"query": "{ _schemas }"}, headers={"Origin": ALLOWED, **admin_headers}
+    )
     assert graphql.status_code == 200 and graphql.headers["Access-Control-Allow-Origin"] == ALLOWED
     # Errors carry the headers too, or a browser app could not read the error body.
     denied = listed_client.get("/admin/database/schemas", headers={"Origin": ALLOWED})

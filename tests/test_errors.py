@@ -1,4 +1,5 @@
 """One error shape everywhere, request ids on every response, no internals in 500s."""
+
 import logging
 
 

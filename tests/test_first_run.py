@@ -1,6 +1,7 @@
 """A first run as ``make run`` does it (``flask trellis init`` then ``python wsgi.py``) is quiet: the
 generated secrets, the first admin with a reset-password hint that names the admin, the address; no
 warnings (eventlet's deprecation notice is filtered at the entry point)."""
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,22 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_first_run_is_quiet_and_the_hint_names_the_admin(tmp_path):
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("TRELLIS_")}
-    env.update(TRELLIS_INSTANCE_PATH=str(tmp_path / "instance"), TRELLIS_ADMIN_USERNAME="owner",
-               TRELLIS_PASSWORD_PROFILE="test", PORT=str(port), PYTHONWARNINGS="default")
-    init = subprocess.run([sys.executable, "-m", "flask", "--app", "wsgi", "trellis", "init"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    env.update(
+        TRELLIS_INSTANCE_PATH=str(tmp_path / "instance"),
+        TRELLIS_ADMIN_USERNAME="owner",
+        TRELLIS_PASSWORD_PROFILE="test",
+        PORT=str(port),
+        PYTHONWARNINGS="default",
+    )
+    init = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "wsgi", "trellis", "init"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert init.returncode == 0, init.stdout + init.stderr
     assert "reset-password owner" in init.stdout
     assert "created the first administrator 'owner'" in init.stdout

@@ -1,4 +1,5 @@
 """GET /health: 200 with the database up, 503 naming the failing dependency otherwise."""
+
 from trellis import create_app
 
 

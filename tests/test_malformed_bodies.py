@@ -4,6 +4,7 @@ a sample Database schema's generated routes): each answer is the parser's 4xx in
 Each body is the route's own request schema filled with plain values, then poisoned: every value
 replaced by the bad token (so a route that read the body itself would meet it in every field).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,9 +44,16 @@ CORPUS = {
     "float out of range": (_poisoned("1e999"), "application/json", (400,)),
     "duplicate keys": (lambda s: _encode(s)[:-1].encode() + b', "dup": 1, "dup": 2}', "application/json", (400,)),
     "BOM": (lambda s: b"\xef\xbb\xbf" + _encode(s).encode(), "application/json", (400,)),
-    "invalid UTF-8": (lambda s: _encode(s).replace(f'"{MARK}"', '"\xff"').encode("latin-1"), "application/json", (400,)),
-    "encoded surrogate (CESU)": (lambda s: _encode(s).replace(f'"{MARK}"', '"x"').encode().replace(b'"x"', b'"\xed\xa0\x80"'),
-                                 "application/json", (400,)),
+    "invalid UTF-8": (
+        lambda s: _encode(s).replace(f'"{MARK}"', '"\xff"').encode("latin-1"),
+        "application/json",
+        (400,),
+    ),
+    "encoded surrogate (CESU)": (
+        lambda s: _encode(s).replace(f'"{MARK}"', '"x"').encode().replace(b'"x"', b'"\xed\xa0\x80"'),
+        "application/json",
+        (400,),
+    ),
     "NUL escape": (_poisoned('"a\\u0000b"'), "application/json", (400,)),
     "truncated JSON": (lambda s: _encode(s)[:-1].encode(), "application/json", (400,)),
     "wrong content type": (lambda s: _encode(s).encode(), "text/plain", AFTER_ROUTE_GUARDS),
@@ -58,9 +66,14 @@ SMALL_LIMIT = 64 * 1024
 def json_write_routes(client, admin_headers) -> list[tuple[str, str, dict[str, Any]]]:
     """(method, path, sample body) of every operation with a JSON request body, including the generated
     routes of a sample Database schema (created inside the test's rolled-back transaction)."""
-    created = client.post("/admin/database/schemas", headers=admin_headers,
-                          json={"name": "CorpusSample", "fields": {"title": {"type": "String", "unique": True},
-                                                                   "n": "Number", "tags": ["String"]}})
+    created = client.post(
+        "/admin/database/schemas",
+        headers=admin_headers,
+        json={
+            "name": "CorpusSample",
+            "fields": {"title": {"type": "String", "unique": True}, "n": "Number", "tags": ["String"]},
+        },
+    )
     assert created.status_code == 201, created.get_json()
     document = client.get("/openapi.json").get_json()
     routes = []
@@ -115,14 +128,16 @@ def test_malformed_bodies_get_the_parsers_4xx_on_every_json_write_route(client, 
     wrong: dict[str, str] = {}
     server_errors = 0
     for method, path, sample in json_write_routes:
-        response = client.open(path, method=method, data=build(sample), content_type=content_type,
-                               headers={"masterkey": TEST_MASTER_KEY})
+        response = client.open(
+            path, method=method, data=build(sample), content_type=content_type, headers={"masterkey": TEST_MASTER_KEY}
+        )
         server_errors += response.status_code >= 500
         problem = _check(response, expected, graphql=path == "/graphql")
         if problem:
             wrong[f"{method} {path}"] = problem
     assert not wrong, f"{case}: {server_errors} × 5xx over {len(json_write_routes)} routes\n" + "\n".join(
-        f"{route}: {problem}" for route, problem in wrong.items())
+        f"{route}: {problem}" for route, problem in wrong.items()
+    )
 
 
 def test_oversized_bodies_are_413_before_they_are_read(app, client, json_write_routes):
@@ -135,8 +150,9 @@ def test_oversized_bodies_are_413_before_they_are_read(app, client, json_write_r
         for method, path, _sample in json_write_routes:
             if path.startswith("/forms/submit/"):
                 continue  # the form's own maxBodyBytes applies (tested in the Forms module)
-            response = client.open(path, method=method, data=body, content_type="application/json",
-                                   headers={"masterkey": TEST_MASTER_KEY})
+            response = client.open(
+                path, method=method, data=body, content_type="application/json", headers={"masterkey": TEST_MASTER_KEY}
+            )
             problem = _check(response, (413,), graphql=path == "/graphql")
             if problem:
                 wrong[f"{method} {path}"] = problem
@@ -146,8 +162,11 @@ def test_oversized_bodies_are_413_before_they_are_read(app, client, json_write_r
 
 
 def test_a_body_without_content_type_on_login_is_415(client):
-    response = client.post("/login", data=json.dumps({"username": "admin", "password": "x"}),
-                           headers={"masterkey": TEST_MASTER_KEY, "Content-Type": ""})
+    response = client.post(
+        "/login",
+        data=json.dumps({"username": "admin", "password": "x"}),
+        headers={"masterkey": TEST_MASTER_KEY, "Content-Type": ""},
+    )
     assert response.status_code == 415
     assert response.get_json()["name"] == "UNSUPPORTED_MEDIA_TYPE"
 
@@ -160,24 +179,30 @@ def test_a_json_route_without_a_body_still_validates_its_fields(client):
 
 def test_valid_unicode_and_big_numbers_within_limits_pass(client, admin_headers):
     """Paired surrogates, 64 levels, a 4,300-digit-free large number: the parser accepts them."""
-    created = client.post("/admin/database/schemas", headers=admin_headers,
-                          json={"name": "Accepts", "fields": {"title": "String", "blob": "JSON", "n": "Number"}})
+    created = client.post(
+        "/admin/database/schemas",
+        headers=admin_headers,
+        json={"name": "Accepts", "fields": {"title": "String", "blob": "JSON", "n": "Number"}},
+    )
     assert created.status_code == 201, created.get_json()
     nested = "[" * 30 + "]" * 30
-    body = '{"title": "\\ud83d\\ude00 \\u00e9", "blob": %s, "n": 1.5e300}' % nested
+    body = '{"title": "\\ud83d\\ude00 \\u00e9", "blob": ' + nested + ', "n": 1.5e300}'
     response = client.post("/database/Accepts", data=body, content_type="application/json", headers=admin_headers)
     assert response.status_code == 201, response.get_json()
-    assert response.get_json()["title"] == "\U0001F600 é"
+    assert response.get_json()["title"] == "\U0001f600 é"
 
 
-@pytest.mark.parametrize("url", [
-    "/database/CorpusSample?title=%ED%A0%80",  # a UTF-8-encoded lone surrogate in a query value
-    "/database/CorpusSample?title[$regex]=%ED%A0%80",
-    "/database/%ED%A0%80",  # … in a path segment
-    "/authentication/local/verify?token=%ED%A0%80",
-    "/storage/file/%ED%A0%80",
-    "/chat/rooms/%ED%A0%80",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/database/CorpusSample?title=%ED%A0%80",  # a UTF-8-encoded lone surrogate in a query value
+        "/database/CorpusSample?title[$regex]=%ED%A0%80",
+        "/database/%ED%A0%80",  # … in a path segment
+        "/authentication/local/verify?token=%ED%A0%80",
+        "/storage/file/%ED%A0%80",
+        "/chat/rooms/%ED%A0%80",
+    ],
+)
 def test_lone_surrogates_in_urls_are_never_a_server_error(client, json_write_routes, url):
     """Werkzeug decodes URLs with replacement characters, so a surrogate never reaches our code as one."""
     response = client.get(url, headers={"masterkey": TEST_MASTER_KEY})

@@ -1,4 +1,5 @@
 """GET /metrics: Prometheus text (parsed with prometheus_client.parser), per app, one target per process."""
+
 from __future__ import annotations
 
 import time
@@ -58,24 +59,45 @@ def test_requests_are_counted_by_url_rule_never_by_raw_path(fresh_client, admin_
     assert value(total, "trellis_http_requests_total", method="DELETE", route="unmatched", status="405") == 1
     histogram = found["trellis_http_request_duration_seconds"]
     assert value(histogram, "trellis_http_request_duration_seconds_count", method="GET", route="/health") == 3
-    assert value(histogram, "trellis_http_request_duration_seconds_bucket", method="GET", route="/health", le="+Inf") == 3
+    assert (
+        value(histogram, "trellis_http_request_duration_seconds_bucket", method="GET", route="/health", le="+Inf") == 3
+    )
     assert 0 < value(histogram, "trellis_http_request_duration_seconds_sum", method="GET", route="/health") < 30
     every_label = {v for samples in found.values() for s in samples for v in s.labels.values()}
     assert not any(file_id in label for label in every_label), "a raw id became a label"
-    assert set(s.labels["method"] for s in total) <= {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "other"}
+    assert set(s.labels["method"] for s in total) <= {
+        "GET",
+        "HEAD",
+        "POST",
+        "PUT",
+        "PATCH",
+        "DELETE",
+        "OPTIONS",
+        "other",
+    }
     assert "trellis_db_pool_checked_out" in found
     assert "trellis_socketio_connections" in found
     assert value(found["trellis_socketio_connections"], "trellis_socketio_connections", namespace="/chat/") == 0
 
 
 def test_each_app_has_its_own_registry(fresh_client, client, admin_headers):
-    before = value(metrics_of(client, admin_headers)["trellis_http_requests"], "trellis_http_requests_total", route="/health")
+    before = value(
+        metrics_of(client, admin_headers)["trellis_http_requests"], "trellis_http_requests_total", route="/health"
+    )
     for _ in range(5):
         fresh_client.get("/health")
-    after = value(metrics_of(client, admin_headers)["trellis_http_requests"], "trellis_http_requests_total", route="/health")
+    after = value(
+        metrics_of(client, admin_headers)["trellis_http_requests"], "trellis_http_requests_total", route="/health"
+    )
     assert after == before, "requests to another app were counted here"
-    assert value(metrics_of(fresh_client, admin_headers)["trellis_http_requests"], "trellis_http_requests_total",
-                 route="/health") == 5
+    assert (
+        value(
+            metrics_of(fresh_client, admin_headers)["trellis_http_requests"],
+            "trellis_http_requests_total",
+            route="/health",
+        )
+        == 5
+    )
 
 
 def test_metrics_needs_admin_credentials_or_the_metrics_token(fresh_client, admin_headers, admin_token, make_user):
@@ -138,9 +160,16 @@ def test_each_process_is_scraped_on_its_own_port(live_server_factory, make_user)
 
     user = create_user_over_http(one.url)
     sock = socketio.Client(reconnection=False)
-    sock.connect(one.url, socketio_path="realtime", namespaces=["/chat/"], transports=["websocket"],
-                 auth={"token": user.access_token}, wait_timeout=10)
+    sock.connect(
+        one.url,
+        socketio_path="realtime",
+        namespaces=["/chat/"],
+        transports=["websocket"],
+        auth={"token": user.access_token},
+        wait_timeout=10,
+    )
     try:
+
         def scrape_live(server) -> dict[str, list]:
             response = requests.get(server.url + "/metrics", headers=bearer, timeout=5)
             assert response.status_code == 200

@@ -1,4 +1,5 @@
 """Alembic: an empty database upgrades to heads, matches the models, and downgrades to nothing."""
+
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect

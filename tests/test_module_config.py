@@ -1,4 +1,5 @@
 """GET/PUT /config/{moduleName}: stored, validated, merged with defaults, seen by every worker."""
+
 from trellis import create_app
 
 
@@ -32,7 +33,9 @@ def test_put_rejects_unknown_keys_and_non_objects(greeter_client, admin_headers)
     assert response.status_code == 400
     assert "colour" in response.get_json()["errors"]
     assert greeter_client.put("/config/greeter", json=[1, 2], headers=admin_headers).status_code == 400
-    response = greeter_client.put("/config/greeter", data="{not json", headers={**admin_headers, "Content-Type": "application/json"})
+    response = greeter_client.put(
+        "/config/greeter", data="{not json", headers={**admin_headers, "Content-Type": "application/json"}
+    )
     assert response.status_code == 400
 
 

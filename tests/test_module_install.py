@@ -3,6 +3,7 @@
 The tiny module in tests/tiny_module is installed with pip into a private folder (never into the
 project's virtualenv) and a separate process sees it through the normal entry-point discovery.
 """
+
 import json
 import os
 import subprocess
@@ -29,9 +30,19 @@ print(json.dumps({"modules": [m.name for m in app.extensions["trellis"].modules]
 def test_pip_installed_module_brings_routes_and_migrations(tmp_path, empty_database_url):
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-         str(ROOT / "tests" / "tiny_module")],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(ROOT / "tests" / "tiny_module"),
+        ],
+        check=True,
+        capture_output=True,
     )
     env = {
         **os.environ,
@@ -55,10 +66,20 @@ def test_pip_installed_module_brings_routes_and_migrations(tmp_path, empty_datab
 
 
 def test_without_the_package_the_module_is_absent(tmp_path, empty_database_url):
-    env = {**os.environ, "TRELLIS_DATABASE_URL": empty_database_url, "TRELLIS_MASTER_KEY": "k",
-           "TRELLIS_SECRET_KEY": "s" * 40, "TRELLIS_INSTANCE_PATH": str(tmp_path / "i"),
-           "TRELLIS_ASYNC_MODE": "threading", "TRELLIS_MODULES": "tiny"}
-    result = subprocess.run([sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis", "modules"],
-                            env=env, capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "TRELLIS_DATABASE_URL": empty_database_url,
+        "TRELLIS_MASTER_KEY": "k",
+        "TRELLIS_SECRET_KEY": "s" * 40,
+        "TRELLIS_INSTANCE_PATH": str(tmp_path / "i"),
+        "TRELLIS_ASYNC_MODE": "threading",
+        "TRELLIS_MODULES": "tiny",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis", "modules"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0
     assert "not installed: tiny" in result.stderr

@@ -1,4 +1,5 @@
 """The module contract: ordering, fail-fast loading, allow-list, registration through the Api."""
+
 import pytest
 
 from trellis import Module, create_app

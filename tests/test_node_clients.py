@@ -2,6 +2,7 @@
 acknowledgement and the pushed event) and Apollo Client (a mutation, a query, an error). Their versions are
 declared in ``tests/node/package.json`` and installed with npm into a cache folder. Skipped only where Node
 is not installed."""
+
 from __future__ import annotations
 
 import hashlib
@@ -34,8 +35,14 @@ def node_project() -> Path:
     if not stamp.exists():
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "package.json").write_bytes(manifest)
-        result = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=folder,
-                                capture_output=True, text=True, timeout=600, check=False)
+        result = subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         stamp.write_text("ok")
     shutil.copy(NODE_FILES / "clients.mjs", folder / "clients.mjs")  # ESM resolves packages beside the script
@@ -45,21 +52,30 @@ def node_project() -> Path:
 def test_socketio_client_and_apollo_client(live_server):
     url = live_server.url
     master = {"masterkey": TEST_MASTER_KEY}
-    created = requests.post(f"{url}/admin/database/schemas", headers=master, timeout=10, json={
-        "name": "Note", "fields": {"title": {"type": "String", "required": True}, "stars": "Number"}})
+    created = requests.post(
+        f"{url}/admin/database/schemas",
+        headers=master,
+        timeout=10,
+        json={"name": "Note", "fields": {"title": {"type": "String", "required": True}, "stars": "Number"}},
+    )
     assert created.status_code == 201, created.text
     requests.post(f"{url}/database/Note", headers=master, timeout=10, json={"title": "already there", "stars": 5})
     user = create_user_over_http(url)
-    room = requests.post(f"{url}/chat/rooms", headers=user.headers, timeout=10,
-                         json={"roomName": "node", "users": []})
+    room = requests.post(f"{url}/chat/rooms", headers=user.headers, timeout=10, json={"roomName": "node", "users": []})
     assert room.status_code == 201, room.text
     room_id = room.json()["roomId"]
 
     folder = node_project()
-    env = {**os.environ, "TRELLIS_URL": url, "TRELLIS_USER_TOKEN": user.access_token, "TRELLIS_ROOM_ID": room_id,
-           "TRELLIS_MASTER_KEY": TEST_MASTER_KEY}
-    result = subprocess.run(["node", "clients.mjs"], cwd=folder, env=env, capture_output=True, text=True,
-                            timeout=60, check=False)
+    env = {
+        **os.environ,
+        "TRELLIS_URL": url,
+        "TRELLIS_USER_TOKEN": user.access_token,
+        "TRELLIS_ROOM_ID": room_id,
+        "TRELLIS_MASTER_KEY": TEST_MASTER_KEY,
+    }
+    result = subprocess.run(
+        ["node", "clients.mjs"], cwd=folder, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     seen = json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -1,4 +1,5 @@
 """/openapi.json: every route documented, security schemes, request-time paths from modules."""
+
 import re
 
 from marshmallow import fields
@@ -20,8 +21,12 @@ def dynamic_paths(app):
     return {"paths": paths, "tags": [{"name": "dynamic", "description": "computed"}]}
 
 
-DYNAMIC = Module(name="dynamic", config_schema=DynamicConfig, openapi_paths=dynamic_paths,
-                 blueprints=(Blueprint("dynamic", __name__, description="dynamic"),))
+DYNAMIC = Module(
+    name="dynamic",
+    config_schema=DynamicConfig,
+    openapi_paths=dynamic_paths,
+    blueprints=(Blueprint("dynamic", __name__, description="dynamic"),),
+)
 
 
 def test_static_document(client):

@@ -2,6 +2,7 @@
 match their documented schemas; then the negative phase (data that does not fit the schemas, what
 ``--mode all`` adds), where every answer must be a 4xx, never a 5xx. Runs in-process (WSGI) inside
 the rolled-back test transaction."""
+
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -25,8 +26,13 @@ def test_no_server_errors_and_documented_responses(app, db):
         operations += 1
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def exercise(case):
             case.call_and_validate(
                 headers={"masterkey": TEST_MASTER_KEY},
@@ -42,9 +48,14 @@ def test_no_server_errors_and_documented_responses(app, db):
 
 
 def test_negative_data_never_gets_a_server_error(app, client, admin_headers):
-    created = client.post("/admin/database/schemas", headers=admin_headers,
-                          json={"name": "FuzzSample", "fields": {"title": {"type": "String", "required": True},
-                                                                 "n": "Number", "tags": ["String"]}})
+    created = client.post(
+        "/admin/database/schemas",
+        headers=admin_headers,
+        json={
+            "name": "FuzzSample",
+            "fields": {"title": {"type": "String", "required": True}, "n": "Number", "tags": ["String"]},
+        },
+    )
     assert created.status_code == 201, created.get_json()
     schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
     failures: dict[str, str] = {}
@@ -58,8 +69,13 @@ def test_negative_data_never_gets_a_server_error(app, client, admin_headers):
         negated.append(operation.label)
 
         @given(case=operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
-        @settings(max_examples=NEGATIVE_EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=NEGATIVE_EXAMPLES_PER_OPERATION,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def exercise(case):
             case.call_and_validate(headers={"masterkey": TEST_MASTER_KEY}, checks=[checks.not_a_server_error])
 

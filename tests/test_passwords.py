@@ -1,4 +1,5 @@
 """The default argon2 profile (OWASP's argon2id recommendation) and re-hashing of older hashes."""
+
 from argon2 import PasswordHasher, profiles
 
 from trellis import passwords

@@ -1,6 +1,7 @@
 """PostgreSQL restarted under reads and writes: a throwaway cluster (initdb) on its own port, never the
 shared server. Pooled connections die with the restart; whatever a request meets answers at most a
 503 with ``Retry-After`` in the error shape, never a 500, and service comes back by itself."""
+
 from __future__ import annotations
 
 import glob
@@ -33,13 +34,29 @@ class Cluster:
         self.url = f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/postgres"
 
     def _run(self, tool: str, *args: str) -> None:
-        subprocess.run([*self.as_postgres, os.path.join(self.bin, tool), *args], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        subprocess.run(
+            [*self.as_postgres, os.path.join(self.bin, tool), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
 
     def pg_ctl(self, action: str) -> None:
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run("pg_ctl", "-D", self.folder, "-o", options, "-m", "fast", "-w", "-l",
-                  os.path.join(self.folder, "log"), action)
+        self._run(
+            "pg_ctl",
+            "-D",
+            self.folder,
+            "-o",
+            options,
+            "-m",
+            "fast",
+            "-w",
+            "-l",
+            os.path.join(self.folder, "log"),
+            action,
+        )
 
     def remove(self) -> None:
         try:
@@ -68,8 +85,9 @@ def test_a_restart_under_reads_and_writes_answers_at_most_503(cluster, app_confi
     with application.app_context():
         ensure_first_admin()
     admin = {"masterkey": TEST_MASTER_KEY}
-    created = application.test_client().post("/admin/database/schemas", headers=admin,
-                                             json={"name": "Restarted", "fields": {"n": "Number"}})
+    created = application.test_client().post(
+        "/admin/database/schemas", headers=admin, json={"name": "Restarted", "fields": {"n": "Number"}}
+    )
     assert created.status_code == 201, created.get_json()
 
     answers: list[tuple[str, int, dict, str | None]] = []
@@ -78,11 +96,12 @@ def test_a_restart_under_reads_and_writes_answers_at_most_503(cluster, app_confi
     def worker(number: int) -> None:
         client = application.test_client()
         while not stop.is_set():
-            for method, path, body in (("POST", "/database/Restarted", {"n": number}),
-                                       ("GET", "/database/Restarted?limit=3", None)):
+            for method, path, body in (
+                ("POST", "/database/Restarted", {"n": number}),
+                ("GET", "/database/Restarted?limit=3", None),
+            ):
                 response = client.open(path, method=method, json=body, headers=admin)
-                answers.append((method, response.status_code, response.get_json(),
-                                response.headers.get("Retry-After")))
+                answers.append((method, response.status_code, response.get_json(), response.headers.get("Retry-After")))
 
     threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
     for thread in threads:
@@ -105,5 +124,7 @@ def test_a_restart_under_reads_and_writes_answers_at_most_503(cluster, app_confi
         if status == 503:
             assert body["name"] == "SERVICE_UNAVAILABLE" and retry_after == "1", body
     assert statuses[-8:] and set(statuses[-8:]) <= {200, 201}, statuses[-20:]  # back by itself
-    print(f"\nrestart: {len(answers)} answers, {statuses.count(503)} × 503, "
-          f"{sum(s in (200, 201) for s in statuses)} × 2xx")
+    print(
+        f"\nrestart: {len(answers)} answers, {statuses.count(503)} × 503, "
+        f"{sum(s in (200, 201) for s in statuses)} × 2xx"
+    )

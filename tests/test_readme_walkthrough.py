@@ -1,6 +1,7 @@
 """The README's curl walk-through, run as written against a live server: sign in, create a schema, create
 and list documents with an operator (curl -g), GraphQL over GET, sign up, upload and download a file,
 open a socket."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,15 @@ def walkthrough() -> str:
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_readme_walkthrough_runs(live_server, tmp_path):
     env = {**os.environ, "URL": live_server.url, "KEY": TEST_MASTER_KEY, "ADMIN_PASSWORD": TEST_ADMIN[1]}
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", walkthrough()], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", walkthrough()],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     schema = json.loads(lines[0])

@@ -3,6 +3,7 @@ hung (SIGSTOP) and down (killed). Sign-in, form submission and Database writes a
 answering, quickly: the shared client's timeouts and circuit breaker, and the rate limiter's fall-back
 to memory. The shared Redis client is used by everyone, so these faults are tested once, here.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,9 +32,22 @@ class RedisChild:
     def __init__(self, tmp_path) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1",
-             "--dir", str(tmp_path)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(tmp_path),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.url = f"redis://127.0.0.1:{self.port}/0"
         probe = redis.Redis(port=self.port, socket_timeout=1)
         deadline = time.monotonic() + 10
@@ -92,18 +106,21 @@ def _exercise(client, admin_headers, form_id: str, tag: str) -> dict[str, float]
     """Sign in, submit the form, write and list documents; every answer is the normal one."""
     email = f"{tag}-{time.monotonic_ns()}@example.com"
     worst: dict[str, float] = {}
-    registered, worst["register"] = _timed(lambda: client.post(
-        "/authentication/local/new", json={"email": email, "password": "long-enough-1"}))
+    registered, worst["register"] = _timed(
+        lambda: client.post("/authentication/local/new", json={"email": email, "password": "long-enough-1"})
+    )
     assert registered.status_code == 201, registered.get_json()
-    signed_in, worst["sign-in"] = _timed(lambda: client.post(
-        "/authentication/local", json={"email": email, "password": "long-enough-1"}))
+    signed_in, worst["sign-in"] = _timed(
+        lambda: client.post("/authentication/local", json={"email": email, "password": "long-enough-1"})
+    )
     assert signed_in.status_code == 200, signed_in.get_json()
     submitted, worst["form"] = _timed(lambda: client.post(f"/forms/submit/{form_id}", json={"message": tag}))
     assert submitted.status_code == 201, submitted.get_json()
     writes, lists = [], []
     for number in range(10):
-        written, seconds = _timed(lambda: client.post("/database/Faulty", json={"title": f"{tag}-{number}"},
-                                                      headers=admin_headers))
+        written, seconds = _timed(
+            lambda: client.post("/database/Faulty", json={"title": f"{tag}-{number}"}, headers=admin_headers)
+        )
         assert written.status_code == 201, written.get_json()
         writes.append(seconds)
         listed, seconds = _timed(lambda: client.get("/database/Faulty?limit=5", headers=admin_headers))
@@ -115,11 +132,13 @@ def _exercise(client, admin_headers, form_id: str, tag: str) -> dict[str, float]
 
 
 def _setup(client, admin_headers) -> str:
-    created = client.post("/admin/database/schemas", headers=admin_headers,
-                          json={"name": "Faulty", "fields": {"title": "String"}})
+    created = client.post(
+        "/admin/database/schemas", headers=admin_headers, json={"name": "Faulty", "fields": {"title": "String"}}
+    )
     assert created.status_code == 201, created.get_json()
-    form = client.post("/admin/forms", headers=admin_headers,
-                       json={"name": "faulty", "fields": [{"name": "message", "type": "text"}]})
+    form = client.post(
+        "/admin/forms", headers=admin_headers, json={"name": "faulty", "fields": [{"name": "message", "type": "text"}]}
+    )
     assert form.status_code == 201, form.get_json()
     return form.get_json()["_id"]
 

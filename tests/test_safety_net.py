@@ -1,4 +1,5 @@
 """The outermost WSGI layer: an exception outside Flask's handlers and over-long URLs get the error shape."""
+
 from __future__ import annotations
 
 import json

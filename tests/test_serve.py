@@ -1,5 +1,6 @@
 """The server entry point sets TCP_NODELAY on every accepted connection (Socket.IO acks otherwise wait
 ~40 ms for Nagle's algorithm; bench/results/chat_nodelay.md)."""
+
 from __future__ import annotations
 
 import socket

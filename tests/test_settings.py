@@ -1,4 +1,5 @@
 """Settings from TRELLIS_* variables; secrets generated once into instance/, refused in production."""
+
 import json
 
 import pytest

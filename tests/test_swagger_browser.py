@@ -1,4 +1,5 @@
 """Swagger UI at /swagger renders the operations in a real headless Chromium, from local assets only."""
+
 import pytest
 
 from trellis.testing.browser import browser_page

@@ -12,6 +12,7 @@ A change is made through one process (or nginx) and used on the very next reques
 other (or nginx, whose round-robin alternates): nothing waits or retries. The production topology is
 PostgreSQL's: the module runs in the PostgreSQL pass of ``make test`` (its own throwaway database).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -79,7 +80,9 @@ class OwnRedis:
             _unavailable("redis-server is not installed")
         self.process = subprocess.Popen(
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            cwd=self.folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd=self.folder,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         import redis
 
@@ -111,7 +114,9 @@ def nginx_config(upstreams: list[int], listen: int, prefix: Path) -> str:
     site = site.replace("listen 80;", f"listen 127.0.0.1:{listen};")
     (prefix / "trellis.conf").write_text(site)
     user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read and write the tmp prefix
-    temp = "".join(f"    {kind}_temp_path {prefix / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = "".join(
+        f"    {kind}_temp_path {prefix / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     return (
         f"{user}daemon off;\nmaster_process on;\nworker_processes 1;\npid {prefix / 'nginx.pid'};\n"
         f"error_log {prefix / 'error.log'} warn;\nevents {{ worker_connections 512; }}\n"
@@ -136,7 +141,8 @@ class Nginx:
         config.write_text(nginx_config(upstreams, self.port, prefix))
         self.process = subprocess.Popen(
             [binary, "-p", str(prefix), "-c", str(config), "-e", str(prefix / "error.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + STARTUP_SECONDS
         while True:
@@ -180,7 +186,6 @@ class Topology:
         return [(self.a.url, self.b.url), (self.b.url, self.a.url)] + [(self.url, self.url)] * ROUNDS
 
 
-
 @contextlib.contextmanager
 def _database() -> Iterator[str]:
     """A throwaway PostgreSQL database, migrated, with the first admin."""
@@ -189,8 +194,9 @@ def _database() -> Iterator[str]:
 
     admin_url = make_url(os.environ.get("TRELLIS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
     try:
-        connection = psycopg2.connect(admin_url.set(drivername="postgresql").render_as_string(hide_password=False),
-                                      connect_timeout=5)
+        connection = psycopg2.connect(
+            admin_url.set(drivername="postgresql").render_as_string(hide_password=False), connect_timeout=5
+        )
     except psycopg2.OperationalError as exc:
         _unavailable(f"PostgreSQL is unreachable: {exc}")
     connection.autocommit = True
@@ -203,8 +209,15 @@ def _database() -> Iterator[str]:
         from trellis.admins import ensure_first_admin
         from trellis.migrate import upgrade
 
-        app = create_app({"DATABASE_URL": url, "MASTER_KEY": TEST_MASTER_KEY, "SECRET_KEY": TEST_SECRET_KEY,
-                          "ASYNC_MODE": "threading", "PASSWORD_PROFILE": "test"})
+        app = create_app(
+            {
+                "DATABASE_URL": url,
+                "MASTER_KEY": TEST_MASTER_KEY,
+                "SECRET_KEY": TEST_SECRET_KEY,
+                "ASYNC_MODE": "threading",
+                "PASSWORD_PROFILE": "test",
+            }
+        )
         upgrade(app)
         with app.app_context():
             ensure_first_admin()
@@ -232,11 +245,18 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
                 port = free_port()
                 env = dict(os.environ)
                 env.update(
-                    TRELLIS_DATABASE_URL=database_url, TRELLIS_REDIS_URL=redis.url,
-                    TRELLIS_MASTER_KEY=TEST_MASTER_KEY, TRELLIS_SECRET_KEY=TEST_SECRET_KEY,
-                    TRELLIS_STORAGE_PATH=str(storage), TRELLIS_INSTANCE_PATH=str(folder / f"instance-{port}"),
-                    TRELLIS_ASYNC_MODE="eventlet", TRELLIS_PASSWORD_PROFILE="test", TRELLIS_PROXY_COUNT="1",
-                    TRELLIS_LOG_LEVEL="WARNING", HOST="127.0.0.1", PORT=str(port),
+                    TRELLIS_DATABASE_URL=database_url,
+                    TRELLIS_REDIS_URL=redis.url,
+                    TRELLIS_MASTER_KEY=TEST_MASTER_KEY,
+                    TRELLIS_SECRET_KEY=TEST_SECRET_KEY,
+                    TRELLIS_STORAGE_PATH=str(storage),
+                    TRELLIS_INSTANCE_PATH=str(folder / f"instance-{port}"),
+                    TRELLIS_ASYNC_MODE="eventlet",
+                    TRELLIS_PASSWORD_PROFILE="test",
+                    TRELLIS_PROXY_COUNT="1",
+                    TRELLIS_LOG_LEVEL="WARNING",
+                    HOST="127.0.0.1",
+                    PORT=str(port),
                     TRELLIS_REDIS_BREAKER_SECONDS=str(BREAKER_SECONDS),
                 )
                 servers.append(LiveServer(env, port, folder / f"server-{port}.log"))
@@ -271,15 +291,20 @@ def _unique(prefix: str) -> str:
 
 def _user(base: str) -> dict[str, Any]:
     email, password = f"{_unique('u')}@example.com", "a-long-enough-password-1"
-    created = requests.post(f"{base}/authentication/users", json={"email": email, "password": password},
-                            headers=ADMIN, timeout=TIMEOUT)
+    created = requests.post(
+        f"{base}/authentication/users", json={"email": email, "password": password}, headers=ADMIN, timeout=TIMEOUT
+    )
     assert created.status_code == 201, created.text
-    signed_in = requests.post(f"{base}/authentication/local", json={"email": email, "password": password},
-                              timeout=TIMEOUT)
+    signed_in = requests.post(
+        f"{base}/authentication/local", json={"email": email, "password": password}, timeout=TIMEOUT
+    )
     assert signed_in.status_code == 200, signed_in.text
     body = signed_in.json()
-    return {"id": body["userId"], "headers": {"Authorization": f"Bearer {body['accessToken']}"},
-            "token": body["accessToken"]}
+    return {
+        "id": body["userId"],
+        "headers": {"Authorization": f"Bearer {body['accessToken']}"},
+        "token": body["accessToken"],
+    }
 
 
 # ---- the selection ------------------------------------------------------------------------------
@@ -288,21 +313,31 @@ def _user(base: str) -> dict[str, Any]:
 def test_a_schema_created_is_usable_at_once_everywhere(through: Topology):
     for writer, reader in through.pairs():
         name = _unique("Thing")
-        created = requests.post(f"{writer}/admin/database/schemas", headers=ADMIN, timeout=TIMEOUT,
-                                json={"name": name, "fields": {"title": "String"}})
+        created = requests.post(
+            f"{writer}/admin/database/schemas",
+            headers=ADMIN,
+            timeout=TIMEOUT,
+            json={"name": name, "fields": {"title": "String"}},
+        )
         assert created.status_code == 201, created.text
         document = requests.post(f"{reader}/database/{name}", json={"title": "first"}, headers=ADMIN, timeout=TIMEOUT)
         assert document.status_code == 201, (writer, reader, document.text)
 
-        changed = requests.put(f"{writer}/admin/database/schemas/{created.json()['_id']}", headers=ADMIN,
-                               timeout=TIMEOUT, json={"fields": {"title": "String", "rank": "Number"}})
+        changed = requests.put(
+            f"{writer}/admin/database/schemas/{created.json()['_id']}",
+            headers=ADMIN,
+            timeout=TIMEOUT,
+            json={"fields": {"title": "String", "rank": "Number"}},
+        )
         assert changed.status_code == 200, changed.text
-        ranked = requests.post(f"{reader}/database/{name}", json={"title": "second", "rank": 2}, headers=ADMIN,
-                               timeout=TIMEOUT)
+        ranked = requests.post(
+            f"{reader}/database/{name}", json={"title": "second", "rank": 2}, headers=ADMIN, timeout=TIMEOUT
+        )
         assert ranked.status_code == 201 and ranked.json()["rank"] == 2, ranked.text
 
-        deleted = requests.delete(f"{writer}/admin/database/schemas/{created.json()['_id']}?deleteData=true", headers=ADMIN,
-                                  timeout=TIMEOUT)
+        deleted = requests.delete(
+            f"{writer}/admin/database/schemas/{created.json()['_id']}?deleteData=true", headers=ADMIN, timeout=TIMEOUT
+        )
         assert deleted.status_code == 200, deleted.text
         gone = requests.post(f"{reader}/database/{name}", json={"title": "third"}, headers=ADMIN, timeout=TIMEOUT)
         assert gone.status_code == 404, gone.text
@@ -322,12 +357,17 @@ def test_a_lowered_storage_limit_refuses_the_next_upload(through: Topology):
     user = _user(through.url)
     for limit_at, upload_at in through.pairs():
         for limit, expected in ((10, 413), (10_000, 201)):
-            put = requests.put(f"{limit_at}/config/storage", json={"maxFileSize": limit}, headers=ADMIN,
-                               timeout=TIMEOUT)
+            put = requests.put(
+                f"{limit_at}/config/storage", json={"maxFileSize": limit}, headers=ADMIN, timeout=TIMEOUT
+            )
             assert put.status_code == 200, put.text
-            sent = requests.post(f"{upload_at}/storage/upload", headers=user["headers"], timeout=TIMEOUT,
-                                 files={"file": ("note.txt", io.BytesIO(b"twenty bytes of text"), "text/plain")},
-                                 data={"isPublic": "true"})
+            sent = requests.post(
+                f"{upload_at}/storage/upload",
+                headers=user["headers"],
+                timeout=TIMEOUT,
+                files={"file": ("note.txt", io.BytesIO(b"twenty bytes of text"), "text/plain")},
+                data={"isPublic": "true"},
+            )
             assert sent.status_code == expected, (limit_at, upload_at, limit, sent.text)
     # Through nginx, a built URL names nginx's address (trusted X-Forwarded-*), not a process's.
     assert sent.json()["url"].startswith(f"{through.url}/storage/public/"), sent.json()["url"]
@@ -335,42 +375,90 @@ def test_a_lowered_storage_limit_refuses_the_next_upload(through: Topology):
 
 
 def test_forms_limits_follow_the_config_at_once(through: Topology):
-    form = requests.post(f"{through.url}/admin/forms", headers=ADMIN, timeout=TIMEOUT, json={
-        "name": _unique("Contact"), "fields": [{"name": "first", "type": "text"}, {"name": "second", "type": "text"}]})
+    form = requests.post(
+        f"{through.url}/admin/forms",
+        headers=ADMIN,
+        timeout=TIMEOUT,
+        json={
+            "name": _unique("Contact"),
+            "fields": [{"name": "first", "type": "text"}, {"name": "second", "type": "text"}],
+        },
+    )
     assert form.status_code == 201, form.text
     submit = f"/forms/submit/{form.json()['_id']}"
     big = {"first": "x" * 900, "second": "y" * 900}  # valid fields, a body over 1024 bytes
     for limit_at, submit_at in through.pairs():
-        assert requests.put(f"{limit_at}/config/forms", json={"maxBodyBytes": 1024, "rateLimit": "1000/minute"},
-                            headers=ADMIN, timeout=TIMEOUT).status_code == 200
+        assert (
+            requests.put(
+                f"{limit_at}/config/forms",
+                json={"maxBodyBytes": 1024, "rateLimit": "1000/minute"},
+                headers=ADMIN,
+                timeout=TIMEOUT,
+            ).status_code
+            == 200
+        )
         refused = requests.post(f"{submit_at}{submit}", json=big, timeout=TIMEOUT)
         assert refused.status_code == 413, (limit_at, submit_at, refused.text)
-        assert requests.put(f"{limit_at}/config/forms", json={"maxBodyBytes": 4096}, headers=ADMIN,
-                            timeout=TIMEOUT).status_code == 200
+        assert (
+            requests.put(
+                f"{limit_at}/config/forms", json={"maxBodyBytes": 4096}, headers=ADMIN, timeout=TIMEOUT
+            ).status_code
+            == 200
+        )
         accepted = requests.post(f"{submit_at}{submit}", json=big, timeout=TIMEOUT)
         assert accepted.status_code == 201, (limit_at, submit_at, accepted.text)
     if through.redis.process is None:
         return  # rate limits are counted in Redis: with it stopped they are not enforced (fail open)
     # A lowered rate limit is in force on the next submission, counted once across both processes.
-    assert requests.put(f"{through.a.url}/config/forms", json={"rateLimit": "3/minute"}, headers=ADMIN,
-                        timeout=TIMEOUT).status_code == 200
-    answers = [requests.post(f"{base}{submit}", json={"first": "hi"}, timeout=TIMEOUT).status_code
-               for base in (through.b.url, through.url, through.url, through.a.url, through.b.url)]
+    assert (
+        requests.put(
+            f"{through.a.url}/config/forms", json={"rateLimit": "3/minute"}, headers=ADMIN, timeout=TIMEOUT
+        ).status_code
+        == 200
+    )
+    answers = [
+        requests.post(f"{base}{submit}", json={"first": "hi"}, timeout=TIMEOUT).status_code
+        for base in (through.b.url, through.url, through.url, through.a.url, through.b.url)
+    ]
     assert answers.count(201) <= 3 and answers[-2:] == [429, 429], answers
     requests.put(f"{through.a.url}/config/forms", json={"rateLimit": "1000/minute"}, headers=ADMIN, timeout=TIMEOUT)
 
 
 def test_a_custom_endpoint_created_answers_at_once(through: Topology):
     name = _unique("Item")
-    assert requests.post(f"{through.url}/admin/database/schemas", headers=ADMIN, timeout=TIMEOUT,
-                         json={"name": name, "fields": {"n": "Number"}}).status_code == 201
-    assert requests.post(f"{through.url}/database/{name}/many", headers=ADMIN, timeout=TIMEOUT,
-                         json={"docs": [{"n": n} for n in range(5)]}).status_code == 201
+    assert (
+        requests.post(
+            f"{through.url}/admin/database/schemas",
+            headers=ADMIN,
+            timeout=TIMEOUT,
+            json={"name": name, "fields": {"n": "Number"}},
+        ).status_code
+        == 201
+    )
+    assert (
+        requests.post(
+            f"{through.url}/database/{name}/many",
+            headers=ADMIN,
+            timeout=TIMEOUT,
+            json={"docs": [{"n": n} for n in range(5)]},
+        ).status_code
+        == 201
+    )
     for writer, reader in through.pairs():
         endpoint = _unique("small")
-        created = requests.post(f"{writer}/admin/database/customEndpoints", headers=ADMIN, timeout=TIMEOUT, json={
-            "name": endpoint, "operation": "GET", "selectedSchema": name,
-            "query": {"AND": [{"schemaField": "n", "operation": "lt", "comparisonField": {"type": "Custom", "value": 3}}]}})
+        created = requests.post(
+            f"{writer}/admin/database/customEndpoints",
+            headers=ADMIN,
+            timeout=TIMEOUT,
+            json={
+                "name": endpoint,
+                "operation": "GET",
+                "selectedSchema": name,
+                "query": {
+                    "AND": [{"schemaField": "n", "operation": "lt", "comparisonField": {"type": "Custom", "value": 3}}]
+                },
+            },
+        )
         assert created.status_code == 201, created.text
         called = requests.get(f"{reader}/database/function/{endpoint}", headers=ADMIN, timeout=TIMEOUT)
         assert called.status_code == 200, (writer, reader, called.text)
@@ -393,8 +481,12 @@ def test_chat_crosses_processes(through: Topology):
     import socketio
 
     alice, bob = _user(through.url), _user(through.url)
-    room = requests.post(f"{through.url}/chat/rooms", json={"roomName": "across", "users": [bob["id"]]},
-                         headers=alice["headers"], timeout=TIMEOUT)
+    room = requests.post(
+        f"{through.url}/chat/rooms",
+        json={"roomName": "across", "users": [bob["id"]]},
+        headers=alice["headers"],
+        timeout=TIMEOUT,
+    )
     assert room.status_code == 201, room.text
     room_id = room.json()["roomId"]
     inbox: queue.Queue = queue.Queue()
@@ -402,18 +494,23 @@ def test_chat_crosses_processes(through: Topology):
     client.on("message", inbox.put, namespace="/chat/")
     # Long-polling first, then the websocket upgrade: every request of the session must reach the same
     # process (nginx's sticky /realtime/ upstream).
-    client.connect(through.url, socketio_path="realtime", namespaces=["/chat/"], auth={"token": alice["token"]},
-                   wait_timeout=TIMEOUT)
+    client.connect(
+        through.url,
+        socketio_path="realtime",
+        namespaces=["/chat/"],
+        auth={"token": alice["token"]},
+        wait_timeout=TIMEOUT,
+    )
     try:
         texts = []
         for base in (through.a.url, through.b.url, through.url, through.url):
             text = _unique("hello ")
-            sent = requests.post(f"{base}/chat/rooms/{room_id}/messages", json={"message": text},
-                                 headers=bob["headers"], timeout=TIMEOUT)
+            sent = requests.post(
+                f"{base}/chat/rooms/{room_id}/messages", json={"message": text}, headers=bob["headers"], timeout=TIMEOUT
+            )
             assert sent.status_code == 201, sent.text
             texts.append(text)
-        stored = requests.get(f"{through.url}/chat/rooms/{room_id}/messages", headers=alice["headers"],
-                              timeout=TIMEOUT)
+        stored = requests.get(f"{through.url}/chat/rooms/{room_id}/messages", headers=alice["headers"], timeout=TIMEOUT)
         assert sorted(m["message"] for m in stored.json()["messages"]) == sorted(texts)
         if through.redis.process is None:
             return  # without Redis, events do not cross processes: the messages are stored, fetched by REST

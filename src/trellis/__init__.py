@@ -1,4 +1,5 @@
 """Trellis: a self-hosted modular backend (Flask host + pip-installable modules)."""
+
 from typing import Any
 
 from .modules import Module, OwnedSchema

@@ -1,4 +1,5 @@
 """Administrator accounts: create, reset password, and the first admin on a fresh install."""
+
 from __future__ import annotations
 
 import secrets

@@ -1,4 +1,5 @@
 """The application factory: settings → database → API → modules (in dependency order)."""
+
 from __future__ import annotations
 
 import logging
@@ -105,8 +106,10 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         api=api,
         configs=ConfigStore({m.name: m.config_schema for m in loaded}),
         generations=Generations(
-            lambda: redis_client(app), token_key(engine.url.render_as_string(hide_password=True)),
-            shared=app.config["CACHE_SHARED"], lease=float(app.config["CACHE_LEASE_SECONDS"]),
+            lambda: redis_client(app),
+            token_key(engine.url.render_as_string(hide_password=True)),
+            shared=app.config["CACHE_SHARED"],
+            lease=float(app.config["CACHE_LEASE_SECONDS"]),
         ),
         hooks=make_manager(),
         limiter=init_limiter(app),

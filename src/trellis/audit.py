@@ -10,11 +10,12 @@ commands (no request) are recorded with the actor ``{"type": "cli"}``.
 ``changes`` is what the caller sent, with secrets masked by the marshmallow schema that marks them
 (``metadata={"secret": True}``, see ``trellis.redact``).
 """
+
 from __future__ import annotations
 
 import json
 import logging
-from datetime import timezone
+from datetime import UTC
 from typing import Any
 
 from flask import g, has_request_context, request
@@ -114,15 +115,17 @@ def _filtered(filters: dict[str, Any]) -> Select:
         )
     # In UTC: SQLite keeps timestamps as text without their offset.
     if filters.get("since") is not None:
-        query = query.where(AuditEntry.created_at >= filters["since"].astimezone(timezone.utc))
+        query = query.where(AuditEntry.created_at >= filters["since"].astimezone(UTC))
     if filters.get("until") is not None:
-        query = query.where(AuditEntry.created_at < filters["until"].astimezone(timezone.utc))
+        query = query.where(AuditEntry.created_at < filters["until"].astimezone(UTC))
     return query
 
 
 def entries(filters: dict[str, Any], skip: int = 0, limit: int = 25) -> tuple[list[dict[str, Any]], int]:
     """Entries matching ``filters`` (module, action, actor, target, since, until), newest first, and the total."""
-    rows, count = paginate(_filtered(filters), skip, limit, order_by=(AuditEntry.created_at.desc(), AuditEntry.id.desc()))
+    rows, count = paginate(
+        _filtered(filters), skip, limit, order_by=(AuditEntry.created_at.desc(), AuditEntry.id.desc())
+    )
     return [entry_dict(row) for row in rows], count
 
 
@@ -136,12 +139,10 @@ _TEXT = validate.Length(min=1, max=255)
 class AuditArgs(ListArgs):
     module = fields.String(validate=_TEXT, metadata={"description": "module name, e.g. `email`"})
     action = fields.String(validate=_TEXT, metadata={"description": "e.g. `config.update`, `user.block`"})
-    actor = fields.String(
-        validate=_TEXT, metadata={"description": "an admin's id or username, or `masterkey` / `cli`"}
-    )
+    actor = fields.String(validate=_TEXT, metadata={"description": "an admin's id or username, or `masterkey` / `cli`"})
     target = fields.String(validate=_TEXT, metadata={"description": "id or name of the changed record"})
-    since = fields.AwareDateTime(default_timezone=timezone.utc, metadata={"description": "ISO 8601; entries at or after"})
-    until = fields.AwareDateTime(default_timezone=timezone.utc, metadata={"description": "ISO 8601; entries before"})
+    since = fields.AwareDateTime(default_timezone=UTC, metadata={"description": "ISO 8601; entries at or after"})
+    until = fields.AwareDateTime(default_timezone=UTC, metadata={"description": "ISO 8601; entries before"})
 
 
 class ActorSchema(Schema):

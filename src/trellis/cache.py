@@ -29,6 +29,7 @@ name re-read the table first (:meth:`Generations.refresh`), whatever the token s
 configs or schemas): it skips the per-request check and follows only its own commits. The benchmark
 uses it to price the check (bench/scaleout_bench.py).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -175,8 +176,9 @@ class Generations:
             if self._leasing:
                 return
             self._leasing = True
-        threading.Thread(target=_renew, args=(weakref.ref(self), client), daemon=True,
-                         name="trellis-cache-lease").start()
+        threading.Thread(
+            target=_renew, args=(weakref.ref(self), client), daemon=True, name="trellis-cache-lease"
+        ).start()
 
     def _publish(self, client: Any) -> None:
         client.set(self._key, _new_token())
@@ -230,8 +232,9 @@ class Generations:
         now = time.monotonic()
         if now - self._last_warning >= 60:  # with Redis down every request would log one
             self._last_warning = now
-            log.warning("cache token unavailable (%s); reading cache generations from the database",
-                        exc.__class__.__name__)
+            log.warning(
+                "cache token unavailable (%s); reading cache generations from the database", exc.__class__.__name__
+            )
         with self._lock:
             self._token = None  # when Redis answers again, re-read the table once
             self._retry_at = time.monotonic() + RETRY_SECONDS

@@ -1,4 +1,5 @@
 """``flask --app wsgi trellis …``: admins, modules, OpenAPI export, migrations."""
+
 from __future__ import annotations
 
 import json
@@ -64,7 +65,9 @@ def init() -> None:
     if generated:
         username = current_app.config["ADMIN_USERNAME"]
         click.echo(f"created the first administrator {username!r} with password: {generated}")
-        click.echo(f"(shown once; change it with: flask --app wsgi trellis admin reset-password {shlex.quote(username)})")
+        click.echo(
+            f"(shown once; change it with: flask --app wsgi trellis admin reset-password {shlex.quote(username)})"
+        )
 
 
 @trellis_cli.command("modules")
@@ -112,4 +115,3 @@ def db_downgrade(revision: str) -> None:
     """Downgrade the database to REVISION (e.g. 'base')."""
     migrate.downgrade(current_app, revision)
     click.echo(f"database downgraded to {revision}")
-

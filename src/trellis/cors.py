@@ -3,6 +3,7 @@
 The setting is ``*`` (any origin, the default) or a comma-separated list of origins. HTTP routes get
 their headers from flask-cors (preflight answers included); Socket.IO checks the same list itself.
 """
+
 from __future__ import annotations
 
 from flask import Flask

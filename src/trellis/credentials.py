@@ -4,18 +4,20 @@ Rules (CONTRACT.md "Credentials"): either ``masterkey`` or an admin Bearer is en
 administrative route; any credential sent must be valid (else 401); a valid user token on an admin
 route is 403. Tokens are JWTs whose ``kind`` claim says who they were issued to.
 """
+
 from __future__ import annotations
 
 import functools
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from flask import current_app, request
 from flask_jwt_extended import create_access_token, decode_token
-from jwt import PyJWTError
 from flask_jwt_extended.exceptions import JWTExtendedException
+from jwt import PyJWTError
 
 from . import db
 from .errors import forbidden, unauthorized

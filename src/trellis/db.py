@@ -4,6 +4,7 @@ Every module's models derive from :class:`Base`, so Alembic and the migration te
 Code uses :data:`session` (an SQLAlchemy ``scoped_session``); it binds to the current app's engine
 and is removed when the app context ends.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +12,8 @@ import logging
 import sys
 import threading
 import uuid
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from flask import Flask, current_app, g
@@ -51,7 +52,7 @@ def new_id() -> str:
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator):
@@ -62,12 +63,12 @@ class UTCDateTime(TypeDecorator):
 
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is not None and value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
+            value = value.replace(tzinfo=UTC)
         return value
 
 
@@ -75,8 +76,8 @@ def isoformat(value: datetime | None) -> str | None:
     if value is None:
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def normalise_url(url: str, async_mode: str) -> URL:
@@ -200,8 +201,14 @@ class ReadConnections:
         self.base = engine
         self.engine = engine
         if is_postgresql(engine):
-            self.engine = create_engine(engine.url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None,
-                                        pool_size=16, max_overflow=16, pool_recycle=1800)
+            self.engine = create_engine(
+                engine.url,
+                isolation_level="AUTOCOMMIT",
+                pool_reset_on_return=None,
+                pool_size=16,
+                max_overflow=16,
+                pool_recycle=1800,
+            )
 
     def open(self) -> Connection:
         return self.engine.connect()

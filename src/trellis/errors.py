@@ -1,4 +1,5 @@
 """One error shape for every error: ``{"name", "status", "message", "errors"?}`` (see CONTRACT.md)."""
+
 from __future__ import annotations
 
 import logging
@@ -114,7 +115,7 @@ def _render(status: int, message: str, errors: Any = None, name: str | None = No
 def flatten_validation(messages: Any) -> Any:
     """webargs reports ``{"json": {...}}`` or ``{"query": {...}}``; clients want the field errors."""
     if isinstance(messages, dict) and len(messages) == 1:
-        (location, inner), = messages.items()
+        ((location, inner),) = messages.items()
         if location in {"json", "query", "form", "files", "headers", "view_args", "path", "json_or_form"}:
             return inner
     if isinstance(messages, dict):

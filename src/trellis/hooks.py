@@ -3,6 +3,7 @@
 A module contributes implementations through ``Module.hooks``; callers use
 ``trellis.hooks.call()`` (the current app's hook relay).
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,7 +1,9 @@
 """HTTP building blocks every module uses: the Blueprint, list arguments, common response schemas."""
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import flask_smorest
 from flask import Request, current_app, request

@@ -9,6 +9,7 @@ The checks that would cost a walk over the parsed value run only when a cheap sc
 says they can matter (more than 64 brackets; a ``\\uD…`` escape), so a common body pays one
 ``json.loads`` with a hook per object (duplicate keys) and per float (range).
 """
+
 from __future__ import annotations
 
 import json
@@ -97,7 +98,7 @@ def _check_depth(value: Any) -> None:
             raise JSONBodyError(f"The JSON is nested deeper than {MAX_DEPTH} levels")
         below = []
         for item in level:
-            for child in (item.values() if isinstance(item, dict) else item):
+            for child in item.values() if isinstance(item, dict) else item:
                 if isinstance(child, (dict, list)):
                     below.append(child)
         level = below

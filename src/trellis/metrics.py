@@ -11,6 +11,7 @@ What is measured:
 Several processes: every Trellis process serves its own port (see README "Monitoring"), and Prometheus
 scrapes each one as its own target; the registry is per process and per app, never the library's global one.
 """
+
 from __future__ import annotations
 
 import hmac

@@ -1,4 +1,5 @@
 """Alembic, run against the app's engine with the core's and every loaded module's versions dirs."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The core's own tables: administrators, module configuration, shared cache generations, the audit log."""
+
 from __future__ import annotations
 
 from datetime import datetime

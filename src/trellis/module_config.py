@@ -4,11 +4,13 @@
 follows the ``module-config`` generation (see ``trellis.cache``), so a ``PUT`` in one worker reaches
 every worker.
 """
+
 from __future__ import annotations
 
 import copy
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from flask import current_app
 from marshmallow import Schema, ValidationError, fields, pre_load
@@ -113,7 +115,9 @@ class ConfigStore:
 
 def api_url(default: str, description: str = "API address (change it only to reach a test server)") -> fields.Url:
     """A provider's API base address in a config schema: http(s), any host (127.0.0.1 in tests)."""
-    return fields.Url(require_tld=False, schemes={"http", "https"}, load_default=default, metadata={"description": description})
+    return fields.Url(
+        require_tld=False, schemes={"http", "https"}, load_default=default, metadata={"description": description}
+    )
 
 
 def missing_provider_settings(data: dict[str, Any], required: dict[str, Sequence[str]]) -> dict[str, Any]:
@@ -184,7 +188,9 @@ def admin_config_routes(blp: Any, module: str, schema: type[Schema], example: st
         "The body is merged into the current configuration, then validated as a whole."
     )
     blp.route(path, methods=["GET"], endpoint="get_config")(admin_required(blp.response(200, schema)(get_config)))
-    put = blp.alt_response(400, schema=ErrorSchema, description="The merged configuration does not validate")(put_config)
+    put = blp.alt_response(400, schema=ErrorSchema, description="The merged configuration does not validate")(
+        put_config
+    )
     blp.route(path, methods=["PUT"], endpoint="put_config")(
         admin_required(blp.arguments(changes)(blp.response(200, schema)(put)))
     )

@@ -4,12 +4,14 @@ A module is a pip-installable distribution that exposes one :class:`Module` obje
 ``trellis.modules`` entry-point group. The host never imports a module by name; it only reads
 the declarations below. See ``docs/modules.md``.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 ENTRY_POINT_GROUP = "trellis.modules"
 

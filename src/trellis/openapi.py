@@ -10,6 +10,7 @@ unique ``operationId`` on every operation, ``security: []`` on public ones, erro
 example of their own status, summaries without reStructuredText markup, no ``nullable`` without a
 ``type``, no unused component.
 """
+
 from __future__ import annotations
 
 import copy
@@ -48,9 +49,11 @@ def api_config(app: Flask, version: str) -> None:
     app.config.setdefault(
         "API_SPEC_OPTIONS",
         {
-            "info": {"description": "Trellis: a self-hosted modular backend. Admin routes take the "
-                     "`masterkey` header or an admin Bearer token from `POST /login`.",
-                     "license": {"name": "MIT", "url": "https://opensource.org/licenses/MIT"}},
+            "info": {
+                "description": "Trellis: a self-hosted modular backend. Admin routes take the "
+                "`masterkey` header or an admin Bearer token from `POST /login`.",
+                "license": {"name": "MIT", "url": "https://opensource.org/licenses/MIT"},
+            },
             "servers": [{"url": "/"}],
         },
     )
@@ -134,8 +137,11 @@ def _operation_ids(doc: dict[str, Any], app: Flask) -> None:
         path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", str(rule))
         for method in rule.methods or ():
             endpoints[(path, method.lower())] = rule.endpoint
-    full = [endpoints.get((path, method), f"{method}_{path}")
-            for path, method, operation in operations(doc) if "operationId" not in operation]
+    full = [
+        endpoints.get((path, method), f"{method}_{path}")
+        for path, method, operation in operations(doc)
+        if "operationId" not in operation
+    ]
     names = [endpoint.rsplit(".", 1)[-1] for endpoint in set(full)]
     clashes = {name for name in names if names.count(name) > 1}
     several_methods = {endpoint for endpoint in full if full.count(endpoint) > 1}
@@ -175,17 +181,27 @@ def _error_examples(operation: dict[str, Any]) -> None:
     responses = operation.setdefault("responses", {})
     if not any(str(code).startswith("4") for code in responses):
         # Every route refuses a malformed request (NUL in the URL, bad parameters) with a 400.
-        responses["400"] = {"description": "Invalid request", "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        responses["400"] = {
+            "description": "Invalid request",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
     for code, response in responses.items():
         status = int(code) if str(code).isdigit() else 0
         media = (response.get("content") or {}).get("application/json")
         if status < 400 or media is None or media.get("schema") != {"$ref": "#/components/schemas/Error"}:
             continue
         if "example" not in media:  # a new dict: modules may share one content object between statuses
-            response["content"] = {**response["content"], "application/json": {**media, "example": {
-                "name": STATUS_NAMES.get(status, "ERROR"), "status": status,
-                "message": response.get("description") or "Error"}}}
+            response["content"] = {
+                **response["content"],
+                "application/json": {
+                    **media,
+                    "example": {
+                        "name": STATUS_NAMES.get(status, "ERROR"),
+                        "status": status,
+                        "message": response.get("description") or "Error",
+                    },
+                },
+            }
 
 
 def _drop_typeless_nullable(node: Any) -> None:
@@ -205,7 +221,8 @@ def _drop_unused_schemas(doc: dict[str, Any]) -> None:
     schemas = doc.get("components", {}).get("schemas", {})
     while True:
         used = set(_REF.findall(json.dumps(doc.get("paths", {})))) | {
-            ref for name, schema in schemas.items() for ref in _REF.findall(json.dumps(schema)) if ref != name}
+            ref for name, schema in schemas.items() for ref in _REF.findall(json.dumps(schema)) if ref != name
+        }
         unused = [name for name in schemas if name not in used]
         if not unused:
             return

@@ -10,12 +10,14 @@ Why not RFC 9106's low-memory profile (m=64 MiB, t=3, p=4): on the 2-core machin
 verify took about 6x longer (353 vs 60 ms, median of 7 interleaved, load 7), and its four lanes compete
 for the same cores, so sign-in throughput was a few requests per second (bench/results/authentication.md).
 """
+
 from __future__ import annotations
 
 import os
 import sys
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from argon2 import Parameters, PasswordHasher, Type, profiles
 from argon2.exceptions import InvalidHashError, VerificationError

@@ -10,6 +10,7 @@ limits and a breach is rendered in the contract's error shape (429 ``RATE_LIMITE
 Flask extension is not used: it hooks a check into every request of the app, which cost a quarter of
 the throughput of the fastest routes while no route uses its decorators.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,7 @@ def init_limiter(app: Flask) -> RateLimiter:
     if client is None:
         return FixedWindowRateLimiter(storage_from_string("memory://"))
     # The app's shared pool: its timeouts and circuit breaker; errors arrive as StorageError.
-    storage = storage_from_string(app.config["REDIS_URL"], connection_pool=client.connection_pool,
-                                  wrap_exceptions=True)
+    storage = storage_from_string(app.config["REDIS_URL"], connection_pool=client.connection_pool, wrap_exceptions=True)
     return FixedWindowRateLimiter(storage)
 
 
@@ -53,8 +53,10 @@ class _Fallback:
         now = time.monotonic()
         if now - self.warned_at >= WARN_EVERY_SECONDS:
             self.warned_at = now
-            log.warning("rate limits counted in memory: the Redis storage failed (%s); warned once a minute",
-                        error.__class__.__name__)
+            log.warning(
+                "rate limits counted in memory: the Redis storage failed (%s); warned once a minute",
+                error.__class__.__name__,
+            )
         return self.limiter
 
 

@@ -1,4 +1,5 @@
 """Socket.IO on the same port as REST, path ``/realtime``; Redis queue across workers when configured."""
+
 from __future__ import annotations
 
 import logging
@@ -38,8 +39,12 @@ class _RedisQueue(python_socketio.RedisManager):
     def _redis_connect(self) -> None:
         self.redis = redis.Redis(connection_pool=make_pool(self._app, self.redis_url))
         options = redis_options(self._app)
-        listener = redis.Redis.from_url(self.redis_url, socket_connect_timeout=options["socket_connect_timeout"],
-                                        socket_keepalive=True, health_check_interval=30)
+        listener = redis.Redis.from_url(
+            self.redis_url,
+            socket_connect_timeout=options["socket_connect_timeout"],
+            socket_keepalive=True,
+            health_check_interval=30,
+        )
         self.pubsub = listener.pubsub(ignore_subscribe_messages=True)
         self.connected = True
 
@@ -53,8 +58,11 @@ class _RedisQueue(python_socketio.RedisManager):
             except Exception as exc:  # any failure of the listening connection: reconnect shortly
                 if time.monotonic() - warned_at >= 60:
                     warned_at = time.monotonic()
-                    log.warning("Socket.IO queue: cannot receive from Redis (%s); retrying every %.0f s "
-                                "(warned once a minute)", exc.__class__.__name__, LISTEN_RETRY_SECONDS)
+                    log.warning(
+                        "Socket.IO queue: cannot receive from Redis (%s); retrying every %.0f s (warned once a minute)",
+                        exc.__class__.__name__,
+                        LISTEN_RETRY_SECONDS,
+                    )
                 time.sleep(LISTEN_RETRY_SECONDS)
 
     def _publish(self, data: Any) -> Any:

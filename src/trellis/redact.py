@@ -4,6 +4,7 @@ A config schema marks a field once, ``fields.String(metadata={"secret": True})``
 in ``GET /config/{module}`` answers, in audit entries and in log lines. A masked value sent back (a form
 that PUTs what it read) means "keep the stored secret".
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """The host's own routes: admin login, module configuration, health."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -88,7 +89,12 @@ def list_modules():
     """The loaded modules, in start-up order, with their `active` flag."""
     configs = _configs()
     modules = [
-        {"name": m.name, "requires": list(m.requires), "description": m.description, "active": configs.is_active(m.name)}
+        {
+            "name": m.name,
+            "requires": list(m.requires),
+            "description": m.description,
+            "active": configs.is_active(m.name),
+        }
         for m in current_app.extensions["trellis"].modules
     ]
     return {"modules": modules, "count": len(modules)}

@@ -5,6 +5,7 @@ the request's database connection is returned at teardown, the Socket.IO middlew
 middleware). Any exception escaping the app becomes the contract's error shape (500) and is logged;
 eventlet's default would send the traceback as the body.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,19 +39,23 @@ class SafetyNet:
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         url_length = len(environ.get("RAW_PATH_INFO") or environ.get("PATH_INFO", "")) + len(
-            environ.get("QUERY_STRING", ""))
+            environ.get("QUERY_STRING", "")
+        )
         if url_length > MAX_URL_BYTES:
             status, headers, payload = error_response(
-                414, "URI_TOO_LONG", f"The URL is longer than {MAX_URL_BYTES} bytes; send large inputs in a body")
+                414, "URI_TOO_LONG", f"The URL is longer than {MAX_URL_BYTES} bytes; send large inputs in a body"
+            )
             start_response(status, headers)
             return [payload]
         try:
             return self.app(environ, start_response)
         except Exception:
-            log.exception("error outside the request handlers (%s %s)", environ.get("REQUEST_METHOD"),
-                          environ.get("PATH_INFO"))
+            log.exception(
+                "error outside the request handlers (%s %s)", environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")
+            )
             status, headers, payload = error_response(
-                500, "INTERNAL_SERVER_ERROR", "Internal server error; quote the time when reporting it")
+                500, "INTERNAL_SERVER_ERROR", "Internal server error; quote the time when reporting it"
+            )
             # exc_info lets a server replace headers it has not sent yet (PEP 3333).
             start_response(status, headers, sys.exc_info())
             return [payload]
@@ -61,7 +66,8 @@ def eventlet_server_options() -> dict[str, Any]:
     import eventlet.wsgi
 
     status, headers, payload = error_response(
-        414, "URI_TOO_LONG", f"The request line is longer than {EVENTLET_URL_LENGTH_LIMIT} bytes")
+        414, "URI_TOO_LONG", f"The request line is longer than {EVENTLET_URL_LENGTH_LIMIT} bytes"
+    )
     head = "".join(f"{key}: {value}\r\n" for key, value in headers)
     eventlet.wsgi.RESPONSE_414 = f"HTTP/1.0 {status}\r\nConnection: close\r\n{head}\r\n".encode() + payload
     return {"url_length_limit": EVENTLET_URL_LENGTH_LIMIT, "debug": False}

@@ -8,6 +8,7 @@ header and payload, or an event then its ack). With Nagle's algorithm the second
 client's delayed ACK, ~40 ms on Linux. Measured by ``bench/chat_bench.py --nodelay-rounds``; see
 ``bench/results/chat_nodelay.md``.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,5 +57,9 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False) -> None:
     if not addresses:
         raise RuntimeError(f"Could not resolve {host!r}")
     listener = eventlet.listen(addresses[0][4], addresses[0][0])
-    eventlet.wsgi.server(NoDelayListener(listener) if nodelay_enabled() else listener, app,
-                         log_output=log_output, **eventlet_server_options())
+    eventlet.wsgi.server(
+        NoDelayListener(listener) if nodelay_enabled() else listener,
+        app,
+        log_output=log_output,
+        **eventlet_server_options(),
+    )

@@ -1,4 +1,5 @@
 """Settings: defaults, ``TRELLIS_*`` environment variables, and secrets kept under ``instance/``."""
+
 from __future__ import annotations
 
 import json

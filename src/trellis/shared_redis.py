@@ -13,6 +13,7 @@ so a Redis fault must cost milliseconds, not seconds:
 :func:`redis_options` gives the same settings to clients built elsewhere (the rate limiter's storage,
 the Socket.IO message queue).
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,8 +53,12 @@ class CircuitBreaker:
             if warn:
                 self._warned_at = now
         if warn:
-            log.warning("Redis failed (%s: %s); commands fail fast for %.0f s at a time (warned once a minute)",
-                        error.__class__.__name__, error, self.open_seconds)
+            log.warning(
+                "Redis failed (%s: %s); commands fail fast for %.0f s at a time (warned once a minute)",
+                error.__class__.__name__,
+                error,
+                self.open_seconds,
+            )
 
 
 _FAULTS = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -104,7 +109,8 @@ def make_pool(app: Flask, url: str) -> redis.ConnectionPool:
     breaker = app.extensions.get("trellis_redis_breaker")
     if breaker is None:
         breaker = app.extensions["trellis_redis_breaker"] = CircuitBreaker(
-            float(app.config.get("REDIS_BREAKER_SECONDS", 5.0)))
+            float(app.config.get("REDIS_BREAKER_SECONDS", 5.0))
+        )
     pool = redis.ConnectionPool.from_url(url, **redis_options(app))
     pool.connection_class = _connection_class(breaker, pool.connection_class)
     return pool
@@ -118,6 +124,5 @@ def redis_client(app: Flask | None = None) -> Any:
         url = app.config.get("REDIS_URL")
         if not url:
             return None
-        client = app.extensions[_KEY] = redis.Redis(connection_pool=make_pool(app, url),
-                                                    retry=Retry(NoBackoff(), 0))
+        client = app.extensions[_KEY] = redis.Redis(connection_pool=make_pool(app, url), retry=Retry(NoBackoff(), 0))
     return client

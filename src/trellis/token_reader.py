@@ -14,6 +14,7 @@ started after the request asked, never one already under way (which might predat
 request must see), so sharing loses nothing of exactness. At 16 concurrent requests most of them
 share, and the cost per request falls to a green event wait.
 """
+
 from __future__ import annotations
 
 import socket
@@ -61,8 +62,10 @@ class TokenReader:
 
     def _connect(self) -> socket.socket:
         options = self._options
-        sock = socket.create_connection((options["host"], options.get("port", 6379)),
-                                        timeout=options.get("socket_connect_timeout") or options.get("socket_timeout"))
+        sock = socket.create_connection(
+            (options["host"], options.get("port", 6379)),
+            timeout=options.get("socket_connect_timeout") or options.get("socket_timeout"),
+        )
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(options.get("socket_timeout"))

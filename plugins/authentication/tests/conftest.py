@@ -1,4 +1,5 @@
 """Helpers for the Authentication module's tests."""
+
 from __future__ import annotations
 
 import itertools
@@ -58,12 +59,14 @@ class Api:
     def me(self, token: str):
         return self.client.get("/authentication/user", headers=bearer(token))
 
-    def call(self, method: str, path: str, json: Any = None, headers: dict[str, str] | None = None,
-             ip: str | None = None):
+    def call(
+        self, method: str, path: str, json: Any = None, headers: dict[str, str] | None = None, ip: str | None = None
+    ):
         """One request; the response is closed (as a server does once it is sent), which runs the sends
         some routes do after answering."""
-        response = self.client.open(path, method=method, json=json, headers=headers or {},
-                                    environ_base={"REMOTE_ADDR": ip or fresh_ip()})
+        response = self.client.open(
+            path, method=method, json=json, headers=headers or {}, environ_base={"REMOTE_ADDR": ip or fresh_ip()}
+        )
         response.get_data()
         response.close()
         return response

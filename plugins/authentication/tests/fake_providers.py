@@ -9,6 +9,7 @@ Knobs for the failure tests: ``claims`` (overrides for the next ID tokens, e.g. 
 ``sign_with_stranger`` (a key the JWKS does not publish, under the published key id), ``status``,
 ``garbage`` and ``delay`` per path. ``requests`` records every call.
 """
+
 from __future__ import annotations
 
 import base64
@@ -97,7 +98,11 @@ class FakeOidc(_Common):
         """An ID token as this provider signs them (what a native app would get from the provider's SDK)."""
         now = int(time.time())
         claims: dict[str, Any] = {
-            "iss": self.issuer, "sub": account.subject, "aud": self.client_id, "iat": now, "exp": now + 600,
+            "iss": self.issuer,
+            "sub": account.subject,
+            "aud": self.client_id,
+            "iat": now,
+            "exp": now + 600,
             "azp": self.client_id,
         }
         if account.email is not None:
@@ -120,13 +125,19 @@ class FakeOidc(_Common):
     def _route(self, request: Request) -> Response:
         path = request.path
         if path == "/.well-known/openid-configuration":
-            return _json({
-                "issuer": self.issuer, "authorization_endpoint": f"{self.url}/authorize",
-                "token_endpoint": f"{self.url}/token", "userinfo_endpoint": f"{self.url}/userinfo",
-                "jwks_uri": f"{self.url}/jwks", "response_types_supported": ["code"],
-                "subject_types_supported": ["public"], "id_token_signing_alg_values_supported": ["RS256"],
-                "code_challenge_methods_supported": ["S256"],
-            })
+            return _json(
+                {
+                    "issuer": self.issuer,
+                    "authorization_endpoint": f"{self.url}/authorize",
+                    "token_endpoint": f"{self.url}/token",
+                    "userinfo_endpoint": f"{self.url}/userinfo",
+                    "jwks_uri": f"{self.url}/jwks",
+                    "response_types_supported": ["code"],
+                    "subject_types_supported": ["public"],
+                    "id_token_signing_alg_values_supported": ["RS256"],
+                    "code_challenge_methods_supported": ["S256"],
+                }
+            )
         if path == "/jwks":
             return _json(KeySet([self.key]).as_dict(private=False))
         if path == "/authorize":
@@ -151,7 +162,9 @@ class FakeOidc(_Common):
             return Response("", status=302, headers={"Location": f"{args['redirect_uri']}?{refused}"})
         code = secrets.token_urlsafe(16)
         self._codes[code] = {
-            "account": self.account, "nonce": args.get("nonce"), "challenge": args["code_challenge"],
+            "account": self.account,
+            "nonce": args.get("nonce"),
+            "challenge": args["code_challenge"],
             "redirect_uri": args["redirect_uri"],
         }
         location = f"{args['redirect_uri']}?{urlencode({'code': code, 'state': args['state'], 'scope': args.get('scope', '')})}"
@@ -170,10 +183,14 @@ class FakeOidc(_Common):
             return _json({"error": "invalid_grant", "error_description": "PKCE verifier mismatch"}, 400)
         access_token = secrets.token_urlsafe(16)
         self._access[access_token] = grant["account"]
-        return _json({
-            "access_token": access_token, "token_type": "Bearer", "expires_in": 3600,
-            "id_token": self.id_token(grant["account"], grant["nonce"]),
-        })
+        return _json(
+            {
+                "access_token": access_token,
+                "token_type": "Bearer",
+                "expires_in": 3600,
+                "id_token": self.id_token(grant["account"], grant["nonce"]),
+            }
+        )
 
 
 class FakeGithub(_Common):
@@ -212,10 +229,16 @@ class FakeGithub(_Common):
             if args.get("client_id") != self.client_id or self.account is None:
                 return _json({"error": "unauthorized_client"}, 400)
             code = secrets.token_urlsafe(10)
-            self._codes[code] = {"account": self.account, "redirect_uri": args.get("redirect_uri"),
-                                 "challenge": args.get("code_challenge")}
-            return Response("", status=302, headers={
-                "Location": f"{args['redirect_uri']}?{urlencode({'code': code, 'state': args['state']})}"})
+            self._codes[code] = {
+                "account": self.account,
+                "redirect_uri": args.get("redirect_uri"),
+                "challenge": args.get("code_challenge"),
+            }
+            return Response(
+                "",
+                status=302,
+                headers={"Location": f"{args['redirect_uri']}?{urlencode({'code': code, 'state': args['state']})}"},
+            )
         if path == "/login/oauth/access_token" and request.method == "POST":
             form = request.form
             grant = self._codes.pop(form.get("code", ""), None)
@@ -227,9 +250,16 @@ class FakeGithub(_Common):
             if grant["challenge"] and _s256(form.get("code_verifier", "")) != grant["challenge"]:
                 return _json({"error": "bad_verification_code", "error_description": "PKCE"})
             if "application/json" not in request.headers.get("Accept", ""):
-                return Response("access_token=unexpected&token_type=bearer", content_type="application/x-www-form-urlencoded")
-            return _json({"access_token": self.token_for(grant["account"]), "token_type": "bearer",
-                          "scope": "read:user,user:email"})
+                return Response(
+                    "access_token=unexpected&token_type=bearer", content_type="application/x-www-form-urlencoded"
+                )
+            return _json(
+                {
+                    "access_token": self.token_for(grant["account"]),
+                    "token_type": "bearer",
+                    "scope": "read:user,user:email",
+                }
+            )
         if path == "/api/user":
             account = self._account(request)
             if account is None:
@@ -241,11 +271,15 @@ class FakeGithub(_Common):
                 return _json({"message": "Bad credentials"}, 401)
             if self.emails is not None:
                 return _json(self.emails)
-            return _json([{"email": account.email, "primary": True, "verified": account.email_verified,
-                           "visibility": "private"}] if account.email else [])
+            return _json(
+                [{"email": account.email, "primary": True, "verified": account.email_verified, "visibility": "private"}]
+                if account.email
+                else []
+            )
         if path == f"/api/applications/{self.client_id}/token" and request.method == "POST":
             if request.authorization is None or (request.authorization.username, request.authorization.password) != (
-                self.client_id, self.client_secret
+                self.client_id,
+                self.client_secret,
             ):
                 return _json({"message": "Requires authentication"}, 401)
             found = self._tokens.get((request.get_json(silent=True) or {}).get("access_token", ""))

@@ -1,4 +1,5 @@
 """Administrative user routes: list, create, block, unblock, delete (masterkey or admin Bearer)."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,9 @@ def test_admin_bearer_token_is_enough(client, admin_token, user):
 
 def test_create_user_answers_201(client, admin_headers, api):
     api.configure(registrationOpen=False)  # the admin route does not depend on self-registration
-    response = client.post("/authentication/users", json={"email": "Made@Example.com", "password": "long-enough-1"},
-                           headers=admin_headers)
+    response = client.post(
+        "/authentication/users", json={"email": "Made@Example.com", "password": "long-enough-1"}, headers=admin_headers
+    )
     assert response.status_code == 201
     user = response.get_json()
     assert user["email"] == "made@example.com" and user["isActive"] is True and "password" not in user
@@ -43,15 +45,19 @@ def test_create_user_answers_201(client, admin_headers, api):
 
 
 def test_create_user_conflicts_and_validation(client, admin_headers, user):
-    duplicate = client.post("/authentication/users", json={"email": user.email.upper(), "password": "long-enough-1"},
-                            headers=admin_headers)
+    duplicate = client.post(
+        "/authentication/users", json={"email": user.email.upper(), "password": "long-enough-1"}, headers=admin_headers
+    )
     assert duplicate.status_code == 409
-    short = client.post("/authentication/users", json={"email": "s@example.com", "password": "short"},
-                        headers=admin_headers)
+    short = client.post(
+        "/authentication/users", json={"email": "s@example.com", "password": "short"}, headers=admin_headers
+    )
     assert short.status_code == 400 and "password" in short.get_json()["errors"]
-    unknown = client.post("/authentication/users",
-                          json={"email": "u@example.com", "password": "long-enough-1", "role": "admin"},
-                          headers=admin_headers)
+    unknown = client.post(
+        "/authentication/users",
+        json={"email": "u@example.com", "password": "long-enough-1", "role": "admin"},
+        headers=admin_headers,
+    )
     assert unknown.status_code == 400 and "role" in unknown.get_json()["errors"]
 
 
@@ -156,7 +162,11 @@ def test_user_schema_is_published_for_the_database_module(app):
     module = app.extensions["trellis"].module("authentication")
     (schema,) = module.owned_schemas
     assert (schema.name, schema.owner_module, schema.can_modify, schema.extendable) == (
-        "User", "authentication", "ExtensionOnly", True)
+        "User",
+        "authentication",
+        "ExtensionOnly",
+        True,
+    )
     assert {"email", "isActive", "isVerified"} <= set(schema.fields)
 
 

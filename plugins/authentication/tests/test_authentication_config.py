@@ -1,4 +1,5 @@
 """The module configuration and what must never leak (passwords, tokens)."""
+
 from __future__ import annotations
 
 import logging
@@ -14,25 +15,67 @@ def test_defaults(client, admin_headers):
         "accessTokenMinutes": 60,
         "refreshTokenDays": 7,
         "registrationOpen": True,
-        "passwordRules": {"minLength": 8, "maxLength": 256, "requireLetter": False, "requireDigit": False,
-                          "requireUppercase": False, "requireSymbol": False},
-        "rateLimits": {"loginPerIp": "200/minute", "loginPerEmail": "20/minute", "registerPerIp": "100/minute",
-                       "sendPerIp": "60/minute", "sendPerAddress": "5/15 minutes"},
+        "passwordRules": {
+            "minLength": 8,
+            "maxLength": 256,
+            "requireLetter": False,
+            "requireDigit": False,
+            "requireUppercase": False,
+            "requireSymbol": False,
+        },
+        "rateLimits": {
+            "loginPerIp": "200/minute",
+            "loginPerEmail": "20/minute",
+            "registerPerIp": "100/minute",
+            "sendPerIp": "60/minute",
+            "sendPerAddress": "5/15 minutes",
+        },
         "hostUrl": None,
-        "local": {"verification": {"required": False, "sendEmail": True, "redirectUri": None},
-                  "forgotPasswordRedirectUri": None},
+        "local": {
+            "verification": {"required": False, "sendEmail": True, "redirectUri": None},
+            "forgotPasswordRedirectUri": None,
+        },
         "magicLink": {"enabled": False, "redirectUri": None},
         "twoFa": {"enabled": False},
         "phone": {"enabled": False},
         "oauth": {
-            "google": {"enabled": False, "clientId": None, "clientSecret": None, "redirectUri": None, "scopes": None,
-                       "audiences": [], "issuer": None, "authorizeUrl": None, "tokenUrl": None, "userinfoUrl": None,
-                       "jwksUrl": None},
-            "microsoft": {"enabled": False, "clientId": None, "clientSecret": None, "redirectUri": None,
-                          "scopes": None, "audiences": [], "tenant": "common", "issuer": None, "authorizeUrl": None,
-                          "tokenUrl": None, "userinfoUrl": None, "jwksUrl": None},
-            "github": {"enabled": False, "clientId": None, "clientSecret": None, "redirectUri": None, "scopes": None,
-                       "authorizeUrl": None, "tokenUrl": None, "apiUrl": None},
+            "google": {
+                "enabled": False,
+                "clientId": None,
+                "clientSecret": None,
+                "redirectUri": None,
+                "scopes": None,
+                "audiences": [],
+                "issuer": None,
+                "authorizeUrl": None,
+                "tokenUrl": None,
+                "userinfoUrl": None,
+                "jwksUrl": None,
+            },
+            "microsoft": {
+                "enabled": False,
+                "clientId": None,
+                "clientSecret": None,
+                "redirectUri": None,
+                "scopes": None,
+                "audiences": [],
+                "tenant": "common",
+                "issuer": None,
+                "authorizeUrl": None,
+                "tokenUrl": None,
+                "userinfoUrl": None,
+                "jwksUrl": None,
+            },
+            "github": {
+                "enabled": False,
+                "clientId": None,
+                "clientSecret": None,
+                "redirectUri": None,
+                "scopes": None,
+                "authorizeUrl": None,
+                "tokenUrl": None,
+                "apiUrl": None,
+            },
             "oidc": [],
             "timeoutSeconds": 5.0,
         },
@@ -50,7 +93,11 @@ def test_lifecycle_settings_are_stored(client, admin_headers):
     assert response.status_code == 200, response.get_json()
     stored = client.get("/config/authentication", headers=admin_headers).get_json()
     assert stored["hostUrl"] == "https://app.example.com"
-    assert stored["local"]["verification"] == {"required": True, "sendEmail": True, "redirectUri": "https://app.example.com/verified"}
+    assert stored["local"]["verification"] == {
+        "required": True,
+        "sendEmail": True,
+        "redirectUri": "https://app.example.com/verified",
+    }
     assert stored["magicLink"] == {"enabled": True, "redirectUri": None}
     assert stored["rateLimits"]["sendPerAddress"] == "3 per hour"
     assert stored["rateLimits"]["sendPerIp"] == "60/minute"
@@ -107,8 +154,14 @@ def test_secrets_never_reach_the_logs(api, client, admin_headers, caplog):
     renewed = api.renew(tokens["refreshToken"]).get_json()
     api.renew(tokens["refreshToken"])  # reuse: logged as a warning
     client.post("/authentication/logout", headers=api.bearer(renewed["accessToken"]))
-    secrets = [password, "another-secret-guess", tokens["accessToken"], tokens["refreshToken"],
-               renewed["accessToken"], renewed["refreshToken"]]
+    secrets = [
+        password,
+        "another-secret-guess",
+        tokens["accessToken"],
+        tokens["refreshToken"],
+        renewed["accessToken"],
+        renewed["refreshToken"],
+    ]
     assert "reuse" in caplog.text  # something was logged
     for secret in secrets:
         assert secret not in caplog.text

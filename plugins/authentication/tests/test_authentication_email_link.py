@@ -1,4 +1,5 @@
 """Change of email (with and without verification) and sign-in by magic link."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -21,8 +22,9 @@ def account(api):
 
 
 def change(api, tokens, new_email, password=PASSWORD):
-    return api.post("/authentication/local/change-email", {"newEmail": new_email, "password": password},
-                    tokens["accessToken"])
+    return api.post(
+        "/authentication/local/change-email", {"newEmail": new_email, "password": password}, tokens["accessToken"]
+    )
 
 
 # --- change email ------------------------------------------------------------------------------------
@@ -46,7 +48,12 @@ def test_change_email_refusals(api):
     assert change(api, tokens, api.fresh_email(), "wrong-password").status_code == 401
     bad = change(api, tokens, "not-an-email")
     assert bad.status_code == 400 and "newEmail" in bad.get_json()["errors"]
-    assert api.post("/authentication/local/change-email", {"newEmail": api.fresh_email(), "password": PASSWORD}).status_code == 401
+    assert (
+        api.post(
+            "/authentication/local/change-email", {"newEmail": api.fresh_email(), "password": PASSWORD}
+        ).status_code
+        == 401
+    )
     assert api.me(tokens["accessToken"]).get_json()["email"] == email
 
 
@@ -74,7 +81,9 @@ def test_change_email_link_loses_to_a_user_who_took_the_address_meanwhile(api):
     api.configure(local={"verification": {"required": True, "sendEmail": False}})
     email = api.fresh_email()
     api.register(email, PASSWORD)
-    user_id = api.client.get("/authentication/users", query_string={"search": email}, headers=api.admin).get_json()["users"][0]["_id"]
+    user_id = api.client.get("/authentication/users", query_string={"search": email}, headers=api.admin).get_json()[
+        "users"
+    ][0]["_id"]
     api.client.patch(f"/authentication/users/{user_id}", json={"isVerified": True}, headers=api.admin)
     tokens = api.login(email, PASSWORD).get_json()
     new_email = api.fresh_email()
@@ -132,7 +141,12 @@ def test_magic_link_redirects_with_tokens_in_the_fragment(api):
     answer = api.get(path_of(link))
     assert answer.status_code == 302
     location = urlsplit(answer.headers["Location"])
-    assert (location.scheme, location.netloc, location.path, location.query) == ("https", "app.example.com", "/signed-in", "")
+    assert (location.scheme, location.netloc, location.path, location.query) == (
+        "https",
+        "app.example.com",
+        "/signed-in",
+        "",
+    )
     fragment = {key: values[0] for key, values in parse_qs(location.fragment).items()}
     assert api.me(fragment["accessToken"]).status_code == 200
 

@@ -1,5 +1,6 @@
 """Against a real server process (eventlet): concurrent use of one reset token, and open Socket.IO
 connections of ended sessions being dropped."""
+
 from __future__ import annotations
 
 import queue
@@ -42,8 +43,11 @@ def test_two_simultaneous_resets_with_one_token_exactly_one_wins(live_server):
 
         def reset(password: str) -> None:
             start.wait(timeout=30)
-            answer = requests.post(f"{base}/authentication/reset-password",
-                                   json={"passwordResetToken": token, "password": password}, timeout=60)
+            answer = requests.post(
+                f"{base}/authentication/reset-password",
+                json={"passwordResetToken": token, "password": password},
+                timeout=60,
+            )
             statuses[password] = answer.status_code
 
         threads = [threading.Thread(target=reset, args=(p,)) for p in passwords]
@@ -54,9 +58,11 @@ def test_two_simultaneous_resets_with_one_token_exactly_one_wins(live_server):
         assert sorted(statuses.values()) == [200, 400], statuses
         winner = next(p for p, status in statuses.items() if status == 200)
         loser = next(p for p in passwords if p != winner)
-        sign_in = lambda password: requests.post(  # noqa: E731
-            f"{base}/authentication/local", json={"email": account.email, "password": password}, timeout=30
-        ).status_code
+        sign_in = lambda password: (
+            requests.post(  # noqa: E731
+                f"{base}/authentication/local", json={"email": account.email, "password": password}, timeout=30
+            ).status_code
+        )
         assert (sign_in(winner), sign_in(loser), sign_in(account.password)) == (200, 401, 401)
 
 
@@ -68,8 +74,14 @@ class ChatSocket:
         self.disconnected: queue.Queue = queue.Queue()
         self.client = socketio.Client(reconnection=False)
         self.client.on("disconnect", lambda *reason: self.disconnected.put(reason), namespace="/chat/")
-        self.client.connect(base, socketio_path="realtime", namespaces=["/chat/"], transports=["websocket"],
-                            auth={"token": token}, wait_timeout=10)
+        self.client.connect(
+            base,
+            socketio_path="realtime",
+            namespaces=["/chat/"],
+            transports=["websocket"],
+            auth={"token": token},
+            wait_timeout=10,
+        )
 
     def close(self) -> None:
         if self.client.connected:
@@ -84,22 +96,30 @@ def test_reset_and_change_password_drop_sockets_of_ended_sessions(live_server):
     socket = ChatSocket(base, account.access_token)
     try:
         token = reset_token(base, account.email)
-        answer = requests.post(f"{base}/authentication/reset-password",
-                               json={"passwordResetToken": token, "password": "after-the-reset"}, timeout=30)
+        answer = requests.post(
+            f"{base}/authentication/reset-password",
+            json={"passwordResetToken": token, "password": "after-the-reset"},
+            timeout=30,
+        )
         assert answer.status_code == 200
         socket.disconnected.get(timeout=10)
     finally:
         socket.close()
 
-    this = requests.post(f"{base}/authentication/local", json={"email": account.email, "password": "after-the-reset"},
-                         timeout=30).json()
-    other = requests.post(f"{base}/authentication/local", json={"email": account.email, "password": "after-the-reset"},
-                          timeout=30).json()
+    this = requests.post(
+        f"{base}/authentication/local", json={"email": account.email, "password": "after-the-reset"}, timeout=30
+    ).json()
+    other = requests.post(
+        f"{base}/authentication/local", json={"email": account.email, "password": "after-the-reset"}, timeout=30
+    ).json()
     socket = ChatSocket(base, other["accessToken"])
     try:
-        changed = requests.post(f"{base}/authentication/local/change-password",
-                                json={"oldPassword": "after-the-reset", "newPassword": "after-the-change"},
-                                headers={"Authorization": f"Bearer {this['accessToken']}"}, timeout=30)
+        changed = requests.post(
+            f"{base}/authentication/local/change-password",
+            json={"oldPassword": "after-the-reset", "newPassword": "after-the-change"},
+            headers={"Authorization": f"Bearer {this['accessToken']}"},
+            timeout=30,
+        )
         assert changed.status_code == 200
         socket.disconnected.get(timeout=10)
         # The ended session cannot come back; the session that changed the password can.
@@ -119,7 +139,9 @@ def test_a_server_starts_while_another_transaction_is_creating_the_templates(cli
         # block the live servers' clean-up of committed rows.
         pytest.skip("on SQLite the test's uncommitted write blocks the live-server data wipe")
     email = "starting-" + re.sub(r"\W", "", str(threading.get_ident())) + "@example.com"
-    assert client.post("/authentication/local/new", json={"email": email, "password": "long-enough-1"}).status_code == 201
+    assert (
+        client.post("/authentication/local/new", json={"email": email, "password": "long-enough-1"}).status_code == 201
+    )
     # The test's transaction now holds uncommitted templates (and on SQLite the write lock).
     server = live_server_factory()
     assert requests.get(f"{server.url}/health", timeout=10).status_code == 200

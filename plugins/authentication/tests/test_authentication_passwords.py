@@ -1,4 +1,5 @@
 """Forgotten password (mail, reset, sessions ended) and change password (other sessions ended)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -101,8 +102,11 @@ def test_reset_and_change_drop_live_connections(api, hook_recorder):
     user_id = tokens["userId"]
     assert hook_recorder.blocked == [user_id]
     tokens = api.login(email, "a-brand-new-password").get_json()
-    change = api.post("/authentication/local/change-password",
-                      {"oldPassword": "a-brand-new-password", "newPassword": "third-password"}, tokens["accessToken"])
+    change = api.post(
+        "/authentication/local/change-password",
+        {"oldPassword": "a-brand-new-password", "newPassword": "third-password"},
+        tokens["accessToken"],
+    )
     assert change.status_code == 200
     assert hook_recorder.blocked == [user_id, user_id]
 
@@ -110,8 +114,11 @@ def test_reset_and_change_drop_live_connections(api, hook_recorder):
 def test_change_password_keeps_this_session_and_ends_the_others(api):
     email, this = account(api)
     other = api.login(email, PASSWORD).get_json()
-    answer = api.post("/authentication/local/change-password",
-                      {"oldPassword": PASSWORD, "newPassword": "a-brand-new-password"}, this["accessToken"])
+    answer = api.post(
+        "/authentication/local/change-password",
+        {"oldPassword": PASSWORD, "newPassword": "a-brand-new-password"},
+        this["accessToken"],
+    )
     assert answer.status_code == 200
     assert api.me(this["accessToken"]).status_code == 200
     assert api.renew(this["refreshToken"]).status_code == 200
@@ -124,11 +131,17 @@ def test_change_password_keeps_this_session_and_ends_the_others(api):
 def test_change_password_refusals(api):
     api.configure(passwordRules={"requireDigit": True})
     email, tokens = account(api)
-    wrong = api.post("/authentication/local/change-password",
-                     {"oldPassword": "not-it-1", "newPassword": "a-new-password-2"}, tokens["accessToken"])
+    wrong = api.post(
+        "/authentication/local/change-password",
+        {"oldPassword": "not-it-1", "newPassword": "a-new-password-2"},
+        tokens["accessToken"],
+    )
     assert wrong.status_code == 401
-    weak = api.post("/authentication/local/change-password",
-                    {"oldPassword": PASSWORD, "newPassword": "no-digits-here"}, tokens["accessToken"])
+    weak = api.post(
+        "/authentication/local/change-password",
+        {"oldPassword": PASSWORD, "newPassword": "no-digits-here"},
+        tokens["accessToken"],
+    )
     assert weak.status_code == 400 and "newPassword" in weak.get_json()["errors"]
     anonymous = api.post("/authentication/local/change-password", {"oldPassword": PASSWORD, "newPassword": "x-2"})
     assert anonymous.status_code == 401

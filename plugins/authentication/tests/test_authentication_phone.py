@@ -1,4 +1,5 @@
 """Phone sign-in with SMS codes, and the administrator's PATCH of a user."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -99,7 +100,12 @@ def test_phone_sign_in_is_rate_limited_and_needs_the_sms_module(phone_on):
 def test_sms_provider_failure_is_a_provider_error(phone_on, client, admin_headers, free_port_url):
     api = phone_on
     twilio = {"accountSid": "AC" + "0" * 32, "authToken": "x", "phoneNumber": "+15005550006", "baseUrl": free_port_url}
-    assert client.put("/admin/sms/config", json={"provider": "twilio", "twilio": twilio}, headers=admin_headers).status_code == 200
+    assert (
+        client.put(
+            "/admin/sms/config", json={"provider": "twilio", "twilio": twilio}, headers=admin_headers
+        ).status_code
+        == 200
+    )
     answer = start(api, fresh_phone())
     assert answer.status_code == 500 and answer.get_json()["name"] == "PROVIDER_ERROR"
 
@@ -118,8 +124,11 @@ def free_port_url() -> str:
 def test_admin_patch_sets_email_verified_and_phone(api, user):
     number = fresh_phone()
     new_email = api.fresh_email()
-    answer = api.client.patch(f"/authentication/users/{user.id}", headers=api.admin,
-                              json={"email": new_email.upper(), "isVerified": True, "phoneNumber": number})
+    answer = api.client.patch(
+        f"/authentication/users/{user.id}",
+        headers=api.admin,
+        json={"email": new_email.upper(), "isVerified": True, "phoneNumber": number},
+    )
     assert answer.status_code == 200, answer.get_json()
     body = answer.get_json()
     assert (body["email"], body["isVerified"], body["phoneNumber"]) == (new_email, True, number)
@@ -140,6 +149,8 @@ def test_admin_patch_refusals(api, user, make_user):
     assert patch(f"/authentication/users/{user.id}", json={"isVerified": True}).status_code == 401
     assert patch(f"/authentication/users/{user.id}", headers=user.headers, json={"isVerified": True}).status_code == 403
     number = fresh_phone()
-    assert patch(f"/authentication/users/{other.id}", headers=api.admin, json={"phoneNumber": number}).status_code == 200
+    assert (
+        patch(f"/authentication/users/{other.id}", headers=api.admin, json={"phoneNumber": number}).status_code == 200
+    )
     taken = patch(f"/authentication/users/{user.id}", headers=api.admin, json={"phoneNumber": number})
     assert taken.status_code == 409 and "phoneNumber" in taken.get_json()["errors"]

@@ -1,5 +1,6 @@
 """Sign-in with external providers against local fakes (tests/fake_providers.py): the browser-style web
 flow, the native flow, linking, and every way a provider or a token can be wrong."""
+
 from __future__ import annotations
 
 import base64
@@ -49,9 +50,15 @@ def github():
 
 def google_settings(fake: FakeOidc, **extra: Any) -> dict[str, Any]:
     return {
-        "enabled": True, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "issuer": fake.issuer,
-        "authorizeUrl": f"{fake.url}/authorize", "tokenUrl": f"{fake.url}/token",
-        "userinfoUrl": f"{fake.url}/userinfo", "jwksUrl": f"{fake.url}/jwks", **extra,
+        "enabled": True,
+        "clientId": CLIENT_ID,
+        "clientSecret": CLIENT_SECRET,
+        "issuer": fake.issuer,
+        "authorizeUrl": f"{fake.url}/authorize",
+        "tokenUrl": f"{fake.url}/token",
+        "userinfoUrl": f"{fake.url}/userinfo",
+        "jwksUrl": f"{fake.url}/jwks",
+        **extra,
     }
 
 
@@ -60,16 +67,29 @@ def use_google(api, fake: FakeOidc, **extra: Any) -> None:
 
 
 def use_oidc(api, fake: FakeOidc, name: str = "acme", **extra: Any) -> None:
-    api.configure(oauth={"oidc": [{"name": name, "issuer": fake.issuer, "clientId": CLIENT_ID,
-                                   "clientSecret": CLIENT_SECRET, **extra}]})
+    api.configure(
+        oauth={
+            "oidc": [
+                {"name": name, "issuer": fake.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, **extra}
+            ]
+        }
+    )
 
 
 def use_github(api, fake: FakeGithub, **extra: Any) -> None:
-    api.configure(oauth={"github": {
-        "enabled": True, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET,
-        "authorizeUrl": f"{fake.url}/login/oauth/authorize", "tokenUrl": f"{fake.url}/login/oauth/access_token",
-        "apiUrl": fake.api_url, **extra,
-    }})
+    api.configure(
+        oauth={
+            "github": {
+                "enabled": True,
+                "clientId": CLIENT_ID,
+                "clientSecret": CLIENT_SECRET,
+                "authorizeUrl": f"{fake.url}/login/oauth/authorize",
+                "tokenUrl": f"{fake.url}/login/oauth/access_token",
+                "apiUrl": fake.api_url,
+                **extra,
+            }
+        }
+    )
 
 
 def person(email: str | None = None, verified: bool = True, subject: str | None = None) -> Account:
@@ -182,7 +202,9 @@ def test_redirect_uri_gets_the_tokens_in_the_fragment(api, client, oidc):
 # --- linking -----------------------------------------------------------------------------------------
 
 
-def test_verified_email_links_to_a_verified_account_which_keeps_its_password(api, client, admin_headers, oidc, make_user):
+def test_verified_email_links_to_a_verified_account_which_keeps_its_password(
+    api, client, admin_headers, oidc, make_user
+):
     account = make_user(api.fresh_email(), PASSWORD)
     client.patch(f"/authentication/users/{account.id}", json={"isVerified": True}, headers=admin_headers)
     use_google(api, oidc)
@@ -219,8 +241,14 @@ def test_unverified_provider_email_never_links(api, client, oidc, make_user):
 def test_one_user_links_several_providers(api, client, admin_headers, oidc, github):
     other = FakeOidc()
     try:
-        api.configure(oauth={"google": google_settings(oidc), "oidc": [
-            {"name": "acme", "issuer": other.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET}]})
+        api.configure(
+            oauth={
+                "google": google_settings(oidc),
+                "oidc": [
+                    {"name": "acme", "issuer": other.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET}
+                ],
+            }
+        )
         use_github(api, github)
         email = api.fresh_email()
         oidc.account, other.account = person(email), person(email)
@@ -263,12 +291,19 @@ def test_two_factor_user_gets_the_challenge(api, client, oidc):
     api.configure(twoFa={"enabled": True})
     oidc.account = person(api.fresh_email())
     tokens = web_sign_in(client, "google").get_json()
-    secret = api.post("/authentication/twoFa/enable", {"method": "authenticator"}, tokens["accessToken"]).get_json()["secret"]
-    assert api.post("/authentication/twoFa/verify", {"code": pyotp.TOTP(secret).now()}, tokens["accessToken"]).status_code == 200
+    secret = api.post("/authentication/twoFa/enable", {"method": "authenticator"}, tokens["accessToken"]).get_json()[
+        "secret"
+    ]
+    assert (
+        api.post("/authentication/twoFa/verify", {"code": pyotp.TOTP(secret).now()}, tokens["accessToken"]).status_code
+        == 200
+    )
     challenge = web_sign_in(client, "google")
     assert challenge.status_code == 202 and challenge.get_json()["twoFaRequired"] is True
-    done = api.post("/authentication/twoFa/authorize",
-                    {"twoFaToken": challenge.get_json()["twoFaToken"], "code": pyotp.TOTP(secret).now()})
+    done = api.post(
+        "/authentication/twoFa/authorize",
+        {"twoFaToken": challenge.get_json()["twoFaToken"], "code": pyotp.TOTP(secret).now()},
+    )
     assert done.status_code == 200 and done.get_json()["userId"] == tokens["userId"]
 
 
@@ -413,8 +448,12 @@ def test_unknown_or_missing_state_is_400(api, client, oidc, query):
 
 
 def test_state_of_another_provider_is_refused(api, client, oidc):
-    api.configure(oauth={"google": google_settings(oidc), "oidc": [
-        {"name": "acme", "issuer": oidc.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET}]})
+    api.configure(
+        oauth={
+            "google": google_settings(oidc),
+            "oidc": [{"name": "acme", "issuer": oidc.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET}],
+        }
+    )
     oidc.account = person(api.fresh_email())
     back = urlsplit(go_to_provider(client, "google"))
     assert client.get(f"/hook/authentication/acme?{back.query}").status_code == 400
@@ -470,8 +509,13 @@ def test_native_tokens_that_do_not_verify(api, oidc, overrides, body_extra, reas
 
 def test_native_garbage_and_missing_tokens(api, oidc):
     use_google(api, oidc)
-    for body, field in [({"id_token": "not.a.jwt"}, None), ({"id_token": "x"}, None), ({}, "id_token"),
-                        ({"access_token": "abc"}, "id_token"), ({"id_token": "a", "extra": 1}, "extra")]:
+    for body, field in [
+        ({"id_token": "not.a.jwt"}, None),
+        ({"id_token": "x"}, None),
+        ({}, "id_token"),
+        ({"access_token": "abc"}, "id_token"),
+        ({"id_token": "a", "extra": 1}, "extra"),
+    ]:
         answer = api.post("/authentication/google", body)
         assert answer.status_code == 400, (body, answer.get_json())
         if field:
@@ -535,7 +579,7 @@ def test_static_routes_win_over_provider_names(app, api, client):
     for rule in app.url_map.iter_rules():
         for prefix in ("/authentication/", "/hook/authentication/"):
             if rule.rule.startswith(prefix):
-                first = rule.rule[len(prefix):].split("/")[0]
+                first = rule.rule[len(prefix) :].split("/")[0]
                 if not first.startswith("<"):
                     segments.add(first.lower())
     assert segments <= RESERVED_NAMES
@@ -553,15 +597,20 @@ def test_github_web_flow(api, client, github):
     me = api.me(answer.get_json()["accessToken"]).get_json()
     assert (me["email"], me["isVerified"], me["providers"]) == (email, True, ["github"])
     authorize = github.calls("/login/oauth/authorize")[0]
-    assert authorize["code_challenge_method"] == "S256" and set(authorize["scope"].split()) == {"read:user", "user:email"}
+    assert authorize["code_challenge_method"] == "S256" and set(authorize["scope"].split()) == {
+        "read:user",
+        "user:email",
+    }
 
 
 def test_github_picks_the_verified_address(api, client, github):
     use_github(api, github)
     verified = api.fresh_email()
     github.account = person(api.fresh_email(), subject="1002")
-    github.emails = [{"email": "unverified-primary@example.com", "primary": True, "verified": False},
-                     {"email": verified, "primary": False, "verified": True}]
+    github.emails = [
+        {"email": "unverified-primary@example.com", "primary": True, "verified": False},
+        {"email": verified, "primary": False, "verified": True},
+    ]
     me = api.me(web_sign_in(client, "github").get_json()["accessToken"]).get_json()
     assert (me["email"], me["isVerified"]) == (verified, True)
 
@@ -573,8 +622,9 @@ def test_github_unverified_address_makes_an_unverified_user(api, client, github)
     assert (me["email"], me["isVerified"]) == (github.account.email, False)
 
 
-@pytest.mark.parametrize("path,how", [("/api/user", "status"), ("/api/user/emails", "garbage"),
-                                      ("/login/oauth/access_token", "status")])
+@pytest.mark.parametrize(
+    "path,how", [("/api/user", "status"), ("/api/user/emails", "garbage"), ("/login/oauth/access_token", "status")]
+)
 def test_github_failures_are_400(api, client, github, path, how):
     use_github(api, github)
     github.account = person(api.fresh_email(), subject="1004")
@@ -611,10 +661,19 @@ def test_github_native_access_token(api, github):
 
 def test_microsoft_multi_tenant_issuer_and_unproven_email(api, oidc):
     oidc.issuer = f"{oidc.url}/tenant-7/v2.0"  # what the user's directory puts in its tokens
-    api.configure(oauth={"microsoft": {
-        "enabled": True, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET, "issuer": f"{oidc.url}/{{tenantid}}/v2.0",
-        "authorizeUrl": f"{oidc.url}/authorize", "tokenUrl": f"{oidc.url}/token", "jwksUrl": f"{oidc.url}/jwks",
-    }})
+    api.configure(
+        oauth={
+            "microsoft": {
+                "enabled": True,
+                "clientId": CLIENT_ID,
+                "clientSecret": CLIENT_SECRET,
+                "issuer": f"{oidc.url}/{{tenantid}}/v2.0",
+                "authorizeUrl": f"{oidc.url}/authorize",
+                "tokenUrl": f"{oidc.url}/token",
+                "jwksUrl": f"{oidc.url}/jwks",
+            }
+        }
+    )
     account = person(api.fresh_email())
     # Microsoft's email claim is not verified: no email_verified claim, so no linking and isVerified false.
     token = oidc.id_token(account, tid="tenant-7", email_verified=None)
@@ -638,8 +697,15 @@ def test_microsoft_multi_tenant_issuer_and_unproven_email(api, oidc):
         ({"oidc": [{"name": "Bad Name", "issuer": "https://id.example.com", "clientId": "c"}]}, "name"),
         ({"oidc": [{"name": "acme", "issuer": "not a url", "clientId": "c"}]}, "issuer"),
         ({"oidc": [{"name": "acme", "issuer": "https://id.example.com"}]}, "clientId"),
-        ({"oidc": [{"name": "a", "issuer": "https://a.example.com", "clientId": "c"},
-                   {"name": "a", "issuer": "https://b.example.com", "clientId": "c"}]}, "oidc"),
+        (
+            {
+                "oidc": [
+                    {"name": "a", "issuer": "https://a.example.com", "clientId": "c"},
+                    {"name": "a", "issuer": "https://b.example.com", "clientId": "c"},
+                ]
+            },
+            "oidc",
+        ),
         ({"timeoutSeconds": 0}, "timeoutSeconds"),
         ({"microsoft": {"tenant": "../../evil"}}, "tenant"),
     ],

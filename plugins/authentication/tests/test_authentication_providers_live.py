@@ -1,5 +1,6 @@
 """The browser-style provider sign-in across two real server processes on one database: init on one,
 the provider's redirect lands on the other (what a load balancer does)."""
+
 from __future__ import annotations
 
 import threading
@@ -37,9 +38,16 @@ def provider_redirect(base: str, provider: str) -> str:
 
 def test_init_on_one_worker_hook_on_another(live_server_factory, oidc):
     first, second = live_server_factory(), live_server_factory()
-    configured = requests.put(f"{first.url}/config/authentication", headers=ADMIN, timeout=30, json={"oauth": {
-        "oidc": [{"name": "acme", "issuer": oidc.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET}],
-    }})
+    configured = requests.put(
+        f"{first.url}/config/authentication",
+        headers=ADMIN,
+        timeout=30,
+        json={
+            "oauth": {
+                "oidc": [{"name": "acme", "issuer": oidc.issuer, "clientId": CLIENT_ID, "clientSecret": CLIENT_SECRET}],
+            }
+        },
+    )
     assert configured.status_code == 200, configured.text
     oidc.account = Account(subject="live-1", email="live-oidc@example.com", email_verified=True)
 
@@ -47,8 +55,9 @@ def test_init_on_one_worker_hook_on_another(live_server_factory, oidc):
     answer = requests.get(f"{second.url}{back}", allow_redirects=False, timeout=30)
     assert answer.status_code == 200, answer.text
     tokens = answer.json()
-    me = requests.get(f"{first.url}/authentication/user", headers={"Authorization": f"Bearer {tokens['accessToken']}"},
-                      timeout=30).json()
+    me = requests.get(
+        f"{first.url}/authentication/user", headers={"Authorization": f"Bearer {tokens['accessToken']}"}, timeout=30
+    ).json()
     assert (me["email"], me["isVerified"], me["providers"]) == ("live-oidc@example.com", True, ["acme"])
     # The state was used on the second worker: the first refuses it too.
     replay = requests.get(f"{first.url}{back}", allow_redirects=False, timeout=30)
@@ -71,6 +80,7 @@ def test_init_on_one_worker_hook_on_another(live_server_factory, oidc):
             thread.join(timeout=90)
         assert sorted(statuses) == [200, 400], statuses
 
-    users = requests.get(f"{first.url}/authentication/users", params={"search": "live-oidc@"}, headers=ADMIN,
-                         timeout=30).json()
+    users = requests.get(
+        f"{first.url}/authentication/users", params={"search": "live-oidc@"}, headers=ADMIN, timeout=30
+    ).json()
     assert users["count"] == 1 and users["users"][0]["providers"] == ["acme"]

@@ -1,4 +1,5 @@
 """POST /authentication/local/new and the password rules (CONTRACT.md, Authentication module)."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,7 +7,17 @@ from sqlalchemy import select
 
 from trellis_authentication.models import User
 
-USER_KEYS = {"_id", "email", "isActive", "isVerified", "phoneNumber", "twoFaEnabled", "providers", "createdAt", "updatedAt"}
+USER_KEYS = {
+    "_id",
+    "email",
+    "isActive",
+    "isVerified",
+    "phoneNumber",
+    "twoFaEnabled",
+    "providers",
+    "createdAt",
+    "updatedAt",
+}
 
 
 def test_register_answers_201_with_the_user(api):
@@ -40,8 +51,12 @@ def test_closed_registration_is_403(api):
     api.configure(registrationOpen=False)
     response = api.register(api.fresh_email())
     assert response.status_code == 403
-    assert response.get_json() == {"name": "FORBIDDEN", "status": 403, "message": "Registration is closed",
-                                   "requestId": response.headers["X-Request-ID"]}
+    assert response.get_json() == {
+        "name": "FORBIDDEN",
+        "status": 403,
+        "message": "Registration is closed",
+        "requestId": response.headers["X-Request-ID"],
+    }
 
 
 @pytest.mark.parametrize(
@@ -76,12 +91,22 @@ def test_default_rule_is_eight_characters(api):
 
 
 def test_configured_password_rules(api):
-    api.configure(passwordRules={"minLength": 10, "maxLength": 20, "requireDigit": True, "requireUppercase": True,
-                                 "requireSymbol": True, "requireLetter": True})
+    api.configure(
+        passwordRules={
+            "minLength": 10,
+            "maxLength": 20,
+            "requireDigit": True,
+            "requireUppercase": True,
+            "requireSymbol": True,
+            "requireLetter": True,
+        }
+    )
     response = api.register(api.fresh_email(), "abcdefghij")
     assert response.status_code == 400
     assert response.get_json()["errors"]["password"] == [
-        "Must contain an upper-case letter.", "Must contain a digit.", "Must contain a symbol."
+        "Must contain an upper-case letter.",
+        "Must contain a digit.",
+        "Must contain a symbol.",
     ]
     too_long = api.register(api.fresh_email(), "Abcdefgh1!" * 3)
     assert too_long.get_json()["errors"]["password"] == ["Must be at most 20 characters long."]

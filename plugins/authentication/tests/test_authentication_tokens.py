@@ -1,4 +1,5 @@
 """Sign-in, the current user, renew (rotation, reuse detection) and logout."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -65,8 +66,14 @@ def test_unknown_email_costs_one_argon2_verify_like_a_wrong_password(api, accoun
 
 
 @pytest.mark.parametrize(
-    "body", [{"email": "a@example.com"}, {"password": "x"}, {"email": "", "password": "x"},
-             {"email": "a@example.com", "password": "x", "remember": True}, {"email": ["a"], "password": "x"}]
+    "body",
+    [
+        {"email": "a@example.com"},
+        {"password": "x"},
+        {"email": "", "password": "x"},
+        {"email": "a@example.com", "password": "x", "remember": True},
+        {"email": ["a"], "password": "x"},
+    ],
 )
 def test_login_validates_the_body(client, body):
     response = client.post("/authentication/local", json=body)
@@ -101,7 +108,17 @@ def test_current_user(api, account):
     assert response.status_code == 200
     user = response.get_json()
     assert user["_id"] == account.id and user["email"] == account.email
-    assert set(user) == {"_id", "email", "isActive", "isVerified", "phoneNumber", "twoFaEnabled", "providers", "createdAt", "updatedAt"}
+    assert set(user) == {
+        "_id",
+        "email",
+        "isActive",
+        "isVerified",
+        "phoneNumber",
+        "twoFaEnabled",
+        "providers",
+        "createdAt",
+        "updatedAt",
+    }
 
 
 def test_current_user_needs_a_token(client):
@@ -124,8 +141,11 @@ def test_admin_credentials_are_not_a_user_token(api, client, admin_headers, admi
 
 def test_expired_access_token_is_401(api, account):
     claims = decode_token(account.access_token)
-    expired = create_access_token(identity=account.id, additional_claims={"kind": "user", "sid": claims["sid"]},
-                                  expires_delta=timedelta(seconds=-5))
+    expired = create_access_token(
+        identity=account.id,
+        additional_claims={"kind": "user", "sid": claims["sid"]},
+        expires_delta=timedelta(seconds=-5),
+    )
     response = api.me(expired)
     assert response.status_code == 401
     assert response.get_json()["message"] == "Token expired"
@@ -133,8 +153,9 @@ def test_expired_access_token_is_401(api, account):
 
 def test_token_naming_another_users_session_is_401(api, make_user):
     one, two = make_user(), make_user()
-    forged = create_access_token(identity=one.id,
-                                 additional_claims={"kind": "user", "sid": decode_token(two.access_token)["sid"]})
+    forged = create_access_token(
+        identity=one.id, additional_claims={"kind": "user", "sid": decode_token(two.access_token)["sid"]}
+    )
     assert api.me(forged).status_code == 401
     no_session = create_access_token(identity=one.id, additional_claims={"kind": "user"})
     assert api.me(no_session).status_code == 401

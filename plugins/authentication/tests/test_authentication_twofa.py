@@ -1,4 +1,5 @@
 """Two-factor sign-in: TOTP (codes computed with pyotp), recovery codes, and codes by SMS."""
+
 from __future__ import annotations
 
 import time
@@ -57,8 +58,11 @@ def test_authenticator_enrolment_and_sign_in(two_fa):
     body = enabled.get_json()
     assert body["otpauthUrl"].startswith("otpauth://totp/") and f"secret={body['secret']}" in body["otpauthUrl"]
     totp = pyotp.TOTP(body["secret"])
-    wrong = api.post("/authentication/twoFa/verify", {"code": "000000" if totp.now() != "000000" else "111111"},
-                     tokens["accessToken"])
+    wrong = api.post(
+        "/authentication/twoFa/verify",
+        {"code": "000000" if totp.now() != "000000" else "111111"},
+        tokens["accessToken"],
+    )
     assert wrong.status_code == 401
     assert api.login(email, PASSWORD).status_code == 200  # not on until verified
     codes = api.post("/authentication/twoFa/verify", {"code": totp.now()}, tokens["accessToken"]).get_json()
@@ -145,7 +149,9 @@ def test_phone_method_sends_codes_by_sms(two_fa):
     number = fresh_phone()
     missing = api.post("/authentication/twoFa/enable", {"method": "phone"}, tokens["accessToken"])
     assert missing.status_code == 400 and "phoneNumber" in missing.get_json()["errors"]
-    enabled = api.post("/authentication/twoFa/enable", {"method": "phone", "phoneNumber": number}, tokens["accessToken"])
+    enabled = api.post(
+        "/authentication/twoFa/enable", {"method": "phone", "phoneNumber": number}, tokens["accessToken"]
+    )
     assert enabled.status_code == 200 and "secret" not in enabled.get_json()
     verified = api.post("/authentication/twoFa/verify", {"code": api.sms_code(number)}, tokens["accessToken"])
     assert verified.status_code == 200
@@ -167,8 +173,9 @@ def test_phone_method_with_the_sms_module_inactive_is_400(two_fa):
     api = two_fa
     _, tokens = account(api)
     api.module("sms", active=False)
-    answer = api.post("/authentication/twoFa/enable", {"method": "phone", "phoneNumber": fresh_phone()},
-                      tokens["accessToken"])
+    answer = api.post(
+        "/authentication/twoFa/enable", {"method": "phone", "phoneNumber": fresh_phone()}, tokens["accessToken"]
+    )
     assert answer.status_code == 400 and "sms" in answer.get_json()["message"]
 
 

@@ -1,4 +1,5 @@
 """Email verification on register, the verify-email hook, resend, and the templates in the Email module."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -42,7 +43,9 @@ def test_unknown_or_expired_verification_link_is_404(api, db):
 
 
 def test_links_use_host_url_and_redirect_uri(api):
-    api.configure(hostUrl="https://api.example.com/", local={"verification": {"redirectUri": "https://app.example.com/ok"}})
+    api.configure(
+        hostUrl="https://api.example.com/", local={"verification": {"redirectUri": "https://app.example.com/ok"}}
+    )
     link = register_and_link(api, api.fresh_email())
     assert link.startswith("https://api.example.com" + HOOK)
     answer = api.get(path_of(link))
@@ -119,8 +122,11 @@ def test_templates_are_created_in_the_email_module_and_editable(api, client, adm
     assert {"EmailVerification", "ForgotPassword", "ChangeEmailVerification", "MagicLink"} <= set(by_name)
     assert by_name["EmailVerification"]["variables"] == ["link"]
     template_id = by_name["EmailVerification"]["_id"]
-    edited = client.put(f"/admin/email/templates/{template_id}", headers=admin_headers,
-                        json={"subject": "Welcome aboard", "body": "<a href=\"{{link}}\">confirm</a>"})
+    edited = client.put(
+        f"/admin/email/templates/{template_id}",
+        headers=admin_headers,
+        json={"subject": "Welcome aboard", "body": '<a href="{{link}}">confirm</a>'},
+    )
     assert edited.status_code == 200
     email = api.fresh_email()
     api.register(email)
@@ -149,16 +155,22 @@ def test_resend_is_rate_limited_for_known_and_unknown_addresses(api, limit_key):
     for email in (known, api.fresh_email()):
         ip = api.fresh_ip()
         statuses = [
-            api.post("/authentication/local/resend-verification", {"email": email},
-                     ip=ip if limit_key == "sendPerIp" else None).status_code
+            api.post(
+                "/authentication/local/resend-verification",
+                {"email": email},
+                ip=ip if limit_key == "sendPerIp" else None,
+            ).status_code
             for _ in range(3)
         ]
         assert statuses == [200, 200, 429]
 
 
 def test_verification_mail_through_a_real_smtp_server(api, client, admin_headers, smtp_server):
-    configured = client.put("/admin/email/config", headers=admin_headers,
-                            json={**smtp_server.email_config(), "from": "accounts@example.com"})
+    configured = client.put(
+        "/admin/email/config",
+        headers=admin_headers,
+        json={**smtp_server.email_config(), "from": "accounts@example.com"},
+    )
     assert configured.status_code == 200, configured.get_json()
     email = api.fresh_email()
     assert api.register(email).status_code == 201
@@ -178,8 +190,11 @@ def test_register_succeeds_when_the_verification_mail_cannot_be_made(api, client
     register_and_link(api, api.fresh_email())  # the templates exist now
     templates = client.get("/admin/email/templates", headers=admin_headers).get_json()["templates"]
     template_id = next(t["_id"] for t in templates if t["name"] == "EmailVerification")
-    edited = client.put(f"/admin/email/templates/{template_id}", headers=admin_headers,
-                        json={"body": "Hello {{firstName}}, confirm: {{link}}"})
+    edited = client.put(
+        f"/admin/email/templates/{template_id}",
+        headers=admin_headers,
+        json={"body": "Hello {{firstName}}, confirm: {{link}}"},
+    )
     assert edited.status_code == 200
     email = api.fresh_email()
     assert api.register(email).status_code == 201

@@ -4,6 +4,7 @@ The ``Module`` object is built lazily (``module`` below) so that importing
 ``trellis_authentication.testing`` (the pytest plugin other modules' tests load) does not add this
 module's tables to the shared metadata when the module itself is not enabled.
 """
+
 from __future__ import annotations
 
 from typing import Any

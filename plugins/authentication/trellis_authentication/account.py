@@ -5,6 +5,7 @@ Routes that must not reveal whether an address has an account (resend-verificati
 magic-link) do the same work before answering for known and unknown addresses (one indexed read and the
 rate limits) and send after the answer has gone out (``delivery.after_response``).
 """
+
 from __future__ import annotations
 
 import logging

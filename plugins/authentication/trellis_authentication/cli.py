@@ -1,4 +1,5 @@
 """``flask --app wsgi trellis authentication …``."""
+
 from __future__ import annotations
 
 import click

@@ -1,4 +1,5 @@
 """The module configuration (``GET/PUT /config/authentication``)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -53,8 +54,12 @@ class RateLimits(Schema):
 def _link(description: str) -> fields.Url:
     """An absolute http(s) address set by the administrator (null: not set)."""
     return fields.Url(
-        require_tld=False, schemes={"http", "https"}, allow_none=True, load_default=None,
-        validate=validate.Length(max=2000), metadata={"description": description},
+        require_tld=False,
+        schemes={"http", "https"},
+        allow_none=True,
+        load_default=None,
+        validate=validate.Length(max=2000),
+        metadata={"description": description},
     )
 
 
@@ -88,17 +93,36 @@ PRESETS = ("google", "github", "microsoft")
 # First path segments of the module's own routes under /authentication/ (and of the reset page and
 # the generic-provider list): a provider of that name would be hidden by them. A test keeps this
 # list in step with the app's routes.
-RESERVED_NAMES = frozenset({
-    "local", "phone", "renew", "logout", "user", "users", "twofa", "forgot-password", "reset-password",
-    "magic-link", "reset", "init", "oidc", "verify-email", "verify-change-email",
-})
+RESERVED_NAMES = frozenset(
+    {
+        "local",
+        "phone",
+        "renew",
+        "logout",
+        "user",
+        "users",
+        "twofa",
+        "forgot-password",
+        "reset-password",
+        "magic-link",
+        "reset",
+        "init",
+        "oidc",
+        "verify-email",
+        "verify-change-email",
+    }
+)
 
 
 def _endpoint(description: str) -> fields.Url:
     """An endpoint address of a named provider; null: the provider's own (given in the description)."""
     return fields.Url(
-        require_tld=False, schemes={"http", "https"}, allow_none=True, load_default=None,
-        validate=validate.Length(max=2000), metadata={"description": description},
+        require_tld=False,
+        schemes={"http", "https"},
+        allow_none=True,
+        load_default=None,
+        validate=validate.Length(max=2000),
+        metadata={"description": description},
     )
 
 
@@ -106,11 +130,15 @@ def _client_fields() -> dict[str, fields.Field]:
     """What every provider has: the app registration at the provider and where the browser ends."""
     return {
         "clientId": fields.String(
-            allow_none=True, load_default=None, validate=validate.Length(min=1, max=512),
+            allow_none=True,
+            load_default=None,
+            validate=validate.Length(min=1, max=512),
             metadata={"description": "the OAuth client id of your app at the provider"},
         ),
         "clientSecret": fields.String(
-            allow_none=True, load_default=None, validate=validate.Length(min=1, max=1024),
+            allow_none=True,
+            load_default=None,
+            validate=validate.Length(min=1, max=1024),
             metadata={"secret": True, "description": "the OAuth client secret of your app at the provider"},
         ),
         "redirectUri": _link(
@@ -118,8 +146,11 @@ def _client_fields() -> dict[str, fields.Field]:
             "null: the hook answers with JSON"
         ),
         "scopes": fields.List(
-            fields.String(validate=validate.Length(min=1, max=200)), allow_none=True, load_default=None,
-            validate=validate.Length(max=50), metadata={"description": "null: the provider's usual sign-in scopes"},
+            fields.String(validate=validate.Length(min=1, max=200)),
+            allow_none=True,
+            load_default=None,
+            validate=validate.Length(max=50),
+            metadata={"description": "null: the provider's usual sign-in scopes"},
         ),
     }
 
@@ -137,8 +168,12 @@ class _OidcPreset(_Provider):
     """Google and Microsoft: OpenID Connect with known endpoints (each overridable)."""
 
     audiences = fields.List(
-        fields.String(validate=validate.Length(min=1, max=512)), load_default=list, validate=validate.Length(max=20),
-        metadata={"description": "client ids of your other apps (Android, iOS) whose ID tokens the native sign-in accepts"},
+        fields.String(validate=validate.Length(min=1, max=512)),
+        load_default=list,
+        validate=validate.Length(max=20),
+        metadata={
+            "description": "client ids of your other apps (Android, iOS) whose ID tokens the native sign-in accepts"
+        },
     )
 
 
@@ -158,7 +193,8 @@ MicrosoftSettings = _OidcPreset.from_dict(
     {
         **_client_fields(),
         "tenant": fields.String(
-            load_default="common", validate=validate.Regexp(r"^[A-Za-z0-9.-]{1,100}$"),
+            load_default="common",
+            validate=validate.Regexp(r"^[A-Za-z0-9.-]{1,100}$"),
             metadata={"description": "common, organizations, consumers, or your directory (tenant) id"},
         ),
         "issuer": _endpoint("default https://login.microsoftonline.com/{tenantid}/v2.0 ({tenantid}: the token's tid)"),
@@ -185,13 +221,16 @@ class _Oidc(Schema):
     """Any OpenID Connect provider; its endpoints come from ``{issuer}/.well-known/openid-configuration``."""
 
     name = fields.String(
-        required=True, validate=validate.Regexp(PROVIDER_NAME, error="Lower-case letters, digits and -, at most 32."),
+        required=True,
+        validate=validate.Regexp(PROVIDER_NAME, error="Lower-case letters, digits and -, at most 32."),
         metadata={"description": "the {provider} of /authentication/init/{provider}"},
     )
     enabled = fields.Boolean(load_default=True)
     issuer = fields.Url(required=True, require_tld=False, schemes={"http", "https"}, validate=validate.Length(max=2000))
     audiences = fields.List(
-        fields.String(validate=validate.Length(min=1, max=512)), load_default=list, validate=validate.Length(max=20),
+        fields.String(validate=validate.Length(min=1, max=512)),
+        load_default=list,
+        validate=validate.Length(max=20),
         metadata={"description": "client ids of your other apps whose ID tokens the native sign-in accepts"},
     )
 
@@ -212,11 +251,14 @@ class OAuthSettings(Schema):
     github = fields.Nested(GithubSettings, load_default=lambda: GithubSettings().load({}))
     microsoft = fields.Nested(MicrosoftSettings, load_default=lambda: MicrosoftSettings().load({}))
     oidc = fields.List(
-        fields.Nested(OidcProvider), load_default=list, validate=validate.Length(max=50),
+        fields.Nested(OidcProvider),
+        load_default=list,
+        validate=validate.Length(max=50),
         metadata={"description": "generic OpenID Connect providers: [{name, issuer, clientId, clientSecret, scopes?}]"},
     )
     timeoutSeconds = fields.Float(
-        load_default=5.0, validate=validate.Range(min=0.5, max=30),
+        load_default=5.0,
+        validate=validate.Range(min=0.5, max=30),
         metadata={"description": "how long a call to a provider may take before the sign-in fails (400)"},
     )
 
@@ -229,7 +271,9 @@ class OAuthSettings(Schema):
 
 class AuthenticationConfig(ModuleConfigSchema):
     accessTokenMinutes = fields.Integer(
-        load_default=60, validate=validate.Range(min=1, max=60 * 24 * 30), metadata={"description": "access JWT lifetime"}
+        load_default=60,
+        validate=validate.Range(min=1, max=60 * 24 * 30),
+        metadata={"description": "access JWT lifetime"},
     )
     refreshTokenDays = fields.Integer(
         load_default=7,
@@ -251,6 +295,7 @@ class AuthenticationConfig(ModuleConfigSchema):
     passwordRules = fields.Nested(PasswordRules, load_default=lambda: PasswordRules().load({}))
     rateLimits = fields.Nested(RateLimits, load_default=lambda: RateLimits().load({}))
     oauth = fields.Nested(
-        OAuthSettings, load_default=lambda: OAuthSettings().load({}),
+        OAuthSettings,
+        load_default=lambda: OAuthSettings().load({}),
         metadata={"description": "sign-in with Google, GitHub, Microsoft and OpenID Connect providers"},
     )

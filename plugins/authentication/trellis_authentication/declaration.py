@@ -1,4 +1,5 @@
 """The ``trellis.Module`` this package exposes (entry point ``authentication``)."""
+
 from __future__ import annotations
 
 from pathlib import Path

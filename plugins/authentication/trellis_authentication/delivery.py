@@ -4,6 +4,7 @@ The four templates are created in the Email module when missing (at start and be
 administrator can edit them; each uses the variable ``link``. Every route that sends is rate limited
 per client IP and per target address (``rateLimits.sendPerIp`` / ``sendPerAddress``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,7 +34,7 @@ TEMPLATES: dict[str, tuple[str, str]] = {
     ),
     "ForgotPassword": (
         "Reset your password",
-        '<p>Someone asked to reset the password of your account. To choose a new one, open this link:</p>'
+        "<p>Someone asked to reset the password of your account. To choose a new one, open this link:</p>"
         '<p><a href="{{link}}">{{link}}</a></p><p>The link is valid for one hour. '
         "If you did not ask for it, ignore this message.</p>",
     ),
@@ -58,8 +59,10 @@ def ensure_templates() -> None:
 
 
 # How long start-up may wait for another transaction that holds the rows or the database (SQLite).
-_START_WAIT = {"postgresql": ("SET lock_timeout = '2s'", "RESET lock_timeout"),
-               "sqlite": ("PRAGMA busy_timeout = 2000", "PRAGMA busy_timeout = 30000")}
+_START_WAIT = {
+    "postgresql": ("SET lock_timeout = '2s'", "RESET lock_timeout"),
+    "sqlite": ("PRAGMA busy_timeout = 2000", "PRAGMA busy_timeout = 30000"),
+}
 
 
 def create_templates_on_start(app: Flask) -> None:

@@ -1,4 +1,5 @@
 """What this module contributes to the core's hooks: turning user-token claims into a user."""
+
 from __future__ import annotations
 
 from typing import Any

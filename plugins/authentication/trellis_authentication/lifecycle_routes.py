@@ -1,6 +1,7 @@
 """HTTP routes of the account lifecycle (CONTRACT.md, "Authentication: account lifecycle"), on the
 module's blueprint: verification, password reset and change, email change, magic link, two-factor,
 phone sign-in, and the administrator's PATCH of a user."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Users, their sign-in sessions, the refresh tokens a session has rotated away, and single-use tokens."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -13,6 +13,7 @@ did not prove they own the address, the provider's user just did. Provider calls
 transaction open, and the user, the identity and ``providers`` are written in one transaction, so a
 failure leaves nothing half-made.
 """
+
 from __future__ import annotations
 
 import logging
@@ -186,7 +187,11 @@ def _find_link_or_create(name: str, profile: Profile) -> User:
 
 def _identity(user_id: str, name: str, profile: Profile) -> Identity:
     return Identity(
-        id=db.new_id(), provider=name, subject=profile.subject, user_id=user_id, email=profile.email,
+        id=db.new_id(),
+        provider=name,
+        subject=profile.subject,
+        user_id=user_id,
+        email=profile.email,
         created_at=db.utcnow(),
     )
 
@@ -204,8 +209,11 @@ def _link(user: User, name: str, profile: Profile) -> User:
     db.session.add(_identity(user.id, name, profile))
     db.session.commit()
     if unproven:
-        log.warning("user %s: unverified account linked to %s by its verified email; password removed, sessions ended",
-                    user.id, name)
+        log.warning(
+            "user %s: unverified account linked to %s by its verified email; password removed, sessions ended",
+            user.id,
+            name,
+        )
         drop_connections(user.id)
     else:
         log.info("user %s linked to %s by verified email", user.id, name)
@@ -225,8 +233,17 @@ def _create(name: str, profile: Profile) -> User:
         )
     now = db.utcnow()
     user = User(
-        id=db.new_id(), email=profile.email, password_hash=None, is_active=True, is_verified=profile.email_verified,
-        phone_number=None, two_fa_enabled=False, providers=[name], extra={}, created_at=now, updated_at=now,
+        id=db.new_id(),
+        email=profile.email,
+        password_hash=None,
+        is_active=True,
+        is_verified=profile.email_verified,
+        phone_number=None,
+        two_fa_enabled=False,
+        providers=[name],
+        extra={},
+        created_at=now,
+        updated_at=now,
     )
     db.session.add(user)
     db.session.flush()  # the user row before the identity that refers to it

@@ -6,6 +6,7 @@ own words under ``/authentication/`` (``local``, ``phone``, ``renew`` …). Werk
 rules, and the converter also keeps ``POST /authentication/user`` (a GET-only route) a 405 instead of a
 sign-in with a provider named "user".
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -2,6 +2,7 @@
 
 The first sign-in of a number creates its user (``phoneNumber``, no email, no password).
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,8 +52,17 @@ def verify(token: str, code: str) -> dict[str, Any]:
     if user is None:
         now = db.utcnow()
         user = User(
-            id=db.new_id(), email=None, password_hash=None, phone_number=number, is_active=True, is_verified=False,
-            two_fa_enabled=False, providers=[], extra={}, created_at=now, updated_at=now,
+            id=db.new_id(),
+            email=None,
+            password_hash=None,
+            phone_number=number,
+            is_active=True,
+            is_verified=False,
+            two_fa_enabled=False,
+            providers=[],
+            extra={},
+            created_at=now,
+            updated_at=now,
         )
         db.session.add(user)
         try:

@@ -13,6 +13,7 @@ Every failure of a provider (unreachable, slower than ``oauth.timeoutSeconds``, 
 malformed JSON) and every token that does not verify is a :class:`ProviderError`; its message names what
 went wrong and never carries a secret, code or token.
 """
+
 from __future__ import annotations
 
 import re
@@ -118,10 +119,16 @@ def configured(settings: dict[str, Any], name: str) -> Provider:
         for entry in settings["oidc"]:
             if entry["name"] == name and entry["enabled"]:
                 return Provider(
-                    name=name, kind=OIDC, client_id=entry["clientId"], client_secret=entry["clientSecret"],
-                    scopes=tuple(entry["scopes"] or DEFAULT_SCOPES[OIDC]), redirect_uri=entry["redirectUri"],
-                    timeout=settings["timeoutSeconds"], audiences=(entry["clientId"], *entry["audiences"]),
-                    issuer=entry["issuer"].rstrip("/"), discovery=True,
+                    name=name,
+                    kind=OIDC,
+                    client_id=entry["clientId"],
+                    client_secret=entry["clientSecret"],
+                    scopes=tuple(entry["scopes"] or DEFAULT_SCOPES[OIDC]),
+                    redirect_uri=entry["redirectUri"],
+                    timeout=settings["timeoutSeconds"],
+                    audiences=(entry["clientId"], *entry["audiences"]),
+                    issuer=entry["issuer"].rstrip("/"),
+                    discovery=True,
                 )
     raise not_found(f"No sign-in provider named {name!r} is enabled")
 
@@ -135,11 +142,20 @@ def _preset(name: str, entry: dict[str, Any], timeout: float) -> Provider:
         return value.replace("{tenant}", entry["tenant"]) if value and name == "microsoft" else value
 
     return Provider(
-        name=name, kind=kind, client_id=entry["clientId"], client_secret=entry["clientSecret"],
-        scopes=tuple(entry["scopes"] or DEFAULT_SCOPES[kind]), redirect_uri=entry["redirectUri"], timeout=timeout,
-        audiences=(entry["clientId"], *entry.get("audiences", ())), issuer=endpoint("issuer"),
-        authorize_url=endpoint("authorizeUrl"), token_url=endpoint("tokenUrl"), userinfo_url=endpoint("userinfoUrl"),
-        jwks_url=endpoint("jwksUrl"), api_url=(endpoint("apiUrl") or "").rstrip("/") or None,
+        name=name,
+        kind=kind,
+        client_id=entry["clientId"],
+        client_secret=entry["clientSecret"],
+        scopes=tuple(entry["scopes"] or DEFAULT_SCOPES[kind]),
+        redirect_uri=entry["redirectUri"],
+        timeout=timeout,
+        audiences=(entry["clientId"], *entry.get("audiences", ())),
+        issuer=endpoint("issuer"),
+        authorize_url=endpoint("authorizeUrl"),
+        token_url=endpoint("tokenUrl"),
+        userinfo_url=endpoint("userinfoUrl"),
+        jwks_url=endpoint("jwksUrl"),
+        api_url=(endpoint("apiUrl") or "").rstrip("/") or None,
     )
 
 
@@ -200,16 +216,20 @@ def resolve(provider: Provider) -> Provider:
         _documents.put(url, document)
     userinfo = document.get("userinfo_endpoint")
     return replace(
-        provider, authorize_url=document["authorization_endpoint"], token_url=document["token_endpoint"],
-        jwks_url=document["jwks_uri"], userinfo_url=userinfo if isinstance(userinfo, str) else None,
+        provider,
+        authorize_url=document["authorization_endpoint"],
+        token_url=document["token_endpoint"],
+        jwks_url=document["jwks_uri"],
+        userinfo_url=userinfo if isinstance(userinfo, str) else None,
     )
 
 
 # --- HTTP --------------------------------------------------------------------------------------------
 
 
-def _call(provider: Provider, what: str, method: str, url: str, refused: str | None = None,
-          **kwargs: Any) -> requests.Response:
+def _call(
+    provider: Provider, what: str, method: str, url: str, refused: str | None = None, **kwargs: Any
+) -> requests.Response:
     """One request to the provider; transport errors and 4xx/5xx answers become a ProviderError
     (``refused``: the message for a 404 or 422, when those mean "not valid" rather than a failure)."""
     headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **kwargs.pop("headers", {})}
@@ -240,10 +260,13 @@ def _json(provider: Provider, response: requests.Response, what: str) -> Any:
 
 def _session(provider: Provider, callback: str) -> OAuth2Session:
     session = OAuth2Session(
-        provider.client_id, provider.client_secret,
+        provider.client_id,
+        provider.client_secret,
         # Without a secret the app is a public client: PKCE alone protects the code.
         token_endpoint_auth_method="client_secret_post" if provider.client_secret else "none",
-        scope=" ".join(provider.scopes), redirect_uri=callback, code_challenge_method="S256",
+        scope=" ".join(provider.scopes),
+        redirect_uri=callback,
+        code_challenge_method="S256",
     )
     session.headers["User-Agent"] = USER_AGENT
     return session
@@ -289,11 +312,17 @@ def _exchange(provider: Provider, code: str, callback: str, verifier: str) -> di
     session = _session(provider, callback)
     try:
         token = session.fetch_token(
-            provider.token_url, grant_type="authorization_code", code=code, code_verifier=verifier,
-            timeout=provider.timeout, allow_redirects=False,
+            provider.token_url,
+            grant_type="authorization_code",
+            code=code,
+            code_verifier=verifier,
+            timeout=provider.timeout,
+            allow_redirects=False,
         )
     except requests.Timeout:
-        raise ProviderError(f"{provider.name}: the token endpoint did not answer within {provider.timeout:g} s") from None
+        raise ProviderError(
+            f"{provider.name}: the token endpoint did not answer within {provider.timeout:g} s"
+        ) from None
     except requests.HTTPError as exc:
         raise ProviderError(f"{provider.name}: the token endpoint answered HTTP {exc.response.status_code}") from None
     except requests.RequestException as exc:
@@ -309,8 +338,9 @@ def _exchange(provider: Provider, code: str, callback: str, verifier: str) -> di
 
 def _userinfo(provider: Provider, access_token: str, subject: str) -> dict[str, Any]:
     assert provider.userinfo_url is not None
-    response = _call(provider, "userinfo endpoint", "GET", provider.userinfo_url,
-                     headers={"Authorization": f"Bearer {access_token}"})
+    response = _call(
+        provider, "userinfo endpoint", "GET", provider.userinfo_url, headers={"Authorization": f"Bearer {access_token}"}
+    )
     info = _json(provider, response, "userinfo answer")
     # OpenID Connect Core 5.3.2: a userinfo answer about somebody else must not be used.
     if not isinstance(info, dict) or info.get("sub") != subject:
@@ -335,8 +365,9 @@ def _key_set(provider: Provider, refresh: bool = False) -> KeySet:
     return keys
 
 
-def verify_id_token(provider: Provider, id_token: str, nonce: str | None = None,
-                    access_token: str | None = None) -> dict[str, Any]:
+def verify_id_token(
+    provider: Provider, id_token: str, nonce: str | None = None, access_token: str | None = None
+) -> dict[str, Any]:
     """The claims of an ID token whose signature (provider's JWKS), issuer, audience, expiry and nonce
     are right; a ProviderError naming the first check that failed otherwise."""
     keys = _key_set(provider)
@@ -367,7 +398,11 @@ def verify_id_token(provider: Provider, id_token: str, nonce: str | None = None,
     params: dict[str, Any] = {"nonce": nonce, "access_token": access_token}
     try:
         CodeIDToken(claims, token.header, options, params).validate(leeway=LEEWAY_SECONDS)
-        if isinstance(claims.get("aud"), list) and len(claims["aud"]) > 1 and claims.get("azp") not in provider.audiences:
+        if (
+            isinstance(claims.get("aud"), list)
+            and len(claims["aud"]) > 1
+            and claims.get("azp") not in provider.audiences
+        ):
             raise InvalidClaimError("azp")
     except ExpiredTokenError:
         raise ProviderError(f"{provider.name}: the ID token has expired") from None
@@ -395,10 +430,17 @@ def profile_from_id_token(provider: Provider, id_token: str, nonce: str | None) 
 
 
 def _github(provider: Provider, path: str, access_token: str) -> Any:
-    response = _call(provider, f"API ({path})", "GET", f"{provider.api_url}{path}", headers={
-        "Authorization": f"Bearer {access_token}", "Accept": "application/vnd.github+json",
-        "X-GitHub-Api-Version": "2022-11-28",
-    })
+    response = _call(
+        provider,
+        f"API ({path})",
+        "GET",
+        f"{provider.api_url}{path}",
+        headers={
+            "Authorization": f"Bearer {access_token}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+        },
+    )
     return _json(provider, response, f"API answer ({path})")
 
 
@@ -415,7 +457,9 @@ def _github_profile(provider: Provider, access_token: str) -> Profile:
     chosen = chosen or next((e for e in entries if e.get("verified") is True), None)
     chosen = chosen or next((e for e in entries if e.get("primary")), None)
     email = chosen["email"].strip().lower() if chosen and len(chosen["email"]) <= 254 else None
-    return Profile(subject=str(subject), email=email, email_verified=bool(email and chosen and chosen.get("verified") is True))
+    return Profile(
+        subject=str(subject), email=email, email_verified=bool(email and chosen and chosen.get("verified") is True)
+    )
 
 
 def profile_from_github_token(provider: Provider, access_token: str) -> Profile:
@@ -424,8 +468,13 @@ def profile_from_github_token(provider: Provider, access_token: str) -> Profile:
     if not provider.client_secret:
         raise ProviderError(f"{provider.name}: set clientSecret to accept access tokens")
     _call(
-        provider, "token check", "POST", f"{provider.api_url}/applications/{provider.client_id}/token",
-        refused="the access token is not valid for this app", json={"access_token": access_token},
-        auth=(provider.client_id, provider.client_secret), headers={"Accept": "application/vnd.github+json"},
+        provider,
+        "token check",
+        "POST",
+        f"{provider.api_url}/applications/{provider.client_id}/token",
+        refused="the access token is not valid for this app",
+        json={"access_token": access_token},
+        auth=(provider.client_id, provider.client_secret),
+        headers={"Accept": "application/vnd.github+json"},
     )
     return _github_profile(provider, access_token)

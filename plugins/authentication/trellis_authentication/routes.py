@@ -1,4 +1,5 @@
 """HTTP routes of the Authentication module (CONTRACT.md, "Authentication module")."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,15 +13,15 @@ from trellis.http import Blueprint, DeletedSchema, MessageSchema, deleted
 
 from . import service
 from .schemas import (
-    UserCredentialsSchema,
-    UserLoginSchema,
-    UserRegisteredSchema,
+    AuthUserSchema,
     RenewTokenSchema,
-    UserTokensSchema,
+    TwoFaChallengeSchema,
+    UserCredentialsSchema,
     UserListArgs,
     UserListSchema,
-    AuthUserSchema,
-    TwoFaChallengeSchema,
+    UserLoginSchema,
+    UserRegisteredSchema,
+    UserTokensSchema,
 )
 
 blp = Blueprint("authentication", __name__, description="Users, sign-in, tokens, blocking, account lifecycle")

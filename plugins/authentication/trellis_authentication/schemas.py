@@ -1,4 +1,5 @@
 """Request and response bodies (validation and OpenAPI come from these)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,7 +35,8 @@ class UserLoginSchema(Schema):
 
 class RenewTokenSchema(Schema):
     refreshToken = fields.String(
-        load_only=True, validate=validate.Length(min=1, max=512),
+        load_only=True,
+        validate=validate.Length(min=1, max=512),
         metadata={"description": "or send the refresh token as `Authorization: Bearer <refreshToken>`"},
     )
 
@@ -181,7 +183,9 @@ class ProviderHookArgs(Schema):
 
     code = fields.String(validate=validate.Length(min=1, max=4096), metadata={"description": "authorization code"})
     state = fields.String(validate=validate.Length(min=1, max=512), metadata={"description": "from the init redirect"})
-    error = fields.String(validate=validate.Length(max=256), metadata={"description": "the provider's refusal (access_denied …)"})
+    error = fields.String(
+        validate=validate.Length(max=256), metadata={"description": "the provider's refusal (access_denied …)"}
+    )
     error_description = fields.String(validate=validate.Length(max=2048))
 
 

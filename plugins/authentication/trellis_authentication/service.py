@@ -4,6 +4,7 @@ Tokens: the access token is a flask-jwt-extended JWT with ``kind="user"`` (so it
 admin token) and ``sid`` (the session). The refresh token is opaque random text; only its sha256 is
 stored. Renew rotates it; a rotated token presented again revokes its session (reuse detection).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -35,8 +36,16 @@ log = logging.getLogger(__name__)
 
 # Columns of the user as other modules see it (``current_user()``), selected without the ORM.
 USER_COLUMNS = (
-    User.id, User.email, User.is_active, User.is_verified, User.phone_number, User.two_fa_enabled, User.providers,
-    User.created_at, User.updated_at, User.extra,
+    User.id,
+    User.email,
+    User.is_active,
+    User.is_verified,
+    User.phone_number,
+    User.two_fa_enabled,
+    User.providers,
+    User.created_at,
+    User.updated_at,
+    User.extra,
 )
 
 
@@ -109,8 +118,16 @@ def create_user(email: str, password: str) -> User:
     password_hash = hash_password(password)
     now = db.utcnow()
     user = User(
-        id=db.new_id(), email=email, password_hash=password_hash, is_active=True, is_verified=False,
-        two_fa_enabled=False, providers=[], extra={}, created_at=now, updated_at=now,
+        id=db.new_id(),
+        email=email,
+        password_hash=password_hash,
+        is_active=True,
+        is_verified=False,
+        two_fa_enabled=False,
+        providers=[],
+        extra={},
+        created_at=now,
+        updated_at=now,
     )
     db.session.add(user)
     audit.record("authentication", "user.create", user.id, {"email": email})  # only when an admin creates
@@ -154,7 +171,9 @@ def get_user(user_id: str) -> User:
     return user
 
 
-def list_users(skip: int, limit: int, search: str | None = None, is_active: bool | None = None) -> tuple[list[User], int]:
+def list_users(
+    skip: int, limit: int, search: str | None = None, is_active: bool | None = None
+) -> tuple[list[User], int]:
     query = select(User)
     if search:
         query = query.where(User.email.contains(search.strip().lower(), autoescape=True))

@@ -10,6 +10,7 @@ For live-server tests: ``create_user_over_http(base_url, email=None, password=No
 Each helper-made user signs in from its own fake client address, so the per-IP login limit (shared by
 every test in the session) is never tripped by fixtures; tests that exercise limits set their own.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -5,6 +5,7 @@ stored beside the token that identifies it, hashed with the row's id, and allows
 guesses. Using a token is one conditional UPDATE (``… WHERE consumed_at IS NULL``): when two requests
 use the same token at once, the database lets exactly one of them mark it, and the other sees 0 rows.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,15 +59,27 @@ def new_code() -> str:
     return f"{secrets.randbelow(10**6):06d}"
 
 
-def issue(kind: str, user_id: str | None, data: dict[str, Any] | None = None, *, code: str | None = None,
-          token: str | None = None) -> str:
+def issue(
+    kind: str,
+    user_id: str | None,
+    data: dict[str, Any] | None = None,
+    *,
+    code: str | None = None,
+    token: str | None = None,
+) -> str:
     """Add a token of ``kind`` (the caller commits) and return it; ``code`` is kept hashed beside it."""
     token = token or secrets.token_urlsafe(32)
     now = db.utcnow()
     lifetime = LIFETIMES[kind]
     row = AuthToken(
-        id=db.new_id(), kind=kind, token_hash=digest(token), user_id=user_id, data=data or {}, tries=0,
-        created_at=now, expires_at=now + lifetime if lifetime else None,
+        id=db.new_id(),
+        kind=kind,
+        token_hash=digest(token),
+        user_id=user_id,
+        data=data or {},
+        tries=0,
+        created_at=now,
+        expires_at=now + lifetime if lifetime else None,
     )
     if code is not None:
         row.code_hash = _code_digest(row.id, code)

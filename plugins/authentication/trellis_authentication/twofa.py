@@ -7,6 +7,7 @@ codes. From then on a right password yields a ``twoFaToken`` (10 minutes, 5 wron
 tokens, and ``twoFa/authorize`` exchanges it with a code for the token pair. Users who enrolled keep
 their second factor if the administrator later switches ``twoFa.enabled`` off; only enrolling stops.
 """
+
 from __future__ import annotations
 
 import logging

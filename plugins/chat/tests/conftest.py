@@ -1,4 +1,5 @@
 """Helpers for the Chat module's tests: REST calls through the test client, and a real Socket.IO client."""
+
 from __future__ import annotations
 
 import os
@@ -114,8 +115,12 @@ def refusal(url: str, token: str | None, namespace: str = "/chat/") -> Any:
     auth = {"token": token} if token is not None else None
     with pytest.raises(socketio.exceptions.ConnectionError):
         client.connect(
-            url, socketio_path="realtime", namespaces=[namespace], transports=["websocket"],
-            auth=auth, wait_timeout=WAIT,
+            url,
+            socketio_path="realtime",
+            namespaces=[namespace],
+            transports=["websocket"],
+            auth=auth,
+            wait_timeout=WAIT,
         )
     assert seen, "the server closed the connection without a refusal"
     return seen[0]

@@ -1,4 +1,5 @@
 """Messages over REST: sending, listing newest first, deleting (sender or admin)."""
+
 from __future__ import annotations
 
 ADMIN = {"masterkey": "test-master-key"}

@@ -1,11 +1,12 @@
 """The Socket.IO channel against a real eventlet server (``chat_server``), driven by python-socketio clients."""
+
 from __future__ import annotations
 
 import pytest
 import requests
-from trellis_authentication.testing import create_user_over_http
 
 from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis_authentication.testing import create_user_over_http
 
 pytestmark = pytest.mark.live
 

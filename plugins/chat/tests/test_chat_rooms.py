@@ -1,4 +1,5 @@
 """Rooms over REST: creation, visibility to participants only, adding users, leaving, admin routes."""
+
 from __future__ import annotations
 
 from sqlalchemy import func, select

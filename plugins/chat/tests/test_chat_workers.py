@@ -1,4 +1,5 @@
 """Two server processes sharing events through Redis (``TRELLIS_REDIS_URL`` as the Socket.IO queue)."""
+
 from __future__ import annotations
 
 import os
@@ -7,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
-from trellis_authentication.testing import create_user_over_http
 
 from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis_authentication.testing import create_user_over_http
 
 pytestmark = pytest.mark.live
 

@@ -3,6 +3,7 @@
 Requires the Authentication module: participants are its users, sockets authenticate with its
 access tokens, and its block/delete hooks end a user's sockets.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

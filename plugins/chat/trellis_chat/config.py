@@ -1,4 +1,5 @@
 """The Chat module's configuration (``GET/PUT /config/chat``)."""
+
 from __future__ import annotations
 
 from marshmallow import fields, validate

@@ -1,4 +1,5 @@
 """What the Chat module does when the Authentication module blocks or deletes a user."""
+
 from __future__ import annotations
 
 from sqlalchemy import event

@@ -4,6 +4,7 @@ Participants are rows (not a JSON list) so "the rooms of a user" is an indexed l
 databases. Users live in the Authentication module; ids are kept without a foreign key so each
 module migrates on its own, and the ``trellis_user_deleted`` hook keeps them consistent.
 """
+
 from __future__ import annotations
 
 from datetime import datetime

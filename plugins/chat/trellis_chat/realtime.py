@@ -4,11 +4,13 @@ events, and operations on all sockets of a user in every worker.
 Socket rooms: each chat room is a Socket.IO room named by the room id; each socket is also in
 ``user:<id>``. With Redis, each socket is also registered under its user (see ``UserSockets``).
 """
+
 from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import redis
 from flask import Flask, current_app, request
@@ -16,7 +18,7 @@ from flask_socketio import ConnectionRefusedError, Namespace, join_room, leave_r
 
 from trellis import db
 from trellis.credentials import decode, identity_from_token
-from trellis.errors import APIError, body, bad_request, forbidden, not_found, unauthorized
+from trellis.errors import APIError, bad_request, body, forbidden, not_found, unauthorized
 from trellis.realtime import socketio
 from trellis.shared_redis import redis_client
 

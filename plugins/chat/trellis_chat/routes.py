@@ -1,4 +1,5 @@
 """REST routes of the Chat module. Writes are announced on the sockets after they commit."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,9 +23,6 @@ from .schemas import (
 )
 
 blp = Blueprint("chat", __name__, description="Chat rooms and messages (realtime: Socket.IO namespace /chat/)")
-
-
-
 
 
 # --- user routes --------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """Request and response bodies of the chat routes (validation and OpenAPI from one place)."""
+
 from __future__ import annotations
 
 from marshmallow import Schema, fields, validate

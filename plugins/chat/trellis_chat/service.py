@@ -3,18 +3,20 @@
 Access rule: a room exists, for a user, only if the user is one of its participants (else 404).
 Each write is one transaction, committed here; callers announce it on the sockets after the commit.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import delete, exists, select
-from trellis_authentication.models import User
 
 from trellis import audit, db
 from trellis.errors import bad_request, forbidden, not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
+from trellis_authentication.models import User
 
 from .models import Message, Participant, Room
 

@@ -44,7 +44,9 @@ def test_configure_sign_in_providers(console: Console, app: Any) -> None:
         from trellis.module_config import get as get_config
 
         assert get_config("authentication")["oauth"]["google"]["clientSecret"] == "console-secret"
-    assert [(p["name"], p["issuer"], p["enabled"]) for p in stored["oidc"]] == [("acme", "https://id.acme.example", True)]
+    assert [(p["name"], p["issuer"], p["enabled"]) for p in stored["oidc"]] == [
+        ("acme", "https://id.acme.example", True)
+    ]
     # The providers answer at once: init redirects to Google's sign-in page with our client id.
     import requests
 

@@ -158,8 +158,9 @@ def openapi_paths(app: Flask) -> dict[str, Any]:
     """The console's API route in /openapi.json: the upload helper. Its HTML pages, scripts and style
     sheet are for browsers, not API clients, and are left out (a generator would make functions of them)."""
     content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    errors = {str(status): {"description": _ERRORS[status], "content": content}
-              for status in (400, 401, 403, 404, 413, 415)}
+    errors = {
+        str(status): {"description": _ERRORS[status], "content": content} for status in (400, 401, 403, 404, 413, 415)
+    }
     upload_form = {
         "type": "object",
         "required": ["file", "owner"],

@@ -1,4 +1,5 @@
 """Helpers for the Database module's tests: thin calls to the real routes through the test client."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,8 +15,9 @@ class DatabaseApi:
     # schemas
 
     def create_schema(self, name: str, fields: dict[str, Any], expect: int = 201, **extra: Any) -> dict[str, Any]:
-        response = self.client.post("/admin/database/schemas", json={"name": name, "fields": fields, **extra},
-                                    headers=self.admin)
+        response = self.client.post(
+            "/admin/database/schemas", json={"name": name, "fields": fields, **extra}, headers=self.admin
+        )
         assert response.status_code == expect, response.get_json()
         return response.get_json()
 
@@ -50,10 +52,18 @@ class DatabaseApi:
     def ids(self, schema: str, query: str = "") -> list[str]:
         return [doc["_id"] for doc in self.list(schema, query)["documents"]]
 
-    def graphql(self, query: str, variables: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
-                expect: int = 200) -> dict[str, Any]:
-        response = self.client.post("/graphql", json={"query": query, "variables": variables},
-                                    headers=self.admin if headers is None else headers)
+    def graphql(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        expect: int = 200,
+    ) -> dict[str, Any]:
+        response = self.client.post(
+            "/graphql",
+            json={"query": query, "variables": variables},
+            headers=self.admin if headers is None else headers,
+        )
         assert response.status_code == expect, response.get_json()
         return response.get_json()
 
@@ -72,26 +82,58 @@ def products(dbapi: DatabaseApi) -> dict[str, Any]:
     dbapi.create_schema("Author", {"name": "String", "company": {"type": "Relation", "model": "Company"}})
     ann = dbapi.post("Author", {"name": "Ann", "company": acme["_id"]})
     bob = dbapi.post("Author", {"name": "Bob", "company": globex["_id"]})
-    dbapi.create_schema("Product", {
-        "title": {"type": "String", "required": True},
-        "price": "Number",
-        "inStock": "Boolean",
-        "released": "Date",
-        "tags": ["String"],
-        "meta": "JSON",
-        "author": {"type": "Relation", "model": "Author"},
-        "coauthors": {"type": ["Relation"], "model": "Author"},
-    })
+    dbapi.create_schema(
+        "Product",
+        {
+            "title": {"type": "String", "required": True},
+            "price": "Number",
+            "inStock": "Boolean",
+            "released": "Date",
+            "tags": ["String"],
+            "meta": "JSON",
+            "author": {"type": "Relation", "model": "Author"},
+            "coauthors": {"type": ["Relation"], "model": "Author"},
+        },
+    )
     docs = [
-        {"title": "Apple pie", "price": 5, "inStock": True, "released": "2024-01-01T00:00:00Z",
-         "tags": ["food", "sweet"], "meta": {"kcal": 300}, "author": ann["_id"], "coauthors": [bob["_id"]]},
-        {"title": "Banana bread", "price": 12.5, "inStock": False, "released": "2024-03-01T12:00:00+02:00",
-         "tags": ["food"], "author": bob["_id"], "coauthors": []},
-        {"title": "Cherry Cake", "price": 20, "inStock": True, "released": "2023-06-15",
-         "tags": ["sweet", "party"], "author": ann["_id"], "coauthors": [ann["_id"], bob["_id"]]},
+        {
+            "title": "Apple pie",
+            "price": 5,
+            "inStock": True,
+            "released": "2024-01-01T00:00:00Z",
+            "tags": ["food", "sweet"],
+            "meta": {"kcal": 300},
+            "author": ann["_id"],
+            "coauthors": [bob["_id"]],
+        },
+        {
+            "title": "Banana bread",
+            "price": 12.5,
+            "inStock": False,
+            "released": "2024-03-01T12:00:00+02:00",
+            "tags": ["food"],
+            "author": bob["_id"],
+            "coauthors": [],
+        },
+        {
+            "title": "Cherry Cake",
+            "price": 20,
+            "inStock": True,
+            "released": "2023-06-15",
+            "tags": ["sweet", "party"],
+            "author": ann["_id"],
+            "coauthors": [ann["_id"], bob["_id"]],
+        },
         {"title": "Dates", "price": 3, "tags": []},
         {"title": "éclair", "price": 7.25, "inStock": False, "tags": ["sweet", "French"]},
     ]
     created = [dbapi.post("Product", doc) for doc in docs]
-    return {"company": company, "acme": acme, "globex": globex, "ann": ann, "bob": bob, "products": created,
-            "by_title": {doc["title"]: doc for doc in created}}
+    return {
+        "company": company,
+        "acme": acme,
+        "globex": globex,
+        "ann": ann,
+        "bob": bob,
+        "products": created,
+        "by_title": {doc["title"]: doc for doc in created},
+    }

@@ -12,8 +12,9 @@ def test_public_schema_is_open_to_anonymous_callers(dbapi):
 
 
 def test_authenticated_operations_need_a_user_token(dbapi, make_user):
-    dbapi.crud("Secret", {"text": "String"}, create=(True, True), read=(True, True), update=(True, False),
-               delete=(True, True))
+    dbapi.crud(
+        "Secret", {"text": "String"}, create=(True, True), read=(True, True), update=(True, False), delete=(True, True)
+    )
     user = make_user()
     response = dbapi.client.post("/database/Secret", json={"text": "x"})
     assert response.status_code == 401 and response.get_json()["name"] == "UNAUTHORIZED"
@@ -55,15 +56,16 @@ def test_module_owned_schema_has_no_document_routes(dbapi):
 
 
 def test_permissions_bind_admins_too(dbapi):
-    dbapi.create_schema("Ledger", {"amount": "Number"},
-                        conduitOptions={"permissions": {"canDelete": False}})
+    dbapi.create_schema("Ledger", {"amount": "Number"}, conduitOptions={"permissions": {"canDelete": False}})
     doc = dbapi.post("Ledger", {"amount": 5})
     response = dbapi.client.delete(f"/database/Ledger/{doc['_id']}", headers=dbapi.admin)
     assert response.status_code == 403 and response.get_json()["name"] == "FORBIDDEN"
     dbapi.create_schema("Frozen", {"amount": "Number"}, modelOptions={"conduit": {"permissions": {"canCreate": False}}})
     assert dbapi.client.post("/database/Frozen", json={"amount": 1}, headers=dbapi.admin).status_code == 403
-    assert dbapi.client.post("/database/Frozen/many", json={"docs": [{"amount": 1}]},
-                             headers=dbapi.admin).status_code == 403
+    assert (
+        dbapi.client.post("/database/Frozen/many", json={"docs": [{"amount": 1}]}, headers=dbapi.admin).status_code
+        == 403
+    )
 
 
 def test_populate_follows_the_related_schema_read_rule(dbapi, user):

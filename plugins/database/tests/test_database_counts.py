@@ -1,5 +1,6 @@
 """List counts remembered in Redis: exact after every kind of write, shared by workers, and never a
 reason for a list to fail (Redis down → the database counts)."""
+
 from __future__ import annotations
 
 import logging
@@ -30,12 +31,17 @@ def cached_api(app_config, db, admin_headers):
 
 def _insert_behind_trellis(name: str, n: int) -> None:
     """A row written straight into the table: no Trellis write, so no count is dropped for it."""
-    schema = trellis_db.session.execute(sa.text("SELECT storage FROM database_schemas WHERE name = :n"),
-                                        {"n": name}).scalar_one()
+    schema = trellis_db.session.execute(
+        sa.text("SELECT storage FROM database_schemas WHERE name = :n"), {"n": name}
+    ).scalar_one()
     table = (schema if isinstance(schema, dict) else __import__("json").loads(schema))["table"]
-    trellis_db.session.execute(sa.text(
-        f"INSERT INTO {table} (id, data, created_at, updated_at, version) "
-        "VALUES (:id, :data, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0)"), {"id": f"direct{n:026d}", "data": f'{{"n": {n}}}'})
+    trellis_db.session.execute(
+        sa.text(
+            f"INSERT INTO {table} (id, data, created_at, updated_at, version) "
+            "VALUES (:id, :data, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0)"
+        ),
+        {"id": f"direct{n:026d}", "data": f'{{"n": {n}}}'},
+    )
 
 
 def test_a_count_is_kept_until_a_write_to_the_schema_commits(cached_api):
@@ -56,7 +62,9 @@ def test_a_count_is_kept_until_a_write_to_the_schema_commits(cached_api):
 
     created = api.post("Counted", {"n": 1})
     assert count() == 27  # the write dropped the counts: both new rows are counted
-    assert api.client.patch(f"/database/Counted/{created['_id']}", json={"n": 100}, headers=api.admin).status_code == 200
+    assert (
+        api.client.patch(f"/database/Counted/{created['_id']}", json={"n": 100}, headers=api.admin).status_code == 200
+    )
     assert count() == 26
     assert api.client.put(f"/database/Counted/{created['_id']}", json={"n": 2}, headers=api.admin).status_code == 200
     assert count() == 27
@@ -67,9 +75,12 @@ def test_a_count_is_kept_until_a_write_to_the_schema_commits(cached_api):
     api.graphql("mutation { createCounted(data: {n: 7}) { _id } }")
     assert count() == 29
 
-    endpoint = {"name": "dropSmall", "operation": "DELETE", "selectedSchema": "Counted",
-                "query": {"AND": [{"schemaField": "n", "operation": "lt",
-                                   "comparisonField": {"type": "Custom", "value": 3}}]}}
+    endpoint = {
+        "name": "dropSmall",
+        "operation": "DELETE",
+        "selectedSchema": "Counted",
+        "query": {"AND": [{"schemaField": "n", "operation": "lt", "comparisonField": {"type": "Custom", "value": 3}}]},
+    }
     assert api.client.post("/admin/database/customEndpoints", json=endpoint, headers=api.admin).status_code == 201
     assert api.client.delete("/database/function/dropSmall", headers=api.admin).status_code == 200
     assert count() == 26  # n = 0, 1 and 2 are gone
@@ -115,8 +126,11 @@ def test_lists_count_in_the_database_when_redis_is_down(app_config, db, admin_he
         assert api.list("Counted", "n[$lt]=8&limit=2")["count"] == 8
         _insert_behind_trellis("Counted", 1)
         assert api.list("Counted", "n[$lt]=8&limit=2")["count"] == 9  # nothing is remembered
-    logged = [record.getMessage() for record in caplog.records
-              if record.levelno >= logging.WARNING and record.name == counts.__name__]  # the core's Redis client warns too
+    logged = [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno >= logging.WARNING and record.name == counts.__name__
+    ]  # the core's Redis client warns too
     assert len(logged) == 1, logged  # one a minute, not one per list or write
     assert "invalidated in the database" in logged[0]  # the batch's commit came first
 
@@ -124,12 +138,20 @@ def test_lists_count_in_the_database_when_redis_is_down(app_config, db, admin_he
 @pytest.mark.live
 def test_workers_share_counts_and_writes_racing_reads_leave_them_exact(live_server_factory):
     writer, reader = (live_server_factory(TRELLIS_REDIS_URL=REDIS) for _ in range(2))
-    created = requests.post(f"{writer.url}/admin/database/schemas", headers=ADMIN, timeout=30,
-                            json={"name": "Raced", "fields": {"n": "Number"}})
+    created = requests.post(
+        f"{writer.url}/admin/database/schemas",
+        headers=ADMIN,
+        timeout=30,
+        json={"name": "Raced", "fields": {"n": "Number"}},
+    )
     assert created.status_code == 201, created.text
     try:
-        assert requests.post(f"{writer.url}/database/Raced/many", timeout=30,
-                             json={"docs": [{"n": i % 10} for i in range(100)]}).status_code == 201
+        assert (
+            requests.post(
+                f"{writer.url}/database/Raced/many", timeout=30, json={"docs": [{"n": i % 10} for i in range(100)]}
+            ).status_code
+            == 201
+        )
         url = f"{reader.url}/database/Raced?n[$lt]=5&limit=1"
         assert requests.get(url, timeout=30).json()["count"] == 50
         assert requests.post(f"{writer.url}/database/Raced", json={"n": 0}, timeout=30).status_code == 201
@@ -166,8 +188,9 @@ def test_workers_share_counts_and_writes_racing_reads_leave_them_exact(live_serv
         assert requests.get(url, timeout=30).json()["count"] == 51 + 120
         assert requests.get(f"{writer.url}/database/Raced?n[$lt]=5&limit=1", timeout=30).json()["count"] == 171
     finally:
-        requests.delete(f"{writer.url}/admin/database/schemas/{created.json()['_id']}?deleteData=true",
-                        headers=ADMIN, timeout=30)
+        requests.delete(
+            f"{writer.url}/admin/database/schemas/{created.json()['_id']}?deleteData=true", headers=ADMIN, timeout=30
+        )
 
 
 def test_a_lost_version_never_brings_back_old_counts(cached_api, db):

@@ -1,4 +1,5 @@
 """Document routes: create, read, replace, merge, delete, /many (all or nothing), and validation."""
+
 import re
 
 import pytest
@@ -9,23 +10,34 @@ ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 @pytest.fixture()
 def books(dbapi):
     dbapi.create_schema("Author", {"name": {"type": "String", "required": True}})
-    return dbapi.create_schema("Book", {
-        "title": {"type": "String", "required": True},
-        "isbn": {"type": "String", "unique": True},
-        "pages": {"type": "Number", "default": 100},
-        "published": "Date",
-        "available": "Boolean",
-        "tags": ["String"],
-        "extra": "JSON",
-        "ref": "ObjectId",
-        "author": {"type": "Relation", "model": "Author"},
-        "editors": {"type": ["Relation"], "model": "Author"},
-    })
+    return dbapi.create_schema(
+        "Book",
+        {
+            "title": {"type": "String", "required": True},
+            "isbn": {"type": "String", "unique": True},
+            "pages": {"type": "Number", "default": 100},
+            "published": "Date",
+            "available": "Boolean",
+            "tags": ["String"],
+            "extra": "JSON",
+            "ref": "ObjectId",
+            "author": {"type": "Relation", "model": "Author"},
+            "editors": {"type": ["Relation"], "model": "Author"},
+        },
+    )
 
 
 def test_create_sets_server_fields_and_defaults(dbapi, books):
-    doc = dbapi.post("Book", {"title": "Dune", "published": "1965-08-01T10:00:00+02:00", "tags": ["sf"],
-                              "extra": {"nested": [1, None, {"a": True}]}, "ref": "abc-123"})
+    doc = dbapi.post(
+        "Book",
+        {
+            "title": "Dune",
+            "published": "1965-08-01T10:00:00+02:00",
+            "tags": ["sf"],
+            "extra": {"nested": [1, None, {"a": True}]},
+            "ref": "abc-123",
+        },
+    )
     assert re.fullmatch(r"[0-9a-f]{32}", doc["_id"])
     assert doc["pages"] == 100  # default
     assert doc["published"] == "1965-08-01T08:00:00.000000Z"  # normalised to UTC
@@ -41,19 +53,22 @@ def test_server_fields_in_the_body_are_ignored(dbapi, books):
     assert doc["_id"] != "mine" and doc["__v"] == 0 and not doc["createdAt"].startswith("2000")
 
 
-@pytest.mark.parametrize("body,errors", [
-    ({}, {"title": ["Missing data for required field."]}),
-    ({"title": 5}, {"title": ["Not a string"]}),
-    ({"title": "x", "pages": "many"}, {"pages": ["Not a number"]}),
-    ({"title": "x", "pages": True}, {"pages": ["Not a number"]}),
-    ({"title": "x", "available": "yes"}, {"available": ["Not a boolean"]}),
-    ({"title": "x", "published": "last week"}, {"published": ["Not an ISO 8601 date"]}),
-    ({"title": "x", "tags": "sf"}, {"tags": ["Must be an array of String"]}),
-    ({"title": "x", "tags": ["ok", 3]}, {"tags": ["Not a string"]}),
-    ({"title": "x", "ref": "not an id!"}, {"ref": ["Not an id (1-64 letters, digits, - or _)"]}),
-    ({"title": "x", "colour": "red"}, {"colour": ["Unknown field"]}),
-    ({"title": "x", "pages": 2**70}, {"pages": ["Integer out of range (64-bit)"]}),
-])
+@pytest.mark.parametrize(
+    "body,errors",
+    [
+        ({}, {"title": ["Missing data for required field."]}),
+        ({"title": 5}, {"title": ["Not a string"]}),
+        ({"title": "x", "pages": "many"}, {"pages": ["Not a number"]}),
+        ({"title": "x", "pages": True}, {"pages": ["Not a number"]}),
+        ({"title": "x", "available": "yes"}, {"available": ["Not a boolean"]}),
+        ({"title": "x", "published": "last week"}, {"published": ["Not an ISO 8601 date"]}),
+        ({"title": "x", "tags": "sf"}, {"tags": ["Must be an array of String"]}),
+        ({"title": "x", "tags": ["ok", 3]}, {"tags": ["Not a string"]}),
+        ({"title": "x", "ref": "not an id!"}, {"ref": ["Not an id (1-64 letters, digits, - or _)"]}),
+        ({"title": "x", "colour": "red"}, {"colour": ["Unknown field"]}),
+        ({"title": "x", "pages": 2**70}, {"pages": ["Integer out of range (64-bit)"]}),
+    ],
+)
 def test_validation_errors_name_the_fields(dbapi, books, body, errors):
     response = dbapi.client.post("/database/Book", json=body, headers=dbapi.admin)
     assert response.status_code == 400
@@ -67,8 +82,11 @@ def test_nul_characters_are_refused(dbapi, books):
 
 
 def test_non_finite_numbers_are_refused(dbapi, books):
-    response = dbapi.client.post("/database/Book", data='{"title": "x", "pages": NaN}',
-                                 headers={**dbapi.admin, "Content-Type": "application/json"})
+    response = dbapi.client.post(
+        "/database/Book",
+        data='{"title": "x", "pages": NaN}',
+        headers={**dbapi.admin, "Content-Type": "application/json"},
+    )
     assert response.status_code == 400
 
 
@@ -79,7 +97,9 @@ def test_absurdly_nested_json_is_400(dbapi, books):
         body = response.get_json()
         name = body["errors"][0]["extensions"]["code"] if url == "/graphql" else body["name"]  # GraphQL-shaped there
         assert response.status_code == 400 and name == "INVALID_ARGUMENTS"
-    response = dbapi.client.post("/database/Book", json={"title": "x", "extra": [[[[[[[[[[1]]]]]]]]]]}, headers=dbapi.admin)
+    response = dbapi.client.post(
+        "/database/Book", json={"title": "x", "extra": [[[[[[[[[[1]]]]]]]]]]}, headers=dbapi.admin
+    )
     assert response.status_code == 201
     too_deep = {"title": "x", "extra": 1}
     for _ in range(40):
@@ -90,8 +110,9 @@ def test_absurdly_nested_json_is_400(dbapi, books):
 
 def test_body_must_be_a_json_object(dbapi, books):
     assert dbapi.client.post("/database/Book", json=[1, 2], headers=dbapi.admin).status_code == 400
-    response = dbapi.client.post("/database/Book", data="title=x", headers=dbapi.admin,
-                                 content_type="application/x-www-form-urlencoded")
+    response = dbapi.client.post(
+        "/database/Book", data="title=x", headers=dbapi.admin, content_type="application/x-www-form-urlencoded"
+    )
     assert response.status_code == 415
 
 
@@ -114,8 +135,9 @@ def test_relations_must_exist(dbapi, books):
     response = dbapi.client.post("/database/Book", json={"title": "X", "author": "0" * 32}, headers=dbapi.admin)
     assert response.status_code == 400
     assert "author" in response.get_json()["errors"]
-    response = dbapi.client.post("/database/Book", json={"title": "X", "editors": [author["_id"], "nope"]},
-                                 headers=dbapi.admin)
+    response = dbapi.client.post(
+        "/database/Book", json={"title": "X", "editors": [author["_id"], "nope"]}, headers=dbapi.admin
+    )
     assert response.status_code == 400 and "editors" in response.get_json()["errors"]
     # a populated document sent back counts as its id
     doc = dbapi.post("Book", {"title": "Y", "author": {"_id": author["_id"], "name": "Frank"}})
@@ -142,7 +164,9 @@ def test_put_replaces_and_patch_merges(dbapi, books):
     assert replaced["title"] == "Dune Messiah" and replaced["pages"] == 100 and "tags" not in replaced
     assert replaced["__v"] == 2 and replaced["_id"] == doc["_id"]
     response = dbapi.client.put(url, json={"pages": 3}, headers=dbapi.admin)
-    assert response.status_code == 400 and response.get_json()["errors"] == {"title": ["Missing data for required field."]}
+    assert response.status_code == 400 and response.get_json()["errors"] == {
+        "title": ["Missing data for required field."]
+    }
     response = dbapi.client.patch(url, json={"title": None}, headers=dbapi.admin)
     assert response.status_code == 400 and "title" in response.get_json()["errors"]
     response = dbapi.client.patch(url, json={"tags": ["a", "b"], "extra": {"deep": {"x": 1}}}, headers=dbapi.admin)
@@ -170,16 +194,18 @@ def test_many_is_all_or_nothing(dbapi, books):
     bad = [{"title": "ok 1"}, {"title": 7}, {"title": "ok 2", "pages": "x"}]
     response = dbapi.client.post("/database/Book/many", json={"docs": bad}, headers=dbapi.admin)
     assert response.status_code == 400
-    assert response.get_json()["errors"] == {"docs": {"1": {"title": ["Not a string"]},
-                                                      "2": {"pages": ["Not a number"]}}}
+    assert response.get_json()["errors"] == {
+        "docs": {"1": {"title": ["Not a string"]}, "2": {"pages": ["Not a number"]}}
+    }
     clash = [{"title": "new", "isbn": "fresh"}, {"title": "dup", "isbn": "taken"}]
     response = dbapi.client.post("/database/Book/many", json={"docs": clash}, headers=dbapi.admin)
     assert response.status_code == 409 and response.get_json()["errors"] == {"isbn": ["Already taken"]}
     twins = [{"title": "a", "isbn": "same"}, {"title": "b", "isbn": "same"}]
     response = dbapi.client.post("/database/Book/many", json={"docs": twins}, headers=dbapi.admin)
     assert response.status_code == 409
-    response = dbapi.client.post("/database/Book/many", json={"docs": [{"title": "x", "author": "ghost"}]},
-                                 headers=dbapi.admin)
+    response = dbapi.client.post(
+        "/database/Book/many", json={"docs": [{"title": "x", "author": "ghost"}]}, headers=dbapi.admin
+    )
     assert response.status_code == 400 and "docs.0.author" in response.get_json()["errors"]
     assert [d["title"] for d in dbapi.list("Book")["documents"]] == ["Existing"]  # nothing half-written
     assert dbapi.client.post("/database/Book/many", json={"docs": []}, headers=dbapi.admin).status_code == 400

@@ -1,5 +1,6 @@
 """Dependency faults on the data path, with real processes: a Redis restart that kept its data after
 writes made while it was down (counts stay exact), and a PostgreSQL restart under reads (no 500)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -34,9 +35,24 @@ class RedisChild:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.folder), "--dbfilename", "dump.rdb"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+                "--dbfilename",
+                "dump.rdb",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _wait_for_port(self.port)
 
     def stop(self, keep_data: bool = True) -> None:
@@ -73,8 +89,12 @@ def redis_child(tmp_path: Path) -> Iterator[RedisChild]:
 
 def test_counts_stay_exact_across_a_redis_restart_that_kept_its_data(live_server_factory, redis_child):
     server = live_server_factory(TRELLIS_REDIS_URL=redis_child.url)
-    created = requests.post(f"{server.url}/admin/database/schemas", headers=ADMIN, timeout=30,
-                            json={"name": "Outage", "fields": {"n": "Number"}})
+    created = requests.post(
+        f"{server.url}/admin/database/schemas",
+        headers=ADMIN,
+        timeout=30,
+        json={"name": "Outage", "fields": {"n": "Number"}},
+    )
     assert created.status_code == 201, created.text
     docs = requests.post(f"{server.url}/database/Outage/many", json={"docs": [{"n": i} for i in range(20)]}, timeout=30)
     assert docs.status_code == 201
@@ -108,23 +128,54 @@ class PostgresCluster:
         self.data = folder / "data"
         folder.mkdir(parents=True, exist_ok=True)
         shutil.chown(folder, "postgres")
-        self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-                          "--no-sync", "-E", "UTF8", "--locale", "C")
+        self._as_postgres(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale",
+            "C",
+        )
         self.start()
 
     def _as_postgres(self, *command: str) -> None:
         prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
         # No pipes: the server pg_ctl leaves running would hold them open.
-        subprocess.run([*prefix, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       timeout=120)
+        subprocess.run(
+            [*prefix, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120
+        )
 
     def start(self) -> None:
-        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-l", str(self.folder / "log"),
-                          "-o", f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        self._as_postgres(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-w",
+            "-l",
+            str(self.folder / "log"),
+            "-o",
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
 
     def restart(self) -> None:
-        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-w", "-l", str(self.folder / "log"),
-                          "-m", "fast", "restart")
+        self._as_postgres(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-w",
+            "-l",
+            str(self.folder / "log"),
+            "-m",
+            "fast",
+            "restart",
+        )
 
     def stop(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError):
@@ -166,11 +217,16 @@ def test_reads_survive_a_postgresql_restart(app_config, pg_cluster, tmp_path):
     server = LiveServer(env, port, tmp_path / "server.log")
     try:
         server.wait_ready()
-        created = requests.post(f"{server.url}/admin/database/schemas", headers=ADMIN, timeout=30,
-                                json={"name": "Restarted", "fields": {"n": "Number"}})
+        created = requests.post(
+            f"{server.url}/admin/database/schemas",
+            headers=ADMIN,
+            timeout=30,
+            json={"name": "Restarted", "fields": {"n": "Number"}},
+        )
         assert created.status_code == 201, created.text
-        docs = requests.post(f"{server.url}/database/Restarted/many", timeout=30,
-                             json={"docs": [{"n": i} for i in range(30)]}).json()["docs"]
+        docs = requests.post(
+            f"{server.url}/database/Restarted/many", timeout=30, json={"docs": [{"n": i} for i in range(30)]}
+        ).json()["docs"]
         get_url = f"{server.url}/database/Restarted/{docs[0]['_id']}"
         list_url = f"{server.url}/database/Restarted?n[$lt]=20&limit=5"
 

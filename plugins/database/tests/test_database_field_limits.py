@@ -1,11 +1,18 @@
 """Long text in indexed fields (a 400, never PostgreSQL's btree 500) and fields that become required."""
+
 from __future__ import annotations
 
 
 def test_indexed_strings_hold_1024_characters_unless_declared(dbapi):
-    dbapi.create_schema("Texts", {"title": "String", "code": {"type": "String", "unique": True},
-                                  "body": {"type": "String", "index": False},
-                                  "short": {"type": "String", "maxLength": 5}})
+    dbapi.create_schema(
+        "Texts",
+        {
+            "title": "String",
+            "code": {"type": "String", "unique": True},
+            "body": {"type": "String", "index": False},
+            "short": {"type": "String", "maxLength": 5},
+        },
+    )
     assert dbapi.post("Texts", {"title": "t" * 1024, "code": "c" * 1024, "body": "b" * 100_000})
     for field in ("title", "code"):
         refused = dbapi.post("Texts", {field: "x" * 3000}, expect=400)
@@ -21,8 +28,11 @@ def test_declared_max_length_never_passes_the_index_limit_in_bytes(dbapi):
 
 
 def test_max_length_is_validated_in_the_definition(dbapi):
-    for definition in ({"type": "Number", "maxLength": 3}, {"type": "String", "maxLength": 0},
-                       {"type": "String", "maxLength": True}):
+    for definition in (
+        {"type": "Number", "maxLength": 3},
+        {"type": "String", "maxLength": 0},
+        {"type": "String", "maxLength": True},
+    ):
         dbapi.create_schema("Bad", {"f": definition}, expect=400)
     created = dbapi.create_schema("Good", {"f": {"type": ["String"], "maxLength": 3}})
     assert created["fields"]["f"]["maxLength"] == 3
@@ -32,8 +42,9 @@ def test_max_length_is_validated_in_the_definition(dbapi):
 def test_a_required_field_without_default_is_refused_while_documents_lack_it(dbapi):
     schema = dbapi.create_schema("Grown", {"title": "String"})
     dbapi.post("Grown", {"title": "old"})
-    refused = dbapi.update_schema(schema["_id"], expect=409,
-                                  fields={"title": "String", "rank": {"type": "Number", "required": True}})
+    refused = dbapi.update_schema(
+        schema["_id"], expect=409, fields={"title": "String", "rank": {"type": "Number", "required": True}}
+    )
     assert "fields.rank" in refused["errors"]
     assert [d.get("rank") for d in dbapi.list("Grown")["documents"]] == [None]
 
@@ -41,8 +52,9 @@ def test_a_required_field_without_default_is_refused_while_documents_lack_it(dba
 def test_a_required_field_with_a_default_fills_existing_documents(dbapi):
     schema = dbapi.create_schema("Filled", {"title": "String"})
     dbapi.post("Filled", {"title": "old"})
-    dbapi.update_schema(schema["_id"], fields={"title": "String",
-                                               "rank": {"type": "Number", "required": True, "default": 3}})
+    dbapi.update_schema(
+        schema["_id"], fields={"title": "String", "rank": {"type": "Number", "required": True, "default": 3}}
+    )
     documents = dbapi.list("Filled", "rank=3")
     assert documents["count"] == 1 and documents["documents"][0]["rank"] == 3  # the indexed column follows
 

@@ -1,5 +1,6 @@
 """Schemathesis over the generated OpenAPI paths of a real schema and custom endpoints: whatever the
 fuzzer sends (admin or anonymous), no 5xx and responses that match the documented schemas."""
+
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
@@ -11,8 +12,13 @@ EXAMPLES_PER_OPERATION = 6
 
 def fuzz(operation, headers):
     @given(case=operation.as_strategy())
-    @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def exercise(case):
         case.call_and_validate(headers=headers, checks=[checks.not_a_server_error, checks.response_schema_conformance])
 
@@ -22,29 +28,68 @@ def fuzz(operation, headers):
 def test_generated_routes_never_fail(app, dbapi):
     dbapi.create_schema("FuzzMaker", {"name": {"type": "String", "required": True}})
     maker = dbapi.post("FuzzMaker", {"name": "m"})
-    dbapi.create_schema("Fuzz", {
-        "title": {"type": "String", "required": True}, "price": "Number", "code": {"type": "String", "unique": True},
-        "when": "Date", "ok": "Boolean", "tags": ["String"], "meta": "JSON",
-        "maker": {"type": "Relation", "model": "FuzzMaker"},
-    })
+    dbapi.create_schema(
+        "Fuzz",
+        {
+            "title": {"type": "String", "required": True},
+            "price": "Number",
+            "code": {"type": "String", "unique": True},
+            "when": "Date",
+            "ok": "Boolean",
+            "tags": ["String"],
+            "meta": "JSON",
+            "maker": {"type": "Relation", "model": "FuzzMaker"},
+        },
+    )
     dbapi.post("Fuzz", {"title": "seed", "price": 1, "code": "c1", "maker": maker["_id"]})
-    response = dbapi.client.post("/admin/database/customEndpoints", headers=dbapi.admin, json={
-        "name": "fuzzFind", "operation": "GET", "selectedSchema": "Fuzz", "paginated": True, "sorted": True,
-        "inputs": [{"name": "minPrice", "type": "Number", "location": "query", "optional": True},
-                   {"name": "code", "type": "String", "location": "urlParams"}],
-        "query": {"OR": [{"schemaField": "price", "operation": "gte", "comparisonField": {"type": "Input", "value": "minPrice"}},
-                         {"schemaField": "code", "operation": "eq", "comparisonField": {"type": "Input", "value": "code"}}]}})
+    response = dbapi.client.post(
+        "/admin/database/customEndpoints",
+        headers=dbapi.admin,
+        json={
+            "name": "fuzzFind",
+            "operation": "GET",
+            "selectedSchema": "Fuzz",
+            "paginated": True,
+            "sorted": True,
+            "inputs": [
+                {"name": "minPrice", "type": "Number", "location": "query", "optional": True},
+                {"name": "code", "type": "String", "location": "urlParams"},
+            ],
+            "query": {
+                "OR": [
+                    {
+                        "schemaField": "price",
+                        "operation": "gte",
+                        "comparisonField": {"type": "Input", "value": "minPrice"},
+                    },
+                    {"schemaField": "code", "operation": "eq", "comparisonField": {"type": "Input", "value": "code"}},
+                ]
+            },
+        },
+    )
     assert response.status_code == 201, response.get_json()
-    response = dbapi.client.post("/admin/database/customEndpoints", headers=dbapi.admin, json={
-        "name": "fuzzAdd", "operation": "POST", "selectedSchema": "Fuzz",
-        "inputs": [{"name": "title", "type": "String", "location": "body"},
-                   {"name": "price", "type": "Number", "location": "body", "optional": True}],
-        "assignments": [{"schemaField": "title", "action": "set", "assignmentField": {"type": "Input", "value": "title"}},
-                        {"schemaField": "price", "action": "set", "assignmentField": {"type": "Input", "value": "price"}}]})
+    response = dbapi.client.post(
+        "/admin/database/customEndpoints",
+        headers=dbapi.admin,
+        json={
+            "name": "fuzzAdd",
+            "operation": "POST",
+            "selectedSchema": "Fuzz",
+            "inputs": [
+                {"name": "title", "type": "String", "location": "body"},
+                {"name": "price", "type": "Number", "location": "body", "optional": True},
+            ],
+            "assignments": [
+                {"schemaField": "title", "action": "set", "assignmentField": {"type": "Input", "value": "title"}},
+                {"schemaField": "price", "action": "set", "assignmentField": {"type": "Input", "value": "price"}},
+            ],
+        },
+    )
     assert response.status_code == 201, response.get_json()
 
     schema = schemathesis.openapi.from_wsgi("/openapi.json", app).include(
-        path_regex=r"^/(database/(Fuzz|function/fuzz|\{schemaName\})|graphql|admin/database/)")
+        path_regex=r"^/(database/(Fuzz|function/fuzz|\{schemaName\})|graphql|admin/database/)"
+    )
     failures: dict[str, str] = {}
     operations = 0
     for result in schema.get_all_operations():

@@ -1,5 +1,6 @@
 """POST /graphql: a query field per CMS-enabled schema, where with operator suffixes and AND/OR, skip/limit/
 sort, nested relations without N+1, mutations, the REST access rules, limits, and rebuilds on change."""
+
 from sqlalchemy import event
 
 QUERY = """query ($where: Product__Where, $sort: String) {
@@ -29,15 +30,20 @@ WHERE_CASES = [
     ({"inStock_exists": False}, ["Dates"]),
     ({"released_gte": "2024-01-01"}, ["Apple pie", "Banana bread"]),
     ({"OR": [{"price_lt": 4}, {"title_contains": "pie"}]}, ["Apple pie", "Dates"]),
-    ({"AND": [{"price_gt": 4}, {"OR": [{"inStock": False}, {"tags_contains": "party"}]}]},
-     ["Banana bread", "Cherry Cake", "éclair"]),
+    (
+        {"AND": [{"price_gt": 4}, {"OR": [{"inStock": False}, {"tags_contains": "party"}]}]},
+        ["Banana bread", "Cherry Cake", "éclair"],
+    ),
     ({"price_gt": 4, "price_lt": 13}, ["Apple pie", "Banana bread", "éclair"]),
 ]
 
 
 def test_where_operators(dbapi, products):
-    wrong = [(where, expected, got) for where, expected in WHERE_CASES
-             if (got := sorted(titles(dbapi, where))) != sorted(expected)]
+    wrong = [
+        (where, expected, got)
+        for where, expected in WHERE_CASES
+        if (got := sorted(titles(dbapi, where))) != sorted(expected)
+    ]
     assert not wrong, wrong
 
 
@@ -50,11 +56,11 @@ def test_relation_and_id_where(dbapi, products):
 
 
 def test_skip_limit_sort(dbapi, products):
-    body = dbapi.graphql("{ Product(sort: \"-price\", skip: 1, limit: 2) { title } }")
+    body = dbapi.graphql('{ Product(sort: "-price", skip: 1, limit: 2) { title } }')
     assert [d["title"] for d in body["data"]["Product"]] == ["Banana bread", "éclair"]
     bad = dbapi.graphql("{ Product(limit: 5000) { title } }")
     assert bad["data"] is None and "limit" in bad["errors"][0]["message"]
-    unknown = dbapi.graphql("{ Product(sort: \"nothing\") { title } }")
+    unknown = dbapi.graphql('{ Product(sort: "nothing") { title } }')
     assert unknown["errors"][0]["extensions"]["code"] == "INVALID_ARGUMENTS"
 
 
@@ -88,14 +94,20 @@ def test_nested_relations_in_one_query_per_level(dbapi, products, app):
 
 def test_mutations(dbapi, products):
     ann = products["ann"]["_id"]
-    created = dbapi.graphql("""mutation ($data: Product__Input!) {
+    created = dbapi.graphql(
+        """mutation ($data: Product__Input!) {
         createProduct(data: $data) { _id title price tags author { name } createdAt }
-    }""", {"data": {"title": "Fig roll", "price": 2, "tags": ["new"], "author": ann}})
+    }""",
+        {"data": {"title": "Fig roll", "price": 2, "tags": ["new"], "author": ann}},
+    )
     assert "errors" not in created, created
     doc = created["data"]["createProduct"]
     assert doc["title"] == "Fig roll" and doc["author"] == {"name": "Ann"} and doc["createdAt"]
-    updated = dbapi.graphql("""mutation ($id: ID!) { updateProduct(_id: $id, data: {price: 3.5, tags: null}) {
-        title price tags } }""", {"id": doc["_id"]})
+    updated = dbapi.graphql(
+        """mutation ($id: ID!) { updateProduct(_id: $id, data: {price: 3.5, tags: null}) {
+        title price tags } }""",
+        {"id": doc["_id"]},
+    )
     assert updated["data"]["updateProduct"] == {"title": "Fig roll", "price": 3.5, "tags": None}
     deleted = dbapi.graphql("mutation ($id: ID!) { deleteProduct(_id: $id) { _id deleted } }", {"id": doc["_id"]})
     assert deleted["data"]["deleteProduct"] == {"_id": doc["_id"], "deleted": True}
@@ -107,12 +119,12 @@ def test_mutation_errors_are_graphql_errors(dbapi, products):
     assert "data" not in missing  # a required field is non-null in the input type: refused before execution
     assert missing["errors"][0]["extensions"]["code"] == "GRAPHQL_VALIDATION_FAILED"
     assert "required field 'title'" in missing["errors"][0]["message"]
-    dangling = dbapi.graphql("mutation { createProduct(data: {title: \"x\", author: \"nobody\"}) { _id } }")
+    dangling = dbapi.graphql('mutation { createProduct(data: {title: "x", author: "nobody"}) { _id } }')
     assert dangling["data"] == {"createProduct": None}
     error = dangling["errors"][0]
     assert error["extensions"]["code"] == "INVALID_ARGUMENTS"
     assert set(error["extensions"]["errors"]) == {"author"}
-    gone = dbapi.graphql("mutation { deleteProduct(_id: \"nothing\") { _id } }")
+    gone = dbapi.graphql('mutation { deleteProduct(_id: "nothing") { _id } }')
     assert gone["errors"][0]["extensions"]["code"] == "NOT_FOUND"
     assert dbapi.list("Product")["count"] == 5
 
@@ -124,11 +136,15 @@ def test_same_access_rules_as_rest(dbapi, make_user):
     assert anonymous["data"] is None and anonymous["errors"][0]["extensions"]["code"] == "UNAUTHORIZED"
     user = make_user()
     assert dbapi.graphql("{ Diary { text } }", headers=user.headers)["data"] == {"Diary": [{"text": "dear diary"}]}
-    denied = dbapi.graphql("mutation { createDiary(data: {text: \"x\"}) { _id } }", headers=user.headers)
+    denied = dbapi.graphql('mutation { createDiary(data: {text: "x"}) { _id } }', headers=user.headers)
     assert denied["errors"][0]["extensions"]["code"] == "NOT_FOUND"
-    assert dbapi.graphql("mutation { createDiary(data: {text: \"x\"}) { _id } }")["data"]["createDiary"]["_id"]
-    assert dbapi.client.post("/graphql", json={"query": "{ Diary { text } }"},
-                             headers={"Authorization": "Bearer junk"}).status_code == 401
+    assert dbapi.graphql('mutation { createDiary(data: {text: "x"}) { _id } }')["data"]["createDiary"]["_id"]
+    assert (
+        dbapi.client.post(
+            "/graphql", json={"query": "{ Diary { text } }"}, headers={"Authorization": "Bearer junk"}
+        ).status_code
+        == 401
+    )
 
 
 def test_cms_disabled_and_owned_schemas_are_not_served(dbapi):
@@ -170,8 +186,11 @@ def test_limits_are_graphql_errors(dbapi, products):
     assert "more than 1000 fields" in dbapi.graphql(huge)["errors"][0]["message"]
     long_query = "{ Product { title } }" + " " * 20001
     assert "longer than" in dbapi.graphql(long_query)["errors"][0]["message"]
-    bomb = "query { ...A } " + " ".join(f"fragment {c} on Query {{ ...{n} ...{n} }}" for c, n in zip("ABCDEFGHIJ", "BCDEFGHIJK")) \
+    bomb = (
+        "query { ...A } "
+        + " ".join(f"fragment {c} on Query {{ ...{n} ...{n} }}" for c, n in zip("ABCDEFGHIJ", "BCDEFGHIJK"))
         + " fragment K on Query { Product { title } }"
+    )
     assert dbapi.graphql(bomb)["errors"]
     assert dbapi.graphql("{ Product { title ")["errors"][0]["message"].startswith("Syntax Error")
     for body in ({}, {"query": 5}, {"query": "{ _schemas }", "extra": 1}):

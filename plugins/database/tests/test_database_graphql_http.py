@@ -1,6 +1,7 @@
 """GraphQL over HTTP as third-party clients speak it: POST with ``extensions``, GET for queries (never
 mutations), ``application/graphql-response+json``, ``extensions.code`` on every error, a GraphQL-shaped
 401, non-null required fields; and a GraphQL schema that no odd admin schema can break (issue 13.5)."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,16 +16,22 @@ GRAPHQL_RESPONSE = "application/graphql-response+json"
 
 @pytest.fixture()
 def notes(dbapi):
-    dbapi.create_schema("Note", {"title": {"type": "String", "required": True}, "stars": "Number",
-                                 "tags": ["String"]})
+    dbapi.create_schema("Note", {"title": {"type": "String", "required": True}, "stars": "Number", "tags": ["String"]})
     dbapi.post("Note", {"title": "first", "stars": 3})
     return dbapi
 
 
 def test_post_accepts_extensions_and_ignores_their_keys(notes):
-    response = notes.client.post("/graphql", headers=notes.admin, json={
-        "query": "query Titles { Note { title } }", "operationName": "Titles", "variables": {},
-        "extensions": {"clientLibrary": {"name": "@apollo/client", "version": "4"}, "persistedQuery": None}})
+    response = notes.client.post(
+        "/graphql",
+        headers=notes.admin,
+        json={
+            "query": "query Titles { Note { title } }",
+            "operationName": "Titles",
+            "variables": {},
+            "extensions": {"clientLibrary": {"name": "@apollo/client", "version": "4"}, "persistedQuery": None},
+        },
+    )
     assert response.status_code == 200, response.get_json()
     assert response.get_json() == {"data": {"Note": [{"title": "first"}]}}
     assert response.mimetype == "application/json"
@@ -32,18 +39,24 @@ def test_post_accepts_extensions_and_ignores_their_keys(notes):
 
 def test_get_serves_queries_with_variables(notes):
     query = "query Rated($min: Float) { Note(where: {stars_gte: $min}) { title stars } }"
-    response = notes.client.get("/graphql", headers=notes.admin, query_string={
-        "query": query, "variables": json.dumps({"min": 2}), "operationName": "Rated"})
+    response = notes.client.get(
+        "/graphql",
+        headers=notes.admin,
+        query_string={"query": query, "variables": json.dumps({"min": 2}), "operationName": "Rated"},
+    )
     assert response.status_code == 200, response.get_json()
     assert response.get_json() == {"data": {"Note": [{"title": "first", "stars": 3.0}]}}
-    none = notes.client.get("/graphql", headers=notes.admin,
-                            query_string={"query": query, "variables": json.dumps({"min": 4})})
+    none = notes.client.get(
+        "/graphql", headers=notes.admin, query_string={"query": query, "variables": json.dumps({"min": 4})}
+    )
     assert none.get_json() == {"data": {"Note": []}}
 
 
 def test_mutation_over_get_is_405_and_not_executed(notes):
-    for query, name in (("mutation { createNote(data: {title: \"sneaky\"}) { _id } }", None),
-                        ("query A { Note { title } } mutation B { createNote(data: {title: \"b\"}) { _id } }", "B")):
+    for query, name in (
+        ('mutation { createNote(data: {title: "sneaky"}) { _id } }', None),
+        ('query A { Note { title } } mutation B { createNote(data: {title: "b"}) { _id } }', "B"),
+    ):
         params = {"query": query, **({"operationName": name} if name else {})}
         response = notes.client.get("/graphql", headers=notes.admin, query_string=params)
         assert response.status_code == 405
@@ -54,8 +67,9 @@ def test_mutation_over_get_is_405_and_not_executed(notes):
 
 def test_get_with_bad_variables_is_a_graphql_error(notes):
     for variables in ("{not json", "[1, 2]"):
-        response = notes.client.get("/graphql", headers=notes.admin,
-                                    query_string={"query": "{ Note { title } }", "variables": variables})
+        response = notes.client.get(
+            "/graphql", headers=notes.admin, query_string={"query": "{ Note { title } }", "variables": variables}
+        )
         assert response.status_code == 400
         error = response.get_json()["errors"][0]
         assert error["extensions"]["code"] == "INVALID_ARGUMENTS" and "variables" in error["message"]
@@ -65,8 +79,11 @@ def test_graphql_response_media_type_and_status(notes):
     accept = {"Accept": f"{GRAPHQL_RESPONSE}, application/json;q=0.9", **notes.admin}
     ok = notes.client.post("/graphql", headers=accept, json={"query": "{ Note { title } }"})
     assert ok.status_code == 200 and ok.mimetype == GRAPHQL_RESPONSE
-    cases = [("{ Note { title ", "GRAPHQL_PARSE_FAILED"), ("{ Note { nothing } }", "GRAPHQL_VALIDATION_FAILED"),
-             ("query ($n: Float!) { Note(where: {stars: $n}) { title } }", "INVALID_ARGUMENTS")]
+    cases = [
+        ("{ Note { title ", "GRAPHQL_PARSE_FAILED"),
+        ("{ Note { nothing } }", "GRAPHQL_VALIDATION_FAILED"),
+        ("query ($n: Float!) { Note(where: {stars: $n}) { title } }", "INVALID_ARGUMENTS"),
+    ]
     for query, code in cases:
         response = notes.client.post("/graphql", headers=accept, json={"query": query})
         assert response.status_code == 400 and response.mimetype == GRAPHQL_RESPONSE, query
@@ -80,22 +97,30 @@ def test_graphql_response_media_type_and_status(notes):
 
 
 def test_every_error_has_a_code(notes):
-    queries = ["{ Note(limit: 5000) { title } }", "{ Note(sort: \"nothing\") { title } }",
-               "mutation { deleteNote(_id: \"missing\") { _id } }", "{ Note { title ",
-               "{ " + " ".join(f"a{i}: Note {{ title }}" for i in range(31)) + " }"]
+    queries = [
+        "{ Note(limit: 5000) { title } }",
+        '{ Note(sort: "nothing") { title } }',
+        'mutation { deleteNote(_id: "missing") { _id } }',
+        "{ Note { title ",
+        "{ " + " ".join(f"a{i}: Note {{ title }}" for i in range(31)) + " }",
+    ]
     for query in queries:
         body = notes.graphql(query, expect=200)
-        assert body["errors"] and all(isinstance(e["message"], str) and e["extensions"]["code"]
-                                      for e in body["errors"]), (query, body)
-    unknown_operation = notes.client.post("/graphql", headers=notes.admin,
-                                          json={"query": "query A { _schemas }", "operationName": "B"}).get_json()
+        assert body["errors"] and all(
+            isinstance(e["message"], str) and e["extensions"]["code"] for e in body["errors"]
+        ), (query, body)
+    unknown_operation = notes.client.post(
+        "/graphql", headers=notes.admin, json={"query": "query A { _schemas }", "operationName": "B"}
+    ).get_json()
     assert unknown_operation["errors"][0]["extensions"]["code"] == "INVALID_ARGUMENTS"
 
 
 def test_bad_credentials_and_bad_requests_answer_graphql_shaped(notes):
     for headers in ({"Authorization": "Bearer junk"}, {"masterkey": "wrong"}):
-        for call in (lambda h: notes.client.post("/graphql", headers=h, json={"query": "{ _schemas }"}),
-                     lambda h: notes.client.get("/graphql", headers=h, query_string={"query": "{ _schemas }"})):
+        for call in (
+            lambda h: notes.client.post("/graphql", headers=h, json={"query": "{ _schemas }"}),
+            lambda h: notes.client.get("/graphql", headers=h, query_string={"query": "{ _schemas }"}),
+        ):
             response = call(headers)
             assert response.status_code == 401
             body = response.get_json()
@@ -122,10 +147,16 @@ def _type_of(types: dict[str, Any], type_name: str, field: str, kind: str = "fie
 
 def test_required_fields_are_non_null_in_outputs_and_create_inputs(dbapi):
     dbapi.create_schema("Person", {"name": {"type": "String", "required": True}})
-    dbapi.create_schema("Card", {
-        "title": {"type": "String", "required": True}, "note": "String",
-        "rank": {"type": "Number", "required": True, "default": 1}, "labels": {"type": ["String"], "required": True},
-        "owner": {"type": "Relation", "model": "Person", "required": True}})
+    dbapi.create_schema(
+        "Card",
+        {
+            "title": {"type": "String", "required": True},
+            "note": "String",
+            "rank": {"type": "Number", "required": True, "default": 1},
+            "labels": {"type": ["String"], "required": True},
+            "owner": {"type": "Relation", "model": "Person", "required": True},
+        },
+    )
     types = {t["name"]: t for t in dbapi.graphql(get_introspection_query())["data"]["__schema"]["types"]}
     assert _type_of(types, "Card", "title") == "String!"
     assert _type_of(types, "Card", "note") == "String"
@@ -151,20 +182,45 @@ def odd_schemas() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
         ("OnlyJson", {"a": "JSON", "b": ["JSON"]}, {}),
         ("RequiredJson", {"a": {"type": "JSON", "required": True}}, {}),
         ("Groups", {"AND": "String", "OR": ["Number"], "a": "Number", "a_ne": "Number", "a_in": "String"}, {}),
-        ("Query", {"a": "String"}, {}), ("Mutation", {"a": "String"}, {}), ("Subscription", {"a": "String"}, {}),
-        ("JSON", {"a": "String"}, {}), ("String", {"a": "String"}, {}), ("ID", {"a": "String"}, {}),
-        ("Int", {}, {}), ("Float", {"x": "Number"}, {}), ("Boolean", {"a": "Boolean"}, {}),
+        ("Query", {"a": "String"}, {}),
+        ("Mutation", {"a": "String"}, {}),
+        ("Subscription", {"a": "String"}, {}),
+        ("JSON", {"a": "String"}, {}),
+        ("String", {"a": "String"}, {}),
+        ("ID", {"a": "String"}, {}),
+        ("Int", {}, {}),
+        ("Float", {"x": "Number"}, {}),
+        ("Boolean", {"a": "Boolean"}, {}),
         ("Deleted__Result", {"a": "String"}, {}),
-        ("Healthy", {"a": "String"}, {}), ("Healthy__Where", {"a": "String"}, {}),
-        ("Healthy__Input", {}, {}), ("Healthy__Patch", {"b": "String"}, {}),
+        ("Healthy", {"a": "String"}, {}),
+        ("Healthy__Where", {"a": "String"}, {}),
+        ("Healthy__Input", {}, {}),
+        ("Healthy__Patch", {"b": "String"}, {}),
         ("X" * 63, {"y" * 60: "String"}, {}),
-        ("SelfRef", {"parent": {"type": "Relation", "model": "SelfRef", "required": True},
-                     "children": [{"type": "Relation", "model": "SelfRef"}]}, {}),
+        (
+            "SelfRef",
+            {
+                "parent": {"type": "Relation", "model": "SelfRef", "required": True},
+                "children": [{"type": "Relation", "model": "SelfRef"}],
+            },
+            {},
+        ),
         ("Hidden", {"a": "String"}, {"modelOptions": {"conduit": {"cms": {"enabled": False}}}}),
         ("ToHidden", {"h": {"type": "Relation", "model": "Hidden"}}, {}),
         ("ToUser", {"u": {"type": "Relation", "model": "User"}}, {}),
-        ("Closed", {"a": "String"}, {"modelOptions": {"conduit": {"cms": {"crudOperations": {
-            op: {"enabled": False} for op in ("create", "read", "update", "delete")}}}}}),
+        (
+            "Closed",
+            {"a": "String"},
+            {
+                "modelOptions": {
+                    "conduit": {
+                        "cms": {
+                            "crudOperations": {op: {"enabled": False} for op in ("create", "read", "update", "delete")}
+                        }
+                    }
+                }
+            },
+        ),
     ]
     # Every type, alone, as an array, required, unique, with a default: one schema each.
     defaults = {"String": "d", "Number": 1, "Boolean": True, "Date": "2024-01-01", "ObjectId": "abc", "JSON": {}}
@@ -180,21 +236,41 @@ def odd_schemas() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
 def test_odd_schemas_never_break_another_schemas_api(dbapi):
     created = []
     for name, fields, extra in odd_schemas():
-        response = dbapi.client.post("/admin/database/schemas", json={"name": name, "fields": fields, **extra},
-                                     headers=dbapi.admin)
+        response = dbapi.client.post(
+            "/admin/database/schemas", json={"name": name, "fields": fields, **extra}, headers=dbapi.admin
+        )
         assert response.status_code in (201, 400, 409), (name, response.get_json())
         if response.status_code == 201:
             created.append(name)
         # After every single schema, the API of a healthy schema still works.
         body = dbapi.graphql("{ _schemas }")
         assert "errors" not in body, (name, body)
-    assert {"Empty", "OnlyJson", "Groups", "SelfRef", "ToHidden", "Healthy", "Healthy__Where", "Healthy__Input",
-            "Healthy__Patch", "Deleted__Result"} <= set(created)
+    assert {
+        "Empty",
+        "OnlyJson",
+        "Groups",
+        "SelfRef",
+        "ToHidden",
+        "Healthy",
+        "Healthy__Where",
+        "Healthy__Input",
+        "Healthy__Patch",
+        "Deleted__Result",
+    } <= set(created)
     dbapi.post("Healthy", {"a": "still here"})
     assert dbapi.graphql("{ Healthy { a } }") == {"data": {"Healthy": [{"a": "still here"}]}}
     served = set(dbapi.graphql("{ _schemas }")["data"]["_schemas"])
-    assert {"Query", "Mutation", "JSON", "String", "Deleted__Result", "Hidden", "Healthy__Where",
-            "Healthy__Input", "Healthy__Patch"}.isdisjoint(served)
+    assert {
+        "Query",
+        "Mutation",
+        "JSON",
+        "String",
+        "Deleted__Result",
+        "Hidden",
+        "Healthy__Where",
+        "Healthy__Input",
+        "Healthy__Patch",
+    }.isdisjoint(served)
     assert {"Empty", "OnlyJson", "Groups", "SelfRef", "ToHidden", "X" * 63, "TJSONManyReq"} <= served
     # The whole schema is valid for a client: introspection rebuilds it.
     build_client_schema(dbapi.graphql(get_introspection_query())["data"])
@@ -210,10 +286,12 @@ def test_stubbed_types_work(dbapi):
     made = dbapi.graphql("mutation { createEmpty { _id createdAt } }")
     assert made["data"]["createEmpty"]["_id"]
     assert dbapi.graphql("{ Empty { _id } }")["data"]["Empty"] == [{"_id": made["data"]["createEmpty"]["_id"]}]
-    assert "errors" in dbapi.graphql("mutation { updateEmpty(_id: \"x\", data: {}) { _id } }")  # nothing to update
+    assert "errors" in dbapi.graphql('mutation { updateEmpty(_id: "x", data: {}) { _id } }')  # nothing to update
     dbapi.post("Groups", {"AND": "x", "a": 1, "a_ne": 5})
     dbapi.post("Groups", {"AND": "y", "a": 5, "a_ne": 1})
     # `a_ne` is the field of that name, never the operator on `a`.
     assert dbapi.graphql("{ Groups(where: {a_ne: 5}) { a } }")["data"]["Groups"] == [{"a": 1}]
-    assert dbapi.graphql("{ Groups(where: {OR: [{a: 5}, {a_ne: 5}]}, sort: \"a\") { a } }")["data"]["Groups"] \
-        == [{"a": 1}, {"a": 5}]
+    assert dbapi.graphql('{ Groups(where: {OR: [{a: 5}, {a_ne: 5}]}, sort: "a") { a } }')["data"]["Groups"] == [
+        {"a": 1},
+        {"a": 5},
+    ]

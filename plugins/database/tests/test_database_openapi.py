@@ -13,9 +13,16 @@ def test_schema_routes_appear_with_field_derived_schemas(dbapi):
     assert "/database/Gizmo" not in before["paths"]
     # The generic family is documented per schema instead (typed, one operation per schema).
     assert "/database/{schemaName}" not in before["paths"]
-    dbapi.create_schema("Gizmo", {"name": {"type": "String", "required": True}, "price": "Number",
-                                  "tags": ["String"], "maker": {"type": "Relation", "model": "Gizmo"}},
-                        modelOptions={"conduit": {"cms": {"crudOperations": {"delete": {"authenticated": True}}}}})
+    dbapi.create_schema(
+        "Gizmo",
+        {
+            "name": {"type": "String", "required": True},
+            "price": "Number",
+            "tags": ["String"],
+            "maker": {"type": "Relation", "model": "Gizmo"},
+        },
+        modelOptions={"conduit": {"cms": {"crudOperations": {"delete": {"authenticated": True}}}}},
+    )
     doc = spec(dbapi.client)
     paths = doc["paths"]
     assert set(paths["/database/Gizmo"]) == {"get", "post"}
@@ -28,7 +35,9 @@ def test_schema_routes_appear_with_field_derived_schemas(dbapi):
     assert document["required"] == ["_id", "name"]
     assert schemas["DatabaseGizmoInput"]["additionalProperties"] is False
     post = paths["/database/Gizmo"]["post"]
-    assert post["requestBody"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/DatabaseGizmoInput"}
+    assert post["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/DatabaseGizmoInput"
+    }
     assert "201" in post["responses"] and "409" in post["responses"]
     assert paths["/database/Gizmo/{id}"]["delete"]["security"] == [{"bearerAuth": []}, {"masterkey": []}]
     assert paths["/database/Gizmo"]["post"]["security"] == [{}, {"bearerAuth": []}, {"masterkey": []}]
@@ -40,25 +49,59 @@ def test_schema_routes_appear_with_field_derived_schemas(dbapi):
     assert params["price[$in]"]["explode"] is False and params["price[$in]"]["schema"]["type"] == "array"
     assert "tags[$lt]" not in params  # arrays compare by membership only
     ids = {op["operationId"] for item in paths.values() for key, op in item.items() if key != "parameters"}
-    assert {"listGizmo", "createGizmo", "createManyGizmo", "getGizmo", "replaceGizmo", "updateGizmo",
-            "deleteGizmo"} <= ids
+    assert {
+        "listGizmo",
+        "createGizmo",
+        "createManyGizmo",
+        "getGizmo",
+        "replaceGizmo",
+        "updateGizmo",
+        "deleteGizmo",
+    } <= ids
     for ref in ("Error", "Deleted"):
         assert ref in schemas  # the generated paths point at the static components
 
 
 def test_custom_endpoints_appear_with_their_inputs(dbapi):
     dbapi.create_schema("Lamp", {"watts": "Number", "room": "String"})
-    dbapi.client.post("/admin/database/customEndpoints", headers=dbapi.admin, json={
-        "name": "lampsIn", "operation": "GET", "selectedSchema": "Lamp", "paginated": True,
-        "inputs": [{"name": "room", "type": "String", "location": "urlParams"},
-                   {"name": "minWatts", "type": "Number", "location": "query", "optional": True}],
-        "query": {"AND": [{"schemaField": "room", "operation": "eq", "comparisonField": {"type": "Input", "value": "room"}},
-                          {"schemaField": "watts", "operation": "gte",
-                           "comparisonField": {"type": "Input", "value": "minWatts"}}]}})
-    dbapi.client.post("/admin/database/customEndpoints", headers=dbapi.admin, json={
-        "name": "addLamp", "operation": "POST", "selectedSchema": "Lamp", "authentication": True,
-        "inputs": [{"name": "watts", "type": "Number", "location": "body"}],
-        "assignments": [{"schemaField": "watts", "action": "set", "assignmentField": {"type": "Input", "value": "watts"}}]})
+    dbapi.client.post(
+        "/admin/database/customEndpoints",
+        headers=dbapi.admin,
+        json={
+            "name": "lampsIn",
+            "operation": "GET",
+            "selectedSchema": "Lamp",
+            "paginated": True,
+            "inputs": [
+                {"name": "room", "type": "String", "location": "urlParams"},
+                {"name": "minWatts", "type": "Number", "location": "query", "optional": True},
+            ],
+            "query": {
+                "AND": [
+                    {"schemaField": "room", "operation": "eq", "comparisonField": {"type": "Input", "value": "room"}},
+                    {
+                        "schemaField": "watts",
+                        "operation": "gte",
+                        "comparisonField": {"type": "Input", "value": "minWatts"},
+                    },
+                ]
+            },
+        },
+    )
+    dbapi.client.post(
+        "/admin/database/customEndpoints",
+        headers=dbapi.admin,
+        json={
+            "name": "addLamp",
+            "operation": "POST",
+            "selectedSchema": "Lamp",
+            "authentication": True,
+            "inputs": [{"name": "watts", "type": "Number", "location": "body"}],
+            "assignments": [
+                {"schemaField": "watts", "action": "set", "assignmentField": {"type": "Input", "value": "watts"}}
+            ],
+        },
+    )
     paths = spec(dbapi.client)["paths"]
     get = paths["/database/function/lampsIn/{room}"]["get"]
     params = {p["name"]: p for p in get["parameters"]}

@@ -2,8 +2,14 @@
 
 
 def test_required_string_refuses_empty(dbapi):
-    dbapi.create_schema("Article", {"title": {"type": "String", "required": True}, "subtitle": "String",
-                                    "tags": {"type": ["String"], "required": True}})
+    dbapi.create_schema(
+        "Article",
+        {
+            "title": {"type": "String", "required": True},
+            "subtitle": "String",
+            "tags": {"type": ["String"], "required": True},
+        },
+    )
     refused = dbapi.post("Article", {"title": "", "tags": []}, expect=400)
     assert refused["errors"] == {"title": ["Required: must not be empty"]}
     ok = dbapi.post("Article", {"title": " ", "subtitle": "", "tags": [""]})  # only required single Strings

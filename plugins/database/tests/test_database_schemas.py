@@ -1,5 +1,6 @@
 """Schema routes: create, list (with filters), read, change (with existing documents), extend, delete,
 module-owned schemas, and changes reaching another worker without a restart."""
+
 import pytest
 from sqlalchemy import event, inspect
 
@@ -7,58 +8,86 @@ from trellis import create_app
 
 
 def test_create_returns_the_record_with_defaults(dbapi):
-    record = dbapi.create_schema("Product", {"title": {"type": "String", "required": True}, "price": "Number",
-                                             "tags": ["String"]})
-    assert set(record) == {"_id", "name", "fields", "modelOptions", "ownerModule", "extensions", "createdAt",
-                           "updatedAt", "__v"}
+    record = dbapi.create_schema(
+        "Product", {"title": {"type": "String", "required": True}, "price": "Number", "tags": ["String"]}
+    )
+    assert set(record) == {
+        "_id",
+        "name",
+        "fields",
+        "modelOptions",
+        "ownerModule",
+        "extensions",
+        "createdAt",
+        "updatedAt",
+        "__v",
+    }
     assert record["name"] == "Product" and record["ownerModule"] == "database" and record["__v"] == 0
-    assert record["fields"] == {"title": {"type": "String", "required": True}, "price": {"type": "Number"},
-                                "tags": {"type": ["String"]}}
+    assert record["fields"] == {
+        "title": {"type": "String", "required": True},
+        "price": {"type": "Number"},
+        "tags": {"type": ["String"]},
+    }
     assert record["modelOptions"] == {
         "timestamps": True,
         "conduit": {
             "permissions": {"extendable": True, "canCreate": True, "canModify": "Everything", "canDelete": True},
-            "cms": {"enabled": True, "crudOperations": {op: {"enabled": True, "authenticated": False}
-                                                        for op in ("create", "read", "update", "delete")}},
+            "cms": {
+                "enabled": True,
+                "crudOperations": {
+                    op: {"enabled": True, "authenticated": False} for op in ("create", "read", "update", "delete")
+                },
+            },
         },
     }
     assert record["extensions"] == []
 
 
 def test_common_route_creates_too_and_conduit_options_alias(dbapi):
-    response = dbapi.client.post("/database/schemas", headers=dbapi.admin, json={
-        "name": "Post", "fields": {"body": "String"},
-        "conduitOptions": {"cms": {"crudOperations": {"delete": False, "read": {"authenticated": True}}}}})
+    response = dbapi.client.post(
+        "/database/schemas",
+        headers=dbapi.admin,
+        json={
+            "name": "Post",
+            "fields": {"body": "String"},
+            "conduitOptions": {"cms": {"crudOperations": {"delete": False, "read": {"authenticated": True}}}},
+        },
+    )
     assert response.status_code == 201
     crud = response.get_json()["modelOptions"]["conduit"]["cms"]["crudOperations"]
     assert crud["delete"] == {"enabled": False, "authenticated": False}
     assert crud["read"] == {"enabled": True, "authenticated": True}
 
 
-@pytest.mark.parametrize("body,key", [
-    ({"name": "1abc", "fields": {}}, "name"),
-    ({"name": "bad-name", "fields": {}}, "name"),
-    ({"name": "schemas", "fields": {}}, "name"),
-    ({"name": "Query", "fields": {}}, "name"),
-    ({"name": "A", "fields": {"x": "Text"}}, "fields.x"),
-    ({"name": "A", "fields": {"x": {"type": "Relation"}}}, "fields.x"),
-    ({"name": "A", "fields": {"x": {"type": "Relation", "model": "Nowhere"}}}, "fields.x"),
-    ({"name": "A", "fields": {"x": {"type": "String", "colour": "red"}}}, "fields.x"),
-    ({"name": "A", "fields": {"x": {"type": "String", "required": "yes"}}}, "fields.x"),
-    ({"name": "A", "fields": {"x": {"type": "Number", "default": "zero"}}}, "fields.x"),
-    ({"name": "A", "fields": {"x": {"type": ["String"], "unique": True}}}, "fields.x"),
-    ({"name": "A", "fields": {"x": ["String", "Number"]}}, "fields.x"),
-    ({"name": "A", "fields": {"_id": "String"}}, "fields._id"),
-    ({"name": "A", "fields": {"limit": "String"}}, "fields.limit"),
-    ({"name": "A", "fields": {"bad name": "String"}}, "fields.bad name"),
-    ({"name": "A", "fields": []}, "fields"),
-    ({"name": "A", "fields": {}, "modelOptions": {"colour": 1}}, "modelOptions.colour"),
-    ({"name": "A", "fields": {}, "modelOptions": {"conduit": {"permissions": {"canModify": "Some"}}}},
-     "modelOptions.conduit.permissions.canModify"),
-    ({"name": "A", "fields": {}, "modelOptions": {"timestamps": "yes"}}, "modelOptions.timestamps"),
-    ({"name": "A", "fields": {}, "extra": 1}, "extra"),
-    ({"fields": {}}, "name"),
-])
+@pytest.mark.parametrize(
+    "body,key",
+    [
+        ({"name": "1abc", "fields": {}}, "name"),
+        ({"name": "bad-name", "fields": {}}, "name"),
+        ({"name": "schemas", "fields": {}}, "name"),
+        ({"name": "Query", "fields": {}}, "name"),
+        ({"name": "A", "fields": {"x": "Text"}}, "fields.x"),
+        ({"name": "A", "fields": {"x": {"type": "Relation"}}}, "fields.x"),
+        ({"name": "A", "fields": {"x": {"type": "Relation", "model": "Nowhere"}}}, "fields.x"),
+        ({"name": "A", "fields": {"x": {"type": "String", "colour": "red"}}}, "fields.x"),
+        ({"name": "A", "fields": {"x": {"type": "String", "required": "yes"}}}, "fields.x"),
+        ({"name": "A", "fields": {"x": {"type": "Number", "default": "zero"}}}, "fields.x"),
+        ({"name": "A", "fields": {"x": {"type": ["String"], "unique": True}}}, "fields.x"),
+        ({"name": "A", "fields": {"x": ["String", "Number"]}}, "fields.x"),
+        ({"name": "A", "fields": {"_id": "String"}}, "fields._id"),
+        ({"name": "A", "fields": {"limit": "String"}}, "fields.limit"),
+        ({"name": "A", "fields": {"bad name": "String"}}, "fields.bad name"),
+        ({"name": "A", "fields": []}, "fields"),
+        ({"name": "A", "fields": {}, "modelOptions": {"colour": 1}}, "modelOptions.colour"),
+        (
+            {"name": "A", "fields": {}, "modelOptions": {"conduit": {"permissions": {"canModify": "Some"}}}},
+            "modelOptions.conduit.permissions.canModify",
+        ),
+        ({"name": "A", "fields": {}, "modelOptions": {"timestamps": "yes"}}, "modelOptions.timestamps"),
+        ({"name": "A", "fields": {}, "extra": 1}, "extra"),
+        ({"fields": {}}, "name"),
+    ],
+)
 def test_bad_definitions_are_400_naming_the_field(dbapi, body, key):
     response = dbapi.client.post("/admin/database/schemas", json=body, headers=dbapi.admin)
     assert response.status_code == 400, response.get_json()
@@ -126,12 +155,16 @@ def test_change_with_existing_documents(dbapi):
 def test_change_options_and_rename(dbapi):
     dbapi.create_schema("Maker", {"name": "String"})
     maker = dbapi.post("Maker", {"name": "M"})
-    widget = dbapi.create_schema("Widget", {"maker": {"type": "Relation", "model": "Maker"},
-                                            "parent": {"type": "Relation", "model": "Widget"}})
+    widget = dbapi.create_schema(
+        "Widget", {"maker": {"type": "Relation", "model": "Maker"}, "parent": {"type": "Relation", "model": "Widget"}}
+    )
     dbapi.post("Widget", {"maker": maker["_id"]})
     maker_record = dbapi.client.get("/admin/database/schemas/Maker", headers=dbapi.admin).get_json()
-    renamed = dbapi.update_schema(maker_record["_id"], name="Manufacturer",
-                                  modelOptions={"conduit": {"cms": {"crudOperations": {"read": {"authenticated": True}}}}})
+    renamed = dbapi.update_schema(
+        maker_record["_id"],
+        name="Manufacturer",
+        modelOptions={"conduit": {"cms": {"crudOperations": {"read": {"authenticated": True}}}}},
+    )
     assert renamed["name"] == "Manufacturer"
     assert renamed["modelOptions"]["conduit"]["cms"]["crudOperations"]["read"]["authenticated"] is True
     assert renamed["modelOptions"]["conduit"]["cms"]["crudOperations"]["create"]["enabled"] is True  # merged
@@ -149,8 +182,11 @@ def test_adding_unique_over_duplicates_is_409_and_changes_nothing(dbapi):
     record = dbapi.create_schema("Tag", {"label": "String"})
     dbapi.post("Tag", {"label": "x"})
     dbapi.post("Tag", {"label": "x"})
-    response = dbapi.client.put(f"/admin/database/schemas/{record['_id']}", headers=dbapi.admin,
-                                json={"fields": {"label": {"type": "String", "unique": True}, "more": "String"}})
+    response = dbapi.client.put(
+        f"/admin/database/schemas/{record['_id']}",
+        headers=dbapi.admin,
+        json={"fields": {"label": {"type": "String", "unique": True}, "more": "String"}},
+    )
     assert response.status_code == 409
     again = dbapi.client.get(f"/admin/database/schemas/{record['_id']}", headers=dbapi.admin).get_json()
     assert again["__v"] == 0 and again["fields"] == {"label": {"type": "String"}}
@@ -207,20 +243,32 @@ def test_extensions_of_an_admin_schema_are_document_fields(dbapi):
     dbapi.post("Card", {"title": "b", "score": 9})
     assert [d["title"] for d in dbapi.list("Card", "score[$gt]=5")["documents"]] == ["b"]
     locked = dbapi.create_schema("Locked", {}, modelOptions={"conduit": {"permissions": {"extendable": False}}})
-    response = dbapi.client.post(f"/admin/database/schemas/{locked['_id']}/extensions", json={"fields": {"x": "String"}},
-                                 headers=dbapi.admin)
+    response = dbapi.client.post(
+        f"/admin/database/schemas/{locked['_id']}/extensions", json={"fields": {"x": "String"}}, headers=dbapi.admin
+    )
     assert response.status_code == 403
 
 
 def test_fields_used_by_a_custom_endpoint_cannot_be_dropped(dbapi):
     record = dbapi.create_schema("Task", {"title": "String", "done": "Boolean"})
-    response = dbapi.client.post("/admin/database/customEndpoints", headers=dbapi.admin, json={
-        "name": "openTasks", "operation": "GET", "selectedSchema": record["_id"],
-        "query": {"AND": [{"schemaField": "done", "operation": "eq",
-                           "comparisonField": {"type": "Custom", "value": False}}]}})
+    response = dbapi.client.post(
+        "/admin/database/customEndpoints",
+        headers=dbapi.admin,
+        json={
+            "name": "openTasks",
+            "operation": "GET",
+            "selectedSchema": record["_id"],
+            "query": {
+                "AND": [
+                    {"schemaField": "done", "operation": "eq", "comparisonField": {"type": "Custom", "value": False}}
+                ]
+            },
+        },
+    )
     assert response.status_code == 201, response.get_json()
-    response = dbapi.client.put(f"/admin/database/schemas/{record['_id']}", json={"fields": {"title": "String"}},
-                                headers=dbapi.admin)
+    response = dbapi.client.put(
+        f"/admin/database/schemas/{record['_id']}", json={"fields": {"title": "String"}}, headers=dbapi.admin
+    )
     assert response.status_code == 409 and "openTasks" in response.get_json()["message"]
 
 
@@ -259,8 +307,13 @@ def test_no_schema_query_per_request_while_nothing_changes(app, dbapi):
 def test_owned_schema_whose_module_allows_changes(app, app_config, db, admin_headers):
     from trellis import Module, OwnedSchema
 
-    owned = OwnedSchema(name="Gadget", fields={"serial": {"type": "String", "unique": True}, "odd": {"type": "Weird"}},
-                        owner_module="gadgets", can_modify="Everything", extendable=False)
+    owned = OwnedSchema(
+        name="Gadget",
+        fields={"serial": {"type": "String", "unique": True}, "odd": {"type": "Weird"}},
+        owner_module="gadgets",
+        can_modify="Everything",
+        extendable=False,
+    )
     modules = [*app.extensions["trellis"].modules, Module("gadgets", owned_schemas=(owned,))]
     client = create_app(app_config, modules=modules).test_client()
     listed = client.get("/admin/database/schemas?owner=gadgets", headers=admin_headers).get_json()

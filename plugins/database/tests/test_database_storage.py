@@ -1,5 +1,6 @@
 """Physical storage: one table per schema, a generated column and index per single-valued field, kept in
 step with schema changes; the list route's filters and sorts are served by those indexes."""
+
 from sqlalchemy import event, inspect, text
 
 from trellis import db
@@ -18,8 +19,16 @@ def columns_and_indexes(record):
 
 
 def test_columns_and_indexes_follow_the_fields(dbapi):
-    record = dbapi.create_schema("Gear", {"name": {"type": "String", "unique": True}, "weight": "Number",
-                                          "tags": ["String"], "spec": "JSON", "note": {"type": "String", "index": False}})
+    record = dbapi.create_schema(
+        "Gear",
+        {
+            "name": {"type": "String", "unique": True},
+            "weight": "Number",
+            "tags": ["String"],
+            "spec": "JSON",
+            "note": {"type": "String", "index": False},
+        },
+    )
     columns, indexes = columns_and_indexes(record)
     assert {"id", "data", "created_at", "updated_at", "version", "f_name", "f_weight", "f_note"} <= columns
     assert "f_tags" not in columns and "f_spec" not in columns

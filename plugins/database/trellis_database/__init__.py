@@ -1,5 +1,6 @@
 """Trellis Database module: admin-defined schemas, JSON documents with a query language, custom
 endpoints, GraphQL and request-time OpenAPI (see docs/database.md)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,10 @@ from sqlalchemy import event
 from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
-from . import counts
-from . import models  # noqa: F401  (the tables belong to the shared metadata)
+from . import (
+    counts,
+    models,  # noqa: F401  (the tables belong to the shared metadata)
+)
 from .graphql_http import graphql_blp
 from .openapi import paths as openapi_paths
 from .registry import Registry
@@ -22,20 +25,30 @@ from .routes import documents_blp, endpoints_blp, schemas_blp
 
 
 class DatabaseConfig(ModuleConfigSchema):
-    graphqlMaxQueryLength = ma.Integer(load_default=20000, validate=validate.Range(min=100, max=1_000_000),
-                                           metadata={"description": "characters of one GraphQL query"})
+    graphqlMaxQueryLength = ma.Integer(
+        load_default=20000,
+        validate=validate.Range(min=100, max=1_000_000),
+        metadata={"description": "characters of one GraphQL query"},
+    )
     graphqlMaxTokens = ma.Integer(load_default=5000, validate=validate.Range(min=50, max=100_000))
-    graphqlMaxDepth = ma.Integer(load_default=15, validate=validate.Range(min=2, max=50),
-                                     metadata={"description": "nesting of selections (introspection needs ~12)"})
-    graphqlMaxFields = ma.Integer(load_default=1000, validate=validate.Range(min=10, max=100_000),
-                                      metadata={"description": "selected fields, fragments expanded"})
+    graphqlMaxDepth = ma.Integer(
+        load_default=15,
+        validate=validate.Range(min=2, max=50),
+        metadata={"description": "nesting of selections (introspection needs ~12)"},
+    )
+    graphqlMaxFields = ma.Integer(
+        load_default=1000,
+        validate=validate.Range(min=10, max=100_000),
+        metadata={"description": "selected fields, fragments expanded"},
+    )
     graphqlMaxAliases = ma.Integer(load_default=30, validate=validate.Range(min=0, max=10_000))
 
 
 def _sqlite_functions(dbapi_connection: Any, _record: Any) -> None:
     # Case-insensitive $contains with Unicode folding (SQLite's own lower() folds ASCII only).
-    dbapi_connection.create_function("trellis_lower", 1, lambda v: v.lower() if isinstance(v, str) else v,
-                                     deterministic=True)
+    dbapi_connection.create_function(
+        "trellis_lower", 1, lambda v: v.lower() if isinstance(v, str) else v, deterministic=True
+    )
 
 
 def init_app(app: Flask) -> None:

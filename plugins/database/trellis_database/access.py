@@ -4,6 +4,7 @@ The master key or an admin token may do everything. Anyone else goes through the
 ``crudOperations.<op>``: a disabled operation (or a schema without CMS) does not exist (404); an
 ``authenticated`` one needs a user token (401 without one).
 """
+
 from __future__ import annotations
 
 from trellis.credentials import Identity, identify

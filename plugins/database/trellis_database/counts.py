@@ -24,6 +24,7 @@ Why it stays exact:
 Redis being down costs nothing but the counting: errors are logged at most once a minute and the
 database counts.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -96,8 +97,11 @@ class CountCache:
         """The table's epoch as a column of the page statement (0 until a write missed Redis)."""
         epochs = CountEpoch.__table__
         return sa.func.coalesce(
-            sa.select(epochs.c.epoch).where(epochs.c.table_name == sa.literal_column(f"'{table.name}'"))
-            .scalar_subquery(), 0)
+            sa.select(epochs.c.epoch)
+            .where(epochs.c.table_name == sa.literal_column(f"'{table.name}'"))
+            .scalar_subquery(),
+            0,
+        )
 
     def count(self, table: str, query: tuple[Any, ...], epoch: int | None, compute: Callable[[], int]) -> int:
         """The count of ``query`` on ``table``: from Redis when known for the current data, else ``compute()``.
@@ -118,8 +122,10 @@ class CountCache:
             return int(known)
         total = compute()
         try:
-            store(keys=[version_key],
-                  args=[counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS, VERSION_TTL_SECONDS])
+            store(
+                keys=[version_key],
+                args=[counts_prefix, version, field, total, TTL_SECONDS, MAX_COUNTS, VERSION_TTL_SECONDS],
+            )
         except RedisError as exc:
             self._warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); count not kept")
         return total
@@ -135,16 +141,19 @@ class CountCache:
                     pipe.set(f"{self.prefix}{table}:v", _token(), ex=VERSION_TTL_SECONDS)
                 pipe.execute()
         except RedisError as exc:
-            self._warn_now_and_then(f"count cache: {', '.join(sorted(tables))} invalidated in the database "
-                                    f"(Redis: {exc.__class__.__name__})")
+            self._warn_now_and_then(
+                f"count cache: {', '.join(sorted(tables))} invalidated in the database "
+                f"(Redis: {exc.__class__.__name__})"
+            )
             self._raise_epochs(tables)
 
     def _raise_epochs(self, tables: set[str]) -> None:
         dialect = self.app.extensions["trellis"].engine.dialect.name
         insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(CountEpoch.__table__)
         epochs = CountEpoch.__table__
-        statement = insert.on_conflict_do_update(index_elements=[epochs.c.table_name],
-                                                 set_={"epoch": epochs.c.epoch + 1})
+        statement = insert.on_conflict_do_update(
+            index_elements=[epochs.c.table_name], set_={"epoch": epochs.c.epoch + 1}
+        )
         try:
             with db.reads().transaction() as connection:  # the session has committed: a transaction of its own
                 connection.execute(statement, [{"table_name": t, "epoch": 1} for t in sorted(tables)])

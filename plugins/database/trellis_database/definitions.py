@@ -3,6 +3,7 @@
 Pure functions (no database): the schema service calls them and turns ``DefinitionError`` into a 400
 with field errors.
 """
+
 from __future__ import annotations
 
 import copy
@@ -96,8 +97,9 @@ _OPTIONS_SHAPE: dict[str, Any] = {
 }
 
 
-def _merge_checked(target: dict[str, Any], changes: Any, shape: dict[str, Any], path: str,
-                   errors: dict[str, list[str]]) -> None:
+def _merge_checked(
+    target: dict[str, Any], changes: Any, shape: dict[str, Any], path: str, errors: dict[str, list[str]]
+) -> None:
     if not isinstance(changes, dict):
         errors[path] = ["Must be an object"]
         return

@@ -4,6 +4,7 @@ A document is ``{"_id", <fields>…, "createdAt", "updatedAt", "__v"}``; the fie
 ``data``, the rest in columns. Writes are single statements where possible (``UPDATE … RETURNING``),
 reads fetch only the base columns, and populate runs one query per relation field and level.
 """
+
 from __future__ import annotations
 
 import json
@@ -75,8 +76,10 @@ def text_columns(table: sa.Table, dialect_name: str) -> tuple[sa.ColumnElement, 
         return table.c.id, data, table.c.created_at, table.c.updated_at, table.c.version
     # Constants as SQL text, not parameters: the statement is compiled once and run with its id only.
     utc, stamp_format = sa.literal_column("'UTC'"), sa.literal_column(f"'{_STAMP_FORMAT}'")
-    created, updated = (sa.func.to_char(sa.func.timezone(utc, column), stamp_format)
-                        for column in (table.c.created_at, table.c.updated_at))
+    created, updated = (
+        sa.func.to_char(sa.func.timezone(utc, column), stamp_format)
+        for column in (table.c.created_at, table.c.updated_at)
+    )
     return table.c.id, data, created, updated, table.c.version
 
 
@@ -161,8 +164,7 @@ def validate(schema: CompiledSchema, body: Any, mode: str) -> tuple[dict[str, An
     return values, removed
 
 
-def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]],
-                    prefix: str = "") -> None:
+def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], prefix: str = "") -> None:
     """Every Relation value must name an existing document of the related schema (400 otherwise)."""
     wanted: dict[str, set[str]] = {}
     for doc in docs:
@@ -251,16 +253,28 @@ def _by_id(schema: CompiledSchema, dialect_name: str) -> sa.Select:
     return _statement(schema, ("by_id", dialect_name), build)
 
 
-def find(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
-         count: bool = True) -> tuple[list[dict[str, Any]], int | None]:
+def find(
+    schema: CompiledSchema,
+    where: Any = None,
+    sort: str | None = None,
+    skip: int = 0,
+    limit: int = 25,
+    count: bool = True,
+) -> tuple[list[dict[str, Any]], int | None]:
     """One page of documents matching ``where`` (a condition tree) and the total before skip/limit
     (None when ``count`` is False)."""
     texts, total = find_json(schema, where, sort, skip, limit, count)
     return [json.loads(text) for text in texts], total
 
 
-def find_json(schema: CompiledSchema, where: Any = None, sort: str | None = None, skip: int = 0, limit: int = 25,
-              count: bool = True) -> tuple[list[str], int | None]:
+def find_json(
+    schema: CompiledSchema,
+    where: Any = None,
+    sort: str | None = None,
+    skip: int = 0,
+    limit: int = 25,
+    count: bool = True,
+) -> tuple[list[str], int | None]:
     """:func:`find` with each document as JSON text (see :func:`document_json`).
 
     The page and count statements are built once per query *shape* (fields, operators, sort) on the
@@ -291,16 +305,25 @@ def find_json(schema: CompiledSchema, where: Any = None, sort: str | None = None
         if len(rows) < limit and (rows or skip == 0):
             return rows, skip + len(rows)  # a short page tells the total without counting
         epoch = rows[0][5] if rows else None
-        total = counts.cache().count(schema.table.name, (schema.version, shape, values), epoch,
-                                     lambda: connection.execute(total_stmt, params).scalar_one())
+        total = counts.cache().count(
+            schema.table.name,
+            (schema.version, shape, values),
+            epoch,
+            lambda: connection.execute(total_stmt, params).scalar_one(),
+        )
         return rows, total
 
     rows, total = db.reading(read)
     return [document_json(schema, row) for row in rows], total
 
 
-def populate(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], tree: dict[str, Any],
-             identity: Identity | None) -> None:
+def populate(
+    snapshot: Snapshot,
+    schema: CompiledSchema,
+    docs: list[dict[str, Any]],
+    tree: dict[str, Any],
+    identity: Identity | None,
+) -> None:
     """Replace relation ids by the related documents, one query per relation field and level."""
     for name, subtree in tree.items():
         field = schema.fields[name]
@@ -319,7 +342,7 @@ def populate(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, An
             continue
         table = target.table
         statement = sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))
-        rows = db.reading(lambda connection: connection.execute(statement).all())
+        rows = db.reading(lambda connection, statement=statement: connection.execute(statement).all())
         found = {row[0]: to_document(target, row) for row in rows}
         if subtree:
             populate(snapshot, target, list(found.values()), subtree, identity)
@@ -374,12 +397,16 @@ def _unique_within(schema: CompiledSchema, values: list[dict[str, Any]]) -> None
         for index, data in enumerate(values):
             if name in data:
                 if data[name] in seen:
-                    raise conflict(f"Two documents of the batch share the same {name}",
-                                   {"docs": {str(index): {name: ["Already taken (in this batch)"]}}})
+                    raise conflict(
+                        f"Two documents of the batch share the same {name}",
+                        {"docs": {str(index): {name: ["Already taken (in this batch)"]}}},
+                    )
                 seen[data[name]] = index
 
 
-def update(snapshot: Snapshot, schema: CompiledSchema, changes: list[tuple[str, Any]], mode: str) -> list[dict[str, Any]]:
+def update(
+    snapshot: Snapshot, schema: CompiledSchema, changes: list[tuple[str, Any]], mode: str
+) -> list[dict[str, Any]]:
     """Validate and apply ``(doc_id, body)`` changes: ``mode`` "replace" (PUT: the whole document) or
     "patch" (PATCH: a merge, ``null`` removes). A missing document is a 404."""
     checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
@@ -413,15 +440,18 @@ def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) ->
 def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
     """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip."""
     table = schema.table
-    return (sa.update(table).where(table.c.id == sa.bindparam("doc_id"))
-            .values(data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type),
-                    version=table.c.version + 1)
-            .returning(*columns(schema.table)))
+    return (
+        sa.update(table)
+        .where(table.c.id == sa.bindparam("doc_id"))
+        .values(data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1)
+        .returning(*columns(schema.table))
+    )
 
 
 def _replace_statement(schema: CompiledSchema) -> sa.Update:
-    return _statement(schema, "replace",
-                      lambda: _update_statement(schema, sa.bindparam("data", type_=schema.table.c.data.type)))
+    return _statement(
+        schema, "replace", lambda: _update_statement(schema, sa.bindparam("data", type_=schema.table.c.data.type))
+    )
 
 
 def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: list[str]) -> tuple[sa.Update, dict]:
@@ -429,6 +459,7 @@ def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: li
     ``data || :set - :unset``; SQLite: ``json_set``/``json_remove`` per set of changed keys."""
     table = schema.table
     if dialect() == "postgresql":
+
         def build() -> sa.Update:
             merged = sa.type_coerce(table.c.data, JSONB).op("||")(sa.cast(sa.bindparam("set", type_=JSONB), JSONB))
             merged = merged.op("-")(sa.cast(sa.bindparam("unset", type_=sa.ARRAY(sa.Text)), sa.ARRAY(sa.Text)))

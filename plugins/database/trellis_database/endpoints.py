@@ -5,6 +5,7 @@ query tree over the schema's fields whose values come from inputs, the caller (`
 constants (``Custom``), and for writes a list of assignments. It runs through the same compiler and
 document functions as the generated routes.
 """
+
 from __future__ import annotations
 
 import copy
@@ -62,9 +63,15 @@ def normalise(body: dict[str, Any], snap: Snapshot, current: CompiledEndpoint | 
 
 def _as_body(endpoint: CompiledEndpoint) -> dict[str, Any]:
     return {
-        "name": endpoint.name, "operation": endpoint.operation, "selectedSchema": endpoint.schema_id,
-        "inputs": list(endpoint.inputs), "query": endpoint.query, "assignments": list(endpoint.assignments),
-        "authentication": endpoint.authentication, "paginated": endpoint.paginated, "sorted": endpoint.sorted,
+        "name": endpoint.name,
+        "operation": endpoint.operation,
+        "selectedSchema": endpoint.schema_id,
+        "inputs": list(endpoint.inputs),
+        "query": endpoint.query,
+        "assignments": list(endpoint.assignments),
+        "authentication": endpoint.authentication,
+        "paginated": endpoint.paginated,
+        "sorted": endpoint.sorted,
         "enabled": endpoint.enabled,
     }
 
@@ -106,8 +113,15 @@ def _normalise(body: dict[str, Any], snap: Snapshot) -> dict[str, Any]:
     elif not assignments:
         raise Invalid("assignments", f"A {operation} endpoint needs at least one assignment")
     assignments = [_assignment(a, schema, inputs, operation, f"assignments.{i}") for i, a in enumerate(assignments)]
-    return {"name": name, "operation": operation, "schema_id": schema.id, "inputs": inputs, "query": query,
-            "assignments": assignments, **flags}
+    return {
+        "name": name,
+        "operation": operation,
+        "schema_id": schema.id,
+        "inputs": inputs,
+        "query": query,
+        "assignments": assignments,
+        **flags,
+    }
 
 
 def _enum(value: Any, numbers: dict[int, str], key: str) -> str:
@@ -173,8 +187,9 @@ def _check_query(node: Any, schema: CompiledSchema, inputs: list[dict[str, Any]]
     operation = _enum(node.get("operation"), dict(enumerate(COMPARISONS)), f"{key}.operation")
     node["operation"] = operation
     _check_operation(field, operation, f"{key}.operation")
-    _check_value_source(node.get("comparisonField"), field, inputs, f"{key}.comparisonField",
-                        many=operation in ("in", "nin"))
+    _check_value_source(
+        node.get("comparisonField"), field, inputs, f"{key}.comparisonField", many=operation in ("in", "nin")
+    )
 
 
 def _check_operation(field: Field, operation: str, key: str) -> None:
@@ -205,14 +220,15 @@ def _check_value_source(source: Any, field: Field, inputs: list[dict[str, Any]],
             raise Invalid(f"{key}.value", "A path into the caller, such as user._id")
     else:
         try:
-            for item in (split_list(value) if many else [value]):
+            for item in split_list(value) if many else [value]:
                 _coerce(field, item)
         except FieldError as exc:
             raise Invalid(f"{key}.value", str(exc)) from None
 
 
-def _assignment(raw: Any, schema: CompiledSchema, inputs: list[dict[str, Any]], operation: str,
-                key: str) -> dict[str, Any]:
+def _assignment(
+    raw: Any, schema: CompiledSchema, inputs: list[dict[str, Any]], operation: str, key: str
+) -> dict[str, Any]:
     if not isinstance(raw, dict) or set(raw) - {"schemaField", "action", "assignmentField"}:
         raise Invalid(key, "An assignment is {schemaField, action, assignmentField}")
     name = raw.get("schemaField")
@@ -230,8 +246,13 @@ def _assignment(raw: Any, schema: CompiledSchema, inputs: list[dict[str, Any]], 
     source = raw.get("assignmentField")
     if isinstance(source, dict) and "like" in source:
         raise Invalid(f"{key}.assignmentField", "like only applies to queries")
-    _check_value_source(source, element if not field.array or action != "set" else Field(name, "JSON"),
-                        inputs, f"{key}.assignmentField", many=False)
+    _check_value_source(
+        source,
+        element if not field.array or action != "set" else Field(name, "JSON"),
+        inputs,
+        f"{key}.assignmentField",
+        many=False,
+    )
     return {"schemaField": name, "action": action, "assignmentField": source}
 
 
@@ -333,8 +354,15 @@ def path_of(endpoint: CompiledEndpoint) -> str:
 class Call:
     """One request to a custom endpoint: its inputs and its caller."""
 
-    def __init__(self, endpoint: CompiledEndpoint, identity: Identity | None, user: dict[str, Any] | None,
-                 body: Any, args: Any, segments: list[str]) -> None:
+    def __init__(
+        self,
+        endpoint: CompiledEndpoint,
+        identity: Identity | None,
+        user: dict[str, Any] | None,
+        body: Any,
+        args: Any,
+        segments: list[str],
+    ) -> None:
         self.endpoint, self.identity, self.user = endpoint, identity, user
         self.values = _collect_inputs(endpoint, body, args, segments)
 
@@ -469,8 +497,9 @@ def run(snap: Snapshot, endpoint: CompiledEndpoint, call: Call, args: Any) -> tu
     return {"documents": docs, "count": len(docs)}, 200
 
 
-def _get(snap: Snapshot, endpoint: CompiledEndpoint, schema: CompiledSchema, where: Any, call: Call,
-         args: Any) -> dict[str, Any]:
+def _get(
+    snap: Snapshot, endpoint: CompiledEndpoint, schema: CompiledSchema, where: Any, call: Call, args: Any
+) -> dict[str, Any]:
     skip, limit = 0, MAX_AFFECTED
     if endpoint.paginated:
         skip = _int_arg(args, "skip", 0, 0, None)
@@ -492,8 +521,10 @@ def _int_arg(args: Any, name: str, default: int, low: int, high: int | None) -> 
     except ValueError:
         raise bad_request(f"{name} must be an integer", {name: ["Not a valid integer."]}) from None
     if value < low or (high is not None and value > high):
-        raise bad_request(f"{name} out of range", {name: [f"Must be between {low} and {high}." if high else
-                                                          f"Must be at least {low}."]})
+        raise bad_request(
+            f"{name} out of range",
+            {name: [f"Must be between {low} and {high}." if high else f"Must be at least {low}."]},
+        )
     return value
 
 
@@ -525,13 +556,16 @@ def _apply(schema: CompiledSchema, data: dict[str, Any], assignments: Any, call:
     return out
 
 
-def _update_many(snap: Snapshot, schema: CompiledSchema, where: Any, endpoint: CompiledEndpoint,
-                 call: Call) -> list[dict[str, Any]]:
+def _update_many(
+    snap: Snapshot, schema: CompiledSchema, where: Any, endpoint: CompiledEndpoint, call: Call
+) -> list[dict[str, Any]]:
     rows = documents.locked_matching(schema, where, MAX_AFFECTED + 1)
     if len(rows) > MAX_AFFECTED:
         raise bad_request(f"The query matches more than {MAX_AFFECTED} documents; narrow it")
-    changes = [(doc_id, _apply(schema, {k: v for k, v in data.items() if k in schema.fields}, endpoint.assignments, call))
-               for doc_id, data in rows]
+    changes = [
+        (doc_id, _apply(schema, {k: v for k, v in data.items() if k in schema.fields}, endpoint.assignments, call))
+        for doc_id, data in rows
+    ]
     return documents.update(snap, schema, changes, "replace") if changes else []
 
 

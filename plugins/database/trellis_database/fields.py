@@ -5,6 +5,7 @@ object ``{type, model?, required?, unique?, default?, description?, index?, maxL
 canonical object form. Values are checked and normalised here (dates become fixed-width UTC strings,
 so they sort and compare as text on both databases).
 """
+
 from __future__ import annotations
 
 import math
@@ -187,8 +188,14 @@ def check_value(field: Field, value: Any) -> Any:
 def check_length(field: Field, value: str) -> None:
     limit = field.length_limit
     if limit is not None and len(value) > limit:
-        raise FieldError(f"Longer than {limit} characters" + ("" if field.max_length else
-                         " (the limit of indexed text; declare maxLength or index: false to change it)"))
+        raise FieldError(
+            f"Longer than {limit} characters"
+            + (
+                ""
+                if field.max_length
+                else " (the limit of indexed text; declare maxLength or index: false to change it)"
+            )
+        )
     if field.indexed and len(value) > INDEX_MAX_BYTES // 4 and len(value.encode("utf-8")) > INDEX_MAX_BYTES:
         raise FieldError(f"Longer than {INDEX_MAX_BYTES} bytes of UTF-8, the limit of an indexed value")
 

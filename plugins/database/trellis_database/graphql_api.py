@@ -10,6 +10,7 @@ selection set and populates one level per query (never one query per document).
 Limits, checked before execution: query length, lexer tokens, selection depth, total selected fields
 (after fragment expansion) and aliases; each breach is a GraphQL error, not a crash.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,10 +68,20 @@ JSONScalar = GraphQLScalarType(
 )
 
 SUFFIXES = ("ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists")
-SCALARS = {"String": GraphQLString, "Number": GraphQLFloat, "Boolean": GraphQLBoolean, "Date": GraphQLString,
-           "ObjectId": GraphQLID, "Relation": GraphQLID, "JSON": JSONScalar}
-SPECIAL = {"_id": Field(name="_id", type="ObjectId"), "createdAt": Field(name="createdAt", type="Date"),
-           "updatedAt": Field(name="updatedAt", type="Date")}
+SCALARS = {
+    "String": GraphQLString,
+    "Number": GraphQLFloat,
+    "Boolean": GraphQLBoolean,
+    "Date": GraphQLString,
+    "ObjectId": GraphQLID,
+    "Relation": GraphQLID,
+    "JSON": JSONScalar,
+}
+SPECIAL = {
+    "_id": Field(name="_id", type="ObjectId"),
+    "createdAt": Field(name="createdAt", type="Date"),
+    "updatedAt": Field(name="updatedAt", type="Date"),
+}
 
 
 class Limits:
@@ -85,8 +96,9 @@ class Limits:
 # ---- schema --------------------------------------------------------------------------------------------
 
 # Type names the built schema uses itself (a CMS schema of one of these names is left out).
-BUILT_IN_TYPES = frozenset({"Query", "Mutation", "Subscription", "JSON", "Deleted__Result", "String", "Int",
-                            "Float", "Boolean", "ID"})
+BUILT_IN_TYPES = frozenset(
+    {"Query", "Mutation", "Subscription", "JSON", "Deleted__Result", "String", "Int", "Float", "Boolean", "ID"}
+)
 WHERE_GROUPS = ("AND", "OR")
 
 
@@ -141,39 +153,59 @@ def _assemble_checked(snap: Snapshot, usable: list[CompiledSchema]) -> tuple[Gra
 def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
     objects: dict[str, GraphQLObjectType] = {}
     for schema in usable:
-        objects[schema.name] = GraphQLObjectType(schema.name, (lambda s=schema: _object_fields(s, objects)),
-                                                 description=f"A document of {schema.name}")
-    deleted = GraphQLObjectType("Deleted__Result", {"_id": GraphQLField(GraphQLNonNull(GraphQLID)),
-                                                    "deleted": GraphQLField(GraphQLNonNull(GraphQLBoolean))})
+        objects[schema.name] = GraphQLObjectType(
+            schema.name, (lambda s=schema: _object_fields(s, objects)), description=f"A document of {schema.name}"
+        )
+    deleted = GraphQLObjectType(
+        "Deleted__Result",
+        {"_id": GraphQLField(GraphQLNonNull(GraphQLID)), "deleted": GraphQLField(GraphQLNonNull(GraphQLBoolean))},
+    )
     query: dict[str, GraphQLField] = {
-        "_schemas": GraphQLField(GraphQLNonNull(GraphQLList(GraphQLNonNull(GraphQLString))),
-                                 resolve=lambda *_: [s.name for s in usable],
-                                 description="Names of the schemas served here"),
+        "_schemas": GraphQLField(
+            GraphQLNonNull(GraphQLList(GraphQLNonNull(GraphQLString))),
+            resolve=lambda *_: [s.name for s in usable],
+            description="Names of the schemas served here",
+        ),
     }
     mutation: dict[str, GraphQLField] = {}
     for schema in usable:
         obj = objects[schema.name]
         query[schema.name] = GraphQLField(
             GraphQLNonNull(GraphQLList(GraphQLNonNull(obj))),
-            args={"where": GraphQLArgument(_where_type(schema)), "skip": GraphQLArgument(GraphQLInt),
-                  "limit": GraphQLArgument(GraphQLInt), "sort": GraphQLArgument(GraphQLString)},
+            args={
+                "where": GraphQLArgument(_where_type(schema)),
+                "skip": GraphQLArgument(GraphQLInt),
+                "limit": GraphQLArgument(GraphQLInt),
+                "sort": GraphQLArgument(GraphQLString),
+            },
             resolve=_list_resolver(snap, schema.name),
             description=f"Documents of {schema.name}",
         )
         id_arg = {"_id": GraphQLArgument(GraphQLNonNull(GraphQLID))}
         if schema.fields:  # an input object needs at least one field: a schema without any takes no data
-            data = GraphQLInputObjectType(f"{schema.name}__Input", lambda s=schema: _input_fields(s, create=True),
-                                          description=f"A new {schema.name} document (required fields non-null)")
-            patch = GraphQLInputObjectType(f"{schema.name}__Patch", lambda s=schema: _input_fields(s, create=False),
-                                           description=f"Changes to a {schema.name} document (null removes)")
+            data = GraphQLInputObjectType(
+                f"{schema.name}__Input",
+                lambda s=schema: _input_fields(s, create=True),
+                description=f"A new {schema.name} document (required fields non-null)",
+            )
+            patch = GraphQLInputObjectType(
+                f"{schema.name}__Patch",
+                lambda s=schema: _input_fields(s, create=False),
+                description=f"Changes to a {schema.name} document (null removes)",
+            )
             mutation[f"create{schema.name}"] = GraphQLField(
-                obj, args={"data": GraphQLArgument(GraphQLNonNull(data))}, resolve=_create_resolver(snap, schema.name))
+                obj, args={"data": GraphQLArgument(GraphQLNonNull(data))}, resolve=_create_resolver(snap, schema.name)
+            )
             mutation[f"update{schema.name}"] = GraphQLField(
-                obj, args={**id_arg, "data": GraphQLArgument(GraphQLNonNull(patch))},
-                resolve=_update_resolver(snap, schema.name))
+                obj,
+                args={**id_arg, "data": GraphQLArgument(GraphQLNonNull(patch))},
+                resolve=_update_resolver(snap, schema.name),
+            )
         else:
             mutation[f"create{schema.name}"] = GraphQLField(obj, resolve=_create_resolver(snap, schema.name))
-        mutation[f"delete{schema.name}"] = GraphQLField(deleted, args=id_arg, resolve=_delete_resolver(snap, schema.name))
+        mutation[f"delete{schema.name}"] = GraphQLField(
+            deleted, args=id_arg, resolve=_delete_resolver(snap, schema.name)
+        )
     return GraphQLSchema(
         query=GraphQLObjectType("Query", query),
         mutation=GraphQLObjectType("Mutation", mutation) if mutation else None,
@@ -284,8 +316,9 @@ def _selected(info: Any, selection_set: Any) -> list[FieldNode]:
     return out
 
 
-def populate_tree(info: Any, snap: Snapshot, schema: CompiledSchema, selection_sets: list[Any],
-                  depth: int = 0) -> dict[str, Any]:
+def populate_tree(
+    info: Any, snap: Snapshot, schema: CompiledSchema, selection_sets: list[Any], depth: int = 0
+) -> dict[str, Any]:
     tree: dict[str, Any] = {}
     nodes = [field for selection in selection_sets for field in _selected(info, selection)]
     for node in nodes:
@@ -370,7 +403,9 @@ def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
 
 
 def _create_resolver(snap: Snapshot, name: str):
-    return _mutation(snap, name, "create", lambda schema, data=None: documents.create(snap, schema, [_clean(data or {})])[0])
+    return _mutation(
+        snap, name, "create", lambda schema, data=None: documents.create(snap, schema, [_clean(data or {})])[0]
+    )
 
 
 def _update_resolver(snap: Snapshot, name: str):
@@ -403,8 +438,14 @@ class Outcome:
     status: int = 200
 
 
-def run(snap: Snapshot, source: str, variables: dict[str, Any] | None, operation_name: str | None,
-        limits: Limits, read_only: bool = False) -> Outcome:
+def run(
+    snap: Snapshot,
+    source: str,
+    variables: dict[str, Any] | None,
+    operation_name: str | None,
+    limits: Limits,
+    read_only: bool = False,
+) -> Outcome:
     """Parse, check and execute one operation; ``read_only`` (GET) refuses mutations with 405."""
     if len(source) > limits.length:
         return _request_error(f"The query is longer than {limits.length} characters", "QUERY_TOO_COMPLEX")
@@ -415,8 +456,9 @@ def run(snap: Snapshot, source: str, variables: dict[str, Any] | None, operation
     if read_only:
         operation = get_operation_ast(document, operation_name)
         if operation is not None and operation.operation != OperationType.QUERY:
-            return _request_error(f"GET serves queries only; send a {operation.operation.value} with POST",
-                                  "METHOD_NOT_ALLOWED", 405)
+            return _request_error(
+                f"GET serves queries only; send a {operation.operation.value} with POST", "METHOD_NOT_ALLOWED", 405
+            )
     breach = _check_limits(document, limits)  # before validation, whose cost grows with the query
     if breach:
         return _request_error(breach, "QUERY_TOO_COMPLEX")
@@ -439,8 +481,7 @@ def _format(error: GraphQLError, code: str) -> dict[str, Any]:
     """The error as GraphQL formats it, always with ``extensions.code`` (the contract's names)."""
     if error.original_error is not None and not isinstance(error.original_error, (GraphQLError, APIError)):
         log.exception("GraphQL resolver failed", exc_info=error.original_error)
-        return {"message": "Internal server error", "path": error.path,
-                "extensions": {"code": "INTERNAL_SERVER_ERROR"}}
+        return {"message": "Internal server error", "path": error.path, "extensions": {"code": "INTERNAL_SERVER_ERROR"}}
     formatted = error.formatted
     formatted["extensions"] = {"code": code, **(formatted.get("extensions") or {})}
     return formatted

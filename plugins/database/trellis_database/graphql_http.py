@@ -6,6 +6,7 @@ POST takes ``{query, variables?, operationName?, extensions?}``; GET takes the s
 executed is a 400), else ``application/json`` with 200. Every error, including a bad credential (401) or
 a malformed request, is a GraphQL error ``{message, extensions: {code}}``: clients parse one shape.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,8 @@ from trellis.http import Blueprint
 from trellis.module_config import get as get_config
 
 from . import documents, graphql_api
-from .api_schemas import GraphQLQueryArgs, GraphQLRequestSchema, GraphQLResponseSchema
 from .registry import snapshot
+from .schemas import GraphQLQueryArgs, GraphQLRequestSchema, GraphQLResponseSchema
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 # Anonymous, a user token or administrator credentials: each schema's CMS rules decide.
@@ -84,7 +85,8 @@ def _json_object(text: str | None, name: str) -> dict[str, Any] | None:
 def _wants_graphql_response() -> bool:
     accept = request.accept_mimetypes
     return accept.quality(GRAPHQL_RESPONSE) > 0 and accept.quality(GRAPHQL_RESPONSE) >= accept.quality(
-        "application/json")
+        "application/json"
+    )
 
 
 def _response(payload: dict[str, Any], status: int) -> Response:
@@ -106,8 +108,9 @@ def _as_graphql_error(status: int, contract: dict[str, Any], headers: dict[str, 
 
 @graphql_blp.errorhandler(APIError)
 def _api_error(error: APIError) -> Response:
-    return _as_graphql_error(error.status, error_body(error.status, error.message, error.errors, error.name),
-                             error.headers)
+    return _as_graphql_error(
+        error.status, error_body(error.status, error.message, error.errors, error.name), error.headers
+    )
 
 
 @graphql_blp.errorhandler(HTTPException)
@@ -121,4 +124,3 @@ def _http_error(error: HTTPException) -> Response:
 def _too_deep(_error: RecursionError) -> Response:
     # json.loads recurses per nesting level; a body nested thousands deep is the client's fault.
     return _as_graphql_error(400, error_body(400, "The JSON body is nested too deeply"), {})
-

@@ -1,8 +1,9 @@
 """The module's own tables: schema records and custom endpoints.
 
 Documents do not live here: each schema's documents have a table of their own, created at run time
-(see ``storage.py``); ``SchemaRecord.storage`` describes what exists physically for it.
+(see ``tables.py``); ``SchemaRecord.storage`` describes what exists physically for it.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -38,7 +39,9 @@ class CustomEndpointRecord(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     operation: Mapped[str] = mapped_column(String(10))
-    schema_id: Mapped[str] = mapped_column(String(32), ForeignKey("database_schemas.id", ondelete="CASCADE"), index=True)
+    schema_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("database_schemas.id", ondelete="CASCADE"), index=True
+    )
     inputs: Mapped[list[Any]] = mapped_column(JSONType, default=list)
     query: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     assignments: Mapped[list[Any]] = mapped_column(JSONType, default=list)

@@ -8,6 +8,7 @@ and inputs. Merged into the static document by the core, where they replace the 
 and operation, and no path is ambiguous). Every operation has an ``operationId`` (``listProduct``,
 ``createProduct`` …) and lists every credential it accepts.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,8 +25,14 @@ GENERIC_DOCUMENT_PATHS = ("/database/{schemaName}", "/database/{schemaName}/many
 ADMIN = [{"masterkey": []}, {"bearerAuth": []}]
 ANYONE = [{}, {"bearerAuth": []}, {"masterkey": []}]
 USER_OR_ADMIN = [{"bearerAuth": []}, {"masterkey": []}]
-JSON_TYPES = {"String": {"type": "string"}, "Number": {"type": "number"}, "Boolean": {"type": "boolean"},
-              "Date": {"type": "string", "format": "date-time"}, "ObjectId": {"type": "string"}, "JSON": {}}
+JSON_TYPES = {
+    "String": {"type": "string"},
+    "Number": {"type": "number"},
+    "Boolean": {"type": "boolean"},
+    "Date": {"type": "string", "format": "date-time"},
+    "ObjectId": {"type": "string"},
+    "JSON": {},
+}
 
 
 def paths(app: Flask) -> dict[str, Any]:
@@ -44,8 +51,10 @@ def paths(app: Flask) -> dict[str, Any]:
 
 def _value_schema(field: Field) -> dict[str, Any]:
     if field.type == "Relation":
-        base: dict[str, Any] = {"type": "string", "description": f"id of a {field.model} document "
-                                "(the document itself when populated)"}
+        base: dict[str, Any] = {
+            "type": "string",
+            "description": f"id of a {field.model} document (the document itself when populated)",
+        }
     else:
         base = dict(JSON_TYPES[field.type])
     if field.description:
@@ -61,8 +70,13 @@ def _responses(status: int, content: dict[str, Any] | None, description: str, *e
     responses: dict[str, Any] = {str(status): {"description": description}}
     if content is not None:
         responses[str(status)]["content"] = {"application/json": {"schema": content}}
-    texts = {400: "Invalid request", 401: "A user token is needed", 403: "Not allowed by the schema's permissions",
-             404: "Not found", 409: "A unique value is taken"}
+    texts = {
+        400: "Invalid request",
+        401: "A user token is needed",
+        403: "Not allowed by the schema's permissions",
+        404: "Not found",
+        409: "A unique value is taken",
+    }
     for code in errors:
         responses[str(code)] = {"description": texts[code], "content": {"application/json": {"schema": ERROR}}}
     return responses
@@ -72,19 +86,33 @@ def _generic_function_paths(out: dict[str, Any]) -> None:
     """``/database/function/{endpointName}[/{params}]``: any custom endpoint by name (each enabled one also
     has its own typed path below)."""
     name = {"name": "endpointName", "in": "path", "required": True, "schema": {"type": "string"}}
-    params = {"name": "params", "in": "path", "required": True, "schema": {"type": "string"},
-              "description": "the endpoint's urlParams inputs, separated by /"}
+    params = {
+        "name": "params",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string"},
+        "description": "the endpoint's urlParams inputs, separated by /",
+    }
     body = {"required": False, "content": {"application/json": {"schema": {"type": "object"}}}}
-    for path, parameters, suffix in (("/database/function/{endpointName}", [name], ""),
-                                     ("/database/function/{endpointName}/{params}", [name, params], "WithParams")):
+    for path, parameters, suffix in (
+        ("/database/function/{endpointName}", [name], ""),
+        ("/database/function/{endpointName}/{params}", [name, params], "WithParams"),
+    ):
         item: dict[str, Any] = {"parameters": parameters}
         for method in ("get", "post", "put", "patch", "delete"):
             operation = {
                 "operationId": f"callCustomEndpoint{suffix}{method.capitalize()}",
                 "summary": f"Run a custom endpoint by name ({method.upper()} endpoints)",
-                "tags": ["database: custom endpoints"], "security": ANYONE,
-                "responses": _responses(201 if method == "post" else 200,
-                                        {"$ref": "#/components/schemas/FunctionResult"}, "Result", 400, 401, 404),
+                "tags": ["database: custom endpoints"],
+                "security": ANYONE,
+                "responses": _responses(
+                    201 if method == "post" else 200,
+                    {"$ref": "#/components/schemas/FunctionResult"},
+                    "Result",
+                    400,
+                    401,
+                    404,
+                ),
             }
             if method != "get":
                 operation["requestBody"] = body
@@ -101,57 +129,135 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
         document["updatedAt"] = {"type": "string", "format": "date-time"}
     required = [name for name, field in schema.fields.items() if field.required]
     out["schemas"][doc_name] = {"type": "object", "properties": document, "required": ["_id", *required]}
-    out["schemas"][input_name] = {"type": "object", "properties": properties, "additionalProperties": False,
-                                  **({"required": required} if required else {})}
-    out["schemas"][list_name] = {"type": "object", "required": ["documents"], "properties": {
-        "documents": {"type": "array", "items": {"$ref": f"#/components/schemas/{doc_name}"}},
-        "count": {"type": "integer", "description": "total matching, before skip/limit; absent with `count=none`"}}}
+    out["schemas"][input_name] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+        **({"required": required} if required else {}),
+    }
+    out["schemas"][list_name] = {
+        "type": "object",
+        "required": ["documents"],
+        "properties": {
+            "documents": {"type": "array", "items": {"$ref": f"#/components/schemas/{doc_name}"}},
+            "count": {"type": "integer", "description": "total matching, before skip/limit; absent with `count=none`"},
+        },
+    }
     tag = f"database: {schema.name}"
     out["tags"].append({"name": tag, "description": f"Documents of the {schema.name} schema"})
     ref = {"$ref": f"#/components/schemas/{doc_name}"}
-    body = {"required": True, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{input_name}"}}}}
-    patch_body = {"required": True, "content": {"application/json": {"schema": {
-        "type": "object", "properties": properties, "additionalProperties": False}}}}
+    body = {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{input_name}"}}},
+    }
+    patch_body = {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "object", "properties": properties, "additionalProperties": False}}
+        },
+    }
     id_param = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
 
     def operation(op: str, operation_id: str, summary: str, **spec: Any) -> dict[str, Any] | None:
         rule = schema.crud(op)
         ids = {"operationId": f"{operation_id}{schema.name}"}
         if not rule.enabled:
-            return {**ids, "summary": summary + " (administrators only: disabled for others)", "tags": [tag],
-                    "security": ADMIN, **spec}
+            return {
+                **ids,
+                "summary": summary + " (administrators only: disabled for others)",
+                "tags": [tag],
+                "security": ADMIN,
+                **spec,
+            }
         security = USER_OR_ADMIN if rule.authenticated else ANYONE
         return {**ids, "summary": summary, "tags": [tag], "security": security, **spec}
 
     collection = f"/database/{schema.name}"
     out["paths"][collection] = {
-        "get": operation("read", "list", f"List {schema.name} documents", parameters=_list_parameters(schema),
-                         responses=_responses(200, {"$ref": f"#/components/schemas/{list_name}"}, "Documents",
-                                              400, 401, 404)),
-        "post": operation("create", "create", f"Create a {schema.name} document", requestBody=body,
-                          responses=_responses(201, ref, "The created document", 400, 401, 403, 404, 409)),
+        "get": operation(
+            "read",
+            "list",
+            f"List {schema.name} documents",
+            parameters=_list_parameters(schema),
+            responses=_responses(200, {"$ref": f"#/components/schemas/{list_name}"}, "Documents", 400, 401, 404),
+        ),
+        "post": operation(
+            "create",
+            "create",
+            f"Create a {schema.name} document",
+            requestBody=body,
+            responses=_responses(201, ref, "The created document", 400, 401, 403, 404, 409),
+        ),
     }
     out["paths"][f"{collection}/many"] = {
-        "post": operation("create", "createMany", f"Create many {schema.name} documents (all or nothing)", requestBody={
-            "required": True, "content": {"application/json": {"schema": {"type": "object", "required": ["docs"],
-                "properties": {"docs": {"type": "array", "maxItems": 1000,
-                                        "items": {"$ref": f"#/components/schemas/{input_name}"}}}}}}},
-            responses=_responses(201, {"type": "object", "properties": {
-                "docs": {"type": "array", "items": ref}, "count": {"type": "integer"}}},
-                "The created documents", 400, 401, 403, 404, 409)),
+        "post": operation(
+            "create",
+            "createMany",
+            f"Create many {schema.name} documents (all or nothing)",
+            requestBody={
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["docs"],
+                            "properties": {
+                                "docs": {
+                                    "type": "array",
+                                    "maxItems": 1000,
+                                    "items": {"$ref": f"#/components/schemas/{input_name}"},
+                                }
+                            },
+                        }
+                    }
+                },
+            },
+            responses=_responses(
+                201,
+                {
+                    "type": "object",
+                    "properties": {"docs": {"type": "array", "items": ref}, "count": {"type": "integer"}},
+                },
+                "The created documents",
+                400,
+                401,
+                403,
+                404,
+                409,
+            ),
+        ),
     }
     single = {"parameters": [id_param]}
-    single["get"] = operation("read", "get", f"One {schema.name} document", parameters=[
-        {"name": "populate", "in": "query", "schema": {"type": "string"}},
-        {"name": "select", "in": "query", "schema": {"type": "string"}}],
-        responses=_responses(200, ref, "The document", 400, 401, 404))
-    single["put"] = operation("update", "replace", f"Replace a {schema.name} document", requestBody=body,
-                              responses=_responses(200, ref, "The new document", 400, 401, 404, 409))
-    single["patch"] = operation("update", "update", f"Change fields of a {schema.name} document (null removes)",
-                                requestBody=patch_body,
-                                responses=_responses(200, ref, "The new document", 400, 401, 404, 409))
-    single["delete"] = operation("delete", "delete", f"Delete a {schema.name} document", responses=_responses(
-        200, {"$ref": "#/components/schemas/Deleted"}, "Deleted", 401, 403, 404))
+    single["get"] = operation(
+        "read",
+        "get",
+        f"One {schema.name} document",
+        parameters=[
+            {"name": "populate", "in": "query", "schema": {"type": "string"}},
+            {"name": "select", "in": "query", "schema": {"type": "string"}},
+        ],
+        responses=_responses(200, ref, "The document", 400, 401, 404),
+    )
+    single["put"] = operation(
+        "update",
+        "replace",
+        f"Replace a {schema.name} document",
+        requestBody=body,
+        responses=_responses(200, ref, "The new document", 400, 401, 404, 409),
+    )
+    single["patch"] = operation(
+        "update",
+        "update",
+        f"Change fields of a {schema.name} document (null removes)",
+        requestBody=patch_body,
+        responses=_responses(200, ref, "The new document", 400, 401, 404, 409),
+    )
+    single["delete"] = operation(
+        "delete",
+        "delete",
+        f"Delete a {schema.name} document",
+        responses=_responses(200, {"$ref": "#/components/schemas/Deleted"}, "Deleted", 401, 403, 404),
+    )
     out["paths"][f"{collection}/{{id}}"] = single
 
 
@@ -161,19 +267,36 @@ def _list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 25}},
         {"name": "sort", "in": "query", "schema": {"type": "string"}, "description": "`-price,title`"},
         {"name": "select", "in": "query", "schema": {"type": "string"}},
-        {"name": "populate", "in": "query", "schema": {"type": "string"},
-         "description": "Relation fields: " + (", ".join(n for n, f in schema.fields.items() if f.type == "Relation")
-                                               or "none")},
+        {
+            "name": "populate",
+            "in": "query",
+            "schema": {"type": "string"},
+            "description": "Relation fields: "
+            + (", ".join(n for n, f in schema.fields.items() if f.type == "Relation") or "none"),
+        },
     ]
-    params.append({"name": "count", "in": "query", "schema": {"type": "string", "enum": ["none"]},
-                   "description": "`none` leaves out the total count"})
+    params.append(
+        {
+            "name": "count",
+            "in": "query",
+            "schema": {"type": "string", "enum": ["none"]},
+            "description": "`none` leaves out the total count",
+        }
+    )
     for name, field in schema.fields.items():
         if field.type == "JSON":
             params.append(_operator_parameter(name, "$exists", {"type": "boolean"}, "the field is present"))
             continue
         item = _value_schema(Field(name=name, type=field.type, model=field.model))
-        params.append({"name": name, "in": "query", "schema": item, "required": False,
-                       "description": f"equals (also {name}<v for $lt and {name}>v for $gt)"})
+        params.append(
+            {
+                "name": name,
+                "in": "query",
+                "schema": item,
+                "required": False,
+                "description": f"equals (also {name}<v for $lt and {name}>v for $gt)",
+            }
+        )
         for op in _operators(field):
             if op in ("$in", "$nin"):
                 value: dict[str, Any] = {"type": "array", "items": item}
@@ -182,15 +305,20 @@ def _list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
             elif op == "$exists":
                 params.append(_operator_parameter(name, op, {"type": "boolean"}, "the field is present"))
             elif op == "$contains":
-                params.append(_operator_parameter(name, op, {"type": "string"}, "array holds the value" if field.array
-                                                  else "case-insensitive substring"))
+                params.append(
+                    _operator_parameter(
+                        name,
+                        op,
+                        {"type": "string"},
+                        "array holds the value" if field.array else "case-insensitive substring",
+                    )
+                )
             else:
                 params.append(_operator_parameter(name, op, item, OPERATOR_TEXT[op]))
     return params
 
 
-OPERATOR_TEXT = {"$ne": "not equal", "$lt": "less than", "$lte": "at most", "$gt": "greater than",
-                 "$gte": "at least"}
+OPERATOR_TEXT = {"$ne": "not equal", "$lt": "less than", "$lte": "at most", "$gt": "greater than", "$gte": "at least"}
 
 
 def _operators(field: Field) -> list[str]:
@@ -205,8 +333,13 @@ def _operators(field: Field) -> list[str]:
 
 def _operator_parameter(name: str, op: str, schema: dict[str, Any], text: str, explode: bool = True) -> dict[str, Any]:
     """``price[$lt]``: curl needs ``-g`` for the brackets; a generator names the argument ``price_lt``."""
-    param: dict[str, Any] = {"name": f"{name}[{op}]", "in": "query", "required": False, "schema": schema,
-                             "description": f"{name}: {text}"}
+    param: dict[str, Any] = {
+        "name": f"{name}[{op}]",
+        "in": "query",
+        "required": False,
+        "schema": schema,
+        "description": f"{name}: {text}",
+    }
     if not explode:
         param.update(style="form", explode=False)
     return param
@@ -224,8 +357,15 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
         if item["location"] == "urlParams":
             params.append({"name": item["name"], "in": "path", "required": True, "schema": value})
         elif item["location"] == "query":
-            params.append({"name": item["name"], "in": "query", "required": not item["optional"], "schema": value,
-                           **({"style": "form", "explode": False} if item["array"] else {})})
+            params.append(
+                {
+                    "name": item["name"],
+                    "in": "query",
+                    "required": not item["optional"],
+                    "schema": value,
+                    **({"style": "form", "explode": False} if item["array"] else {}),
+                }
+            )
         else:
             body_props[item["name"]] = value
             if not item["optional"]:
@@ -233,15 +373,25 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
     if endpoint.operation == "GET":
         params.append({"name": "populate", "in": "query", "schema": {"type": "string"}})
     if endpoint.paginated:
-        params += [{"name": "skip", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                   {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}]
+        params += [
+            {"name": "skip", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+        ]
     if endpoint.sorted:
         params.append({"name": "sort", "in": "query", "schema": {"type": "string"}})
-    listing = {"type": "object", "properties": {"documents": {"type": "array", "items": doc_ref},
-                                                "count": {"type": "integer"}}}
+    listing = {
+        "type": "object",
+        "properties": {"documents": {"type": "array", "items": doc_ref}, "count": {"type": "integer"}},
+    }
     result, status = {
-        "GET": (listing, 200), "POST": (doc_ref, 201), "PUT": (listing, 200), "PATCH": (listing, 200),
-        "DELETE": ({"type": "object", "properties": {"deleted": {"type": "boolean"}, "count": {"type": "integer"}}}, 200),
+        "GET": (listing, 200),
+        "POST": (doc_ref, 201),
+        "PUT": (listing, 200),
+        "PATCH": (listing, 200),
+        "DELETE": (
+            {"type": "object", "properties": {"deleted": {"type": "boolean"}, "count": {"type": "integer"}}},
+            200,
+        ),
     }[endpoint.operation]
     spec: dict[str, Any] = {
         "operationId": f"customEndpoint{endpoint.name[:1].upper()}{endpoint.name[1:]}",
@@ -252,9 +402,19 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
         "responses": _responses(status, result, "Result", 400, 401, 404),
     }
     if body_props:
-        spec["requestBody"] = {"required": bool(body_required), "content": {"application/json": {"schema": {
-            "type": "object", "properties": body_props, "additionalProperties": False,
-            **({"required": body_required} if body_required else {})}}}}
+        spec["requestBody"] = {
+            "required": bool(body_required),
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "properties": body_props,
+                        "additionalProperties": False,
+                        **({"required": body_required} if body_required else {}),
+                    }
+                }
+            },
+        }
     out["paths"].setdefault(path_of(endpoint), {})[endpoint.operation.lower()] = spec
     if not any(tag["name"] == "database: custom endpoints" for tag in out["tags"]):
         out["tags"].append({"name": "database: custom endpoints", "description": "Admin-defined endpoints"})

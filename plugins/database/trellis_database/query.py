@@ -5,13 +5,14 @@ The REST list route, GraphQL ``where`` and custom endpoints all build the same t
 come only from validated schema field names.
 
 Semantics (the same on SQLite and PostgreSQL):
-- a single-valued field compares through its typed generated column (see ``storage.py``); a document
+- a single-valued field compares through its typed generated column (see ``tables.py``); a document
   whose value is missing or of another type never matches a comparison and sorts as missing;
 - ``ne``/``nin`` also match documents without the field (as MongoDB does);
 - ``contains`` on text is a case-insensitive substring; on an array it means "has this element";
 - on an array, ``eq``/``in`` mean "has this element / one of these";
 - ascending sorts put missing values first, descending last; ``_id`` breaks ties.
 """
+
 from __future__ import annotations
 
 import re
@@ -257,8 +258,9 @@ class Compiler:
         path = sa.literal_column(f"'{field.name}'") if self.pg else sa.literal_column(f"'$.{field.name}'")
         if self.pg:
             node = sa.type_coerce(self.table.c.data, JSONB)[path]
-            tests = [sa.func.coalesce(node.contains(self._param(names, values, JSONB)), sa.false())
-                     for _ in range(count)]
+            tests = [
+                sa.func.coalesce(node.contains(self._param(names, values, JSONB)), sa.false()) for _ in range(count)
+            ]
             return tests[0] if count == 1 else sa.or_(*tests)
         items = sa.func.json_each(self.table.c.data, path).table_valued("value", "type")
         match = items.c.value.in_(self._param(names, values, expanding=True))

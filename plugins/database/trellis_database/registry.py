@@ -6,6 +6,7 @@ and, built lazily, the GraphQL schema. It is cached beside the ``database-schema
 compare stamps, so a change made by one worker reaches every worker without a restart and without
 a schema query per request.
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,7 +23,7 @@ from sqlalchemy import select
 
 from trellis import db
 
-from . import storage
+from . import tables
 from .definitions import default_options, extension_fields, merge_options
 from .fields import Field, FieldError, format_datetime, parse_field
 from .models import CustomEndpointRecord, SchemaRecord
@@ -88,9 +89,11 @@ class CompiledSchema:
 
     def record(self) -> dict[str, Any]:
         """The schema record of the API."""
-        fields = self.raw_fields if self.raw_fields is not None else {
-            name: f.definition() for name, f in self.base_fields.items()
-        }
+        fields = (
+            self.raw_fields
+            if self.raw_fields is not None
+            else {name: f.definition() for name, f in self.base_fields.items()}
+        )
         return {
             "_id": self.id,
             "name": self.name,
@@ -204,9 +207,7 @@ def load_snapshot(stamp: Any) -> Snapshot:
     schemas = [compile_record(row) for row in rows.values() if row.owner_module == OWNER]
     for descriptor in _owned_descriptors():
         schemas.append(compile_owned(descriptor, rows.get(owned_schema_id(descriptor.owner_module, descriptor.name))))
-    endpoints = {
-        row.name: compile_endpoint(row) for row in db.session.execute(select(CustomEndpointRecord)).scalars()
-    }
+    endpoints = {row.name: compile_endpoint(row) for row in db.session.execute(select(CustomEndpointRecord)).scalars()}
     schemas.sort(key=lambda s: s.name)
     return Snapshot(stamp, schemas, endpoints)
 
@@ -222,8 +223,8 @@ def compile_record(row: SchemaRecord) -> CompiledSchema:
     base = {name: parse_field(name, definition) for name, definition in (row.fields or {}).items()}
     fields = {**base, **extension_fields(row.extensions)}
     state = row.storage or {}
-    columns = {name: storage.ColumnState(**c) for name, c in (state.get("columns") or {}).items()}
-    table = storage.make_table(state["table"], columns) if state.get("table") else None
+    columns = {name: tables.ColumnState(**c) for name, c in (state.get("columns") or {}).items()}
+    table = tables.make_table(state["table"], columns) if state.get("table") else None
     # Index name (PostgreSQL reports it) and column name (SQLite does) → field, to name a 409's culprit.
     unique = {key: name for name, c in columns.items() if c.unique and c.index for key in (c.index, c.column)}
     return CompiledSchema(
@@ -258,8 +259,9 @@ def owned_options(descriptor: Any) -> dict[str, Any]:
     options = default_options(owned=True)
     options["timestamps"] = bool(descriptor.timestamps)
     return merge_options(
-        options, {"conduit": {"permissions": {"canModify": descriptor.can_modify,
-                                              "extendable": bool(descriptor.extendable)}}}, None
+        options,
+        {"conduit": {"permissions": {"canModify": descriptor.can_modify, "extendable": bool(descriptor.extendable)}}},
+        None,
     )
 
 

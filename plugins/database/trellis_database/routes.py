@@ -4,6 +4,7 @@ Document routes are one generic family (``/database/<schemaName>…``); the per-
 come from ``openapi.py``. Their responses are serialised once, straight to JSON, not through a
 marshmallow dump (a document's fields are only known at run time).
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,9 +20,11 @@ from trellis.errors import bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
-from . import documents, endpoints, schemas
+from . import documents, endpoints, schema_service
 from .access import authorize, check_permission
-from .api_schemas import (
+from .query import parse_filters, parse_populate, parse_select
+from .registry import snapshot, snapshot_having
+from .schemas import (
     DeleteSchemaArgs,
     DocumentBodySchema,
     DocumentListArgs,
@@ -42,12 +45,13 @@ from .api_schemas import (
     SchemaListSchema,
     SchemaRecordSchema,
 )
-from .query import parse_filters, parse_populate, parse_select
-from .registry import snapshot, snapshot_having
 
 schemas_blp = Blueprint("database-schemas", __name__, description="Database: schemas (administrators)")
-documents_blp = Blueprint("database-documents", __name__,
-                          description="Database: documents of every CMS-enabled schema (see the per-schema paths)")
+documents_blp = Blueprint(
+    "database-documents",
+    __name__,
+    description="Database: documents of every CMS-enabled schema (see the per-schema paths)",
+)
 endpoints_blp = Blueprint("database-custom-endpoints", __name__, description="Database: custom endpoints")
 
 OPTIONAL_USER = [{}, {"bearerAuth": []}, {"masterkey": []}]
@@ -101,8 +105,8 @@ def _is_missing_object(exc: DBAPIError) -> bool:
 
 def _list_schemas(args: dict[str, Any]) -> dict[str, Any]:
     owner = [o.strip() for o in args["owner"].split(",") if o.strip()] if args.get("owner") else None
-    found = schemas.list_schemas(snapshot(), args.get("enabled"), owner, args.get("search"))
-    page = found[args["skip"]: args["skip"] + args["limit"]]
+    found = schema_service.list_schemas(snapshot(), args.get("enabled"), owner, args.get("search"))
+    page = found[args["skip"] : args["skip"] + args["limit"]]
     return {"schemas": [s.record() for s in page], "count": len(found)}
 
 
@@ -130,7 +134,7 @@ def list_schemas(args: dict[str, Any]):
 @schemas_blp.response(201, SchemaRecordSchema)
 def admin_create_schema(body: dict[str, Any]):
     """Create a schema; its document routes exist at once, in every worker."""
-    return schemas.create(body)
+    return schema_service.create(body)
 
 
 @schemas_blp.route("/database/schemas", methods=["POST"])
@@ -139,7 +143,7 @@ def admin_create_schema(body: dict[str, Any]):
 @schemas_blp.response(201, SchemaRecordSchema)
 def create_schema(body: dict[str, Any]):
     """Create a schema (same as ``POST /admin/database/schemas``)."""
-    return schemas.create(body)
+    return schema_service.create(body)
 
 
 @schemas_blp.route("/admin/database/schemas/<string:schemaId>", methods=["GET"])
@@ -148,7 +152,7 @@ def create_schema(body: dict[str, Any]):
 def admin_get_schema(schemaId: str):
     """One schema, by id (or name)."""
     snap = snapshot_having(lambda s: schemaId in s.by_id or schemaId in s.by_name)
-    return schemas.find(snap, schemaId).record()
+    return schema_service.find(snap, schemaId).record()
 
 
 @schemas_blp.route("/admin/database/schemas/<string:schemaId>", methods=["PUT"])
@@ -157,7 +161,7 @@ def admin_get_schema(schemaId: str):
 @schemas_blp.response(200, SchemaRecordSchema)
 def admin_update_schema(body: dict[str, Any], schemaId: str):
     """Rename, replace the fields (add, drop, change), or change options; documents stay readable."""
-    return schemas.update(schemaId, body)
+    return schema_service.update(schemaId, body)
 
 
 @schemas_blp.route("/admin/database/schemas/<string:schemaId>", methods=["DELETE"])
@@ -166,7 +170,7 @@ def admin_update_schema(body: dict[str, Any], schemaId: str):
 @schemas_blp.response(200, DeletedSchema)
 def admin_delete_schema(args: dict[str, Any], schemaId: str):
     """Delete a schema; one with documents needs ``?deleteData=true`` (409 otherwise)."""
-    return deleted(schemas.delete(schemaId, args["deleteData"]))
+    return deleted(schema_service.delete(schemaId, args["deleteData"]))
 
 
 @schemas_blp.route("/admin/database/schemas/<string:schemaId>/extensions", methods=["POST"])
@@ -175,7 +179,7 @@ def admin_delete_schema(args: dict[str, Any], schemaId: str):
 @schemas_blp.response(200, SchemaRecordSchema)
 def admin_set_extension(body: dict[str, Any], schemaId: str):
     """Set the admin's extension fields of an extendable (or ``ExtensionOnly``) schema; ``{}`` removes them."""
-    return schemas.set_extension(schemaId, body["fields"])
+    return schema_service.set_extension(schemaId, body["fields"])
 
 
 # ---- documents ------------------------------------------------------------------------------------
@@ -265,8 +269,9 @@ def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
         return _json_text(documents.get_json(schema, docId))
     unknown = set(request.args) - {"populate", "select"}
     if unknown:
-        raise bad_request(f"Unknown query parameter {min(unknown)!r}",
-                          {name: ["Unknown query parameter"] for name in unknown})
+        raise bad_request(
+            f"Unknown query parameter {min(unknown)!r}", {name: ["Unknown query parameter"] for name in unknown}
+        )
     doc = documents.get(schema, docId)
     tree = parse_populate(snap, schema, request.args.get("populate"))
     if tree:
@@ -328,7 +333,7 @@ def list_endpoints(args: dict[str, Any]):
     if args.get("schema"):
         schema = snap.by_id.get(args["schema"]) or snap.by_name.get(args["schema"])
         found = [e for e in found if schema is not None and e.schema_id == schema.id]
-    page = found[args["skip"]: args["skip"] + args["limit"]]
+    page = found[args["skip"] : args["skip"] + args["limit"]]
     return {"customEndpoints": [endpoints.record(e, snap) for e in page], "count": len(found)}
 
 
@@ -370,8 +375,7 @@ def delete_endpoint(endpointId: str):
 FUNCTION_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
-@endpoints_blp.route("/database/function/<string:endpointName>", methods=FUNCTION_METHODS,
-                     defaults={"params": ""})
+@endpoints_blp.route("/database/function/<string:endpointName>", methods=FUNCTION_METHODS, defaults={"params": ""})
 @endpoints_blp.route("/database/function/<string:endpointName>/<path:params>", methods=FUNCTION_METHODS)
 @_retry_stale
 @endpoints_blp.response(200, FunctionResultSchema)

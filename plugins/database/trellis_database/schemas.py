@@ -1,365 +1,233 @@
-"""The schema service: create, change, extend and delete schemas, with their tables, in one transaction.
+"""Marshmallow schemas of the module's routes (request validation and the static OpenAPI document).
 
-Each write validates against the current snapshot, applies the row change and the DDL in the
-request's transaction, bumps the ``database-schemas`` generation last, and commits. Nothing here
-reads the registry after the bump (see ``registry.changed``).
+Document bodies are checked against the admin-defined schema by ``documents.validate``; the schemas
+here only describe the generic route family. Per-schema request/response schemas are generated at
+request time by ``openapi.py``.
 """
+
 from __future__ import annotations
 
-import json
-from typing import Any
+from marshmallow import INCLUDE, Schema, validate
+from marshmallow import fields as ma
 
-import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
-
-from trellis import audit, db
-from trellis.db import new_id, utcnow
-from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
-
-from . import counts, storage
-from .definitions import (
-    DefinitionError,
-    check_name,
-    default_options,
-    extension_fields,
-    field_definitions,
-    merge_options,
-    parse_fields,
-)
-from .fields import Field, format_datetime
-from .models import CustomEndpointRecord, SchemaRecord
-from .registry import OWNER, CompiledSchema, Snapshot, changed, compile_record, owned_fields, snapshot
+from trellis.http import ListArgs, list_schema
 
 
-def _invalid(exc: DefinitionError) -> APIError:
-    return bad_request("Invalid schema: " + str(exc), exc.errors)
-
-
-def find(snap: Snapshot, schema_id: str) -> CompiledSchema:
-    """A schema by id (or, for convenience, by name)."""
-    schema = snap.by_id.get(schema_id) or snap.by_name.get(schema_id)
-    if schema is None:
-        raise not_found(f"No schema with id {schema_id!r}")
-    return schema
-
-
-def list_schemas(snap: Snapshot, enabled: bool | None = None, owner: list[str] | None = None,
-                 search: str | None = None) -> list[CompiledSchema]:
-    found = []
-    for schema in snap.schemas:
-        if enabled is not None and schema.cms_enabled != enabled:
-            continue
-        if owner and schema.owner_module not in owner:
-            continue
-        if search and search.lower() not in schema.name.lower():
-            continue
-        found.append(schema)
-    return found
-
-
-def _check_relations(snap: Snapshot, name: str, fields: dict[str, Field]) -> None:
-    errors = {}
-    for field in fields.values():
-        if field.type == "Relation" and field.model != name and snap.document_schema(field.model) is None:
-            errors[f"fields.{field.name}"] = [f"model {field.model!r} is not a schema with documents"]
-    if errors:
-        raise bad_request("A Relation field names an unknown schema", errors)
-
-
-def _check_unique_name(snap: Snapshot, name: str, own_id: str | None = None) -> None:
-    existing = snap.by_name.get(name)
-    if existing is not None and existing.id != own_id:
-        raise conflict(f"A schema named {name!r} already exists", {"name": ["Already taken"]})
-
-
-def _flush(row: SchemaRecord) -> None:
-    try:
-        db.session.flush()
-    except IntegrityError:
-        db.session.rollback()
-        raise conflict(f"A schema named {row.name!r} already exists", {"name": ["Already taken"]}) from None
-
-
-def _sync(row: SchemaRecord, fields: dict[str, Field], what: str) -> None:
-    """Bring the table's generated columns and indexes in line with ``fields``."""
-    counts.touched(db.session(), row.storage["table"])  # filters on changed columns count anew
-    try:
-        columns = storage.sync_columns(db.session.connection(), row.storage["table"],
-                                       row.storage.get("columns") or {}, fields)
-    except IntegrityError:
-        db.session.rollback()
-        raise conflict(f"Existing documents break the {what}: a unique field has duplicate values") from None
-    row.storage = {**row.storage, "columns": columns}
-
-
-def _drop_data(row: SchemaRecord, names: list[str]) -> None:
-    """Remove dropped fields from stored documents (like dropping a column)."""
-    if not names or not row.storage.get("table"):
-        return
-    table = storage.make_table(row.storage["table"], {})
-    counts.touched(db.session(), table.name)
-    if db.session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import JSONB
-
-        data = sa.type_coerce(table.c.data, JSONB).op("-")(sa.cast(sa.literal(names), sa.ARRAY(sa.Text)))
-        db.session.execute(sa.update(table).values(data=sa.type_coerce(data, JSONB)))
-    else:
-        data = sa.func.json_remove(table.c.data, *[f"$.{name}" for name in names])
-        db.session.execute(sa.update(table).values(data=data))
-
-
-def _was_required(schema: CompiledSchema, name: str) -> bool:
-    field = schema.fields.get(name)
-    return field is not None and field.required
-
-
-def _fill_required(row: SchemaRecord, fields: list[Field]) -> None:
-    """A field that becomes required: existing documents without a value get its default; without a
-    default the change is refused (409), so no stored document breaks the documented response."""
-    if not fields or not row.storage.get("table"):
-        return
-    table = storage.make_table(row.storage["table"], {})
-    postgresql = db.session.get_bind().dialect.name == "postgresql"
-    for field in fields:
-        if postgresql:
-            from sqlalchemy.dialects.postgresql import JSONB
-
-            data = sa.type_coerce(table.c.data, JSONB)
-            missing = sa.or_(~data.has_key(field.name), data[field.name] == sa.cast(sa.literal("null"), JSONB))
-        else:
-            kind = sa.func.json_type(table.c.data, f"$.{field.name}")
-            missing = sa.or_(kind.is_(None), kind == "null")
-        if field.default is None:
-            lacking = db.session.execute(sa.select(sa.func.count()).select_from(table).where(missing)).scalar_one()
-            if lacking:
-                raise conflict(f"{lacking} document(s) have no value for {field.name!r}, which would become "
-                               "required: give the field a default (filled in) or fill them first",
-                               {f"fields.{field.name}": ["Documents lack a value; add a default"]})
-            continue
-        counts.touched(db.session(), table.name)
-        if postgresql:
-            patch = sa.cast(sa.literal(json.dumps({field.name: field.default})), JSONB)
-            db.session.execute(sa.update(table).where(missing).values(data=sa.type_coerce(data.op("||")(patch), JSONB)))
-        else:
-            value = sa.func.json(sa.literal(json.dumps(field.default)))
-            db.session.execute(sa.update(table).where(missing).values(
-                data=sa.func.json_set(table.c.data, f"$.{field.name}", value)))
-
-
-def _endpoint_fields(schema_id: str) -> dict[str, set[str]]:
-    """Custom endpoint name → schema fields it uses (they must not disappear under it)."""
-    used: dict[str, set[str]] = {}
-    rows = db.session.execute(sa.select(CustomEndpointRecord).where(CustomEndpointRecord.schema_id == schema_id))
-    for endpoint in rows.scalars():
-        names = {a.get("schemaField") for a in endpoint.assignments or []}
-        names |= _query_fields(endpoint.query)
-        used[endpoint.name] = {n for n in names if isinstance(n, str)}
-    return used
-
-
-def _query_fields(node: Any) -> set[str]:
-    if not isinstance(node, dict):
-        return set()
-    names = {node["schemaField"]} if isinstance(node.get("schemaField"), str) else set()
-    for key in ("AND", "OR"):
-        for child in node.get(key) or []:
-            names |= _query_fields(child)
-    return names
-
-
-def _check_endpoints_keep(schema_id: str, fields: dict[str, Field]) -> None:
-    for endpoint, names in _endpoint_fields(schema_id).items():
-        lost = sorted(n for n in names if n not in fields and n != "_id")
-        if lost:
-            raise conflict(f"Custom endpoint {endpoint!r} uses {', '.join(lost)}; change or delete it first")
-
-
-def record(row: SchemaRecord) -> dict[str, Any]:
-    return compile_record(row).record()
-
-
-# ---- writes -----------------------------------------------------------------------------------------
-
-
-def create(body: dict[str, Any]) -> dict[str, Any]:
-    snap = snapshot()
-    try:
-        name = check_name(body.get("name"))
-        fields = parse_fields(body.get("fields"))
-        options = merge_options(default_options(), body.get("modelOptions"), body.get("conduitOptions"))
-    except DefinitionError as exc:
-        raise _invalid(exc) from None
-    _check_unique_name(snap, name)
-    _check_relations(snap, name, fields)
-    now = utcnow()
-    row = SchemaRecord(id=new_id(), name=name, owner_module=OWNER, fields=field_definitions(fields),
-                       model_options=options, extensions=[], storage={}, version=0, created_at=now, updated_at=now)
-    db.session.add(row)
-    _flush(row)
-    table = storage.table_name(row.id)
-    columns = storage.create_table(db.session.connection(), table, fields)
-    row.storage = {"table": table, "columns": columns}
-    out = record(row)
-    audit.record("database", "schema.create", row.id, body)
-    changed()
-    db.session.commit()
-    return out
-
-
-def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
-    snap = snapshot()
-    schema = find(snap, schema_id)
-    if schema.owned and schema.permission("canModify") != "Everything":
-        raise forbidden(f"{schema.name} belongs to the {schema.owner_module} module; its canModify is "
-                        f"{schema.permission('canModify')} (extensions: POST …/extensions)")
-    if schema.owned and body.get("name", schema.name) != schema.name:
-        raise forbidden(f"{schema.name} is named by the {schema.owner_module} module and cannot be renamed")
-    if schema.owned and "fields" in body:
-        raise forbidden(f"The fields of {schema.name} are declared by the {schema.owner_module} module; "
-                        "add fields through an extension")
-    row = _row_for(schema)
-    try:
-        name = check_name(body["name"]) if "name" in body else row.name
-        fields = parse_fields(body["fields"]) if "fields" in body else {
-            n: f for n, f in schema.base_fields.items()
-        }
-        options = merge_options(row.model_options, body.get("modelOptions"), body.get("conduitOptions"))
-    except DefinitionError as exc:
-        raise _invalid(exc) from None
-    extension = extension_fields(row.extensions)
-    clash = sorted(set(fields) & set(extension))
-    if clash:
-        raise bad_request("Fields clash with extension fields", {f"fields.{n}": ["Defined by an extension"] for n in clash})
-    _check_unique_name(snap, name, own_id=schema.id)
-    effective = {**fields, **extension}
-    _check_relations(snap, name, effective)
-    _check_endpoints_keep(schema.id, effective)
-    old_name = row.name
-    if not schema.owned:
-        row.fields = field_definitions(fields)
-        _drop_data(row, [n for n in schema.fields if n not in effective])
-        _fill_required(row, [f for n, f in effective.items() if f.required and not _was_required(schema, n)])
-        _sync(row, effective, "schema change")
-    row.name, row.model_options = name, options
-    row.version += 1
-    row.updated_at = utcnow()
-    if name != old_name:
-        _rename_relations(snap, old_name, name, schema.id)
-    _flush(row)
-    out = record(row) if not schema.owned else _owned_record(schema, row)
-    audit.record("database", "schema.update", schema.id, body)
-    changed()
-    db.session.commit()
-    return out
-
-
-def _rename_relations(snap: Snapshot, old: str, new: str, own_id: str) -> None:
-    """Relation fields name their model; follow a rename in every schema that points here."""
-    for other in snap.schemas:
-        if other.owned:
-            continue
-        row = db.session.get(SchemaRecord, other.id)
-        touched = False
-        fields = dict(row.fields)
-        for name, definition in fields.items():
-            if definition.get("model") == old:
-                fields[name] = {**definition, "model": new}
-                touched = True
-        extensions = []
-        for extension in row.extensions or []:
-            ext_fields = {n: ({**d, "model": new} if d.get("model") == old else d)
-                          for n, d in (extension.get("fields") or {}).items()}
-            touched |= ext_fields != extension.get("fields")
-            extensions.append({**extension, "fields": ext_fields})
-        if touched:
-            row.fields, row.extensions = fields, extensions
-            if other.id != own_id:  # the renamed schema counts its own change once
-                row.version += 1
-                row.updated_at = utcnow()
-
-
-def delete(schema_id: str, delete_data: bool) -> str:
-    snap = snapshot()
-    schema = find(snap, schema_id)
-    if schema.owned:
-        raise forbidden(f"{schema.name} belongs to the {schema.owner_module} module and cannot be deleted")
-    for other in snap.schemas:
-        if other.id != schema.id and any(f.type == "Relation" and f.model == schema.name for f in other.fields.values()):
-            raise conflict(f"Schema {other.name!r} has a Relation to {schema.name!r}; change it first")
-    row = db.session.get(SchemaRecord, schema.id)
-    table = (row.storage or {}).get("table")
-    if table:
-        count = storage.count_rows(db.session.connection(), table)
-        if count and not delete_data:
-            raise conflict(f"{schema.name} has {count} documents; add ?deleteData=true to delete them too")
-        storage.drop_table(db.session.connection(), table)
-    db.session.execute(sa.delete(CustomEndpointRecord).where(CustomEndpointRecord.schema_id == schema.id))
-    db.session.delete(row)
-    audit.record("database", "schema.delete", schema.id, {"name": schema.name, "deleteData": delete_data})
-    changed()
-    db.session.commit()
-    return schema.id
-
-
-def set_extension(schema_id: str, raw_fields: Any) -> dict[str, Any]:
-    """Replace the admin's extension of a schema (``{}`` removes it)."""
-    snap = snapshot()
-    schema = find(snap, schema_id)
-    if not schema.extendable:
-        raise forbidden(f"{schema.name} cannot be extended (permissions.extendable is false)")
-    try:
-        fields = parse_fields(raw_fields)
-    except DefinitionError as exc:
-        raise _invalid(exc) from None
-    clash = sorted(set(fields) & set(schema.base_fields))
-    if clash:
-        raise bad_request("Extension fields clash with the schema's own fields",
-                          {f"fields.{n}": ["Already a field of the schema"] for n in clash})
-    _check_relations(snap, schema.name, fields)
-    row = _row_for(schema)
-    now = utcnow()
-    others = [e for e in row.extensions or [] if e.get("ownerModule") != OWNER]
-    mine = next((e for e in row.extensions or [] if e.get("ownerModule") == OWNER), None)
-    extensions = list(others)
-    if fields:
-        created = mine.get("createdAt") if mine else None
-        extensions.append({"fields": field_definitions(fields), "ownerModule": OWNER,
-                           "createdAt": created or format_datetime(now), "updatedAt": format_datetime(now)})
-    effective = {**schema.base_fields, **extension_fields(extensions)}
-    _check_endpoints_keep(schema.id, effective)
-    row.extensions = extensions
-    if row.storage.get("table"):
-        _drop_data(row, [n for n in schema.fields if n not in effective])
-        _sync(row, effective, "extension")
-    row.version += 1
-    row.updated_at = now
-    _flush(row)
-    out = record(row) if not schema.owned else _owned_record(schema, row)
-    audit.record("database", "schema.extension", schema.id, {"fields": raw_fields})
-    changed()
-    db.session.commit()
-    return out
-
-
-def _row_for(schema: CompiledSchema) -> SchemaRecord:
-    """The stored row of a schema; a module-owned schema gets one the first time it is changed."""
-    row = db.session.get(SchemaRecord, schema.id)
-    if row is not None:
-        return row
-    now = utcnow()
-    row = SchemaRecord(id=schema.id, name=schema.name, owner_module=schema.owner_module,
-                       fields=schema.raw_fields or {}, model_options=schema.options, extensions=[], storage={},
-                       version=0, created_at=now, updated_at=now)
-    db.session.add(row)
-    return row
-
-
-def _owned_record(schema: CompiledSchema, row: SchemaRecord) -> dict[str, Any]:
-    base = owned_fields(schema.raw_fields or {})
-    compiled = CompiledSchema(
-        id=schema.id, name=row.name, owner_module=schema.owner_module, base_fields=base,
-        fields={**base, **extension_fields(row.extensions)}, options=row.model_options,
-        extensions=row.extensions, version=row.version, created_at=row.created_at, updated_at=row.updated_at,
-        table=None, raw_fields=schema.raw_fields,
+class SchemaBody(Schema):
+    name = ma.String(required=True, metadata={"description": "^[A-Za-z][A-Za-z0-9_]{0,62}$, unique"})
+    fields_ = ma.Dict(
+        required=True,
+        data_key="fields",
+        attribute="fields",
+        metadata={
+            "description": "field name → type name (`String`), `[type]`, or {type, model?, required?, unique?, "
+            "default?, description?, index?}; types: String, Number, Boolean, Date, ObjectId, JSON, "
+            "Relation (needs model)",
+            "example": {"title": {"type": "String", "required": True}, "price": "Number", "tags": ["String"]},
+        },
     )
-    return compiled.record()
+    modelOptions = ma.Dict(metadata={"description": "{timestamps, conduit: {permissions, cms}}"})
+    conduitOptions = ma.Dict(metadata={"description": "Conduit's name for modelOptions.conduit"})
+
+
+class SchemaChangesBody(Schema):
+    name = ma.String()
+    fields_ = ma.Dict(
+        data_key="fields",
+        attribute="fields",
+        metadata={"description": "the complete new field map (fields left out are dropped)"},
+    )
+    modelOptions = ma.Dict(metadata={"description": "merged into the current options"})
+    conduitOptions = ma.Dict()
+
+
+class ExtensionBody(Schema):
+    fields_ = ma.Dict(
+        required=True,
+        data_key="fields",
+        attribute="fields",
+        metadata={"description": "the admin's extension fields ({} removes it)"},
+    )
+
+
+class SchemaRecordSchema(Schema):
+    _id = ma.String(required=True)
+    name = ma.String(required=True)
+    fields_ = ma.Dict(required=True, data_key="fields", attribute="fields")
+    modelOptions = ma.Dict(required=True)
+    ownerModule = ma.String(required=True)
+    extensions = ma.List(ma.Dict(), required=True)
+    createdAt = ma.String(allow_none=True)
+    updatedAt = ma.String(allow_none=True)
+    version = ma.Integer(data_key="__v", attribute="__v", metadata={"description": "revision counter"})
+
+
+SchemaListSchema = list_schema("DatabaseSchemaList", "schemas", SchemaRecordSchema)
+
+
+class SchemaListArgs(ListArgs):
+    enabled = ma.Boolean(metadata={"description": "only schemas whose CMS routes are (or are not) enabled"})
+    owner = ma.String(metadata={"description": "comma-separated owner module names, e.g. database,authentication"})
+    search = ma.String(metadata={"description": "part of the name"})
+
+
+class DeleteSchemaArgs(Schema):
+    deleteData = ma.Boolean(load_default=False, metadata={"description": "also delete the documents"})
+
+
+class DocumentSchema(Schema):
+    """Any document: ``_id``, the schema's fields, ``createdAt``, ``updatedAt``, ``__v``."""
+
+    class Meta:
+        unknown = INCLUDE
+
+    _id = ma.String(dump_only=True)
+    createdAt = ma.String(dump_only=True)
+    updatedAt = ma.String(dump_only=True)
+
+
+class DocumentBodySchema(Schema):
+    """The schema's fields (checked against the schema; unknown fields are a 400)."""
+
+    class Meta:
+        unknown = INCLUDE
+
+
+class DocumentListArgs(ListArgs):
+    class Meta:
+        unknown = INCLUDE  # field filters: field=v, field[$op]=v, field<v
+
+    sort = ma.String(metadata={"description": "fields, `-` for descending: `-price,title`"})
+    select = ma.String(metadata={"description": "fields to return: `title,price` (`_id` always)"})
+    populate = ma.String(
+        metadata={
+            "description": "relation fields to replace by their documents, nested with dots: `author,author.company`"
+        }
+    )
+    count = ma.String(
+        validate=validate.OneOf(["exact", "none"]),
+        metadata={
+            "description": "`exact` (default): the total before skip/limit; `none`: no `count` "
+            "in the answer, and no counting"
+        },
+    )
+
+
+DocumentListSchema = Schema.from_dict(
+    {
+        "documents": ma.List(ma.Nested(DocumentSchema), required=True),
+        "count": ma.Integer(metadata={"description": "total before skip/limit; absent with `count=none`"}),
+    },
+    name="DatabaseDocumentList",
+)
+
+
+class ManyBodySchema(Schema):
+    docs = ma.List(ma.Dict(), required=True, validate=validate.Length(min=1, max=1000))
+
+
+class ManyResultSchema(Schema):
+    docs = ma.List(ma.Nested(DocumentSchema), required=True)
+    count = ma.Integer(required=True)
+
+
+class EndpointBody(Schema):
+    name = ma.String(required=True)
+    operation = ma.Raw(required=True, metadata={"description": "GET|POST|PUT|DELETE|PATCH or Conduit's 0..4"})
+    selectedSchema = ma.String(metadata={"description": "schema id or name"})
+    selectedSchemaName = ma.String()
+    inputs = ma.List(
+        ma.Dict(), metadata={"description": "[{name, type, location: body|query|urlParams (0..2), optional, array}]"}
+    )
+    query = ma.Dict(
+        allow_none=True,
+        metadata={
+            "description": "{AND|OR: [{schemaField, operation: eq|ne|gt|gte|lt|lte|in|nin|contains (0..8), "
+            "comparisonField: {type: Input|Context|Custom, value, like?}} | nested group]}"
+        },
+    )
+    assignments = ma.List(
+        ma.Dict(),
+        metadata={
+            "description": "[{schemaField, action: set|increment|decrement|append|remove (0..4), assignmentField}]"
+        },
+    )
+    authentication = ma.Boolean()
+    paginated = ma.Boolean()
+    sorted = ma.Boolean()
+    enabled = ma.Boolean()
+
+
+class EndpointChangesBody(EndpointBody):
+    name = ma.String()
+    operation = ma.Raw()
+
+
+class EndpointRecordSchema(Schema):
+    _id = ma.String(required=True)
+    name = ma.String(required=True)
+    operation = ma.String(required=True)
+    selectedSchema = ma.String(required=True)
+    selectedSchemaName = ma.String(allow_none=True)
+    inputs = ma.List(ma.Dict())
+    query = ma.Dict(allow_none=True)
+    assignments = ma.List(ma.Dict())
+    authentication = ma.Boolean()
+    paginated = ma.Boolean()
+    sorted = ma.Boolean()
+    enabled = ma.Boolean()
+    path = ma.String(metadata={"description": "where the endpoint is served"})
+    createdAt = ma.String(allow_none=True)
+    updatedAt = ma.String(allow_none=True)
+    version = ma.Integer(data_key="__v", attribute="__v")
+
+
+EndpointListSchema = list_schema("DatabaseCustomEndpointList", "customEndpoints", EndpointRecordSchema)
+
+
+class EndpointListArgs(ListArgs):
+    search = ma.String(metadata={"description": "part of the name"})
+    schema = ma.String(metadata={"description": "schema id or name"})
+
+
+class FunctionResultSchema(Schema):
+    """GET: {documents, count}; POST: the created document; PUT/PATCH: {documents, count}; DELETE: {deleted, count}."""
+
+    class Meta:
+        unknown = INCLUDE
+
+
+class GraphQLRequestSchema(Schema):
+    """A GraphQL-over-HTTP POST body; ``extensions`` is accepted and its keys are ignored."""
+
+    query = ma.String(required=True)
+    variables = ma.Dict(allow_none=True)
+    operationName = ma.String(allow_none=True)
+    extensions = ma.Dict(allow_none=True, metadata={"description": "accepted, not used (e.g. Apollo's clientLibrary)"})
+
+
+class GraphQLQueryArgs(Schema):
+    """``GET /graphql?query=…&variables=…``: queries only; ``variables`` and ``extensions`` are JSON text."""
+
+    query = ma.String(required=True)
+    variables = ma.String(allow_none=True, metadata={"description": "a JSON object"})
+    operationName = ma.String(allow_none=True)
+    extensions = ma.String(allow_none=True, metadata={"description": "a JSON object; accepted, not used"})
+
+
+class GraphQLErrorSchema(Schema):
+    message = ma.String(required=True)
+    extensions = ma.Dict(
+        required=True,
+        metadata={
+            "description": "`code`: INVALID_ARGUMENTS, UNAUTHORIZED, "
+            "NOT_FOUND, GRAPHQL_PARSE_FAILED, GRAPHQL_VALIDATION_FAILED …"
+        },
+    )
+    path = ma.List(ma.Raw())
+    locations = ma.List(ma.Dict())
+
+
+class GraphQLResponseSchema(Schema):
+    data = ma.Dict(allow_none=True)
+    errors = ma.List(ma.Nested(GraphQLErrorSchema))

@@ -4,14 +4,16 @@ The fake keeps state like the real services (templates, versions, paging) and re
 tests can check authentication headers and payloads. It runs on 127.0.0.1 in a thread; the module
 reaches it through the providers' configurable ``baseUrl``.
 """
+
 from __future__ import annotations
 
 import base64
 import json
 import ssl
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 from werkzeug.exceptions import HTTPException, NotFound
@@ -58,7 +60,9 @@ class FakeProviders:
                 Rule("/mailgun/v3/<domain>/templates", methods=["POST"], endpoint="mg_create"),
                 Rule("/mailgun/v3/<domain>/templates/<name>", methods=["GET"], endpoint="mg_get"),
                 Rule("/mailgun/v3/<domain>/templates/<name>/versions", methods=["POST"], endpoint="mg_add_version"),
-                Rule("/mailgun/v3/<domain>/templates/<name>/versions/<tag>", methods=["PUT"], endpoint="mg_put_version"),
+                Rule(
+                    "/mailgun/v3/<domain>/templates/<name>/versions/<tag>", methods=["PUT"], endpoint="mg_put_version"
+                ),
                 Rule("/sendgrid/v3/mail/send", methods=["POST"], endpoint="sg_send"),
                 Rule("/sendgrid/v3/templates", methods=["GET"], endpoint="sg_list"),
                 Rule("/sendgrid/v3/templates", methods=["POST"], endpoint="sg_create"),
@@ -74,7 +78,9 @@ class FakeProviders:
         request = Request(environ)
         payload = request.get_json(silent=True) if request.is_json else None
         self.requests.append(
-            Recorded(request.method, request.path, dict(request.args), dict(request.headers), dict(request.form), payload)
+            Recorded(
+                request.method, request.path, dict(request.args), dict(request.headers), dict(request.form), payload
+            )
         )
         if self.override is not None:
             status, mimetype, text = self.override
@@ -152,7 +158,12 @@ class FakeProviders:
             return _json({"message": "name is required"}, 400)
         if name in self.mailgun_templates:
             return _json({"message": f"template {name} already exists"}, 409)
-        template = {"name": name, "description": request.form.get("description", ""), "createdAt": "now", "versions": {}}
+        template = {
+            "name": name,
+            "description": request.form.get("description", ""),
+            "createdAt": "now",
+            "versions": {},
+        }
         answer: dict[str, Any] = {k: v for k, v in template.items() if k != "versions"}
         if request.form.get("template"):
             version = self._mg_version(request, request.form.get("tag") or "initial")
@@ -185,7 +196,12 @@ class FakeProviders:
         template["versions"][tag] = self._mg_version(request, tag)
         if request.form.get("active") == "yes" or not template.get("active"):
             template["active"] = tag
-        return _json({"template": {"name": name, "version": {"tag": tag}}, "message": "new version of the template has been stored"})
+        return _json(
+            {
+                "template": {"name": name, "version": {"tag": tag}},
+                "message": "new version of the template has been stored",
+            }
+        )
 
     def mg_put_version(self, request: Request, domain: str, name: str, tag: str) -> Response:
         self._mg_domain(domain)
@@ -206,13 +222,24 @@ class FakeProviders:
         headers = {"Subject": subject} if subject else {}
         version = {"tag": "initial", "template": body, "engine": "handlebars", "headers": headers, "createdAt": "x"}
         self.mailgun_templates[name] = {
-            "name": name, "description": "", "createdAt": "x", "versions": {"initial": version}, "active": "initial"
+            "name": name,
+            "description": "",
+            "createdAt": "x",
+            "versions": {"initial": version},
+            "active": "initial",
         }
 
     # --- SendGrid ---------------------------------------------------------------------------------
     def _sendgrid_auth(self, request: Request) -> Response | None:
         if request.headers.get("Authorization") != f"Bearer {SENDGRID_KEY}":
-            return _json({"errors": [{"field": None, "message": "The provided authorization grant is invalid, expired, or revoked"}]}, 401)
+            return _json(
+                {
+                    "errors": [
+                        {"field": None, "message": "The provided authorization grant is invalid, expired, or revoked"}
+                    ]
+                },
+                401,
+            )
         return None
 
     def _sg_template(self, tid: str) -> dict[str, Any]:
@@ -258,7 +285,11 @@ class FakeProviders:
             return _json({"errors": [{"field": "name", "message": "name is required"}]}, 400)
         tid = f"d-{uuid.uuid4().hex}"
         self.sendgrid_templates[tid] = {
-            "id": tid, "name": body["name"], "generation": body.get("generation", "legacy"), "updated_at": "now", "versions": []
+            "id": tid,
+            "name": body["name"],
+            "generation": body.get("generation", "legacy"),
+            "updated_at": "now",
+            "versions": [],
         }
         return _json(self.sendgrid_templates[tid], 201)
 
@@ -309,9 +340,22 @@ class FakeProviders:
     def add_sendgrid_template(self, name: str, body: str, subject: str) -> str:
         """Seed a dynamic template as if made in SendGrid's own UI; returns its id."""
         tid = f"d-{uuid.uuid4().hex}"
-        version = {"id": uuid.uuid4().hex, "template_id": tid, "active": 1, "name": "v1", "subject": subject,
-                   "html_content": body, "updated_at": "x"}
-        self.sendgrid_templates[tid] = {"id": tid, "name": name, "generation": "dynamic", "updated_at": "x", "versions": [version]}
+        version = {
+            "id": uuid.uuid4().hex,
+            "template_id": tid,
+            "active": 1,
+            "name": "v1",
+            "subject": subject,
+            "html_content": body,
+            "updated_at": "x",
+        }
+        self.sendgrid_templates[tid] = {
+            "id": tid,
+            "name": name,
+            "generation": "dynamic",
+            "updated_at": "x",
+            "versions": [version],
+        }
         return tid
 
 
@@ -356,7 +400,10 @@ def configure_email(client, admin_headers) -> Callable[..., dict[str, Any]]:
 
 @pytest.fixture()
 def use_mailgun(configure_email, provider_api) -> ProviderAPI:
-    configure_email(provider="mailgun", mailgun={"apiKey": MAILGUN_KEY, "domain": MAILGUN_DOMAIN, "baseUrl": provider_api.mailgun_url})
+    configure_email(
+        provider="mailgun",
+        mailgun={"apiKey": MAILGUN_KEY, "domain": MAILGUN_DOMAIN, "baseUrl": provider_api.mailgun_url},
+    )
     return provider_api
 
 

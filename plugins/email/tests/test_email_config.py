@@ -1,4 +1,5 @@
 """GET/PUT /admin/email/config: the core ConfigStore behind it, the specification's PUT shape, validation."""
+
 import pytest
 
 from trellis.module_config import get as get_config
@@ -13,7 +14,14 @@ def test_default_config_is_the_outbox(client, admin_headers):
     assert config["provider"] == "outbox"
     assert config["active"] is True
     assert config["from"] == "no-reply@localhost"
-    assert config["smtp"] == {"host": "", "port": 587, "username": "", "password": "", "secure": "starttls", "timeout": 10.0}
+    assert config["smtp"] == {
+        "host": "",
+        "port": 587,
+        "username": "",
+        "password": "",
+        "secure": "starttls",
+        "timeout": 10.0,
+    }
     assert config["mailgun"]["baseUrl"] == "https://api.mailgun.net/v3"
     assert config["sendgrid"]["baseUrl"] == "https://api.sendgrid.com/v3"
 
@@ -33,7 +41,10 @@ def test_put_accepts_the_specification_shape_and_merges(client, admin_headers):
     config = response.get_json()
     assert config["provider"] == "mailgun"
     assert config["mailgun"] == {  # the key is a secret field: shown masked
-        "apiKey": "********", "domain": "mg.example.com", "baseUrl": "https://api.mailgun.net/v3", "timeout": 10.0
+        "apiKey": "********",
+        "domain": "mg.example.com",
+        "baseUrl": "https://api.mailgun.net/v3",
+        "timeout": 10.0,
     }
     # One store: the core route sees the same configuration, and later PUTs merge into it.
     assert client.get("/config/email", headers=admin_headers).get_json() == config

@@ -1,4 +1,5 @@
 """The real server process (eventlet, monkey-patched sockets and ssl) sending over STARTTLS with AUTH."""
+
 import pytest
 import requests
 from aiosmtpd.smtp import AuthResult
@@ -14,14 +15,19 @@ def test_eventlet_server_sends_over_starttls(live_server_factory, smtp_server_fa
     def authenticate(server, session, envelope, mechanism, auth_data):
         return AuthResult(success=(auth_data.login, auth_data.password) == (b"live", b"live-password"), handled=False)
 
-    smtp = smtp_server_factory(tls_context=private_ca.server_context, require_starttls=True,
-                               authenticator=authenticate, auth_required=True)
+    smtp = smtp_server_factory(
+        tls_context=private_ca.server_context, require_starttls=True, authenticator=authenticate, auth_required=True
+    )
     live = live_server_factory(SSL_CERT_FILE=private_ca.ca_file)
     config = smtp.email_config(secure="starttls", username="live", password="live-password")
     assert requests.put(f"{live.url}/admin/email/config", json=config, headers=ADMIN, timeout=10).status_code == 200
 
-    response = requests.post(f"{live.url}/email/send", json={"to": "ada@example.com", "subject": "live", "body": "<p>x</p>"},
-                             headers=ADMIN, timeout=30)
+    response = requests.post(
+        f"{live.url}/email/send",
+        json={"to": "ada@example.com", "subject": "live", "body": "<p>x</p>"},
+        headers=ADMIN,
+        timeout=30,
+    )
     assert response.status_code == 200, response.text
     (delivery,) = smtp.messages
     assert delivery.tls and delivery.authenticated

@@ -1,4 +1,5 @@
 """The mailgun provider against a local server speaking Mailgun's v3 API: sends, upload, sync, failures."""
+
 import base64
 import json
 
@@ -12,15 +13,26 @@ def last_record(client, headers):
 
 
 def make_template(client, headers, **overrides):
-    body = {"name": "Order Shipped", "subject": "Order {{ order }}", "body": "<p>{{ order }} is on its way</p>", **overrides}
+    body = {
+        "name": "Order Shipped",
+        "subject": "Order {{ order }}",
+        "body": "<p>{{ order }} is on its way</p>",
+        **overrides,
+    }
     response = client.post("/admin/email/templates", json=body, headers=headers)
     assert response.status_code == 201
     return response.get_json()
 
 
 def test_send_posts_to_the_messages_endpoint_with_basic_auth(client, admin_headers, use_mailgun):
-    response = send(client, admin_headers, to="Ada <ada@example.com>", subject="Hi", body="<p>Hello</p>",
-                    **{"from": "Shop <shop@example.com>"})
+    response = send(
+        client,
+        admin_headers,
+        to="Ada <ada@example.com>",
+        subject="Hi",
+        body="<p>Hello</p>",
+        **{"from": "Shop <shop@example.com>"},
+    )
     assert response.status_code == 200, response.get_json()
     request = use_mailgun.fake.last("POST", "/messages")
     assert request.path == "/mailgun/v3/mg.example.com/messages"
@@ -70,9 +82,14 @@ def test_upload_creates_then_updates_the_provider_template(client, admin_headers
     assert stored["versions"]["trellis"]["headers"] == {"Subject": "Order {{ order }}"}
     assert stored["active"] == "trellis"
     entry = client.get("/admin/audit?action=template.upload", headers=admin_headers).get_json()["entries"][0]
-    assert (entry["target"], entry["changes"]) == (template["_id"], {"provider": "mailgun", "externalId": "order-shipped"})
+    assert (entry["target"], entry["changes"]) == (
+        template["_id"],
+        {"provider": "mailgun", "externalId": "order-shipped"},
+    )
 
-    client.put(f"/admin/email/templates/{template['_id']}", json={"body": "<p>{{ order }} shipped</p>"}, headers=admin_headers)
+    client.put(
+        f"/admin/email/templates/{template['_id']}", json={"body": "<p>{{ order }} shipped</p>"}, headers=admin_headers
+    )
     response = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers)
     assert response.status_code == 200
     assert use_mailgun.fake.last("PUT", "/versions/trellis").form["template"] == "<p>{{ order }} shipped</p>"
@@ -97,7 +114,9 @@ def test_upload_failure_is_a_provider_error(client, admin_headers, configure_ema
     response = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers)
     assert response.status_code == 500
     assert response.get_json()["name"] == "PROVIDER_ERROR"
-    assert client.get(f"/admin/email/templates/{template['_id']}", headers=admin_headers).get_json()["externalId"] is None
+    assert (
+        client.get(f"/admin/email/templates/{template['_id']}", headers=admin_headers).get_json()["externalId"] is None
+    )
 
 
 def test_upload_of_unknown_template_is_404(client, admin_headers, use_mailgun):
@@ -129,7 +148,9 @@ def test_sync_pulls_every_page_and_matches_by_id_then_name(client, admin_headers
     assert (reset["externalId"], reset["externalProvider"]) == ("reset", "mailgun")
     listed = client.get("/admin/email/templates?search=welcome", headers=admin_headers).get_json()["templates"][0]
     assert (listed["subject"], listed["variables"]) == ("Welcome {{ name }}", ["name"])
-    no_subject = client.get("/admin/email/templates?search=no-subject", headers=admin_headers).get_json()["templates"][0]
+    no_subject = client.get("/admin/email/templates?search=no-subject", headers=admin_headers).get_json()["templates"][
+        0
+    ]
     assert no_subject["subject"] == "no-subject"
 
     # Matched by external id from now on: a second sync changes nothing.
@@ -168,8 +189,11 @@ def test_paging_links_to_another_host_are_not_followed(client, admin_headers, us
 
 def test_a_misbehaving_provider_is_a_provider_error_not_a_crash(client, admin_headers, use_mailgun):
     template = make_template(client, admin_headers)
-    for override in [(200, "text/html", "<html>maintenance</html>"), (200, "application/json", "[1, 2]"),
-                     (503, "text/plain", "upstream down")]:
+    for override in [
+        (200, "text/html", "<html>maintenance</html>"),
+        (200, "application/json", "[1, 2]"),
+        (503, "text/plain", "upstream down"),
+    ]:
         use_mailgun.fake.override = override
         for path in ("/admin/email/sync", f"/admin/email/templates/{template['_id']}/upload"):
             response = client.post(path, headers=admin_headers)

@@ -1,4 +1,5 @@
 """POST /email/send through the outbox provider, and GET /admin/email/outbox."""
+
 import pytest
 
 
@@ -46,7 +47,9 @@ def test_raw_send_is_kept_in_the_outbox(client, admin_headers):
 
 
 def test_from_overrides_the_configured_sender(client, admin_headers):
-    send(client, admin_headers, to="Ada <ada@example.com>", subject="s", body="b", **{"from": "Shop <shop@example.com>"})
+    send(
+        client, admin_headers, to="Ada <ada@example.com>", subject="s", body="b", **{"from": "Shop <shop@example.com>"}
+    )
     message = outbox(client, admin_headers)["messages"][0]
     assert (message["to"], message["from"]) == ("Ada <ada@example.com>", "Shop <shop@example.com>")
 

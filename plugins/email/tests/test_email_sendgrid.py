@@ -1,4 +1,5 @@
 """The sendgrid provider against a local server speaking SendGrid's v3 API; and providers without templates."""
+
 import pytest
 
 
@@ -27,7 +28,10 @@ def test_send_posts_mail_send_with_bearer_key(client, admin_headers, use_sendgri
         "personalizations": [{"to": [{"email": "ada@example.com", "name": "Ada"}]}],
         "from": {"email": "no-reply@localhost"},
         "subject": "Hi",
-        "content": [{"type": "text/plain", "value": "Hello you"}, {"type": "text/html", "value": "<p>Hello <b>you</b></p>"}],
+        "content": [
+            {"type": "text/plain", "value": "Hello you"},
+            {"type": "text/html", "value": "<p>Hello <b>you</b></p>"},
+        ],
     }
     record = last_record(client, admin_headers)
     assert (record["provider"], record["status"]) == ("sendgrid", "sent")
@@ -53,11 +57,18 @@ def test_upload_creates_a_dynamic_template_then_patches_its_active_version(clien
     stored = fake.sendgrid_templates[external]
     assert (stored["name"], stored["generation"]) == ("Invoice", "dynamic")
     (version,) = stored["versions"]
-    assert (version["subject"], version["html_content"], version["active"]) == ("Invoice {{ number }}", "<p>Total {{ total }}</p>", 1)
+    assert (version["subject"], version["html_content"], version["active"]) == (
+        "Invoice {{ number }}",
+        "<p>Total {{ total }}</p>",
+        1,
+    )
     assert fake.last("POST", "/versions").headers["Authorization"] == f"Bearer {use_sendgrid.sendgrid_key}"
 
-    client.put(f"/admin/email/templates/{template['_id']}", json={"name": "Invoice v2", "subject": "Bill {{ number }}"},
-               headers=admin_headers)
+    client.put(
+        f"/admin/email/templates/{template['_id']}",
+        json={"name": "Invoice v2", "subject": "Bill {{ number }}"},
+        headers=admin_headers,
+    )
     assert client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers).status_code == 200
     assert stored["name"] == "Invoice v2"
     (version,) = stored["versions"]  # updated in place, not a new version
@@ -69,7 +80,10 @@ def test_upload_to_a_new_provider_creates_a_new_copy(client, admin_headers, conf
     """An external id that belongs to another provider is not reused."""
     template = make_template(client, admin_headers)
     api = use_sendgrid
-    configure_email(provider="mailgun", mailgun={"apiKey": api.mailgun_key, "domain": api.mailgun_domain, "baseUrl": api.mailgun_url})
+    configure_email(
+        provider="mailgun",
+        mailgun={"apiKey": api.mailgun_key, "domain": api.mailgun_domain, "baseUrl": api.mailgun_url},
+    )
     uploaded = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers).get_json()
     assert (uploaded["externalId"], uploaded["externalProvider"]) == ("invoice", "mailgun")
     configure_email(provider="sendgrid")
@@ -82,9 +96,13 @@ def test_upload_to_a_new_provider_creates_a_new_copy(client, admin_headers, conf
 
 def test_upload_recreates_a_template_deleted_at_sendgrid(client, admin_headers, use_sendgrid):
     template = make_template(client, admin_headers)
-    first = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers).get_json()["externalId"]
+    first = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers).get_json()[
+        "externalId"
+    ]
     del use_sendgrid.fake.sendgrid_templates[first]
-    second = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers).get_json()["externalId"]
+    second = client.post(f"/admin/email/templates/{template['_id']}/upload", headers=admin_headers).get_json()[
+        "externalId"
+    ]
     assert second != first and second in use_sendgrid.fake.sendgrid_templates
 
 
@@ -110,7 +128,11 @@ def test_sync_follows_pages_and_links_templates(client, admin_headers, use_sendg
     report = client.post("/admin/email/sync", headers=admin_headers).get_json()
     assert report["updated"] == ["welcome"]
     updated = client.get(f"/admin/email/templates/{welcome['_id']}", headers=admin_headers).get_json()
-    assert (updated["name"], updated["body"], updated["variables"]) == ("welcome", "<p>Hello {{ first }}</p>", ["first", "name"])
+    assert (updated["name"], updated["body"], updated["variables"]) == (
+        "welcome",
+        "<p>Hello {{ first }}</p>",
+        ["first", "name"],
+    )
 
 
 @pytest.mark.parametrize("provider", ["outbox", "smtp"])

@@ -1,4 +1,5 @@
 """The smtp provider against a real SMTP server (aiosmtpd on 127.0.0.1): MIME, STARTTLS, SSL, AUTH, failures."""
+
 import socket
 
 import pytest
@@ -93,7 +94,9 @@ def test_implicit_tls(client, admin_headers, configure_email, smtp_server_factor
     assert server.messages[0].tls
 
 
-def test_an_untrusted_certificate_is_refused(client, admin_headers, configure_email, smtp_server_factory, tls, monkeypatch):
+def test_an_untrusted_certificate_is_refused(
+    client, admin_headers, configure_email, smtp_server_factory, tls, monkeypatch
+):
     server = smtp_server_factory(tls_context=tls, require_starttls=True)
     monkeypatch.delenv("SSL_CERT_FILE")  # the private CA is no longer trusted
     configure_email(**server.email_config(secure="starttls"))
@@ -113,7 +116,9 @@ def test_starttls_never_falls_back_to_plain_text(client, admin_headers, configur
 
 
 def test_wrong_password_fails_without_revealing_it(client, admin_headers, configure_email, smtp_server_factory, tls):
-    server = smtp_server_factory(tls_context=tls, require_starttls=True, authenticator=_authenticator, auth_required=True)
+    server = smtp_server_factory(
+        tls_context=tls, require_starttls=True, authenticator=_authenticator, auth_required=True
+    )
     configure_email(**server.email_config(secure="starttls", username=USER, password="wrong-password-123"))
     response = send(client, admin_headers, to="ada@example.com", subject="s", body="b")
     assert response.status_code == 500
@@ -124,7 +129,9 @@ def test_wrong_password_fails_without_revealing_it(client, admin_headers, config
     assert "wrong-password-123" not in response.get_data(as_text=True)
 
 
-def test_server_down_is_a_provider_error_and_the_failure_is_recorded(client, admin_headers, configure_email, smtp_server):
+def test_server_down_is_a_provider_error_and_the_failure_is_recorded(
+    client, admin_headers, configure_email, smtp_server
+):
     configure_email(**smtp_server.email_config())
     smtp_server.stop()
     response = send(client, admin_headers, to="ada@example.com", subject="lost?", body="<p>b</p>")

@@ -1,4 +1,5 @@
 """Templates CRUD at /admin/email/templates: unique names, derived variables, validation, credentials."""
+
 import pytest
 
 WELCOME = {"name": "welcome", "subject": "Welcome {{ name }}", "body": "<p>Hi {{name}}, your code is {{code}}</p>"}
@@ -68,7 +69,9 @@ def test_list_get_update_delete(client, admin_headers):
 
     assert client.get(f"/admin/email/templates/{ids[0]}", headers=admin_headers).get_json()["name"] == "b-second"
 
-    response = client.put(f"/admin/email/templates/{ids[0]}", json={"body": "<b>{{ total }}</b>"}, headers=admin_headers)
+    response = client.put(
+        f"/admin/email/templates/{ids[0]}", json={"body": "<b>{{ total }}</b>"}, headers=admin_headers
+    )
     assert response.status_code == 200
     assert response.get_json()["variables"] == ["name", "total"]  # the subject still uses name
     assert response.get_json()["subject"] == WELCOME["subject"]

@@ -1,4 +1,5 @@
 """E-mail addresses: recipients are checked properly (email-validator), senders by shape only."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """The Email module's configuration (validated by the core's ConfigStore on every change)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -74,6 +75,10 @@ class EmailConfigSchema(ModuleConfigSchema):
             parse_sender(data["from"])
         except ValueError as exc:
             errors["from"] = [str(exc)]
-        errors.update(missing_provider_settings(data, {"smtp": ("host",), "mailgun": ("apiKey", "domain"), "sendgrid": ("apiKey",)}))
+        errors.update(
+            missing_provider_settings(
+                data, {"smtp": ("host",), "mailgun": ("apiKey", "domain"), "sendgrid": ("apiKey",)}
+            )
+        )
         if errors:
             raise ValidationError(errors)

@@ -1,4 +1,5 @@
 """Email tables: templates and the record of every message sent (the outbox)."""
+
 from __future__ import annotations
 
 from datetime import datetime

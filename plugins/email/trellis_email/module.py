@@ -1,4 +1,5 @@
 """The Email module's declaration (entry point ``trellis.modules: email``)."""
+
 from pathlib import Path
 
 from trellis import Module, OwnedSchema

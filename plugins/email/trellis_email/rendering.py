@@ -4,6 +4,7 @@ Templates are written by administrators but variables come from API callers, so 
 escaped in the HTML body and a variable cannot reach Python internals (sandbox). A placeholder
 without a value is an error, never an empty string (StrictUndefined).
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -56,5 +57,7 @@ def render(subject: str, body: str, variables: dict[str, Any]) -> tuple[str, str
     except (TypeError, ValueError, ArithmeticError) as exc:  # e.g. {{ a + b }} with a string and a number
         raise bad_request(f"The template cannot be rendered with these variables: {exc}") from None
     if "\r" in rendered_subject or "\n" in rendered_subject:
-        raise bad_request("The rendered subject contains a line break", {"variables": ["Line breaks are not allowed in the subject."]})
+        raise bad_request(
+            "The rendered subject contains a line break", {"variables": ["Line breaks are not allowed in the subject."]}
+        )
     return rendered_subject, rendered_body

@@ -1,4 +1,5 @@
 """Email routes: ``POST /email/send`` and the ``/admin/email/...`` administration (all need admin credentials)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -123,4 +124,6 @@ def sync_templates():
     return service.sync_templates()
 
 
-admin_config_routes(blp, "email", EmailConfigSchema, '`{"provider": "mailgun", "mailgun": {"apiKey": "…", "domain": "…"}}`')
+admin_config_routes(
+    blp, "email", EmailConfigSchema, '`{"provider": "mailgun", "mailgun": {"apiKey": "…", "domain": "…"}}`'
+)

@@ -1,4 +1,5 @@
 """Request and response bodies of the Email routes (validation and OpenAPI from the same schemas)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -6,7 +7,6 @@ from typing import Any
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from trellis.http import ListArgs, list_schema
-
 
 STATUSES = ("pending", "sent", "failed")
 
@@ -28,7 +28,9 @@ class EmailSendSchema(Schema):
         if "templateName" in data:
             mixed = [key for key in ("subject", "body") if key in data]
             if mixed:
-                raise ValidationError({key: ["Not allowed with templateName (the template gives it)."] for key in mixed})
+                raise ValidationError(
+                    {key: ["Not allowed with templateName (the template gives it)."] for key in mixed}
+                )
             return
         if "variables" in data:
             raise ValidationError({"variables": ["Only with templateName."]})
@@ -46,7 +48,9 @@ class EmailTemplateCreateSchema(Schema):
     name = fields.String(required=True, validate=validate.Length(min=1, max=200))
     subject = fields.String(required=True, validate=validate.Length(min=1, max=998))  # RFC 5322 line limit
     body = fields.String(
-        required=True, validate=validate.Length(min=1), metadata={"description": "HTML with `{{variable}}` placeholders"}
+        required=True,
+        validate=validate.Length(min=1),
+        metadata={"description": "HTML with `{{variable}}` placeholders"},
     )
     variables = fields.List(fields.String(), metadata={"description": _VARIABLES_DOC})
 
@@ -103,7 +107,6 @@ class EmailSyncResultSchema(Schema):
     updated = fields.List(fields.String(), required=True)
     unchanged = fields.List(fields.String(), required=True)
     skipped = fields.List(fields.Nested(EmailSyncSkippedSchema), required=True)
-
 
 
 EmailTemplateListSchema = list_schema("EmailTemplateList", "templates", EmailTemplateSchema)

@@ -3,6 +3,7 @@
 Other modules send mail through :func:`send_email` (the Forms module forwards submissions with it) or
 :func:`send_template`, and provide the templates they send with :func:`ensure_template` (Authentication).
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,7 +30,9 @@ log = logging.getLogger(__name__)
 SENT = ModuleCounter("trellis_email_sent_total", "Emails handed to the provider, by outcome", ("provider", "status"))
 
 
-def send_email(to: str, subject: str, html: str, from_: str | None = None, *, template_name: str | None = None) -> dict[str, Any]:
+def send_email(
+    to: str, subject: str, html: str, from_: str | None = None, *, template_name: str | None = None
+) -> dict[str, Any]:
     """Send one HTML message through the configured provider and return its record.
 
     The record is committed before delivery is attempted and again with the outcome, so a failed send
@@ -104,7 +107,9 @@ def message_dict(record: EmailMessage) -> dict[str, Any]:
     }
 
 
-def list_messages(skip: int, limit: int, status: str | None = None, provider: str | None = None) -> tuple[list[dict[str, Any]], int]:
+def list_messages(
+    skip: int, limit: int, status: str | None = None, provider: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
     query = select(EmailMessage)
     if status:
         query = query.where(EmailMessage.status == status)
@@ -115,6 +120,7 @@ def list_messages(skip: int, limit: int, status: str | None = None, provider: st
 
 
 # --- templates -----------------------------------------------------------------------------------
+
 
 def template_dict(template: EmailTemplate) -> dict[str, Any]:
     return {
@@ -223,6 +229,7 @@ def delete_template(template_id: str) -> str:
 
 # --- provider templates --------------------------------------------------------------------------
 
+
 def _provider_failed(provider: Provider, action: str, exc: ProviderFailure) -> APIError:
     log.warning("email %s through %s failed: %s", action, provider.name, exc)
     return provider_error(f"{action.capitalize()} through {provider.name} failed: {exc}")
@@ -284,7 +291,10 @@ def _apply_remote(provider: str, remote: RemoteTemplate) -> tuple[str, Any]:
     if local is None:
         local = db.session.execute(select(EmailTemplate).where(EmailTemplate.name == name)).scalar_one_or_none()
         if local is not None and local.external_provider == provider and local.external_id:
-            return "skipped", {"name": name, "reason": "A local template of this name is linked to another provider template."}
+            return "skipped", {
+                "name": name,
+                "reason": "A local template of this name is linked to another provider template.",
+            }
     if local is None:
         db.session.add(
             EmailTemplate(

@@ -7,6 +7,7 @@ Fixtures:
 Each server has ``.email_config(**overrides)``: the Email module's ``smtp`` provider settings for
 ``PUT /admin/email/config``. Imports nothing from the module itself (see ``trellis_email/__init__``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -33,7 +34,7 @@ class SMTPServer:
     host: str
     port: int
     controller: Any
-    handler: "_Recorder"
+    handler: _Recorder
 
     @property
     def messages(self) -> list[Delivery]:

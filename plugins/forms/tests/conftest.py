@@ -1,7 +1,9 @@
 """Forms test helpers."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 

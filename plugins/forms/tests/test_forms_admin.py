@@ -1,4 +1,5 @@
 """Admin routes of the Forms module: forms CRUD and submissions list/get/delete."""
+
 import pytest
 
 
@@ -7,8 +8,11 @@ def submit(client, form_id, body):
 
 
 def test_create_form_fills_defaults(client, admin_headers):
-    body = {"name": "Contact", "fields": [{"name": "email", "type": "email", "required": True}, {"name": "msg", "type": "textarea"}],
-            "forwardTo": "Owner@Example.com"}
+    body = {
+        "name": "Contact",
+        "fields": [{"name": "email", "type": "email", "required": True}, {"name": "msg", "type": "textarea"}],
+        "forwardTo": "Owner@Example.com",
+    }
     response = client.post("/admin/forms", json=body, headers=admin_headers)
     assert response.status_code == 201
     form = response.get_json()
@@ -22,8 +26,9 @@ def test_create_form_fills_defaults(client, admin_headers):
 
 def test_duplicate_form_name_is_409(client, admin_headers, make_form):
     make_form()
-    response = client.post("/admin/forms", json={"name": "Contact", "fields": [{"name": "a", "type": "text"}]},
-                           headers=admin_headers)
+    response = client.post(
+        "/admin/forms", json={"name": "Contact", "fields": [{"name": "a", "type": "text"}]}, headers=admin_headers
+    )
     assert response.status_code == 409
     assert response.get_json()["name"] == "CONFLICT"
 
@@ -54,18 +59,24 @@ def test_list_get_update_delete(client, admin_headers, make_form):
     forms = [make_form(name=name) for name in ("Beta", "Alpha", "Gamma")]
     listed = client.get("/admin/forms?limit=2", headers=admin_headers).get_json()
     assert listed["count"] == 3 and [f["name"] for f in listed["forms"]] == ["Alpha", "Beta"]
-    assert [f["name"] for f in client.get("/admin/forms?skip=2", headers=admin_headers).get_json()["forms"]] == ["Gamma"]
+    assert [f["name"] for f in client.get("/admin/forms?skip=2", headers=admin_headers).get_json()["forms"]] == [
+        "Gamma"
+    ]
     assert client.get("/admin/forms?search=amm", headers=admin_headers).get_json()["count"] == 1
     beta = forms[0]
     assert client.get(f"/admin/forms/{beta['_id']}", headers=admin_headers).get_json() == beta
 
-    response = client.put(f"/admin/forms/{beta['_id']}", json={"enabled": False, "forwardTo": "a@example.com"},
-                          headers=admin_headers)
+    response = client.put(
+        f"/admin/forms/{beta['_id']}", json={"enabled": False, "forwardTo": "a@example.com"}, headers=admin_headers
+    )
     assert response.status_code == 200
     assert (response.get_json()["enabled"], response.get_json()["forwardTo"]) == (False, "a@example.com")
     assert response.get_json()["fields"] == beta["fields"]
-    response = client.put(f"/admin/forms/{beta['_id']}", json={"forwardTo": None, "fields": [{"name": "x", "type": "number"}]},
-                          headers=admin_headers)
+    response = client.put(
+        f"/admin/forms/{beta['_id']}",
+        json={"forwardTo": None, "fields": [{"name": "x", "type": "number"}]},
+        headers=admin_headers,
+    )
     assert response.get_json()["forwardTo"] is None
     assert response.get_json()["fields"] == [{"name": "x", "type": "number", "required": False}]
     assert client.put(f"/admin/forms/{beta['_id']}", json={"name": "Alpha"}, headers=admin_headers).status_code == 409
@@ -80,7 +91,10 @@ def test_list_get_update_delete(client, admin_headers, make_form):
 
 
 def test_submissions_list_get_delete(client, admin_headers, contact, valid_submission):
-    ids = [submit(client, contact["_id"], {**valid_submission, "name": f"n{i}"}).get_json()["submissionId"] for i in range(3)]
+    ids = [
+        submit(client, contact["_id"], {**valid_submission, "name": f"n{i}"}).get_json()["submissionId"]
+        for i in range(3)
+    ]
     listed = client.get(f"/admin/forms/{contact['_id']}/submissions?limit=2", headers=admin_headers).get_json()
     assert listed["count"] == 3
     assert [s["_id"] for s in listed["submissions"]] == [ids[2], ids[1]]  # newest first
@@ -89,10 +103,19 @@ def test_submissions_list_get_delete(client, admin_headers, contact, valid_submi
 
     one = client.get(f"/admin/forms/submissions/{ids[0]}", headers=admin_headers).get_json()
     assert one["form"] == contact["_id"]
-    assert one["data"] == {"name": "n0", "email": "Ada@example.com", "message": "Hello\nthere", "age": 36, "newsletter": False}
+    assert one["data"] == {
+        "name": "n0",
+        "email": "Ada@example.com",
+        "message": "Hello\nthere",
+        "age": 36,
+        "newsletter": False,
+    }
     assert one["forwardStatus"] is None and one["forwardError"] is None
 
-    assert client.delete(f"/admin/forms/submissions/{ids[0]}", headers=admin_headers).get_json() == {"_id": ids[0], "deleted": True}
+    assert client.delete(f"/admin/forms/submissions/{ids[0]}", headers=admin_headers).get_json() == {
+        "_id": ids[0],
+        "deleted": True,
+    }
     assert client.get(f"/admin/forms/submissions/{ids[0]}", headers=admin_headers).status_code == 404
     assert client.delete(f"/admin/forms/submissions/{ids[0]}", headers=admin_headers).status_code == 404
     assert client.get("/admin/forms/missing/submissions", headers=admin_headers).status_code == 404

@@ -1,4 +1,5 @@
 """Forwarding submissions by e-mail through the Email module: a real SMTP server, a dead one, inactive Email."""
+
 import pytest
 
 
@@ -34,7 +35,11 @@ def test_submission_is_forwarded_through_smtp(client, admin_headers, smtp_server
     (delivery,) = smtp_server.messages
     assert delivery.rcpt_tos == ["owner@example.com"]
     mime = delivery.message
-    assert (mime["To"], mime["From"], mime["Subject"]) == ("owner@example.com", "Forms <forms@example.com>", "New submission: Contact")
+    assert (mime["To"], mime["From"], mime["Subject"]) == (
+        "owner@example.com",
+        "Forms <forms@example.com>",
+        "New submission: Contact",
+    )
     html = mime.get_body(("html",)).get_content()
     assert "&lt;b&gt;hi&lt;/b&gt; &amp; bye<br>second line" in html  # submitted text cannot inject HTML
     assert '<th align="left">email</th><td>Ada@example.com</td>' in html
@@ -48,7 +53,9 @@ def test_submission_is_forwarded_through_smtp(client, admin_headers, smtp_server
     assert outbox[0]["to"] == "owner@example.com" and outbox[0]["status"] == "sent"
 
 
-def test_failed_forward_keeps_the_submission_and_shows_why(client, admin_headers, smtp_server, forwarding_form, valid_submission):
+def test_failed_forward_keeps_the_submission_and_shows_why(
+    client, admin_headers, smtp_server, forwarding_form, valid_submission
+):
     configure_email(client, admin_headers, **smtp_server.email_config())
     smtp_server.stop()  # the mail server is down
     response = client.post(f"/forms/submit/{forwarding_form['_id']}", json=valid_submission)

@@ -1,4 +1,5 @@
 """Public POST /forms/submit/{formId}: validation per field type, limits, honeypot, rate limit."""
+
 import io
 import json
 
@@ -25,7 +26,11 @@ def test_submission_needs_no_credentials_and_is_stored_clean(client, admin_heade
     submission = listed["submissions"][0]
     assert submission["_id"] == body["submissionId"]
     assert submission["data"] == {
-        "name": "Ada Lovelace", "email": "Ada@example.com", "message": "Hello\nthere", "age": 36, "newsletter": True
+        "name": "Ada Lovelace",
+        "email": "Ada@example.com",
+        "message": "Hello\nthere",
+        "age": 36,
+        "newsletter": True,
     }
     assert submission["forwardStatus"] is None
 
@@ -123,8 +128,13 @@ def test_oversized_body_is_413(client, admin_headers, contact, valid_submission,
     assert submit(client, contact["_id"], {**valid_submission, "message": "x" * 1500}).status_code == 201
     # A chunked body (no Content-Length) is measured too.
     body = json.dumps({**valid_submission, "message": "x" * 3000}).encode()
-    chunked = client.post(f"/forms/submit/{contact['_id']}", input_stream=io.BytesIO(body), content_type="application/json",
-                          headers={"Transfer-Encoding": "chunked"}, environ_base={"wsgi.input_terminated": True})
+    chunked = client.post(
+        f"/forms/submit/{contact['_id']}",
+        input_stream=io.BytesIO(body),
+        content_type="application/json",
+        headers={"Transfer-Encoding": "chunked"},
+        environ_base={"wsgi.input_terminated": True},
+    )
     assert chunked.status_code == 413
 
 
@@ -181,10 +191,13 @@ def test_forms_work_without_the_email_module(app_config, app, db, admin_headers,
 
     alone = create_app({**app_config, "MODULES": "forms"}, modules=[trellis_forms.module]).test_client()
     fields = [{"name": "email", "type": "email", "required": True}]
-    form = alone.post("/admin/forms", json={"name": "Solo", "fields": fields, "forwardTo": "owner@example.com"},
-                      headers=admin_headers).get_json()
+    form = alone.post(
+        "/admin/forms", json={"name": "Solo", "fields": fields, "forwardTo": "owner@example.com"}, headers=admin_headers
+    ).get_json()
     response = alone.post(f"/forms/submit/{form['_id']}", json={"email": "a@example.com"})
     assert response.status_code == 201
-    submission = alone.get(f"/admin/forms/submissions/{response.get_json()['submissionId']}", headers=admin_headers).get_json()
+    submission = alone.get(
+        f"/admin/forms/submissions/{response.get_json()['submissionId']}", headers=admin_headers
+    ).get_json()
     assert submission["forwardStatus"] == "skipped"
     assert submission["forwardError"] == "The Email module is not loaded or not active"

@@ -1,4 +1,5 @@
 """Trellis Forms module: admin-defined forms, public submissions, forwarding by e-mail."""
+
 from pathlib import Path
 
 from trellis import Module, OwnedSchema

@@ -1,4 +1,5 @@
 """The Forms module's configuration: spam protection and size limits of public submissions."""
+
 from __future__ import annotations
 
 from limits import parse

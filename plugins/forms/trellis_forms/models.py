@@ -1,4 +1,5 @@
 """Forms tables: form definitions and their submissions."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,8 +1,10 @@
 """Forms routes: public ``POST /forms/submit/{formId}`` and the ``/admin/forms/...`` administration."""
+
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from flask import request
 

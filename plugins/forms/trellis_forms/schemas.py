@@ -1,4 +1,5 @@
 """Request and response bodies of the Forms routes."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Forms services: form definitions, public submissions, forwarding through the Email module when present."""
+
 from __future__ import annotations
 
 import logging
@@ -22,6 +23,7 @@ SUBMITTED = "Submission received"
 
 
 # --- forms ---------------------------------------------------------------------------------------
+
 
 def form_dict(form: Form) -> dict[str, Any]:
     return {
@@ -95,6 +97,7 @@ def delete_form(form_id: str) -> str:
 
 
 # --- submissions ---------------------------------------------------------------------------------
+
 
 def submission_dict(submission: FormSubmission) -> dict[str, Any]:
     return {
@@ -186,7 +189,7 @@ def _forward_html(form: Form, submission: FormSubmission) -> str:
             shown: Markup | str = "yes" if value else "no"
         else:
             shown = escape(str(value)).replace("\n", Markup("<br>"))
-        rows.append(Markup("<tr><th align=\"left\">{}</th><td>{}</td></tr>").format(field["name"], shown))
-    return Markup(
-        "<h2>New submission to {}</h2><table>{}</table><p>Submission {} at {}</p>"
-    ).format(form.name, Markup("").join(rows), submission.id, db.isoformat(submission.created_at))
+        rows.append(Markup('<tr><th align="left">{}</th><td>{}</td></tr>').format(field["name"], shown))
+    return Markup("<h2>New submission to {}</h2><table>{}</table><p>Submission {} at {}</p>").format(
+        form.name, Markup("").join(rows), submission.id, db.isoformat(submission.created_at)
+    )

@@ -2,10 +2,12 @@
 
 Returns the cleaned values to store, or raises 400 with ``errors`` per field (every problem at once).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 

@@ -51,6 +51,8 @@ class PushConfig(ModuleConfigSchema):
     @validates_schema
     def provider_is_configured(self, data: dict[str, Any], partial: Any = None, **_: Any) -> None:
         # A partial load is a PUT body; the merged result is checked again in full by the ConfigStore.
-        errors = {} if partial else missing_provider_settings(data, {"firebase": ("projectId", "clientEmail", "privateKey")})
+        errors = (
+            {} if partial else missing_provider_settings(data, {"firebase": ("projectId", "clientEmail", "privateKey")})
+        )
         if errors:
             raise ValidationError(errors)

@@ -147,4 +147,6 @@ def deliveries(args: dict[str, Any], notificationId: str):
     return {"deliveries": [service.delivery_dict(r) for r in rows], "count": total}
 
 
-admin_config_routes(blp, service.MODULE, PushConfig, '`{"provider": "firebase", "firebase": {projectId, clientEmail, privateKey}}`')
+admin_config_routes(
+    blp, service.MODULE, PushConfig, '`{"provider": "firebase", "firebase": {projectId, clientEmail, privateKey}}`'
+)

@@ -144,4 +144,3 @@ class PushOutboxArgs(ListArgs):
 class PushDeliveriesArgs(ListArgs):
     userId = fields.String(validate=validate.Length(min=1, max=64))
     status = fields.String(validate=validate.OneOf([SENT, FAILED]))
-

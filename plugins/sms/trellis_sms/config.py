@@ -35,6 +35,8 @@ class SmsConfig(ModuleConfigSchema):
     @validates_schema
     def provider_is_configured(self, data: dict[str, Any], partial: Any = None, **_: Any) -> None:
         # A partial load is a PUT body; the merged result is checked again in full by the ConfigStore.
-        errors = {} if partial else missing_provider_settings(data, {"twilio": ("accountSid", "authToken", "phoneNumber")})
+        errors = (
+            {} if partial else missing_provider_settings(data, {"twilio": ("accountSid", "authToken", "phoneNumber")})
+        )
         if errors:
             raise ValidationError(errors)

@@ -76,4 +76,6 @@ def outbox(args: dict[str, Any]):
     return {"messages": [service.record_dict(r) for r in records], "count": total}
 
 
-admin_config_routes(blp, service.MODULE, SmsConfig, '`{"provider": "twilio", "twilio": {accountSid, authToken, phoneNumber}}`')
+admin_config_routes(
+    blp, service.MODULE, SmsConfig, '`{"provider": "twilio", "twilio": {accountSid, authToken, phoneNumber}}`'
+)

@@ -63,4 +63,3 @@ class SmsOutboxArgs(ListArgs):
     to = PhoneNumber()
     status = fields.String(validate=validate.OneOf([SENT, FAILED]))
     provider = fields.String(validate=validate.OneOf(["outbox", "twilio"]))
-

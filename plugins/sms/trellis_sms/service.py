@@ -22,7 +22,9 @@ __all__ = ["config", "send", "to_e164", "PhoneNumber", "record_dict", "list_mess
 from .providers import make_provider
 
 MODULE = "sms"
-SENT = ModuleCounter("trellis_sms_sent_total", "Text messages handed to the provider, by outcome", ("provider", "status"))
+SENT = ModuleCounter(
+    "trellis_sms_sent_total", "Text messages handed to the provider, by outcome", ("provider", "status")
+)
 
 
 def config() -> dict[str, Any]:

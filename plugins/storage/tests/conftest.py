@@ -3,6 +3,7 @@
 Every test that takes ``storage`` runs once per backend (``local``, ``s3``) with a storage root / bucket
 of its own, so "nothing was left behind" can be checked exactly with ``storage.keys()``.
 """
+
 from __future__ import annotations
 
 import io

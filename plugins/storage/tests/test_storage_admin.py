@@ -1,4 +1,5 @@
 """Admin routes: all files and folders, statistics, configuration (the core's ConfigStore)."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,7 +47,10 @@ def test_admin_lists_every_folder(client, user, make_user, admin_headers):
     body = client.get("/admin/storage/folders", headers=admin_headers).get_json()
     assert body["count"] == 3 and {f["name"] for f in body["folders"]} == {"top", "sub", "theirs"}
     assert client.get(f"/admin/storage/folders?owner={other.id}", headers=admin_headers).get_json()["count"] == 1
-    assert [f["name"] for f in client.get(f"/admin/storage/folders?parent={top}", headers=admin_headers).get_json()["folders"]] == ["sub"]
+    assert [
+        f["name"]
+        for f in client.get(f"/admin/storage/folders?parent={top}", headers=admin_headers).get_json()["folders"]
+    ] == ["sub"]
 
 
 def test_stats(client, some_files, storage, png, admin_headers):
@@ -68,7 +72,9 @@ def test_stats_of_nothing(client, admin_headers):
     assert stats == {"count": 0, "bytes": 0, "folders": 0, "byContentType": {}, "byProvider": {}}
 
 
-@pytest.mark.parametrize("path", ["/admin/storage/files", "/admin/storage/folders", "/admin/storage/stats", "/admin/storage/config"])
+@pytest.mark.parametrize(
+    "path", ["/admin/storage/files", "/admin/storage/folders", "/admin/storage/stats", "/admin/storage/config"]
+)
 def test_admin_routes_need_admin_credentials(client, user, path):
     assert client.get(path).status_code == 401
     assert client.get(path, headers={"masterkey": "wrong"}).status_code == 401
@@ -91,7 +97,9 @@ def test_config_defaults(client, app, admin_headers):
 
 
 def test_put_config_merges_and_is_shared_with_the_core_route(client, admin_headers):
-    response = client.put("/admin/storage/config", json={"maxFileSize": 5000, "allowedTypes": ["image/*"]}, headers=admin_headers)
+    response = client.put(
+        "/admin/storage/config", json={"maxFileSize": 5000, "allowedTypes": ["image/*"]}, headers=admin_headers
+    )
     assert response.status_code == 200
     assert response.get_json()["maxFileSize"] == 5000 and response.get_json()["provider"] == "local"
     response = client.put(

@@ -1,4 +1,5 @@
 """The backends on their own (real disk, moto's S3 server) and the naming / sniffing helpers."""
+
 from __future__ import annotations
 
 import os

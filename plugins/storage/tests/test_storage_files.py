@@ -2,6 +2,7 @@
 
 Every test taking ``storage`` runs on both backends (local disk and S3 through moto's server).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -106,9 +107,7 @@ def test_names_are_sanitised_and_the_display_name_kept(client, storage, user, up
     response = upload(user.headers, b"%PDF-1.4", "Résumé été\x00\n 2024.pdf")
     record = client.get(f"/storage/file/{response.get_json()['id']}", headers=user.headers).get_json()
     assert record["name"] == "Resume_ete_2024.pdf" and record["displayName"] == "Résumé été 2024.pdf"
-    disposition = client.get(f"/storage/download/{record['_id']}", headers=user.headers).headers[
-        "Content-Disposition"
-    ]
+    disposition = client.get(f"/storage/download/{record['_id']}", headers=user.headers).headers["Content-Disposition"]
     assert disposition.startswith('inline; filename="Resume_ete_2024.pdf"; ')
     assert unquote(disposition.split("filename*=UTF-8''")[1]) == "Résumé été 2024.pdf"
 
@@ -189,8 +188,12 @@ def test_unsatisfiable_range_is_a_416(client, user, stored):
 def test_conditional_requests(client, user, stored):
     file_id, content = stored
     etag = client.get(f"/storage/download/{file_id}", headers=user.headers).headers["ETag"]
-    assert client.get(f"/storage/download/{file_id}", headers={**user.headers, "If-None-Match": etag}).status_code == 304
-    assert client.get(f"/storage/download/{file_id}", headers={**user.headers, "If-None-Match": '"x"'}).status_code == 200
+    assert (
+        client.get(f"/storage/download/{file_id}", headers={**user.headers, "If-None-Match": etag}).status_code == 304
+    )
+    assert (
+        client.get(f"/storage/download/{file_id}", headers={**user.headers, "If-None-Match": '"x"'}).status_code == 200
+    )
     same = client.get(f"/storage/download/{file_id}", headers={**user.headers, "Range": "bytes=0-9", "If-Range": etag})
     assert same.status_code == 206 and same.data == content[:10]
     changed = client.get(

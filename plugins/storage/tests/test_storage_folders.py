@@ -1,4 +1,5 @@
 """Folders: create, contents, delete (409 unless recursive), visibility to others and admins."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,7 +27,10 @@ def test_folder_names_are_unique_per_parent_and_owner(client, user, make_user):
     assert duplicate.status_code == 409 and duplicate.get_json()["name"] == "CONFLICT"
     child = new_folder(client, user.headers, "docs", parent=parent["_id"])  # same name, another place
     assert child["parent"] == parent["_id"]
-    assert client.post("/storage/folder", json={"name": "docs", "parent": parent["_id"]}, headers=user.headers).status_code == 409
+    assert (
+        client.post("/storage/folder", json={"name": "docs", "parent": parent["_id"]}, headers=user.headers).status_code
+        == 409
+    )
     new_folder(client, make_user().headers, "docs")  # another owner
 
 
@@ -62,7 +66,9 @@ def test_folder_contents(client, user, upload):
     folder = new_folder(client, user.headers, "album")
     child = new_folder(client, user.headers, "b-sub", parent=folder["_id"])
     new_folder(client, user.headers, "a-sub", parent=folder["_id"])
-    ids = [upload(user.headers, f"file {n}".encode(), f"f{n}.txt", folder=folder["_id"]).get_json()["id"] for n in range(3)]
+    ids = [
+        upload(user.headers, f"file {n}".encode(), f"f{n}.txt", folder=folder["_id"]).get_json()["id"] for n in range(3)
+    ]
     upload(user.headers, b"elsewhere")  # not in the folder
     upload(user.headers, b"deeper", folder=child["_id"])  # in a sub-folder: not listed here
 

@@ -1,5 +1,6 @@
 """Against the real server (eventlet, real sockets): streaming both ways, Range, and a 413 that comes
 before the body is sent."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """Temp files of uploads a killed process left behind are removed at start and before later uploads."""
+
 from __future__ import annotations
 
 import os

@@ -1,12 +1,17 @@
 """Built URLs follow the address the client used: trusted ``X-Forwarded-*`` headers, else ``Host``."""
+
 from __future__ import annotations
 
 import pytest
 
 from trellis import create_app
 
-PROXY_HEADERS = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "api.example.org", "X-Forwarded-Port": "8443",
-                 "X-Forwarded-For": "203.0.113.9"}
+PROXY_HEADERS = {
+    "X-Forwarded-Proto": "https",
+    "X-Forwarded-Host": "api.example.org",
+    "X-Forwarded-Port": "8443",
+    "X-Forwarded-For": "203.0.113.9",
+}
 
 
 @pytest.fixture()

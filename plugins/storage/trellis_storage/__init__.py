@@ -1,4 +1,5 @@
 """Trellis Storage module: users' files and folders on local disk or S3, public and signed URLs."""
+
 from __future__ import annotations
 
 from pathlib import Path

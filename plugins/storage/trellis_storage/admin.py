@@ -1,4 +1,5 @@
 """Administrative routes of the Storage module (``/admin/storage/...``)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -80,4 +81,9 @@ def stats():
 
 
 # Switching `provider` affects new uploads only; existing files stay readable where they are.
-admin_config_routes(blp, MODULE, StorageConfig, '`{"provider": "s3", "s3": {bucket, region, endpointUrl, accessKeyId, secretAccessKey}}`')
+admin_config_routes(
+    blp,
+    MODULE,
+    StorageConfig,
+    '`{"provider": "s3", "s3": {bucket, region, endpointUrl, accessKeyId, secretAccessKey}}`',
+)

@@ -5,6 +5,7 @@
 checks and tests). Keys are made by :func:`key_for` from the file id: ``ab/cd/<id>``. Nothing here
 knows about records or requests.
 """
+
 from __future__ import annotations
 
 import logging
@@ -62,7 +63,7 @@ class Backend(Protocol):
 
     def writer(self, key: str, content_type: str) -> Writer: ...
 
-    def read(self, key: str, start: int = 0, stop: int | None = None) -> "Chunks": ...
+    def read(self, key: str, start: int = 0, stop: int | None = None) -> Chunks: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -82,7 +83,7 @@ class Chunks:
         self._remaining = length
         self._closed = False
 
-    def __iter__(self) -> "Chunks":
+    def __iter__(self) -> Chunks:
         return self
 
     def __next__(self) -> bytes:
@@ -124,7 +125,7 @@ class LocalBackend:
             raise UnsafeKey("key resolves outside the storage root")
         return path
 
-    def writer(self, key: str, content_type: str) -> "LocalWriter":
+    def writer(self, key: str, content_type: str) -> LocalWriter:
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,7 +221,7 @@ class S3Backend:
         self.client = client
         self.location = bucket
 
-    def writer(self, key: str, content_type: str) -> "S3Writer":
+    def writer(self, key: str, content_type: str) -> S3Writer:
         check_key(key)
         return S3Writer(self, key, content_type)
 

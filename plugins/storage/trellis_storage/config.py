@@ -1,4 +1,5 @@
 """The Storage module's configuration (CONTRACT.md "Storage module")."""
+
 from __future__ import annotations
 
 import re

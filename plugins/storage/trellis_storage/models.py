@@ -1,5 +1,6 @@
 """Files and folders. Owners are user ids of the Authentication module (no foreign key across modules:
 a deleted user's files are removed through the ``trellis_user_deleted`` hook, which also deletes blobs)."""
+
 from __future__ import annotations
 
 from datetime import datetime

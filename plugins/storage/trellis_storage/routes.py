@@ -1,7 +1,8 @@
 """User routes of the Storage module (``/storage/...``) and the credential-free file URLs."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -26,7 +27,6 @@ from .schemas import (
     UrlSchema,
 )
 from .streaming import serve
-
 
 # Room for the multipart framing and the small form fields on top of the file itself.
 FORM_OVERHEAD = 64 * 1024
@@ -57,8 +57,10 @@ blp = StorageBlueprint("storage", __name__, description="Files and folders of us
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _FILE_RESPONSES = {
     # Sent with the file's stored content type; declared as bytes (a generator's download returns bytes).
-    200: {"description": "The file's bytes, with its stored content type",
-          "content": {"application/octet-stream": _BINARY}},
+    200: {
+        "description": "The file's bytes, with its stored content type",
+        "content": {"application/octet-stream": _BINARY},
+    },
     206: {"description": "The requested byte range", "content": {"application/octet-stream": _BINARY}},
     304: {"description": "Not modified (If-None-Match matched the ETag)"},
     404: {"description": "No such file, or not yours", "content": {"application/json": {"schema": ErrorSchema}}},
@@ -164,7 +166,7 @@ def get_url(fileId: str):
     return {
         "url": url,
         "isPublic": False,
-        "expiresAt": db.isoformat(datetime.fromtimestamp(expires, timezone.utc)),
+        "expiresAt": db.isoformat(datetime.fromtimestamp(expires, UTC)),
     }
 
 

@@ -1,4 +1,5 @@
 """Request and response schemas (validation and the OpenAPI document come from these)."""
+
 from __future__ import annotations
 
 import re
@@ -138,4 +139,3 @@ class StatsSchema(Schema):
     folders = fields.Integer(required=True)
     byContentType = fields.Dict(keys=fields.String(), values=fields.Nested(CountBytesSchema), required=True)
     byProvider = fields.Dict(keys=fields.String(), values=fields.Nested(CountBytesSchema), required=True)
-

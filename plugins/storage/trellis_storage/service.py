@@ -7,6 +7,7 @@ Rules that hold everywhere here:
   never loses data;
 - a private file or folder of somebody else is reported as missing (404), never as forbidden.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,9 @@ import logging
 import mimetypes
 import time
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import filetype
@@ -387,9 +389,7 @@ def signed_url(record: File, expires_in: int | None = None) -> tuple[str, int]:
         backend = backend_of(record)
         assert isinstance(backend, S3Backend)
         try:
-            url = backend.presigned_url(
-                record.key, seconds, record.content_type, content_disposition(record)
-            )
+            url = backend.presigned_url(record.key, seconds, record.content_type, content_disposition(record))
         except BackendError as exc:
             raise provider_error(f"Signing the URL failed: {exc}") from None
         return url, expires

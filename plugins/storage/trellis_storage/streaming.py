@@ -1,6 +1,7 @@
 """Download responses: streamed from the backend in chunks, with ``Range`` (206/416), ``ETag`` (304),
 the stored content type and an RFC 6266 ``Content-Disposition``. Both backends go through the same code,
 so local and S3 files answer byte-for-byte the same headers; only the requested bytes are read."""
+
 from __future__ import annotations
 
 import logging

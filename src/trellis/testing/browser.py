@@ -1,4 +1,5 @@
 """Headless Chromium (Debian's package) driven by Playwright, for page tests and screenshots."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +12,14 @@ from typing import Any
 CHROMIUM = os.environ.get("TRELLIS_CHROMIUM", "/usr/bin/chromium")
 # Without these, Chromium keeps dialling Google services that this closed network refuses.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
 ]
 
 
@@ -30,7 +37,10 @@ def browser_page(viewport: dict[str, int] | None = None) -> Iterator[Any]:
         raise RuntimeError("Chromium is not installed (make test installs Debian's chromium package)")
     with tempfile.TemporaryDirectory(prefix="trellis-chromium-") as profile, sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            profile, executable_path=path, headless=True, args=CHROMIUM_ARGS,
+            profile,
+            executable_path=path,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport=viewport or {"width": 1280, "height": 900},
         )
         try:

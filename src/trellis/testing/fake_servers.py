@@ -1,4 +1,5 @@
 """Serving a local stand-in for a third-party API (Twilio, FCM, Mailgun …) on 127.0.0.1 in tests."""
+
 from __future__ import annotations
 
 import contextlib

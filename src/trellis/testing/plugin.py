@@ -14,6 +14,7 @@ Fixtures:
                     and wiped after the test (``live_server_factory`` for several, with extra env;
                     ``module_live_server`` for one shared by a test module)
 """
+
 from __future__ import annotations
 
 import contextlib

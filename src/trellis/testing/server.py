@@ -1,4 +1,5 @@
 """Entry point of the live server used by tests and benchmarks: the same as ``python wsgi.py``, importable."""
+
 import os
 import warnings
 

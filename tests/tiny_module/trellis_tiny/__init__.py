@@ -1,12 +1,12 @@
 """A tiny Trellis module: one table, one route, one migration."""
+
 from pathlib import Path
 
 from marshmallow import Schema, fields
 from sqlalchemy import String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from trellis import Module
-from trellis import db
+from trellis import Module, db
 from trellis.http import Blueprint
 
 blp = Blueprint("tiny", __name__, description="Tiny test module")

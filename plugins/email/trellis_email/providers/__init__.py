@@ -4,11 +4,13 @@
 ``mailgun`` and ``sendgrid`` call their HTTP APIs (base URL configurable). Only the HTTP providers
 keep templates, so only they implement ``upload_template`` and ``list_templates``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 from ..addresses import Address
 

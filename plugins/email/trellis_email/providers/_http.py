@@ -1,4 +1,5 @@
 """What Mailgun and SendGrid share: one HTTP call with a timeout, failures turned into ProviderFailure."""
+
 from __future__ import annotations
 
 from typing import Any

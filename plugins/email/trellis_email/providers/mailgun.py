@@ -1,9 +1,11 @@
 """Mailgun over its HTTP API (v3): messages and domain templates, HTTP Basic auth ``api:<apiKey>``."""
+
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 from . import Outgoing, ProviderFailure, RemoteTemplate
@@ -56,7 +58,9 @@ class Mailgun:
                 if exc.status != 404:
                     raise
             try:  # the template exists but our version was deleted there
-                self._call("POST", self._url("templates", external_id, "versions"), data={**version, "tag": VERSION_TAG})
+                self._call(
+                    "POST", self._url("templates", external_id, "versions"), data={**version, "tag": VERSION_TAG}
+                )
                 return external_id
             except ProviderFailure as exc:
                 if exc.status != 404:
@@ -86,7 +90,9 @@ class Mailgun:
             if url is None:
                 return
             page = self._call("GET", url, params=params)
-            items = [item for item in _list(page.get("items")) if isinstance(item, dict) and text_or_none(item.get("name"))]
+            items = [
+                item for item in _list(page.get("items")) if isinstance(item, dict) and text_or_none(item.get("name"))
+            ]
             fresh = [item for item in items if item["name"] not in seen]
             if not fresh:
                 return

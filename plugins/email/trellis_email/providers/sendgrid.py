@@ -1,7 +1,9 @@
 """SendGrid over its v3 HTTP API: mail/send and dynamic transactional templates, Bearer API key."""
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 import requests
@@ -39,7 +41,10 @@ class SendGrid:
             "from": _party(message.sender),
             "subject": message.subject,
             # SendGrid wants text/plain before text/html.
-            "content": [{"type": "text/plain", "value": message.text or " "}, {"type": "text/html", "value": message.html}],
+            "content": [
+                {"type": "text/plain", "value": message.text or " "},
+                {"type": "text/html", "value": message.html},
+            ],
         }
         response = self._call("POST", self._url("mail", "send"), json=payload)
         return response.headers.get("X-Message-Id")
@@ -79,7 +84,11 @@ class SendGrid:
                 return
             page = json_of(LABEL, self._call("GET", url, params=params))
             result = page.get("result")
-            items = [t for t in result if isinstance(t, dict) and text_or_none(t.get("id"))] if isinstance(result, list) else []
+            items = (
+                [t for t in result if isinstance(t, dict) and text_or_none(t.get("id"))]
+                if isinstance(result, list)
+                else []
+            )
             fresh = [t for t in items if t["id"] not in seen]
             if not fresh:
                 return

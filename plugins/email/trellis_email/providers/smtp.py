@@ -1,11 +1,13 @@
 """SMTP delivery with smtplib: plain, STARTTLS or implicit TLS, certificate checked, every step timed out."""
+
 from __future__ import annotations
 
 import smtplib
 import ssl
+from collections.abc import Iterator
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
-from typing import Any, Iterator
+from typing import Any
 
 from . import Outgoing, ProviderFailure, RemoteTemplate, TemplatesUnsupported
 
@@ -50,7 +52,9 @@ class Smtp:
         except smtplib.SMTPServerDisconnected as exc:
             # smtplib turns a read timeout into "disconnected"; the timeout is the useful part.
             if isinstance(exc.__context__, TimeoutError):
-                raise ProviderFailure(f"SMTP server {self.host}:{self.port} did not answer within {self.timeout:g} s") from None
+                raise ProviderFailure(
+                    f"SMTP server {self.host}:{self.port} did not answer within {self.timeout:g} s"
+                ) from None
             raise ProviderFailure(f"SMTP server {self.host}:{self.port} closed the connection: {exc}") from None
         except smtplib.SMTPException as exc:
             raise ProviderFailure(f"SMTP error: {exc}") from None
@@ -59,7 +63,9 @@ class Smtp:
             reason = f"certificate verify failed: {detail}" if detail else (exc.reason or str(exc))
             raise ProviderFailure(f"TLS with the SMTP server failed: {reason}") from None
         except TimeoutError:
-            raise ProviderFailure(f"SMTP server {self.host}:{self.port} did not answer within {self.timeout:g} s") from None
+            raise ProviderFailure(
+                f"SMTP server {self.host}:{self.port} did not answer within {self.timeout:g} s"
+            ) from None
         except OSError as exc:  # refused, unreachable, DNS failure
             reason = exc.strerror or exc.__class__.__name__
             raise ProviderFailure(f"Cannot reach SMTP server {self.host}:{self.port}: {reason}") from None

@@ -1,6 +1,6 @@
 """database module: schema records and custom endpoints
 
-Document tables are not created here: each schema gets its own at run time (see storage.py).
+Document tables are not created here: each schema gets its own at run time (see tables.py).
 
 Revision ID: database_0001
 Revises:

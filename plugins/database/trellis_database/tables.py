@@ -13,6 +13,7 @@ so a failed schema change leaves nothing behind, and tests that roll back their 
 clean. Identifiers are generated from validated names only (``[A-Za-z0-9_]``); values are never
 interpolated.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -75,7 +76,10 @@ def _generated(dialect: str, field_name: str, kind: str) -> tuple[str, str]:
         return 'text COLLATE "C"', f"CASE WHEN jsonb_typeof({node}) = 'string' THEN {text} END"
     path = f"'$.{field_name}'"
     if kind == "Number":
-        return "NUMERIC", f"CASE WHEN json_type(data, {path}) IN ('integer', 'real') THEN json_extract(data, {path}) END"
+        return (
+            "NUMERIC",
+            f"CASE WHEN json_type(data, {path}) IN ('integer', 'real') THEN json_extract(data, {path}) END",
+        )
     if kind == "Boolean":
         return "INTEGER", f"CASE WHEN json_type(data, {path}) IN ('true', 'false') THEN json_extract(data, {path}) END"
     return "TEXT", f"CASE WHEN json_type(data, {path}) = 'text' THEN json_extract(data, {path}) END"
@@ -120,17 +124,23 @@ def create_table(connection: Connection, name: str, fields: dict[str, Field]) ->
     generated = []
     for field_name, state in wanted.items():
         sql_type, expression = _generated(dialect, field_name, state.type)
-        generated.append(f"{_quote(connection, state.column)} {sql_type} "
-                         f"GENERATED ALWAYS AS ({expression}) {_STORED[dialect == 'postgresql']}")
+        generated.append(
+            f"{_quote(connection, state.column)} {sql_type} "
+            f"GENERATED ALWAYS AS ({expression}) {_STORED[dialect == 'postgresql']}"
+        )
     base = [
         f"{_quote(connection, column.name)} {column.type.compile(dialect=connection.dialect)} NOT NULL"
         + (" PRIMARY KEY" if column.primary_key else "")
         for column in make_table(name, {}).columns
     ]
-    connection.exec_driver_sql(f"CREATE TABLE {_quote(connection, name)} (\n\t" + ",\n\t".join(base + generated) + "\n)")
+    connection.exec_driver_sql(
+        f"CREATE TABLE {_quote(connection, name)} (\n\t" + ",\n\t".join(base + generated) + "\n)"
+    )
     # Default order of the list route (oldest first) without sorting the whole table.
-    connection.exec_driver_sql(f"CREATE INDEX {_quote(connection, index_name(name, 'created_at', False))} "
-                               f"ON {_quote(connection, name)} (created_at, id)")
+    connection.exec_driver_sql(
+        f"CREATE INDEX {_quote(connection, index_name(name, 'created_at', False))} "
+        f"ON {_quote(connection, name)} (created_at, id)"
+    )
     for state in wanted.values():
         _create_index(connection, name, state)
     return {field_name: state.as_dict() for field_name, state in wanted.items()}
@@ -151,8 +161,9 @@ def _create_index(connection: Connection, table: str, state: ColumnState) -> Non
     else:
         definition = f"({column}, id)"
     unique = "UNIQUE " if state.unique else ""
-    connection.exec_driver_sql(f"CREATE {unique}INDEX {_quote(connection, state.index)} "
-                               f"ON {_quote(connection, table)} {definition}")
+    connection.exec_driver_sql(
+        f"CREATE {unique}INDEX {_quote(connection, state.index)} ON {_quote(connection, table)} {definition}"
+    )
 
 
 def drop_table(connection: Connection, name: str) -> None:
@@ -163,8 +174,9 @@ def count_rows(connection: Connection, name: str) -> int:
     return connection.execute(sa.select(sa.func.count()).select_from(sa.table(name))).scalar_one()
 
 
-def sync_columns(connection: Connection, table: str, current: dict[str, dict[str, Any]],
-                 fields: dict[str, Field]) -> dict[str, dict[str, Any]]:
+def sync_columns(
+    connection: Connection, table: str, current: dict[str, dict[str, Any]], fields: dict[str, Field]
+) -> dict[str, dict[str, Any]]:
     """Make the generated columns and indexes of ``table`` match ``fields``; returns the new state.
 
     A unique index that existing documents violate raises IntegrityError (the caller answers 409).
@@ -185,8 +197,10 @@ def sync_columns(connection: Connection, table: str, current: dict[str, dict[str
         state = have.get(name)
         if state is None or state.type != target.type:
             sql_type, expression = _generated(dialect, name, target.type)
-            alterations.append(f"ADD COLUMN {_quote(connection, target.column)} {sql_type} "
-                               f"GENERATED ALWAYS AS ({expression}) {_STORED[dialect == 'postgresql']}")
+            alterations.append(
+                f"ADD COLUMN {_quote(connection, target.column)} {sql_type} "
+                f"GENERATED ALWAYS AS ({expression}) {_STORED[dialect == 'postgresql']}"
+            )
             added.append(target)
         elif target.index != state.index:
             added.append(target)

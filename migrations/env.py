@@ -7,6 +7,7 @@ app's engine; every module's models are imported by then, so ``Base.metadata`` i
 from alembic import context
 
 from trellis.db import Base
+from trellis.migrate import include_object
 
 config = context.config
 target_metadata = Base.metadata
@@ -21,6 +22,8 @@ def run_migrations_online() -> None:
             # SQLite cannot ALTER most things; batch mode recreates tables instead.
             render_as_batch=connection.dialect.name == "sqlite",
             compare_type=True,
+            # `flask trellis db revision --module NAME` compares that module's tables only.
+            include_object=include_object(config.attributes.get("include_tables")),
         )
         with context.begin_transaction():
             context.run_migrations()

@@ -1,4 +1,4 @@
-"""``flask --app wsgi trellis …``: admins, modules, OpenAPI export, migrations."""
+"""``flask --app wsgi trellis …``: admins, modules (and new module skeletons), OpenAPI export, migrations."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import shlex
 from pathlib import Path
 
 import click
+from alembic.util import CommandError
 from flask import current_app
 from flask.cli import AppGroup
 
-from . import admins, migrate
+from . import admins, migrate, scaffold
 from .errors import APIError
 from .openapi import document
 
@@ -78,6 +79,32 @@ def list_modules() -> None:
         click.echo(f"{module.name}{requires}")
 
 
+@trellis_cli.group("module")
+def module_group() -> None:
+    """Writing a module (docs/modules.md)."""
+
+
+@module_group.command("new", with_appcontext=False)
+@click.argument("name")
+@click.option(
+    "--path",
+    "parent",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("."),
+    show_default=True,
+    help="folder in which to create trellis-NAME",
+)
+def module_new(name: str, parent: Path) -> None:
+    """Write an installable skeleton module NAME (package trellis-NAME) with a route, a model, its first
+    migration, a config schema and a test."""
+    try:
+        target = scaffold.write(name, parent)
+    except scaffold.ScaffoldError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {target}")
+    click.echo(f"next: pip install -e {shlex.quote(str(target))}, then flask --app wsgi trellis db upgrade")
+
+
 @trellis_cli.group("openapi")
 def openapi_group() -> None:
     """The OpenAPI document."""
@@ -115,3 +142,15 @@ def db_downgrade(revision: str) -> None:
     """Downgrade the database to REVISION (e.g. 'base')."""
     migrate.downgrade(current_app, revision)
     click.echo(f"database downgraded to {revision}")
+
+
+@db_group.command("revision")
+@click.option("--module", "module_name", required=True, help="the module whose branch gets the revision")
+@click.option("-m", "--message", required=True, help="what the revision changes")
+def db_revision(module_name: str, message: str) -> None:
+    """Autogenerate the next migration of a module from its models, into its own versions directory."""
+    try:
+        path = migrate.revision(current_app, module_name, message)
+    except (migrate.RevisionError, CommandError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {path}")

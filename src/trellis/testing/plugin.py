@@ -167,13 +167,14 @@ def free_port() -> int:
 class LiveServer:
     """A real Trellis process (``python wsgi.py`` semantics, eventlet) on 127.0.0.1."""
 
-    def __init__(self, env: dict[str, str], port: int, log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], port: int, log_path: Path, command: list[str] | None = None) -> None:
+        """``command`` serves on ``PORT`` from ``env`` (default: this interpreter's test server)."""
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self._log = open(log_path, "wb")
         self.log_path = log_path
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "trellis.testing.server"],
+            command or [sys.executable, "-m", "trellis.testing.server"],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

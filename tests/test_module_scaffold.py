@@ -1,0 +1,133 @@
+"""The path docs/modules.md describes, end to end: ``flask trellis module new``, ``pip install`` into a
+throwaway environment, migrate, ``flask trellis db revision --module``, serve, OpenAPI, and the
+skeleton's own tests, on the database under test.
+"""
+
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from sqlalchemy import create_engine, inspect, text
+
+from trellis.testing.plugin import TEST_MASTER_KEY, TEST_SECRET_KEY, LiveServer, free_port
+from trellis_authentication.testing import create_user_over_http
+
+pytestmark = pytest.mark.live
+
+ROOT = Path(__file__).resolve().parents[1]
+NAME = "bird_watch"  # an underscore: the file, class, table and URL substitutions all show
+PACKAGE = f"trellis_{NAME}"
+# The skeleton requires authentication, which requires email and sms.
+ENABLED = f"{NAME},authentication,email,sms"
+
+
+def throwaway_environment(folder: Path) -> Path:
+    """A venv that installs into its own site-packages and sees this environment's packages (read-only).
+
+    ``--system-site-packages`` reaches the base interpreter's packages, not this virtualenv's, so a
+    ``.pth`` line adds this environment's site directories (their own ``.pth`` files, editable installs
+    included, are processed). pip comes from there too: nothing is downloaded.
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    lines = "".join(f"import site; site.addsitedir({directory!r})\n" for directory in site.getsitepackages())
+    Path(purelib, "_parent_environment.pth").write_text(lines)
+    return python
+
+
+def run(command: list, env: dict[str, str], cwd: Path | None = None, timeout: float = 600) -> str:
+    result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{command[2:]} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def columns(url: str, table: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return {column["name"] for column in inspect(connection).get_columns(table)}
+    finally:
+        engine.dispose()
+
+
+def test_a_new_module_installs_migrates_serves_and_passes_its_tests(tmp_path, empty_database_url):
+    python = throwaway_environment(tmp_path / "venv")
+    env = {
+        **os.environ,
+        "TRELLIS_DATABASE_URL": empty_database_url,
+        "TRELLIS_MODULES": ENABLED,
+        "TRELLIS_MASTER_KEY": TEST_MASTER_KEY,
+        "TRELLIS_SECRET_KEY": TEST_SECRET_KEY,
+        "TRELLIS_INSTANCE_PATH": str(tmp_path / "instance"),
+        "TRELLIS_ASYNC_MODE": "threading",
+    }
+    flask = [str(python), "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis"]
+
+    run([*flask, "module", "new", NAME, "--path", str(tmp_path)], env)
+    skeleton = tmp_path / f"trellis-{NAME}"
+    run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(skeleton)], env)
+    installed = run([str(python), "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"], env)
+    assert installed.strip() == str(skeleton / PACKAGE / "__init__.py")
+    assert f"{NAME} (requires authentication)" in run([*flask, "modules"], env).splitlines()
+
+    run([*flask, "db", "upgrade"], env)
+    assert columns(empty_database_url, f"{NAME}_greetings") == {"id", "user_id", "text", "created_at"}
+
+    # The author adds a column; a table of nobody's (here: made by hand) must not leak into the revision.
+    models = skeleton / PACKAGE / "models.py"
+    source = models.read_text()
+    assert "    text: Mapped[str] = mapped_column(Text)\n" in source
+    models.write_text(
+        source.replace(
+            "    text: Mapped[str] = mapped_column(Text)\n",
+            "    text: Mapped[str] = mapped_column(Text)\n    mood: Mapped[str | None] = mapped_column(String(20))\n",
+        )
+    )
+    engine = create_engine(empty_database_url)
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE stray_notes (id INTEGER PRIMARY KEY)"))
+    engine.dispose()
+    wrote = run([*flask, "db", "revision", "--module", NAME, "-m", "add mood"], env)
+    revision = skeleton / PACKAGE / "migrations" / "versions" / "0002_add_mood.py"
+    assert str(revision) in wrote
+    script = revision.read_text()
+    assert f"revision = '{NAME}_0002'" in script
+    assert f"down_revision = '{NAME}_0001'" in script
+    assert "branch_labels = None" in script
+    assert "mood" in script and "add_column" in script
+    assert "stray_notes" not in script and "auth_users" not in script
+
+    run([*flask, "db", "upgrade"], env)
+    assert "mood" in columns(empty_database_url, f"{NAME}_greetings")
+
+    # Served by the real entry point (python wsgi.py, eventlet) from the throwaway environment.
+    port = free_port()
+    serve_env = {**env, "TRELLIS_ASYNC_MODE": "eventlet", "HOST": "127.0.0.1", "PORT": str(port)}
+    server = LiveServer(serve_env, port, tmp_path / "server.log", [str(python), str(ROOT / "wsgi.py")])
+    try:
+        server.wait_ready()
+        user = create_user_over_http(server.url)
+        created = requests.post(f"{server.url}/{NAME}/greetings", json={"text": "world"}, headers=user.headers, timeout=30)
+        assert created.status_code == 201, created.text
+        assert created.json()["text"] == "Hello, world"
+        listed = requests.get(f"{server.url}/{NAME}/greetings", timeout=30).json()
+        assert listed["count"] == 1
+        paths = requests.get(f"{server.url}/openapi.json", timeout=30).json()["paths"]
+        assert set(paths[f"/{NAME}/greetings"]) == {"get", "post"}
+        assert "400" in paths[f"/{NAME}/greetings"]["post"]["responses"]
+    finally:
+        server.stop()
+
+    # The skeleton's own test, as its author runs it (a database of its own, made by the fixtures).
+    output = run([str(python), "-m", "pytest", "-q"], {**env, "TRELLIS_MODULES": ENABLED}, cwd=skeleton, timeout=900)
+    assert "5 passed" in output, output

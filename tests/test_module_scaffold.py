@@ -73,7 +73,11 @@ def test_a_new_module_installs_migrates_serves_and_passes_its_tests(tmp_path, em
     }
     flask = [str(python), "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis"]
 
-    run([*flask, "module", "new", NAME, "--path", str(tmp_path)], env)
+    # Before the package exists TRELLIS_MODULES cannot name it: the author's usual environment then.
+    run(
+        [*flask, "module", "new", NAME, "--path", str(tmp_path)],
+        {k: v for k, v in env.items() if k != "TRELLIS_MODULES"},
+    )
     skeleton = tmp_path / f"trellis-{NAME}"
     run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(skeleton)], env)
     installed = run([str(python), "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"], env)
@@ -117,7 +121,9 @@ def test_a_new_module_installs_migrates_serves_and_passes_its_tests(tmp_path, em
     try:
         server.wait_ready()
         user = create_user_over_http(server.url)
-        created = requests.post(f"{server.url}/{NAME}/greetings", json={"text": "world"}, headers=user.headers, timeout=30)
+        created = requests.post(
+            f"{server.url}/{NAME}/greetings", json={"text": "world"}, headers=user.headers, timeout=30
+        )
         assert created.status_code == 201, created.text
         assert created.json()["text"] == "Hello, world"
         listed = requests.get(f"{server.url}/{NAME}/greetings", timeout=30).json()

@@ -146,6 +146,13 @@ def oldest(family: str | None = None) -> int | None:
     return _log().oldest(family)
 
 
+def complete_after(after: int, family: str) -> bool:
+    """Whether the log still holds every event of ``family`` numbered after ``after`` (a replay from there
+    loses nothing). Retention prunes a family only beyond its last N events and only below its oldest kept
+    one, so the answer is no only when the family may have been pruned and ``after`` is below that."""
+    return _log().complete_after(after, family)
+
+
 def subscribe(pattern: str, callback: Callable[[Event], None]) -> Callable[[], None]:
     """Call ``callback(event)`` for every event of this process's receiver whose topic matches
     ``pattern`` (dotted, ``*`` = one segment), in ``event_id`` order, from a background thread inside an
@@ -246,6 +253,15 @@ class EventLog:
             query = query.where(_table.c.family == family)
         with self.read_engine.connect() as connection:
             return connection.execute(query).scalar()
+
+    def complete_after(self, after: int, family: str) -> bool:
+        oldest = self.oldest(family)
+        if oldest is None or after >= oldest - 1:
+            return True
+        # Fewer kept than the retention count: the family was never pruned.
+        kept = sa.select(_table.c.id).where(_table.c.family == family).limit(self.retention_count).subquery()
+        with self.read_engine.connect() as connection:
+            return connection.execute(sa.select(sa.func.count()).select_from(kept)).scalar_one() < self.retention_count
 
     def start(self) -> None:
         if self._started:

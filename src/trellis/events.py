@@ -312,6 +312,8 @@ class EventLog:
         if self._sequenced is None:
             self._sequenced = self.latest()
             return []
+        if self._sequenced > self.latest():  # the table went back (see catch_up)
+            self._sequenced = 0
         found: list[Event] = []
         while batch := self.read(self._sequenced, limit=BATCH):
             found += batch
@@ -402,6 +404,10 @@ class EventLog:
             if self._delivered is None:
                 self._delivered = self.latest()
                 return
+            if through is None and self._delivered > (latest := self.latest()):
+                # The table went back (emptied, or restored from a backup): start again from what it holds.
+                log.warning("the event log went back from %d to %d; delivering from its start", self._delivered, latest)
+                self._delivered = 0
             while through is None or self._delivered < through:
                 batch = self.read(self._delivered, limit=BATCH)
                 if through is not None:

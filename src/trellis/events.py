@@ -72,6 +72,19 @@ _INSERT_NUMBERED = _INSERT.values(
     event_id=sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0) + 1).scalar_subquery()
 )
 _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
+# PostgreSQL, under the sequencer's lock: one round trip numbers a batch and returns it.
+_NUMBER = sa.text(
+    """
+    UPDATE core_events SET event_id = numbered.event_id
+    FROM (
+        SELECT id, (SELECT coalesce(max(event_id), 0) FROM core_events) + row_number() OVER (ORDER BY id) AS event_id
+        FROM core_events WHERE event_id IS NULL ORDER BY id LIMIT :batch
+    ) AS numbered
+    WHERE core_events.id = numbered.id
+    RETURNING core_events.event_id, core_events.topic, core_events.family, core_events.payload,
+        core_events.created_at
+    """
+).columns(created_at=EventRecord.__table__.c.created_at.type)
 _COLUMNS = (_table.c.event_id, _table.c.topic, _table.c.family, _table.c.payload, _table.c.created_at)
 
 
@@ -104,6 +117,9 @@ def record(topic: str, payload: dict | str) -> None:
 
 def record_many(topic: str, payloads: list[dict | str]) -> None:
     """:func:`record` for several events of one topic: one statement (``/many`` writes 1,000 documents)."""
+    log_ = _log()
+    if not log_.enabled:
+        return
     family, now = family_of(topic), db.utcnow()
     rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
     session = db.session
@@ -113,7 +129,7 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     target = session()
     if not target.info.get(_POKE_ON_COMMIT):  # one poke per commit, however many events it holds
         target.info[_POKE_ON_COMMIT] = True
-        sa_event.listen(target, "after_commit", _poke_after_commit(_log()), once=True)
+        sa_event.listen(target, "after_commit", _poke_after_commit(log_), once=True)
 
 
 def _text(payload: dict | str) -> str:
@@ -196,6 +212,9 @@ class EventLog:
         self.retention_seconds = float(app.config.get("EVENTS_RETENTION_SECONDS", 600))
         self.retention_count = int(app.config.get("EVENTS_RETENTION_COUNT", 10_000))
         self.redis_url = app.config.get("REDIS_URL") or None
+        # TRELLIS_EVENTS=false records nothing: only to price the log (bench/live_bench.py); live data,
+        # webhooks and replay then see no change.
+        self.enabled = str(app.config.get("EVENTS", True)).strip().lower() not in ("0", "false", "no", "off")
         # One channel per database: several deployments (or test runs) may share one Redis.
         self.channel = (
             "trellis:events:"
@@ -211,6 +230,7 @@ class EventLog:
         self._sequenced: int | None = None  # SQLite: the last event_id a pass has published
         self._consumers: list[tuple[str, Callable[[Event], None]]] = []
         self._next_retention = 0.0
+        self._next_poll = 0.0
 
     # public operations
 
@@ -323,24 +343,9 @@ class EventLog:
         return found
 
     def _number(self, connection: sa.Connection) -> list[Event]:
-        ids = connection.execute(
-            sa.select(_table.c.id).where(_table.c.event_id.is_(None)).order_by(_table.c.id).limit(BATCH)
-        ).scalars()
-        ids = list(ids)
-        if not ids:
-            return []
-        base = connection.execute(sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0))).scalar_one()
-        # One statement: every row gets base + its position (a CASE over the ids would grow with the batch).
-        connection.execute(
-            _table.update().where(_table.c.id == sa.bindparam("row_id")).values(event_id=sa.bindparam("number")),
-            [{"row_id": row_id, "number": base + position} for position, row_id in enumerate(ids, 1)],
-        )
-        rows = connection.execute(
-            sa.select(*_COLUMNS)
-            .where(_table.c.event_id > base, _table.c.event_id <= base + len(ids))
-            .order_by(_table.c.event_id)
-        ).all()
-        return [_event(row) for row in rows]
+        """One statement: number up to BATCH committed unnumbered rows from max(event_id)+1, in id order."""
+        rows = connection.execute(_NUMBER, {"batch": BATCH}).all()
+        return sorted((_event(row) for row in rows), key=lambda event: event.id)
 
     @contextmanager
     def _locked(self, key: int, wait: bool) -> Iterator[sa.Connection | None]:
@@ -466,8 +471,12 @@ class EventLog:
         return deleted
 
     def tick(self) -> None:
-        """One pass of the background loop: number and publish, catch up, prune when due."""
+        """One pass of the background loop: number and publish; each second also catch up from the table
+        (a lost publication), and prune when due."""
         self.publish(self.sequence())
+        if time.monotonic() < self._next_poll:
+            return
+        self._next_poll = time.monotonic() + PERIOD_SECONDS
         self.catch_up()
         if time.monotonic() >= self._next_retention:
             self._next_retention = time.monotonic() + RETENTION_PERIOD_SECONDS

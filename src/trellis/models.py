@@ -1,11 +1,12 @@
-"""The core's own tables: administrators, module configuration, shared cache generations, the audit log."""
+"""The core's own tables: administrators, module configuration, shared cache generations, the audit log,
+the event log."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, Integer, String
+from sqlalchemy import BigInteger, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .db import Base, JSONType, UTCDateTime, new_id, utcnow
@@ -61,3 +62,30 @@ class AuditEntry(Base):
     changes: Mapped[Any] = mapped_column(JSONType, nullable=True)
     ip: Mapped[str | None] = mapped_column(String(64), nullable=True)
     request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class EventRecord(Base):
+    """One domain event (see ``trellis.events``), written in the transaction of the change.
+
+    ``id`` is the insert order; ``event_id`` the public, contiguous number in commit order, given by
+    the sequencer after commit (NULL until then).
+    """
+
+    __tablename__ = "core_events"
+    __table_args__ = (
+        Index("ix_core_events_family_event_id", "family", "event_id"),
+        # The sequencer's work list: rows not numbered yet (a handful at any time).
+        Index(
+            "ix_core_events_unsequenced",
+            "id",
+            postgresql_where=text("event_id IS NULL"),
+            sqlite_where=text("event_id IS NULL"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    event_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, unique=True)
+    topic: Mapped[str] = mapped_column(String(200))
+    family: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -17,6 +17,7 @@ from typing import Any
 
 from flask import Flask
 
+from . import events
 from .safety import eventlet_server_options
 
 
@@ -54,6 +55,7 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False) -> None:
     """Serve REST and Socket.IO on ``host:port`` until the process is stopped (modules' background
     work included: it runs in serving processes only, never in the CLI)."""
     socketio = app.extensions["socketio"]
+    events.start(app)  # the start-up pass numbers what a stopped process left unnumbered
     start_background(app)
     if socketio.server.eio.async_mode != "eventlet":
         socketio.run(app, host=host, port=port, log_output=log_output, allow_unsafe_werkzeug=True)

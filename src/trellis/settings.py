@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_TOKEN": None,
     # argon2 cost profile: "default" (RFC 9106 low memory) or "test" (cheapest; refused in production)
     "PASSWORD_PROFILE": "default",
+    # The event log keeps events at least this long and at least this many per family (trellis.events).
+    "EVENTS_RETENTION_SECONDS": 600,
+    "EVENTS_RETENTION_COUNT": 10_000,
 }
 
 

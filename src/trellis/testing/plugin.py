@@ -274,3 +274,4 @@ def wipe_data(app) -> None:
                 if table.name in present and table.name != "trellis_admins":
                     connection.execute(delete(table))
     app.extensions["trellis"].generations.reset()
+    app.extensions["trellis_events"].reset()

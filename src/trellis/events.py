@@ -1,0 +1,488 @@
+"""The event log: domain events recorded in the transaction of the change, numbered, fanned out.
+
+A module calls :func:`record` where it writes (``database.Item.update``, ``authentication.user.block``);
+the row commits with the change or not at all (a transactional outbox, table ``core_events``).
+
+Numbering (the *sequencer*): ``id`` is the insert order, but transactions commit in another order, so a
+reader that followed ``id`` could skip a row that commits late. After a commit that recorded events, a
+background thread of the process is poked; it takes a lock (PostgreSQL ``pg_try_advisory_xact_lock``,
+SQLite ``BEGIN IMMEDIATE``), numbers the committed unnumbered rows in ``id`` order from ``max(event_id)+1``
+and publishes them. ``event_id``\\ s are therefore contiguous and in commit order. A pass every second
+and one at start-up number anything a crashed process left.
+
+Fan-out: the numbered batch is published on Redis (``TRELLIS_REDIS_URL``) or handed over in-process.
+Each process has one receiver that delivers to its consumers (:func:`subscribe`) strictly in
+``event_id`` order: a gap is read from the table, and a poll of ``max(event_id)`` every second catches a
+lost last message. Nothing holds a database connection while idle.
+
+Retention: every minute one process deletes the events that are both older than
+``TRELLIS_EVENTS_RETENTION_SECONDS`` (600) and not among the last ``TRELLIS_EVENTS_RETENTION_COUNT``
+(10,000) of their family.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import redis
+import sqlalchemy as sa
+from flask import Flask, current_app
+from sqlalchemy import event as sa_event
+
+from . import db
+from .models import EventRecord
+from .shared_redis import redis_client, redis_options
+
+log = logging.getLogger(__name__)
+
+_EXTENSION = "trellis_events"
+_POKE_ON_COMMIT = "trellis_events_poke"  # in Session.info: the after-commit poke is set
+SEQUENCER_LOCK = 0x7472656C6C6973  # "trellis": the advisory lock of the sequencer (PostgreSQL)
+RETENTION_LOCK = SEQUENCER_LOCK + 1
+BUSY_RETRY_SECONDS = 0.002
+PERIOD_SECONDS = 1.0  # sequencer pass and receiver poll
+RETENTION_PERIOD_SECONDS = 60.0
+BATCH = 1000  # rows numbered per pass and read per range query
+LISTEN_RETRY_SECONDS = 1.0
+WAIT_FOR_STOP_SECONDS = 5.0
+
+_table = EventRecord.__table__
+_INSERT = sa.insert(_table).values(
+    topic=sa.bindparam("topic"),
+    family=sa.bindparam("family"),
+    payload=sa.bindparam("payload"),
+    created_at=sa.bindparam("created_at", type_=_table.c.created_at.type),
+)
+_TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
+_COLUMNS = (_table.c.event_id, _table.c.topic, _table.c.family, _table.c.payload, _table.c.created_at)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A numbered event. ``payload`` is shared by every consumer: read it, never change it."""
+
+    id: int
+    topic: str
+    family: str
+    payload: dict
+    created_at: str
+
+
+def family_of(topic: str) -> str:
+    """The first two segments: ``database.Item.update`` → ``database.Item``."""
+    return ".".join(topic.split(".", 2)[:2])
+
+
+# ---- recording ---------------------------------------------------------------------------------------
+
+
+def record(topic: str, payload: dict | str) -> None:
+    """Insert the event in the current ``db.session`` transaction (the caller commits).
+
+    ``payload`` is a dict or its JSON text already made (serialised once, never re-encoded here).
+    """
+    record_many(topic, [payload])
+
+
+def record_many(topic: str, payloads: list[dict | str]) -> None:
+    """:func:`record` for several events of one topic: one statement (``/many`` writes 1,000 documents)."""
+    family, now = family_of(topic), db.utcnow()
+    rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
+    session = db.session
+    session.connection().execute(_INSERT, rows if len(rows) > 1 else rows[0])
+    target = session()
+    if not target.info.get(_POKE_ON_COMMIT):  # one poke per commit, however many events it holds
+        target.info[_POKE_ON_COMMIT] = True
+        sa_event.listen(target, "after_commit", _poke_after_commit(_log()), once=True)
+
+
+def _text(payload: dict | str) -> str:
+    return payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def _poke_after_commit(log_: EventLog) -> Callable[[Any], None]:
+    def poke(session: Any) -> None:
+        session.info.pop(_POKE_ON_COMMIT, None)
+        log_.poke()
+
+    return poke
+
+
+# ---- reading -----------------------------------------------------------------------------------------
+
+
+def read(after: int, family: str | None = None, limit: int = 1000) -> list[Event]:
+    """Numbered events with ``event_id > after`` (of ``family`` when given), ascending."""
+    return _log().read(after, family, limit)
+
+
+def latest() -> int:
+    """The highest ``event_id`` given so far (0 when none)."""
+    return _log().latest()
+
+
+def oldest(family: str | None = None) -> int | None:
+    """The lowest ``event_id`` still kept (of ``family`` when given), None when there is none."""
+    return _log().oldest(family)
+
+
+def subscribe(pattern: str, callback: Callable[[Event], None]) -> Callable[[], None]:
+    """Call ``callback(event)`` for every event of this process's receiver whose topic matches
+    ``pattern`` (dotted, ``*`` = one segment), in ``event_id`` order, from a background thread inside an
+    app context. Returns the function that unsubscribes. Callbacks must be quick (no blocking I/O)."""
+    return _log().subscribe(pattern, callback)
+
+
+def start(app: Flask) -> EventLog:
+    """Start the app's sequencer, receiver and retention job (servers call it at start-up)."""
+    log_ = app.extensions[_EXTENSION]
+    log_.start()
+    return log_
+
+
+def init_app(app: Flask) -> None:
+    app.extensions[_EXTENSION] = EventLog(app)
+
+
+def _log() -> EventLog:
+    return current_app.extensions[_EXTENSION]
+
+
+def matches(pattern: str, topic: str) -> bool:
+    wanted, parts = pattern.split("."), topic.split(".")
+    return len(wanted) == len(parts) and all(w in ("*", p) for w, p in zip(wanted, parts, strict=True))
+
+
+# ---- the per-process machinery -----------------------------------------------------------------------
+
+
+class EventLog:
+    """What one process runs for the event log: sequencer, receiver, retention, consumers."""
+
+    def __init__(self, app: Flask) -> None:
+        self._app = weakref.ref(app)
+        self.engine = app.extensions["trellis"].engine
+        reads = app.extensions["trellis"].reads
+        # Reads of the log need no transaction: PostgreSQL's autocommit pool spares BEGIN/ROLLBACK.
+        self.read_engine = getattr(reads, "engine", self.engine)
+        self.postgresql = self.engine.dialect.name == "postgresql"
+        self.retention_seconds = float(app.config.get("EVENTS_RETENTION_SECONDS", 600))
+        self.retention_count = int(app.config.get("EVENTS_RETENTION_COUNT", 10_000))
+        self.redis_url = app.config.get("REDIS_URL") or None
+        # One channel per database: several deployments (or test runs) may share one Redis.
+        self.channel = (
+            "trellis:events:"
+            + hashlib.sha1(self.engine.url.render_as_string(hide_password=True).encode()).hexdigest()[:12]
+        )
+        self._wake = threading.Event()
+        self._started = False
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+        self._start_lock = threading.Lock()
+        self._deliver_lock = threading.RLock()
+        self._delivered: int | None = None  # the last event_id handed to consumers
+        self._consumers: list[tuple[str, Callable[[Event], None]]] = []
+        self._next_retention = 0.0
+
+    # public operations
+
+    def poke(self) -> None:
+        """A commit recorded events: number them soon (never blocks the caller)."""
+        self.start()
+        self._wake.set()
+
+    def subscribe(self, pattern: str, callback: Callable[[Event], None]) -> Callable[[], None]:
+        self.start()
+        entry = (pattern, callback)
+        with self._deliver_lock:
+            if self._delivered is None:  # from now on: what committed before is for read() (replay)
+                self._delivered = self.latest()
+            self._consumers.append(entry)
+
+        def unsubscribe() -> None:
+            with self._deliver_lock:
+                if entry in self._consumers:
+                    self._consumers.remove(entry)
+
+        return unsubscribe
+
+    def read(self, after: int, family: str | None = None, limit: int = BATCH) -> list[Event]:
+        query = sa.select(*_COLUMNS).where(_table.c.event_id > after)
+        if family is not None:
+            query = query.where(_table.c.family == family)
+        query = query.order_by(_table.c.event_id).limit(limit)
+        with self.read_engine.connect() as connection:
+            rows = connection.execute(query).all()
+        return [_event(row) for row in rows]
+
+    def latest(self) -> int:
+        with self.read_engine.connect() as connection:
+            return connection.execute(sa.select(sa.func.max(_table.c.event_id))).scalar() or 0
+
+    def oldest(self, family: str | None = None) -> int | None:
+        query = sa.select(sa.func.min(_table.c.event_id))
+        if family is not None:
+            query = query.where(_table.c.family == family)
+        with self.read_engine.connect() as connection:
+            return connection.execute(query).scalar()
+
+    def start(self) -> None:
+        if self._started:
+            return
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
+        self._threads = [threading.Thread(target=_run, args=(weakref.ref(self),), daemon=True, name="trellis-events")]
+        if self.redis_url:
+            self._threads.append(
+                threading.Thread(target=_listen, args=(weakref.ref(self),), daemon=True, name="trellis-events-listen")
+            )
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """End this process's background threads (an app being discarded); :meth:`start` starts them again."""
+        with self._start_lock:
+            self._stopping = True
+            self._wake.set()
+        for thread in self._threads:
+            thread.join(WAIT_FOR_STOP_SECONDS)
+        with self._start_lock:
+            self._threads, self._started, self._stopping = [], False, False
+
+    def reset(self) -> None:
+        """Forget the receiver's position (after the table was emptied: tests wipe their data)."""
+        with self._deliver_lock:
+            self._delivered = None
+
+    # sequencer
+
+    def sequence(self) -> list[Event]:
+        """Number the committed unnumbered rows (one locked pass); returns them, ascending."""
+        numbered: list[Event] = []
+        while True:
+            with self._locked(SEQUENCER_LOCK, wait=True) as connection:
+                batch = self._number(connection)
+            numbered += batch
+            if len(batch) < BATCH:
+                return numbered
+
+    def _number(self, connection: sa.Connection) -> list[Event]:
+        ids = connection.execute(
+            sa.select(_table.c.id).where(_table.c.event_id.is_(None)).order_by(_table.c.id).limit(BATCH)
+        ).scalars()
+        ids = list(ids)
+        if not ids:
+            return []
+        base = connection.execute(sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0))).scalar_one()
+        # One statement: every row gets base + its position (a CASE over the ids would grow with the batch).
+        connection.execute(
+            _table.update().where(_table.c.id == sa.bindparam("row_id")).values(event_id=sa.bindparam("number")),
+            [{"row_id": row_id, "number": base + position} for position, row_id in enumerate(ids, 1)],
+        )
+        rows = connection.execute(
+            sa.select(*_COLUMNS)
+            .where(_table.c.event_id > base, _table.c.event_id <= base + len(ids))
+            .order_by(_table.c.event_id)
+        ).all()
+        return [_event(row) for row in rows]
+
+    @contextmanager
+    def _locked(self, key: int, wait: bool) -> Iterator[sa.Connection | None]:
+        """A short transaction holding the log's lock ``key`` (None: busy and ``wait`` is False)."""
+        while True:
+            with self.engine.begin() as connection:
+                if not self.postgresql:
+                    # SQLite has one writer: a first statement that writes takes the write lock (the engine's
+                    # busy timeout waits for it), so max(event_id) cannot change under this transaction.
+                    connection.execute(_TAKE_SQLITE_WRITE_LOCK)
+                    yield connection
+                    return
+                if connection.execute(sa.select(sa.func.pg_try_advisory_xact_lock(key))).scalar():
+                    yield connection
+                    return
+            if not wait:
+                yield None
+                return
+            time.sleep(BUSY_RETRY_SECONDS)
+
+    def publish(self, batch: list[Event]) -> None:
+        """Hand a numbered batch to every process's receiver (Redis) or to this one."""
+        if not batch:
+            return
+        app = self._app()
+        client = redis_client(app) if app is not None and self.redis_url else None
+        if client is None:
+            self.offer(batch)
+            return
+        message = json.dumps(
+            [[e.id, e.topic, e.family, e.payload, e.created_at] for e in batch],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        try:
+            client.publish(self.channel, message)
+        except redis.RedisError:
+            pass  # the breaker has warned; every receiver's poll reads the batch from the table
+
+    # receiver
+
+    def offer(self, batch: list[Event]) -> None:
+        """Deliver ``batch`` (ascending) to the consumers: what was delivered is skipped, a gap is read."""
+        with self._deliver_lock:
+            if self._delivered is None:
+                # A receiver starts at the head of the log: what came before is for read() (replay).
+                self._delivered = batch[0].id - 1
+            for item in batch:
+                if item.id <= self._delivered:
+                    continue
+                if item.id > self._delivered + 1:
+                    self.catch_up(item.id - 1)
+                if item.id == self._delivered + 1:
+                    self._deliver([item])
+
+    def catch_up(self, through: int | None = None) -> None:
+        """Deliver what the table holds after the last delivered event (up to ``through``)."""
+        with self._deliver_lock:
+            if self._delivered is None:
+                self._delivered = self.latest()
+                return
+            while through is None or self._delivered < through:
+                batch = self.read(self._delivered, limit=BATCH)
+                if through is not None:
+                    batch = [e for e in batch if e.id <= through]
+                if not batch:
+                    return
+                if batch[0].id != self._delivered + 1:  # pruned meanwhile: carry on from what is kept
+                    log.warning("events %d to %d were pruned before delivery", self._delivered + 1, batch[0].id - 1)
+                self._deliver(batch)
+
+    def _deliver(self, batch: list[Event]) -> None:
+        app = self._app()
+        consumers = list(self._consumers)
+        self._delivered = batch[-1].id
+        if app is None or not consumers:
+            return
+        with app.app_context():
+            for item in batch:
+                for pattern, callback in consumers:
+                    if matches(pattern, item.topic):
+                        try:
+                            callback(item)
+                        except Exception:
+                            log.exception("event consumer %r failed on event %d", callback, item.id)
+
+    # retention
+
+    def prune(self) -> int:
+        """Delete events older than the retention time and not among the last N of their family."""
+        cutoff = db.utcnow() - timedelta(seconds=self.retention_seconds)
+        deleted = 0
+        with self._locked(RETENTION_LOCK, wait=False) as connection:
+            if connection is None:
+                return 0  # another process is pruning
+            families = connection.execute(sa.select(_table.c.family).distinct()).scalars().all()
+            for family in families:
+                keep_from = connection.execute(
+                    sa.select(_table.c.event_id)
+                    .where(_table.c.family == family, _table.c.event_id.is_not(None))
+                    .order_by(_table.c.event_id.desc())
+                    .offset(max(self.retention_count - 1, 0))
+                    .limit(1)
+                ).scalar()
+                if keep_from is None:
+                    continue
+                deleted += connection.execute(
+                    _table.delete().where(
+                        _table.c.family == family,
+                        _table.c.event_id < keep_from,
+                        _table.c.created_at < cutoff,
+                    )
+                ).rowcount
+        return deleted
+
+    def tick(self) -> None:
+        """One pass of the background loop: number and publish, catch up, prune when due."""
+        self.publish(self.sequence())
+        self.catch_up()
+        if time.monotonic() >= self._next_retention:
+            self._next_retention = time.monotonic() + RETENTION_PERIOD_SECONDS
+            self.prune()
+
+
+def _event(row: Any) -> Event:
+    payload = row[3]
+    return Event(row[0], row[1], row[2], json.loads(payload) if isinstance(payload, str) else payload, _stamp(row[4]))
+
+
+def _stamp(value: Any) -> str:
+    return db.isoformat(value) if value is not None and not isinstance(value, str) else value
+
+
+def _run(ref: weakref.ref) -> None:
+    """The background loop: a pass when poked, and at least one a second (the first at start-up)."""
+    warned_at = -60.0
+    while True:
+        log_ = ref()
+        if log_ is None or log_._stopping:
+            return
+        wake = log_._wake
+        try:
+            wake.clear()
+            log_.tick()
+        except Exception as exc:  # the database is down or restarting: try again on the next pass
+            if time.monotonic() - warned_at >= 60:
+                warned_at = time.monotonic()
+                log.warning("event log pass failed (%s: %s); retrying every second", exc.__class__.__name__, exc)
+        del log_
+        wake.wait(PERIOD_SECONDS)
+
+
+def _listen(ref: weakref.ref) -> None:
+    """The Redis side of the receiver: numbered batches published by any process."""
+    warned_at = -60.0
+    while True:
+        log_ = ref()
+        if log_ is None or log_._stopping:
+            return
+        app = log_._app()
+        url, channel = log_.redis_url, log_.channel
+        options = redis_options(app) if app is not None else {}
+        del log_, app
+        pubsub = None
+        try:
+            listener = redis.Redis.from_url(
+                url,
+                socket_connect_timeout=options.get("socket_connect_timeout", 0.25),
+                socket_keepalive=True,
+                health_check_interval=30,
+            )
+            pubsub = listener.pubsub(ignore_subscribe_messages=True)
+            pubsub.subscribe(channel)
+            while True:
+                message = pubsub.get_message(timeout=PERIOD_SECONDS)  # wakes up to notice a stop
+                log_ = ref()
+                if log_ is None or log_._stopping:
+                    return
+                if message is not None:
+                    log_.offer([Event(*item) for item in json.loads(message["data"])])
+                del log_
+        except Exception as exc:  # Redis lost: the 1 s poll delivers from the table meanwhile
+            if time.monotonic() - warned_at >= 60:
+                warned_at = time.monotonic()
+                log.warning("event log: cannot receive from Redis (%s); retrying every second", exc)
+            time.sleep(LISTEN_RETRY_SECONDS)
+        finally:
+            if pubsub is not None:
+                pubsub.close()

@@ -1,0 +1,213 @@
+"""The event log (trellis.events): recorded in the writer's transaction, numbered in commit order,
+fanned out in-process and through Redis, gaps filled from the table, pruned by the retention job.
+
+These tests commit (the sequencer only sees committed rows), so they empty the log before and after.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+import redis
+import sqlalchemy as sa
+
+from trellis import create_app, db, events
+from trellis.models import EventRecord
+from trellis.testing.plugin import database_kind
+
+REDIS_URL = os.environ.get("TRELLIS_TEST_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/7")
+WAIT = 10.0
+table = EventRecord.__table__
+
+
+def _empty(app) -> None:
+    with app.extensions["trellis"].engine.begin() as connection:
+        connection.execute(table.delete())
+    app.extensions["trellis_events"].reset()
+
+
+@pytest.fixture()
+def log(app):
+    """The app's event log, empty, inside an app context (committed writes, emptied afterwards)."""
+    _empty(app)
+    with app.app_context():
+        yield app.extensions["trellis_events"]
+        db.session.remove()
+    _empty(app)
+
+
+def _commit(*topics: str, payload: dict | str | None = None) -> None:
+    for topic in topics:
+        events.record(topic, {"topic": topic} if payload is None else payload)
+    db.session.commit()
+
+
+def _rows() -> list[tuple]:
+    with db.engine().connect() as connection:
+        return connection.execute(sa.select(table.c.id, table.c.event_id, table.c.topic).order_by(table.c.id)).all()
+
+
+def _eventually(read, timeout: float = WAIT):
+    deadline = time.monotonic() + timeout
+    while not (found := read()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
+def _collect(pattern: str = "*.*.*") -> tuple[queue.Queue, object]:
+    inbox: queue.Queue = queue.Queue()
+    return inbox, events.subscribe(pattern, inbox.put)
+
+
+def test_record_commits_with_the_change_and_rollback_records_nothing(log):
+    events.record("database.Item.create", {"document": {"_id": "a"}})
+    db.session.rollback()
+    assert _rows() == []
+
+    events.record("database.Item.create", {"document": {"_id": "b", "title": "é"}})
+    events.record("database.Item.update", '{"document":{"_id":"b"},"previous":{"_id":"b"}}')  # text as given
+    db.session.commit()
+    log.publish(log.sequence())
+    found = events.read(0)
+    assert [(e.topic, e.family, e.payload) for e in found] == [
+        ("database.Item.create", "database.Item", {"document": {"_id": "b", "title": "é"}}),
+        ("database.Item.update", "database.Item", {"document": {"_id": "b"}, "previous": {"_id": "b"}}),
+    ]
+    assert [e.id for e in found] == [1, 2]
+    assert events.latest() == 2 and events.oldest() == 1 and events.oldest("database.Item") == 1
+    assert events.oldest("chat.message") is None
+    assert events.read(1, family="database.Item") == found[1:]
+    assert events.read(0, family="database.Other") == []
+    assert found[0].created_at.endswith("Z")
+
+
+def test_sequencer_numbers_contiguously_after_commit(log):
+    inbox, unsubscribe = _collect("database.*.create")
+    _commit("database.A.create", "database.B.update", "database.C.create")
+    got = [inbox.get(timeout=WAIT), inbox.get(timeout=WAIT)]  # the poke after commit; no manual pass
+    assert [(e.id, e.topic) for e in got] == [(1, "database.A.create"), (3, "database.C.create")]
+    assert [row[1] for row in _rows()] == [1, 2, 3]
+    unsubscribe()
+    _commit("database.D.create")
+    assert _eventually(lambda: events.read(3))[0].topic == "database.D.create"
+    with pytest.raises(queue.Empty):
+        inbox.get(timeout=0.5)
+
+
+@pytest.mark.skipif(database_kind() != "postgresql", reason="SQLite has one writer: commits are in insert order")
+def test_event_ids_follow_commit_order_not_insert_order(log, app):
+    events.record("test.order.first-inserted", {})
+    with app.app_context():  # a second transaction, committing first
+        events.record("test.order.second-inserted", {})
+        db.session.commit()
+        db.session.remove()
+    log.sequence()
+    db.session.commit()
+    log.sequence()
+    assert [e.topic for e in events.read(0)] == ["test.order.second-inserted", "test.order.first-inserted"]
+    rows = _rows()
+    assert rows[0][2] == "test.order.first-inserted" and rows[0][1] == 2  # inserted first, numbered second
+
+
+def test_two_concurrent_writers_get_contiguous_ids_in_their_own_order(log, app):
+    inbox, _ = _collect("writer.*.*")
+    per_writer = 40
+
+    def write(name: str) -> None:
+        with app.app_context():
+            for number in range(per_writer):
+                events.record(f"writer.{name}.n", {"n": number})
+                db.session.commit()
+            db.session.remove()
+
+    threads = [threading.Thread(target=write, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    got = [inbox.get(timeout=WAIT) for _ in range(2 * per_writer)]
+    assert [e.id for e in got] == list(range(1, 2 * per_writer + 1))  # delivered once each, in order
+    for name in ("a", "b"):
+        assert [e.payload["n"] for e in got if e.topic == f"writer.{name}.n"] == list(range(per_writer))
+    assert [e.id for e in events.read(0, limit=1000)] == list(range(1, 2 * per_writer + 1))
+
+
+def test_receiver_fills_a_gap_from_the_table_and_polls_for_a_lost_last_message(log):
+    inbox, _ = _collect()
+    base = events.latest()
+    now = db.utcnow()
+    # Numbered by "another process" whose publication never arrived.
+    with db.engine().begin() as connection:
+        for number in (1, 2, 3):
+            connection.execute(
+                table.insert().values(
+                    event_id=base + number, topic=f"gap.t.{number}", family="gap.t", payload="{}", created_at=now
+                )
+            )
+    log.offer([events.Event(base + 3, "gap.t.3", "gap.t", {}, db.isoformat(now))])
+    assert [inbox.get(timeout=WAIT).id for _ in range(3)] == [base + 1, base + 2, base + 3]
+    log.offer([events.Event(base + 2, "gap.t.2", "gap.t", {}, db.isoformat(now))])  # a late duplicate
+    with db.engine().begin() as connection:
+        connection.execute(
+            table.insert().values(event_id=base + 4, topic="gap.t.4", family="gap.t", payload="{}", created_at=now)
+        )
+    assert inbox.get(timeout=WAIT).id == base + 4  # no message at all: the 1 s poll finds it
+    with pytest.raises(queue.Empty):
+        inbox.get(timeout=0.3)
+
+
+def test_retention_keeps_recent_events_and_the_last_n_of_each_family(app_config, log):
+    pruning = create_app({**app_config, "EVENTS_RETENTION_SECONDS": 600, "EVENTS_RETENTION_COUNT": 3})
+    old, recent = db.utcnow() - timedelta(minutes=30), db.utcnow()
+    rows = [("busy.a", old)] * 6 + [("busy.a", recent)] * 2 + [("quiet.b", old)] * 2
+    with db.engine().begin() as connection:
+        for number, (family, at) in enumerate(rows, 1):
+            connection.execute(
+                table.insert().values(event_id=number, topic=family + ".x", family=family, payload="{}", created_at=at)
+            )
+    try:
+        with pruning.app_context():
+            assert pruning.extensions["trellis_events"].prune() == 5  # busy.a 1-5: old and not in its last 3
+    finally:
+        pruning.extensions["trellis"].engine.dispose()
+    assert [row[1] for row in _rows()] == [6, 7, 8, 9, 10]
+    assert events.oldest("busy.a") == 6 and events.oldest("quiet.b") == 9
+
+
+@pytest.fixture()
+def redis_url() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
+        pytest.skip(f"Redis at {REDIS_URL} is unreachable: {exc}")
+    return REDIS_URL
+
+
+def test_fan_out_through_redis_reaches_another_app(app_config, log, redis_url):
+    log.stop()  # the test app (no Redis) must not number the writer's event before the writer does
+    writer = create_app({**app_config, "REDIS_URL": redis_url})
+    reader = create_app({**app_config, "REDIS_URL": redis_url})
+    listener = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    listener.subscribe(writer.extensions["trellis_events"].channel)
+    try:
+        with reader.app_context():
+            inbox, _ = _collect("database.*.*")
+        with writer.app_context():
+            _commit("database.Item.create", payload={"document": {"_id": "x"}})
+            db.session.remove()
+        event = inbox.get(timeout=WAIT)
+        assert (event.id, event.topic, event.payload) == (1, "database.Item.create", {"document": {"_id": "x"}})
+        message = _eventually(lambda: listener.get_message(timeout=0.1))  # None for the subscribe confirmation
+        assert message["data"].startswith(b'[[1,"database.Item.create"')
+    finally:
+        listener.close()
+        for other in (writer, reader):
+            other.extensions["trellis_events"].stop()
+            other.extensions["trellis"].engine.dispose()

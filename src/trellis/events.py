@@ -1,14 +1,15 @@
-"""The event log: domain events recorded in the transaction of the change, numbered, fanned out.
+r"""The event log: domain events recorded in the transaction of the change, numbered, fanned out.
 
 A module calls :func:`record` where it writes (``database.Item.update``, ``authentication.user.block``);
 the row commits with the change or not at all (a transactional outbox, table ``core_events``).
 
-Numbering (the *sequencer*): ``id`` is the insert order, but transactions commit in another order, so a
-reader that followed ``id`` could skip a row that commits late. After a commit that recorded events, a
-background thread of the process is poked; it takes a lock (PostgreSQL ``pg_try_advisory_xact_lock``,
-SQLite ``BEGIN IMMEDIATE``), numbers the committed unnumbered rows in ``id`` order from ``max(event_id)+1``
-and publishes them. ``event_id``\\ s are therefore contiguous and in commit order. A pass every second
-and one at start-up number anything a crashed process left.
+Numbering (the *sequencer*): ``id`` is the insert order, but PostgreSQL transactions commit in another
+order, so a reader that followed ``id`` could skip a row that commits late. After a commit that recorded
+events, a background thread of the process is poked; it takes ``pg_try_advisory_xact_lock``, numbers the
+committed unnumbered rows in ``id`` order from ``max(event_id)+1`` and publishes them. ``event_id``\ s are
+therefore contiguous and in commit order. A pass every second and one at start-up number anything a
+crashed process left. SQLite has one writer, so commit order is insert order: there the row is numbered
+by its INSERT (see ``_INSERT_NUMBERED``) and a pass only publishes what committed since the last one.
 
 Fan-out: the numbered batch is published on Redis (``TRELLIS_REDIS_URL``) or handed over in-process.
 Each process has one receiver that delivers to its consumers (:func:`subscribe`) strictly in
@@ -63,6 +64,13 @@ _INSERT = sa.insert(_table).values(
     payload=sa.bindparam("payload"),
     created_at=sa.bindparam("created_at", type_=_table.c.created_at.type),
 )
+# SQLite has one writer, holding the lock from its first write to its commit: commit order is insert
+# order, so an event is numbered as it is inserted (a rolled-back number is given again to the next one).
+# A separate numbering transaction would hurt there: SQLite does not wait (no busy handler) when a
+# transaction that has read tries to write while another connection holds the write lock, it fails.
+_INSERT_NUMBERED = _INSERT.values(
+    event_id=sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0) + 1).scalar_subquery()
+)
 _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
 _COLUMNS = (_table.c.event_id, _table.c.topic, _table.c.family, _table.c.payload, _table.c.created_at)
 
@@ -99,7 +107,9 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     family, now = family_of(topic), db.utcnow()
     rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
     session = db.session
-    session.connection().execute(_INSERT, rows if len(rows) > 1 else rows[0])
+    connection = session.connection()
+    statement = _INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED
+    connection.execute(statement, rows if len(rows) > 1 else rows[0])
     target = session()
     if not target.info.get(_POKE_ON_COMMIT):  # one poke per commit, however many events it holds
         target.info[_POKE_ON_COMMIT] = True
@@ -191,6 +201,7 @@ class EventLog:
         self._start_lock = threading.Lock()
         self._deliver_lock = threading.RLock()
         self._delivered: int | None = None  # the last event_id handed to consumers
+        self._sequenced: int | None = None  # SQLite: the last event_id a pass has published
         self._consumers: list[tuple[str, Callable[[Event], None]]] = []
         self._next_retention = 0.0
 
@@ -269,7 +280,9 @@ class EventLog:
     # sequencer
 
     def sequence(self) -> list[Event]:
-        """Number the committed unnumbered rows (one locked pass); returns them, ascending."""
+        """Number the committed unnumbered rows (locked passes); returns them, ascending."""
+        if not self.postgresql:
+            return self._numbered_since_last_pass()
         numbered: list[Event] = []
         while True:
             with self._locked(SEQUENCER_LOCK, wait=True) as connection:
@@ -277,6 +290,19 @@ class EventLog:
             numbered += batch
             if len(batch) < BATCH:
                 return numbered
+
+    def _numbered_since_last_pass(self) -> list[Event]:
+        """SQLite: events are numbered as inserted; a pass hands on what committed since the last one."""
+        if self._sequenced is None:
+            self._sequenced = self.latest()
+            return []
+        found: list[Event] = []
+        while batch := self.read(self._sequenced, limit=BATCH):
+            found += batch
+            self._sequenced = batch[-1].id
+            if len(batch) < BATCH:
+                break
+        return found
 
     def _number(self, connection: sa.Connection) -> list[Event]:
         ids = connection.execute(
@@ -300,12 +326,14 @@ class EventLog:
 
     @contextmanager
     def _locked(self, key: int, wait: bool) -> Iterator[sa.Connection | None]:
-        """A short transaction holding the log's lock ``key`` (None: busy and ``wait`` is False)."""
+        """A short transaction holding the log's lock ``key`` (None: busy and ``wait`` is False).
+
+        PostgreSQL: a transaction-scoped advisory lock. SQLite: the one write lock, taken by the first
+        statement (a write that changes nothing); the engine's busy timeout waits for it.
+        """
         while True:
             with self.engine.begin() as connection:
                 if not self.postgresql:
-                    # SQLite has one writer: a first statement that writes takes the write lock (the engine's
-                    # busy timeout waits for it), so max(event_id) cannot change under this transaction.
                     connection.execute(_TAKE_SQLITE_WRITE_LOCK)
                     yield connection
                     return
@@ -389,6 +417,9 @@ class EventLog:
         """Delete events older than the retention time and not among the last N of their family."""
         cutoff = db.utcnow() - timedelta(seconds=self.retention_seconds)
         deleted = 0
+        with self.read_engine.connect() as connection:  # most passes find nothing: then take no lock
+            if not connection.execute(sa.select(_table.c.id).where(_table.c.created_at < cutoff).limit(1)).first():
+                return 0
         with self._locked(RETENTION_LOCK, wait=False) as connection:
             if connection is None:
                 return 0  # another process is pruning

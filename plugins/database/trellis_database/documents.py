@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db
+from trellis import db, events
 from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found
@@ -41,14 +41,35 @@ def _in_transaction(statement: Any, parameters: Any = None) -> Any:
     return db.session.connection().execute(statement, parameters)
 
 
-def _record(kind: str, schema: CompiledSchema, docs: list[dict[str, Any]] | list[str]) -> None:
+def _record(
+    kind: str,
+    schema: CompiledSchema,
+    docs: list[dict[str, Any]] | list[str],
+    previous: list[dict[str, Any]] | None = None,
+) -> None:
     """Every document write passes here, inside its transaction, once its statement has run.
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
-    for a delete). The schema's cached counts are dropped once the transaction commits; this is also
-    the place where an event log would record the change in the same transaction.
+    for a delete); ``previous`` the documents as they were (updates and deletes). The schema's cached
+    counts are dropped once the transaction commits, and the change is recorded in the event log
+    (``database.<Schema>.<kind>``) in the same transaction.
     """
     counts.touched(db.session(), schema.table.name)
+    events.record_many(f"database.{schema.name}.{kind}", _event_payloads(kind, docs, previous))
+
+
+def _event_payloads(
+    kind: str, docs: list[dict[str, Any]] | list[str], previous: list[dict[str, Any]] | None
+) -> list[str]:
+    """``{"document": <after>, "previous": <before>}`` as JSON text; a deleted document is ``{"_id"}``."""
+    if kind == "delete":
+        docs = [{"_id": doc_id} for doc_id in docs]
+    if previous is None:
+        return ['{"document":' + serialise(doc) + "}" for doc in docs]
+    return [
+        '{"document":' + serialise(doc) + ',"previous":' + serialise(before) + "}"
+        for doc, before in zip(docs, previous, strict=True)
+    ]
 
 
 def _statement(schema: CompiledSchema, key: Any, build: Any) -> Any:
@@ -412,21 +433,33 @@ def update(
     checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
     check_relations(snapshot, schema, [values for _, values, _ in checked])
     now = utcnow()
-    docs = []
+    docs, previous = [], []
+    width = len(columns(schema.table))
     try:
         for doc_id, values, removed in checked:
             if mode == "replace":
                 statement, params = _replace_statement(schema), {"data": values}
             else:
                 statement, params = _patch_statement(schema, values, removed)
+            before = None if dialect() == "postgresql" else _locked_by_id(schema, doc_id)
             row = _in_transaction(statement, {**params, "doc_id": doc_id, "now": now}).first()
             if row is None:
                 raise not_found(f"No {schema.name} document with id {doc_id!r}")
             docs.append(to_document(schema, row))
+            previous.append(to_document(schema, row[width:] if before is None else before))
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    _record("update", schema, docs)
+    _record("update", schema, docs, previous)
     return docs
+
+
+def _locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
+    """The row before an update (SQLite: its one writer holds the lock, and RETURNING cannot name ``old``)."""
+    table = schema.table
+    statement = _statement(
+        schema, "before", lambda: sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
+    )
+    return _in_transaction(statement, {"doc_id": doc_id}).first()
 
 
 def replace(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) -> dict[str, Any]:
@@ -438,14 +471,20 @@ def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) ->
 
 
 def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
-    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip."""
+    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip.
+
+    On PostgreSQL it also returns the document as it was (for the event log), still in one round trip:
+    ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <old>``; the lock makes ``old`` the
+    very version this update replaces.
+    """
     table = schema.table
-    return (
-        sa.update(table)
-        .where(table.c.id == sa.bindparam("doc_id"))
-        .values(data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1)
-        .returning(*columns(schema.table))
+    statement = sa.update(table).values(
+        data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1
     )
+    if dialect() != "postgresql":
+        return statement.where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table))
+    old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id")).with_for_update().subquery("old")
+    return statement.where(table.c.id == old.c.id).returning(*columns(table), *old.c)
 
 
 def _replace_statement(schema: CompiledSchema) -> sa.Update:
@@ -486,23 +525,28 @@ def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: li
 def delete(schema: CompiledSchema, doc_id: str) -> None:
     """Delete one document (404 if there is none)."""
     table = schema.table
-    statement = _statement(schema, "delete", lambda: sa.delete(table).where(table.c.id == sa.bindparam("doc_id")))
-    if _in_transaction(statement, {"doc_id": doc_id}).rowcount == 0:
+    statement = _statement(
+        schema,
+        "delete",
+        lambda: sa.delete(table).where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table)),
+    )
+    row = _in_transaction(statement, {"doc_id": doc_id}).first()
+    if row is None:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
-    _record("delete", schema, [doc_id])
+    _record("delete", schema, [doc_id], [to_document(schema, row)])
 
 
 def delete_matching(schema: CompiledSchema, where: Any) -> int:
     """Delete every document matching ``where`` (a condition tree); returns how many."""
     table = schema.table
     condition = Compiler(schema, dialect()).where(where)
-    statement = sa.delete(table).returning(table.c.id)
+    statement = sa.delete(table).returning(*columns(table))
     if condition is not None:
         statement = statement.where(condition)
-    ids = list(_in_transaction(statement).scalars())
-    if ids:
-        _record("delete", schema, ids)
-    return len(ids)
+    rows = _in_transaction(statement).all()
+    if rows:
+        _record("delete", schema, [row[0] for row in rows], [to_document(schema, row) for row in rows])
+    return len(rows)
 
 
 def locked_matching(schema: CompiledSchema, where: Any, limit: int) -> list[tuple[str, dict[str, Any]]]:

@@ -40,6 +40,7 @@ class Receiver:
     default_status: int = 200
     answer_body: bytes = b"ok"
     hold: threading.Event | None = None
+    delay: float = 0.0  # seconds before answering
     arrived: threading.Condition = field(default_factory=threading.Condition)
 
     def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
@@ -65,6 +66,8 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 receiver.arrived.notify_all()
             if receiver.hold is not None:
                 receiver.hold.wait(60)
+            if receiver.delay:
+                time.sleep(receiver.delay)
             self.send_response(status)
             if 300 <= status < 400:
                 self.send_header("Location", "http://127.0.0.1:9/elsewhere")
@@ -78,22 +81,41 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # a sender killed mid-answer: expected
+        pass
+
+
 @pytest.fixture()
-def receiver() -> Iterator[Receiver]:
-    state = Receiver()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
+def make_receiver() -> Iterator[Callable[[], Receiver]]:
+    """``make_receiver()`` → a new :class:`Receiver` listening on 127.0.0.1 until the test ends."""
+    running: list[tuple[Receiver, ThreadingHTTPServer, threading.Thread]] = []
+
+    def make() -> Receiver:
+        state = Receiver()
+        server = _QuietServer(("127.0.0.1", 0), _handler(state))
+        state.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        running.append((state, server, thread))
+        return state
+
     try:
-        yield state
+        yield make
     finally:
-        if state.hold is not None:
-            state.hold.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+        for state, server, thread in running:
+            if state.hold is not None:
+                state.hold.set()
+            server.shutdown()
+            server.server_close()
+            thread.join(5)
+
+
+@pytest.fixture()
+def receiver(make_receiver) -> Receiver:
+    return make_receiver()
 
 
 @pytest.fixture()

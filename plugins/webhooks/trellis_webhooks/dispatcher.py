@@ -51,15 +51,16 @@ def _lock_cursor() -> int | None:
             return db.session.execute(
                 select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR)
             ).scalar_one()
-    # First pass ever (or after the tables were emptied): start from the log's present, not its past.
-    start = events.latest()
-    db.session.add(WebhookCursor(name=CURSOR, last_event_id=start))
+    # First pass ever (or after the tables were emptied): from the start of what the log keeps. Until a
+    # webhook exists this only moves the cursor; starting from "now" instead could skip an event that
+    # committed while the module's first pass was still to come.
+    db.session.add(WebhookCursor(name=CURSOR, last_event_id=0))
     try:
         db.session.flush()
     except IntegrityError:  # another process created it first
         db.session.rollback()
         return None
-    return start
+    return 0
 
 
 def _one_batch() -> tuple[int, int, bool]:

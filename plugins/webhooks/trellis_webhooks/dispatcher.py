@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from trellis import db, events
 from trellis.module_config import get as get_config
 
-from .deliveries import body_text
+from .deliveries import body_text, no_wait_for_disk
 from .models import PENDING, Webhook, WebhookCursor, WebhookDelivery
 from .patterns import matches_any
 
@@ -65,6 +65,7 @@ def _lock_cursor() -> int | None:
 
 def _one_batch() -> tuple[int, int, bool]:
     """Queue the deliveries of up to BATCH events; (deliveries queued, events read, cursor busy)."""
+    no_wait_for_disk()  # a lost pass is done again from the cursor, which is lost with it
     cursor = _lock_cursor()
     if cursor is None:
         db.session.rollback()

@@ -18,7 +18,7 @@ RETRY_SECONDS = (10.0, 60.0, 600.0, 3600.0, 21600.0)
 # A claimed delivery is due again after this long: a worker that died mid-delivery loses nothing. Longer
 # than a send can take (10 s timeout) so that a slow delivery is not sent twice.
 LEASE_SECONDS = 60.0
-SENDERS = 8  # deliveries in flight at once per process
+SENDERS = 16  # deliveries in flight at once per process
 POLL_SECONDS = 1.0  # how often idle workers look for due deliveries and new events
 
 

@@ -72,6 +72,19 @@ _INSERT_NUMBERED = _INSERT.values(
     event_id=sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0) + 1).scalar_subquery()
 )
 _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
+# PostgreSQL, under the sequencer's lock: one round trip numbers a batch and returns it.
+_NUMBER = sa.text(
+    """
+    UPDATE core_events SET event_id = numbered.event_id
+    FROM (
+        SELECT id, (SELECT coalesce(max(event_id), 0) FROM core_events) + row_number() OVER (ORDER BY id) AS event_id
+        FROM core_events WHERE event_id IS NULL ORDER BY id LIMIT :batch
+    ) AS numbered
+    WHERE core_events.id = numbered.id
+    RETURNING core_events.event_id, core_events.topic, core_events.family, core_events.payload,
+        core_events.created_at
+    """
+).columns(created_at=EventRecord.__table__.c.created_at.type)
 _COLUMNS = (_table.c.event_id, _table.c.topic, _table.c.family, _table.c.payload, _table.c.created_at)
 
 
@@ -104,6 +117,9 @@ def record(topic: str, payload: dict | str) -> None:
 
 def record_many(topic: str, payloads: list[dict | str]) -> None:
     """:func:`record` for several events of one topic: one statement (``/many`` writes 1,000 documents)."""
+    log_ = _log()
+    if not log_.enabled:
+        return
     family, now = family_of(topic), db.utcnow()
     rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
     session = db.session
@@ -113,7 +129,7 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     target = session()
     if not target.info.get(_POKE_ON_COMMIT):  # one poke per commit, however many events it holds
         target.info[_POKE_ON_COMMIT] = True
-        sa_event.listen(target, "after_commit", _poke_after_commit(_log()), once=True)
+        sa_event.listen(target, "after_commit", _poke_after_commit(log_), once=True)
 
 
 def _text(payload: dict | str) -> str:
@@ -144,6 +160,13 @@ def latest() -> int:
 def oldest(family: str | None = None) -> int | None:
     """The lowest ``event_id`` still kept (of ``family`` when given), None when there is none."""
     return _log().oldest(family)
+
+
+def complete_after(after: int, family: str) -> bool:
+    """Whether the log still holds every event of ``family`` numbered after ``after`` (a replay from there
+    loses nothing). Retention prunes a family only beyond its last N events and only below its oldest kept
+    one, so the answer is no only when the family may have been pruned and ``after`` is below that."""
+    return _log().complete_after(after, family)
 
 
 def subscribe(pattern: str, callback: Callable[[Event], None]) -> Callable[[], None]:
@@ -189,6 +212,9 @@ class EventLog:
         self.retention_seconds = float(app.config.get("EVENTS_RETENTION_SECONDS", 600))
         self.retention_count = int(app.config.get("EVENTS_RETENTION_COUNT", 10_000))
         self.redis_url = app.config.get("REDIS_URL") or None
+        # TRELLIS_EVENTS=false records nothing: only to price the log (bench/live_bench.py); live data,
+        # webhooks and replay then see no change.
+        self.enabled = str(app.config.get("EVENTS", True)).strip().lower() not in ("0", "false", "no", "off")
         # One channel per database: several deployments (or test runs) may share one Redis.
         self.channel = (
             "trellis:events:"
@@ -204,6 +230,7 @@ class EventLog:
         self._sequenced: int | None = None  # SQLite: the last event_id a pass has published
         self._consumers: list[tuple[str, Callable[[Event], None]]] = []
         self._next_retention = 0.0
+        self._next_poll = 0.0
 
     # public operations
 
@@ -246,6 +273,15 @@ class EventLog:
             query = query.where(_table.c.family == family)
         with self.read_engine.connect() as connection:
             return connection.execute(query).scalar()
+
+    def complete_after(self, after: int, family: str) -> bool:
+        oldest = self.oldest(family)
+        if oldest is None or after >= oldest - 1:
+            return True
+        # Fewer kept than the retention count: the family was never pruned.
+        kept = sa.select(_table.c.id).where(_table.c.family == family).limit(self.retention_count).subquery()
+        with self.read_engine.connect() as connection:
+            return connection.execute(sa.select(sa.func.count()).select_from(kept)).scalar_one() < self.retention_count
 
     def start(self) -> None:
         if self._started:
@@ -296,6 +332,8 @@ class EventLog:
         if self._sequenced is None:
             self._sequenced = self.latest()
             return []
+        if self._sequenced > self.latest():  # the table went back (see catch_up)
+            self._sequenced = 0
         found: list[Event] = []
         while batch := self.read(self._sequenced, limit=BATCH):
             found += batch
@@ -305,24 +343,9 @@ class EventLog:
         return found
 
     def _number(self, connection: sa.Connection) -> list[Event]:
-        ids = connection.execute(
-            sa.select(_table.c.id).where(_table.c.event_id.is_(None)).order_by(_table.c.id).limit(BATCH)
-        ).scalars()
-        ids = list(ids)
-        if not ids:
-            return []
-        base = connection.execute(sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0))).scalar_one()
-        # One statement: every row gets base + its position (a CASE over the ids would grow with the batch).
-        connection.execute(
-            _table.update().where(_table.c.id == sa.bindparam("row_id")).values(event_id=sa.bindparam("number")),
-            [{"row_id": row_id, "number": base + position} for position, row_id in enumerate(ids, 1)],
-        )
-        rows = connection.execute(
-            sa.select(*_COLUMNS)
-            .where(_table.c.event_id > base, _table.c.event_id <= base + len(ids))
-            .order_by(_table.c.event_id)
-        ).all()
-        return [_event(row) for row in rows]
+        """One statement: number up to BATCH committed unnumbered rows from max(event_id)+1, in id order."""
+        rows = connection.execute(_NUMBER, {"batch": BATCH}).all()
+        return sorted((_event(row) for row in rows), key=lambda event: event.id)
 
     @contextmanager
     def _locked(self, key: int, wait: bool) -> Iterator[sa.Connection | None]:
@@ -386,6 +409,10 @@ class EventLog:
             if self._delivered is None:
                 self._delivered = self.latest()
                 return
+            if through is None and self._delivered > (latest := self.latest()):
+                # The table went back (emptied, or restored from a backup): start again from what it holds.
+                log.warning("the event log went back from %d to %d; delivering from its start", self._delivered, latest)
+                self._delivered = 0
             while through is None or self._delivered < through:
                 batch = self.read(self._delivered, limit=BATCH)
                 if through is not None:
@@ -444,8 +471,12 @@ class EventLog:
         return deleted
 
     def tick(self) -> None:
-        """One pass of the background loop: number and publish, catch up, prune when due."""
+        """One pass of the background loop: number and publish; each second also catch up from the table
+        (a lost publication), and prune when due."""
         self.publish(self.sequence())
+        if time.monotonic() < self._next_poll:
+            return
+        self._next_poll = time.monotonic() + PERIOD_SECONDS
         self.catch_up()
         if time.monotonic() >= self._next_retention:
             self._next_retention = time.monotonic() + RETENTION_PERIOD_SECONDS

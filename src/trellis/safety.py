@@ -62,7 +62,8 @@ class SafetyNet:
 
 
 def eventlet_server_options() -> dict[str, Any]:
-    """Keyword arguments for ``socketio.run`` under eventlet: no traceback bodies, a JSON 414."""
+    """Keyword arguments for ``socketio.run`` under eventlet: no traceback bodies, a JSON 414, no write
+    buffering."""
     import eventlet.wsgi
 
     status, headers, payload = error_response(
@@ -70,4 +71,7 @@ def eventlet_server_options() -> dict[str, Any]:
     )
     head = "".join(f"{key}: {value}\r\n" for key, value in headers)
     eventlet.wsgi.RESPONSE_414 = f"HTTP/1.0 {status}\r\nConnection: close\r\n{head}\r\n".encode() + payload
-    return {"url_length_limit": EVENTLET_URL_LENGTH_LIMIT, "debug": False}
+    # minimum_chunk_size 0: a streamed body's pieces leave as they come (eventlet gathers 4 KiB by default,
+    # which holds back every Server-Sent Event; Flask-SocketIO copies the environ, so the per-request
+    # ``eventlet.minimum_write_chunk_size`` cannot be set from a view). Downloads stream 256 KiB pieces.
+    return {"url_length_limit": EVENTLET_URL_LENGTH_LIMIT, "debug": False, "minimum_chunk_size": 0}

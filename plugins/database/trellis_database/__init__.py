@@ -16,9 +16,12 @@ from trellis.module_config import ModuleConfigSchema
 
 from . import (
     counts,
+    live,
     models,  # noqa: F401  (the tables belong to the shared metadata)
 )
 from .graphql_http import graphql_blp
+from .live_http import changes_blp
+from .live_sockets import LiveUserEvents, namespace_factories
 from .openapi import paths as openapi_paths
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, schemas_blp
@@ -54,6 +57,7 @@ def _sqlite_functions(dbapi_connection: Any, _record: Any) -> None:
 def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
     counts.init_app(app)
+    live.init_app(app)
     engine = app.extensions["trellis"].engine
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_functions)
@@ -63,7 +67,10 @@ def init_app(app: Flask) -> None:
 module = Module(
     name="database",
     requires=("authentication",),
-    blueprints=(schemas_blp, documents_blp, endpoints_blp, graphql_blp),
+    # changes_blp before documents_blp: /database/<name>/changes is not a document id
+    blueprints=(schemas_blp, changes_blp, documents_blp, endpoints_blp, graphql_blp),
+    socket_namespaces=namespace_factories(),
+    hooks=(LiveUserEvents(),),
     config_schema=DatabaseConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     openapi_paths=openapi_paths,

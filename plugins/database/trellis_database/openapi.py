@@ -21,7 +21,12 @@ from .registry import CompiledEndpoint, CompiledSchema, registry
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 # The generic routes the per-schema paths stand for (see routes.py).
-GENERIC_DOCUMENT_PATHS = ("/database/{schemaName}", "/database/{schemaName}/many", "/database/{schemaName}/{docId}")
+GENERIC_DOCUMENT_PATHS = (
+    "/database/{schemaName}",
+    "/database/{schemaName}/many",
+    "/database/{schemaName}/{docId}",
+    "/database/{schemaName}/changes",
+)
 ADMIN = [{"masterkey": []}, {"bearerAuth": []}]
 ANYONE = [{}, {"bearerAuth": []}, {"masterkey": []}]
 USER_OR_ADMIN = [{"bearerAuth": []}, {"masterkey": []}]
@@ -76,6 +81,7 @@ def _responses(status: int, content: dict[str, Any] | None, description: str, *e
         403: "Not allowed by the schema's permissions",
         404: "Not found",
         409: "A unique value is taken",
+        410: "RESYNC_REQUIRED: the event log no longer holds every event after since",
     }
     for code in errors:
         responses[str(code)] = {"description": texts[code], "content": {"application/json": {"schema": ERROR}}}
@@ -259,6 +265,23 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
         responses=_responses(200, {"$ref": "#/components/schemas/Deleted"}, "Deleted", 401, 403, 404),
     )
     out["paths"][f"{collection}/{{id}}"] = single
+    changes = operation(
+        "read",
+        "streamChanges",
+        f"Changes of {schema.name} documents as Server-Sent Events",
+        parameters=[
+            *_list_parameters(schema)[_LIST_PAGING:],  # the field filters only
+            {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            {"name": "events", "in": "query", "schema": {"type": "string"}, "example": "create,update,enter,leave"},
+            {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+        ],
+        responses=_responses(200, None, "An endless stream: `id:`, `event:`, `data:` per change", 400, 401, 404, 410),
+    )
+    changes["responses"]["200"]["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
+    out["paths"][f"{collection}/changes"] = {"get": changes}
+
+
+_LIST_PAGING = 6  # skip, limit, sort, select, populate, count: the first parameters of a list
 
 
 def _list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:

@@ -15,8 +15,10 @@ Semantics (the same on SQLite and PostgreSQL):
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,6 +111,44 @@ def split_list(value: Any) -> list[Any]:
     if isinstance(value, str):
         return [] if value == "" else value.split(",")
     return [value]
+
+
+_LOGIC = {"$and": "and", "$or": "or", "AND": "and", "OR": "or"}
+MAX_WHERE_DEPTH = 8
+
+
+def parse_where(where: Any, key: str = "where") -> Group:
+    """The REST operators as JSON (live subscriptions): ``{"price": {"$lt": 10}, "title": "x"}``, with
+    ``$and``/``$or`` lists of such objects. Fields, operators and values are checked by ``prepare``."""
+    counted = [0]
+    return _parse_where(where, key, counted, 0)
+
+
+def _parse_where(where: Any, key: str, counted: list[int], depth: int) -> Group:
+    if where is None:
+        return Group("and", ())
+    if not isinstance(where, dict):
+        raise query_error("where must be an object of field conditions", key)
+    if depth > MAX_WHERE_DEPTH:
+        raise query_error(f"where nests $and/$or at most {MAX_WHERE_DEPTH} deep", key)
+    items: list[Any] = []
+    for name, spec in where.items():
+        if name in _LOGIC:
+            if not isinstance(spec, list) or not all(isinstance(item, dict) for item in spec):
+                raise query_error(f"{name} takes a list of objects", f"{key}.{name}")
+            parts = tuple(_parse_where(item, f"{key}.{name}", counted, depth + 1) for item in spec)
+            items.append(Group(_LOGIC[name], parts))
+            continue
+        if not isinstance(name, str) or not _FIELD.match(name):
+            raise query_error(f"Unknown field {name!r}", key)
+        if isinstance(spec, dict) and spec and all(isinstance(op, str) and op.startswith("$") for op in spec):
+            items += [Condition(name, op[1:].lower(), value) for op, value in spec.items()]
+        else:
+            items.append(Condition(name, "eq", spec))
+        counted[0] += len(spec) if isinstance(spec, dict) else 1
+        if counted[0] > MAX_CONDITIONS:
+            raise query_error(f"At most {MAX_CONDITIONS} conditions", key)
+    return Group("and", tuple(items))
 
 
 # ---- compiling ---------------------------------------------------------------------------------------
@@ -268,6 +308,59 @@ class Compiler:
         is_array = sa.func.json_type(self.table.c.data, path) == "array"
         return sa.and_(is_array, sa.exists(sa.select(sa.literal(1)).select_from(items).where(match)))
 
+    # evaluating in Python (live subscriptions): the same prepared shape and values as the SQL, so a
+    # filter that a list accepts is accepted here, and both answer alike (tests/…/test_database_filters.py)
+
+    def predicate(self, node: Any) -> Callable[[dict[str, Any]], bool]:
+        """``doc → bool`` for a condition tree, with the semantics of the SQL (see the module docstring)."""
+        shape, values = Compiler(self.schema, "python").prepare(node)  # SQLite's layout of array values
+        if shape is None:
+            return _always
+        return self._evaluator(shape, iter(values))
+
+    def _evaluator(self, shape: Any, values: Iterator[Any]) -> Callable[[dict[str, Any]], bool]:
+        kind = shape[0]
+        if kind == "group":
+            parts = tuple(self._evaluator(child, values) for child in shape[2])
+            if shape[1] == "and":
+                return lambda doc: all(part(doc) for part in parts)
+            return lambda doc: any(part(doc) for part in parts)
+        _, name, op, variant = shape
+        field, _ = self.field(name)
+        if op == "exists":
+            present = _always if name in SPECIAL_FIELDS else (lambda doc: name in doc)
+            return present if variant else (lambda doc: not present(doc))
+        if kind == "array":
+            wanted = _typed_items(field.type, next(values)) if variant else ()
+
+            def has(doc: dict[str, Any]) -> bool:
+                items = doc.get(name)
+                return isinstance(items, list) and any(_typed(field.type, item) in wanted for item in items)
+
+            return has if op in ("eq", "contains", "in") else (lambda doc: not has(doc))
+        read = _reader(field, name)
+        # createdAt/updatedAt compare as datetimes (prepare parsed the values); the rest as typed JSON.
+        typed = _as_is if name in ("createdAt", "updatedAt") else functools.partial(_typed, field.type)
+        if op in ("in", "nin"):
+            if not variant:
+                return _never if op == "in" else _always
+            options = frozenset(typed(item) for item in next(values))
+            if op == "in":
+                return lambda doc: read(doc) in options
+            return lambda doc: read(doc) not in options
+        wanted = next(values)
+        if op == "contains":
+            folded = wanted.lower()
+            return lambda doc: (value := read(doc)) is not None and folded in value.lower()
+        if op == "eq":
+            wanted = typed(wanted)
+            return lambda doc: read(doc) == wanted
+        if op == "ne":
+            wanted = typed(wanted)
+            return lambda doc: read(doc) != wanted
+        compare = _COMPARE[op]
+        return lambda doc: (value := read(doc)) is not None and compare(value, wanted)
+
     # sorting
 
     def order_by(self, spec: str | None) -> list[sa.ColumnElement]:
@@ -293,6 +386,55 @@ class Compiler:
                 return clauses
         clauses.append(self.table.c.id.desc() if descending else self.table.c.id.asc())
         return clauses
+
+
+# ---- Python evaluation helpers ---------------------------------------------------------------------
+
+_COMPARE = {"lt": operator.lt, "lte": operator.le, "gt": operator.gt, "gte": operator.ge}
+
+
+def _always(_doc: dict[str, Any]) -> bool:
+    return True
+
+
+def _never(_doc: dict[str, Any]) -> bool:
+    return False
+
+
+def _typed(kind: str, value: Any) -> Any:
+    """A JSON value as the typed column sees it: None when it is not of the field's type (a Number
+    column holds no booleans, a text column no numbers). Booleans are tagged so ``True != 1``."""
+    if kind == "Number":
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if kind == "Boolean":
+        return ("bool", value) if isinstance(value, bool) else None
+    return value if isinstance(value, str) else None
+
+
+def _typed_items(kind: str, items: list[Any]) -> frozenset[Any]:
+    return frozenset(_typed(kind, item) for item in items)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _reader(field: Field, name: str) -> Callable[[dict[str, Any]], Any]:
+    """``doc → value`` as the generated column (or server column) holds it."""
+    if name in ("createdAt", "updatedAt"):
+
+        def stamp(doc: dict[str, Any]) -> Any:
+            text = doc.get(name)
+            try:
+                return parse_datetime(text) if isinstance(text, str) else None
+            except FieldError:
+                return None
+
+        return stamp
+    if name == "_id":
+        return lambda doc: doc.get("_id")
+    kind = field.type
+    return lambda doc: _typed(kind, doc.get(name))
 
 
 # ---- select and populate -------------------------------------------------------------------------

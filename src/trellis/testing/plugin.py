@@ -108,6 +108,7 @@ def app(app_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory):
     with application.app_context():
         ensure_first_admin()
     yield application
+    application.extensions["trellis_events"].stop()  # before the test database is dropped
     application.extensions["trellis"].engine.dispose()
 
 

@@ -1,0 +1,211 @@
+"""Live data: document changes delivered to many Socket.IO subscribers across two worker processes.
+
+    .venv/bin/python -m bench.live_bench                    # 500 subscribers, 200 writes/s for 30 s
+    .venv/bin/python -m bench.live_bench --subscribers 100 --rate 50 --seconds 5
+
+Two eventlet server processes share one PostgreSQL database and Redis (the event log's fan-out).
+Subscribers connect half to each process (masterkey auth) and subscribe to one schema with
+``where: {bucket: k}``, k = i mod 10, so each write matches ~10% of them. A writer creates documents at a
+fixed rate (alternating between the processes, never waiting for an answer before the next send) with
+``bucket = seq mod 10``. Every subscriber must receive each matching change exactly once.
+
+Latency: from the write's request being sent (an upper bound of commit time) and from its answer
+(after the commit, so a lower bound) to the subscriber's receipt, same clock. Then create throughput
+with wrk against one process with the event log and one with ``TRELLIS_EVENTS=false``, same database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+import tempfile
+import time
+from typing import Any
+
+import aiohttp
+import socketio
+
+from bench.common import ROOT, Server, bench_server, serve, wrk
+
+NAMESPACE = "/database/"
+BUCKETS = 10
+TARGET_P99_MS = 100.0
+RESULTS = ROOT / "bench" / "results" / "live.md"
+REDIS_URL = os.environ.get("TRELLIS_BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * pct // 100))
+    return ordered[int(rank) - 1]
+
+
+class Tally:
+    """Receipts per (subscriber, seq): lost and duplicated deliveries, latencies."""
+
+    def __init__(self) -> None:
+        self.sent_at: dict[int, float] = {}
+        self.answered_at: dict[int, float] = {}
+        self.received: dict[tuple[int, int], int] = {}
+        self.receipts: list[tuple[int, float]] = []
+
+    def on_change(self, subscriber: int, change: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        seq = change["document"]["seq"]
+        key = (subscriber, seq)
+        self.received[key] = self.received.get(key, 0) + 1
+        self.receipts.append((seq, now))
+
+
+async def connect(url: str, subscriber: int, schema: str, tally: Tally, http: aiohttp.ClientSession) -> Any:
+    client = socketio.AsyncClient(reconnection=False, http_session=http)
+
+    async def on_change(change: dict[str, Any]) -> None:
+        tally.on_change(subscriber, change)
+
+    client.on("change", on_change, namespace=NAMESPACE)
+    await client.connect(
+        url,
+        socketio_path="realtime",
+        namespaces=[NAMESPACE],
+        transports=["websocket"],
+        auth={"masterkey": "bench-master-key"},
+        wait_timeout=60,
+    )
+    ack = await client.call("subscribe", {"schema": schema, "where": {"bucket": subscriber % BUCKETS}}, NAMESPACE, 60)
+    assert "subscriptionId" in ack, ack
+    return client
+
+
+async def write_at_rate(servers: list[Server], schema: str, rate: int, seconds: float, tally: Tally) -> float:
+    total = int(rate * seconds)
+    gate = asyncio.Semaphore(64)
+    async with aiohttp.ClientSession(headers={"masterkey": "bench-master-key"}) as http:
+
+        async def one(seq: int) -> None:
+            async with gate:
+                url = f"{servers[seq % len(servers)].url}/database/{schema}"
+                tally.sent_at[seq] = time.perf_counter()
+                async with http.post(url, json={"seq": seq, "bucket": seq % BUCKETS}) as response:
+                    assert response.status == 201, await response.text()
+                tally.answered_at[seq] = time.perf_counter()
+
+        started = time.perf_counter()
+        tasks = []
+        for seq in range(total):
+            delay = started + seq / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(seq)))
+        await asyncio.gather(*tasks)
+        return time.perf_counter() - started
+
+
+async def run(servers: list[Server], subscribers: int, rate: int, seconds: float) -> dict[str, Any]:
+    tally = Tally()
+    async with aiohttp.ClientSession(headers={"masterkey": "bench-master-key"}) as http:
+        schema = "LiveBench"
+        body = {"name": schema, "fields": {"seq": "Number", "bucket": "Number"}}
+        async with http.post(f"{servers[0].url}/admin/database/schemas", json=body) as response:
+            assert response.status == 201, await response.text()
+    figures: dict[str, Any] = {"rss_idle_mb": [s.rss_mb() for s in servers]}
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as sockets_http:
+        gate = asyncio.Semaphore(20)
+
+        async def one(n: int) -> Any:
+            async with gate:
+                return await connect(servers[n % len(servers)].url, n, schema, tally, sockets_http)
+
+        clients = await asyncio.gather(*(one(n) for n in range(subscribers)))
+        figures["rss_connected_mb"] = [s.rss_mb() for s in servers]
+        figures["load_before"] = os.getloadavg()
+        figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
+        expected = {(n, seq) for seq in tally.sent_at for n in range(subscribers) if n % BUCKETS == seq % BUCKETS}
+        deadline = time.monotonic() + 30
+        while not expected <= tally.received.keys() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1)  # late duplicates would arrive now
+        figures["load_after"] = os.getloadavg()
+        figures["rss_after_mb"] = [s.rss_mb() for s in servers]
+        figures["rss_peak_mb"] = [s.peak_rss_mb() for s in servers]
+        await asyncio.gather(*(client.disconnect() for client in clients))
+    figures["expected"] = len(expected)
+    figures["lost"] = len(expected - tally.received.keys())
+    figures["unexpected"] = len(tally.received.keys() - expected)
+    figures["duplicates"] = sum(count - 1 for count in tally.received.values())
+    from_send = [(at - tally.sent_at[seq]) * 1000 for seq, at in tally.receipts]
+    from_answer = [(at - tally.answered_at[seq]) * 1000 for seq, at in tally.receipts if seq in tally.answered_at]
+    for name, values in (("from_send", from_send), ("from_answer", from_answer)):
+        figures[name] = {pct: percentile(values, pct) for pct in (50, 90, 99)} if values else {}
+    return figures
+
+
+def create_throughput(server: Server, folder: str, seconds: int) -> dict[str, Any]:
+    """Create req/s against one process with the event log and one without (same database)."""
+    body = {"seq": 1, "bucket": 1}
+    out: dict[str, Any] = {}
+    with serve(server.env, folder, TRELLIS_EVENTS="false") as without:
+        for label, target in (("without", without), ("with", server)):
+            out[label] = wrk(
+                f"{target.url}/database/LiveBench",
+                method="POST",
+                body=body,
+                headers={"masterkey": "bench-master-key"},
+                connections=8,
+                duration=seconds,
+            )
+    return out
+
+
+def report(figures: dict[str, Any], args: argparse.Namespace, command: str) -> str:
+    send, answer, creates = figures["from_send"], figures["from_answer"], figures["creates"]
+    verdict = "met" if send.get(99, 1e9) < TARGET_P99_MS else "missed"
+    rss = lambda key: " + ".join(f"{mb:.0f}" for mb in figures[key])  # noqa: E731
+    return f"""# Live data: subscribers across two workers
+
+`{command}` on {platform.node()} ({os.cpu_count()} cores), PostgreSQL + Redis, two eventlet processes.
+Load average before/after: {figures["load_before"][0]:.1f} / {figures["load_after"][0]:.1f} (the machine is shared).
+
+{args.subscribers} subscribers (half per process), `where: {{bucket: k}}` (10% each), {args.rate} writes/s for
+{args.seconds} s ({figures["write_seconds"]:.1f} s actual), {figures["expected"]} expected deliveries.
+
+| figure | value |
+|---|---|
+| delivery latency from send p50 / p90 / p99 | {send.get(50, 0):.1f} / {send.get(90, 0):.1f} / {send.get(99, 0):.1f} ms |
+| delivery latency from the answer (after commit) p50 / p99 | {answer.get(50, 0):.1f} / {answer.get(99, 0):.1f} ms |
+| target p99 < {TARGET_P99_MS:.0f} ms | {verdict} |
+| lost / duplicated / unexpected | {figures["lost"]} / {figures["duplicates"]} / {figures["unexpected"]} |
+| server RSS idle (MB, per process) | {rss("rss_idle_mb")} |
+| server RSS with subscribers | {rss("rss_connected_mb")} |
+| server RSS after the writes / peak | {rss("rss_after_mb")} / {rss("rss_peak_mb")} |
+| creates/s with the event log | {creates["with"]["rps"]:.0f} (p99 {creates["with"]["p99_ms"]:.1f} ms) |
+| creates/s without (TRELLIS_EVENTS=false) | {creates["without"]["rps"]:.0f} (p99 {creates["without"]["p99_ms"]:.1f} ms) |
+"""
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--subscribers", type=int, default=500)
+    parser.add_argument("--rate", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--wrk-seconds", type=int, default=10)
+    parser.add_argument("--no-write", action="store_true", help="print the report, do not write results/live.md")
+    args = parser.parse_args(argv)
+    command = "python -m bench.live_bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    with bench_server("postgresql", TRELLIS_REDIS_URL=REDIS_URL) as first, tempfile.TemporaryDirectory() as folder:
+        with serve(first.env, folder) as second:
+            figures = asyncio.run(run([first, second], args.subscribers, args.rate, args.seconds))
+        figures["creates"] = create_throughput(first, folder, args.wrk_seconds)
+    text = report(figures, args, command.strip())
+    print(text)
+    if not args.no_write:
+        RESULTS.write_text(text)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,410 @@
+"""Live data over real sockets and streams: Socket.IO clients and an SSE reader against running servers
+(eventlet) on the test database — every event kind, filters with enter/leave, permissions, bad input,
+replay across a reconnect, two workers sharing Redis, Server-Sent Events, a blocked user's end."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+import redis
+import requests
+import socketio
+import sqlalchemy as sa
+
+from trellis.db import utcnow
+from trellis.models import EventRecord
+from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis_authentication.testing import create_user_over_http
+
+pytestmark = pytest.mark.live
+
+ADMIN = {"masterkey": TEST_MASTER_KEY}
+WAIT = 15.0  # seconds; only reached when something is broken
+REDIS_URL = os.environ.get("TRELLIS_TEST_DATABASE_REDIS_URL", "redis://127.0.0.1:6379/7")
+
+
+class Watcher:
+    """A Socket.IO client on ``/database/`` recording every ``change`` it receives."""
+
+    def __init__(self, url: str, auth: dict[str, Any] | None, namespace: str = "/database/") -> None:
+        self.namespace = namespace
+        self.changes: queue.Queue = queue.Queue()
+        self.disconnected: queue.Queue = queue.Queue()
+        self.client = socketio.Client(reconnection=False)
+        self.client.on("change", self.changes.put, namespace=namespace)
+        self.client.on("disconnect", lambda *reason: self.disconnected.put(reason), namespace=namespace)
+        self.client.connect(
+            url,
+            socketio_path="realtime",
+            namespaces=[namespace],
+            transports=["websocket"],
+            auth=auth,
+            wait_timeout=WAIT,
+        )
+
+    def call(self, event: str, data: Any) -> Any:
+        return self.client.call(event, data, namespace=self.namespace, timeout=WAIT)
+
+    def subscribe(self, **request: Any) -> str:
+        ack = self.call("subscribe", request)
+        assert "subscriptionId" in ack, ack
+        return ack["subscriptionId"]
+
+    def next(self) -> dict[str, Any]:
+        return self.changes.get(timeout=WAIT)
+
+    def take(self, count: int) -> list[dict[str, Any]]:
+        return [self.next() for _ in range(count)]
+
+    def quiet(self, seconds: float = 0.5) -> bool:
+        try:
+            extra = self.changes.get(timeout=seconds)
+        except queue.Empty:
+            return True
+        raise AssertionError(f"unexpected change {extra}")
+
+    def close(self) -> None:
+        if self.client.connected:
+            self.client.disconnect()
+
+
+@pytest.fixture()
+def watchers():
+    opened: list[Watcher] = []
+
+    def connect(url: str, auth: dict[str, Any] | None = None, namespace: str = "/database/") -> Watcher:
+        watcher = Watcher(url, auth, namespace)
+        opened.append(watcher)
+        return watcher
+
+    yield connect
+    for watcher in opened:
+        watcher.close()
+
+
+class Api:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.http = requests.Session()
+
+    def schema(self, fields: dict[str, Any], **options: Any) -> str:
+        name = "Live" + uuid.uuid4().hex[:8]
+        body = {"name": name, "fields": fields, **options}
+        response = self.http.post(f"{self.url}/admin/database/schemas", json=body, headers=ADMIN, timeout=WAIT)
+        assert response.status_code == 201, response.text
+        return name
+
+    def create(self, schema: str, doc: dict[str, Any], headers: dict[str, str] = ADMIN) -> dict[str, Any]:
+        response = self.http.post(f"{self.url}/database/{schema}", json=doc, headers=headers, timeout=WAIT)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def patch(self, schema: str, doc_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        response = self.http.patch(f"{self.url}/database/{schema}/{doc_id}", json=changes, headers=ADMIN, timeout=WAIT)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def delete(self, schema: str, doc_id: str) -> None:
+        response = self.http.delete(f"{self.url}/database/{schema}/{doc_id}", headers=ADMIN, timeout=WAIT)
+        assert response.status_code == 200, response.text
+
+
+@pytest.fixture(scope="module")
+def server(module_live_server):
+    return module_live_server
+
+
+def test_every_kind_filters_enter_and_leave(server, watchers):
+    api = Api(server.url)
+    name = api.schema({"title": "String", "price": "Number"})
+    watcher = watchers(server.url, ADMIN)
+    everything = watcher.subscribe(schema=name)
+    cheap = watcher.subscribe(schema=name, where={"price": {"$lt": 10}})
+    deletes = watcher.subscribe(schema=name, events=["delete"])
+
+    a = api.create(name, {"title": "a", "price": 5})
+    b = api.create(name, {"title": "b", "price": 50})
+    b2 = api.patch(name, b["_id"], {"price": 7})  # enters the filter
+    a2 = api.patch(name, a["_id"], {"price": 20})  # leaves it
+    api.patch(name, a["_id"], {"title": "a again"})  # outside the filter before and after
+    api.delete(name, b["_id"])
+
+    got = watcher.take(11)
+    watcher.quiet()
+    by_sub: dict[str, list[tuple[str, Any]]] = {}
+    for change in got:
+        assert change["schema"] == name and change["at"].endswith("Z")
+        by_sub.setdefault(change["subscriptionId"], []).append((change["event"], change["document"]))
+    assert [event for event, _ in by_sub[everything]] == ["create", "create", "update", "update", "update", "delete"]
+    assert by_sub[everything][0][1] == a and by_sub[everything][2][1] == b2
+    assert by_sub[cheap] == [("create", a), ("enter", b2), ("leave", a2), ("delete", {"_id": b["_id"]})]
+    assert by_sub[deletes] == [("delete", {"_id": b["_id"]})]
+    ids = [change["eventId"] for change in got if change["subscriptionId"] == everything]
+    assert ids == sorted(ids) and len(set(ids)) == 6
+    assert watcher.call("unsubscribe", {"subscriptionId": cheap}) == {"subscriptionId": cheap, "unsubscribed": True}
+    api.create(name, {"title": "c", "price": 1})
+    assert [change["subscriptionId"] for change in [watcher.next()]] == [everything]
+    watcher.quiet()
+
+
+def test_bad_input_is_an_error_acknowledgement_and_the_connection_stays(server, watchers):
+    api = Api(server.url)
+    name = api.schema({"title": "String", "price": "Number"})
+    watcher = watchers(server.url, None, namespace="/database")  # the spelling without the slash works too
+    cases = [
+        ({"schema": "NoSuchSchema"}, 404, "NOT_FOUND"),
+        ({"schema": name, "where": {"price": {"$near": 1}}}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "where": {"nope": 1}}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "where": {"price": "cheap"}}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "where": "price<3"}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "since": "abc"}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "since": -1}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "since": 10**12}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "events": ["explode"]}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": name, "extra": 1}, 400, "INVALID_ARGUMENTS"),
+        ({"schema": 5}, 400, "INVALID_ARGUMENTS"),
+        ("just text", 400, "INVALID_ARGUMENTS"),
+    ]
+    for request, status, error_name in cases:
+        ack = watcher.call("subscribe", request)
+        assert set(ack) == {"error"}, (request, ack)
+        assert ack["error"]["status"] == status and ack["error"]["name"] == error_name, (request, ack)
+        assert ack["error"]["message"]
+    missing = watcher.call("unsubscribe", {"subscriptionId": "nope"})
+    assert missing["error"]["status"] == 404
+    for _ in range(100):
+        watcher.subscribe(schema=name)
+    flood = watcher.call("subscribe", {"schema": name})
+    assert flood["error"]["status"] == 400 and "100" in flood["error"]["message"]
+    assert watcher.client.connected
+    api.create(name, {"title": "still served"})
+    assert {watcher.next()["document"]["title"] for _ in range(100)} == {"still served"}
+
+
+def test_access_follows_the_list_rules(server, watchers):
+    api = Api(server.url)
+    crud = {"read": {"enabled": True, "authenticated": True}, "create": {"enabled": True, "authenticated": False}}
+    members = api.schema({"title": "String"}, modelOptions={"conduit": {"cms": {"crudOperations": crud}}})
+    hidden_crud = {"read": {"enabled": False, "authenticated": False}}
+    hidden = api.schema({"title": "String"}, modelOptions={"conduit": {"cms": {"crudOperations": hidden_crud}}})
+    user = create_user_over_http(server.url)
+
+    anonymous = watchers(server.url, None)
+    assert anonymous.call("subscribe", {"schema": members})["error"]["status"] == 401
+    assert anonymous.call("subscribe", {"schema": hidden})["error"]["status"] == 404
+    member = watchers(server.url, {"token": user.access_token})
+    member.subscribe(schema=members)
+    assert member.call("subscribe", {"schema": hidden})["error"]["status"] == 404
+    admin = watchers(server.url, ADMIN)
+    admin.subscribe(schema=hidden)
+    api.create(members, {"title": "for members"})
+    assert member.next()["document"]["title"] == "for members"
+    anonymous.quiet(0.3)
+
+    for auth in ({"token": "not-a-token"}, {"masterkey": "wrong"}, "text"):
+        seen: list[Any] = []
+        client = socketio.Client(reconnection=False)
+        client.on("connect_error", seen.append, namespace="/database/")
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            client.connect(
+                server.url,
+                socketio_path="realtime",
+                namespaces=["/database/"],
+                transports=["websocket"],
+                auth=auth,
+                wait_timeout=WAIT,
+            )
+        assert seen and seen[0]["data"]["status"] == 401, (auth, seen)
+
+
+def test_replay_across_a_reconnect_loses_nothing_and_repeats_nothing(server, watchers, app):
+    api = Api(server.url)
+    name = api.schema({"n": "Number"})
+    first = watchers(server.url, ADMIN)
+    first.subscribe(schema=name)
+    api.create(name, {"n": 0})
+    last = first.next()["eventId"]
+    first.close()
+
+    # Written while disconnected, and while the new subscription replays: a writer that never pauses.
+    missed = [api.create(name, {"n": n}) for n in range(1, 4)]
+    stop = threading.Event()
+    written: list[int] = []
+
+    def write() -> None:
+        writer = Api(server.url)
+        n = 100
+        while not stop.is_set():
+            writer.create(name, {"n": n})
+            written.append(n)
+            n += 1
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        second = watchers(server.url, ADMIN)
+        second.subscribe(schema=name, since=last)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        thread.join()
+    expected = [doc["n"] for doc in missed] + written
+    got = second.take(len(expected))
+    second.quiet()
+    assert [change["document"]["n"] for change in got] == expected
+    ids = [change["eventId"] for change in got]
+    assert ids == sorted(set(ids)) and ids[0] > last
+
+    # Older than the log keeps: the family was pruned past ``since`` (as the retention job does).
+    prune_below(app, f"database.{name}", ids[-1])
+    ack = second.call("subscribe", {"schema": name, "since": last})
+    assert ack["error"] == {
+        "name": "RESYNC_REQUIRED",
+        "status": 410,
+        "message": ack["error"]["message"],
+    }, ack
+
+
+def prune_below(app, family: str, keep_from: int, retention_count: int = 10_000) -> None:
+    """Delete the family's events below ``keep_from`` and pad the family to the retention count, as a
+    pruned family looks (the retention job keeps its last N)."""
+    table = EventRecord.__table__
+    engine = app.extensions["trellis"].engine
+    with engine.begin() as connection:
+        connection.execute(table.delete().where(table.c.family == family, table.c.event_id < keep_from))
+        kept = connection.execute(sa.select(sa.func.count()).select_from(table).where(table.c.family == family))
+        base = connection.execute(sa.select(sa.func.max(table.c.event_id))).scalar_one()
+        now = utcnow()
+        padding = [
+            {"event_id": base + i, "topic": family + ".pad", "family": family, "payload": "{}", "created_at": now}
+            for i in range(1, retention_count - kept.scalar_one() + 1)
+        ]
+        if padding:
+            connection.execute(table.insert(), padding)
+
+
+@pytest.fixture()
+def redis_url() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
+        pytest.skip(f"Redis at {REDIS_URL} is unreachable: {exc}")
+    return REDIS_URL
+
+
+def test_two_workers_sharing_redis(live_server_factory, redis_url, watchers):
+    one = live_server_factory(TRELLIS_REDIS_URL=redis_url)
+    two = live_server_factory(TRELLIS_REDIS_URL=redis_url)
+    api_one, api_two = Api(one.url), Api(two.url)
+    name = api_one.schema({"n": "Number"})
+    watcher = watchers(two.url, ADMIN)
+    watcher.subscribe(schema=name, where={"n": {"$gte": 10}})
+    for n in range(20):
+        (api_one if n % 2 else api_two).create(name, {"n": n})
+    got = watcher.take(10)
+    watcher.quiet()
+    assert [change["document"]["n"] for change in got] == list(range(10, 20))
+    ids = [change["eventId"] for change in got]
+    assert ids == sorted(set(ids))
+
+
+def _sse_events(lines: Any, count: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """Read ``count`` events (and the comments met on the way) from an event stream's lines."""
+    found: list[dict[str, Any]] = []
+    comments: list[str] = []
+    current: dict[str, Any] = {}
+    for line in lines:
+        if line.startswith(":"):
+            comments.append(line)
+        elif line == "":
+            if current:
+                found.append(current)
+                current = {}
+                if len(found) == count:
+                    break
+        else:
+            key, _, value = line.partition(": ")
+            current[key] = json.loads(value) if key == "data" else value
+    return found, comments
+
+
+def test_server_sent_events(live_server_factory):
+    server = live_server_factory(TRELLIS_SSE_HEARTBEAT_SECONDS="0.3")
+    api = Api(server.url)
+    name = api.schema({"title": "String", "price": "Number"})
+    first = api.create(name, {"title": "before", "price": 1})
+    url = f"{server.url}/database/{name}/changes"
+    assert requests.get(url, params={"price[$near]": 1}, timeout=WAIT).json()["status"] == 400
+    assert requests.get(url, params={"since": "x"}, timeout=WAIT).json()["name"] == "INVALID_ARGUMENTS"
+    assert requests.get(f"{server.url}/database/Nope/changes", timeout=WAIT).status_code == 404
+    with requests.get(url, params={"price[$lt]": 10, "since": 0}, stream=True, timeout=WAIT) as response:
+        assert response.status_code == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        lines = response.iter_lines(decode_unicode=True)
+        api.create(name, {"title": "dear", "price": 99})
+        cheap = api.create(name, {"title": "cheap", "price": 2})
+        api.patch(name, first["_id"], {"price": 50})
+        found, comments = _sse_events(lines, 3)
+        more, heartbeat = _next_comment(lines)  # nothing else happens: a heartbeat (0.3 s here) comes
+    assert [(event["event"], event["data"]["title"]) for event in found] == [
+        ("create", "before"),
+        ("create", "cheap"),
+        ("leave", "before"),
+    ]
+    assert found[1]["data"] == cheap
+    assert comments[0].startswith(": subscribed")
+    assert heartbeat == ": heartbeat" and more == []
+    last = int(found[1]["id"])
+    # Reconnect with the standard header: the events after it, nothing before.
+    with requests.get(url, headers={"Last-Event-ID": str(last)}, stream=True, timeout=WAIT) as response:
+        again, _ = _sse_events(response.iter_lines(decode_unicode=True), 1)
+    assert again[0]["event"] == "update" and int(again[0]["id"]) > last
+
+    spec = requests.get(f"{server.url}/openapi.json", timeout=WAIT).json()
+    operation = spec["paths"][f"/database/{name}/changes"]["get"]
+    assert "text/event-stream" in operation["responses"]["200"]["content"]
+    assert {"400", "401", "404", "410"} <= set(operation["responses"])
+
+
+def _next_comment(lines: Any) -> tuple[list[str], str | None]:
+    """The lines before the next comment, and that comment."""
+    before: list[str] = []
+    for line in lines:
+        if line.startswith(":"):
+            return before, line
+        if line:
+            before.append(line)
+    return before, None
+
+
+def test_a_blocked_users_subscriptions_end(server, watchers):
+    api = Api(server.url)
+    crud = {"read": {"enabled": True, "authenticated": True}}
+    name = api.schema({"title": "String"}, modelOptions={"conduit": {"cms": {"crudOperations": crud}}})
+    user, other = create_user_over_http(server.url), create_user_over_http(server.url)
+    blocked = watchers(server.url, {"token": user.access_token})
+    blocked.subscribe(schema=name)
+    bystander = watchers(server.url, {"token": other.access_token})
+    bystander.subscribe(schema=name)
+    stream = requests.get(f"{server.url}/database/{name}/changes", headers=user.headers, stream=True, timeout=WAIT)
+    lines = stream.iter_lines(decode_unicode=True)
+    assert next(lines).startswith(": subscribed")
+
+    response = requests.put(f"{server.url}/authentication/users/{user.id}/block", headers=ADMIN, timeout=WAIT)
+    assert response.status_code == 200, response.text
+    blocked.disconnected.get(timeout=WAIT)
+    assert list(lines) == [""]  # the stream ended
+    stream.close()
+    api.create(name, {"title": "after the block"})
+    assert bystander.next()["document"]["title"] == "after the block"
+    assert blocked.changes.empty()

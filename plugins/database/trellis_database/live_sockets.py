@@ -1,0 +1,197 @@
+"""The ``/database/`` (and ``/database``) Socket.IO namespace: live subscriptions to documents.
+
+Connect with auth ``{token}`` (a user or admin token), ``{masterkey}``, or nothing (public data only); an
+invalid credential refuses the connection. Events in, each acknowledged with a result or
+``{"error": {name, status, message}}``:
+
+- ``subscribe`` ``{schema, where?, events?, since?}`` → ``{subscriptionId}``;
+- ``unsubscribe`` ``{subscriptionId}`` → ``{subscriptionId, unsubscribed: true}``.
+
+Event out: ``change`` ``{subscriptionId, eventId, event, schema, document, at}`` (see ``live.py``).
+Emits are local (``ignore_queue``): every process receives every event from the log and serves its own
+sockets, so the Socket.IO queue carries none of them.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from flask import current_app, request
+from flask_socketio import ConnectionRefusedError, Namespace
+from sqlalchemy import event
+
+from trellis import db
+from trellis.credentials import Identity, identity_from_token, master_key_matches
+from trellis.errors import APIError, bad_request, body, not_found, unauthorized
+from trellis.hooks import hookimpl
+
+from .live import Subscription, check_replayable, hub, parse_kinds, parse_since, readable_schema, where_filter
+
+log = logging.getLogger(__name__)
+
+# The contract names "/database/"; "/database" is the spelling most Socket.IO clients produce.
+NAMESPACES = ("/database/", "/database")
+MAX_SUBSCRIPTIONS = 100  # per connection: a flood is refused, not served
+SUBSCRIBE_KEYS = frozenset({"schema", "where", "events", "since"})
+
+
+def connection_identity(auth: Any) -> Identity | None:
+    """Who connects: ``{token}`` (user or admin), ``{masterkey}``, or nobody. 401 for a bad credential."""
+    if auth is None or auth == {}:
+        return None
+    if not isinstance(auth, dict):
+        raise unauthorized("Connect with auth {token: <access token>} or {masterkey: <key>}")
+    key, token = auth.get("masterkey"), auth.get("token")
+    if key is not None:
+        if not isinstance(key, str) or not master_key_matches(key):
+            raise unauthorized("Invalid master key")
+        return Identity("master")
+    if token is not None:
+        if not isinstance(token, str) or not token:
+            raise unauthorized("Invalid token")
+        return identity_from_token(token)
+    return None
+
+
+def _error(exc: APIError) -> dict[str, Any]:
+    return {"error": body(exc.status, exc.message, exc.errors, exc.name)}
+
+
+def _event(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """An event handler: errors go back in the acknowledgement (never a dropped connection), and the
+    database session ends with the event."""
+
+    @functools.wraps(handler)
+    def wrapper(self: DatabaseNamespace, *args: Any) -> Any:
+        try:
+            return handler(self, *args)
+        except APIError as exc:
+            return _error(exc)
+        except Exception:
+            log.exception("database socket event %s failed", handler.__name__)
+            return _error(APIError(500, "Internal server error"))
+        finally:
+            db.session.remove()
+            db.close_read_connection()
+
+    return wrapper
+
+
+class DatabaseNamespace(Namespace):
+    def on_connect(self, auth: Any = None) -> None:
+        try:
+            identity = connection_identity(auth)
+        except APIError as exc:
+            raise ConnectionRefusedError(exc.message, body(exc.status, exc.message, name=exc.name)) from None
+        except Exception:
+            log.exception("database socket connect failed")
+            raise ConnectionRefusedError("Internal server error", body(500, "Internal server error")) from None
+        finally:
+            db.session.remove()
+        sid = request.sid
+        state = {"master": identity is not None and identity.kind == "master", "token": None, "user": None}
+        if identity is not None and identity.kind in ("admin", "user"):
+            state["token"] = auth["token"]
+        if identity is not None and identity.kind == "user":
+            state["user"] = identity.id
+            server, namespace = self.socketio.server, self.namespace
+            hub().attach_user(identity.id, self._owner(sid), lambda: server.disconnect(sid, namespace=namespace))
+        self.socketio.server.save_session(sid, state, namespace=self.namespace)
+
+    def on_disconnect(self, reason: Any = None) -> None:
+        state = self.socketio.server.get_session(request.sid, namespace=self.namespace) or {}
+        hub().detach(self._owner(request.sid), state.get("user"))
+
+    def _owner(self, sid: str) -> str:
+        return f"{self.namespace} {sid}"
+
+    def _identity(self) -> Identity | None:
+        """The socket's credential, checked again (a session ended or a user blocked since connecting)."""
+        state = self.socketio.server.get_session(request.sid, namespace=self.namespace)
+        if state.get("master"):
+            return Identity("master")
+        if state.get("token"):
+            return identity_from_token(state["token"])
+        return None
+
+    @_event
+    def on_subscribe(self, data: Any = None) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise bad_request("subscribe takes {schema, where?, events?, since?}", {"_schema": ["Not an object"]})
+        unknown = sorted(str(key) for key in data if key not in SUBSCRIBE_KEYS)
+        if unknown:
+            raise bad_request(f"Unknown field {unknown[0]!r}", {key: ["Unknown field."] for key in unknown})
+        identity = self._identity()
+        schema = readable_schema(data.get("schema"), identity)
+        predicate, filter_key = where_filter(schema, data.get("where"))
+        kinds = parse_kinds(data.get("events"))
+        since = parse_since(data.get("since"))
+        if since is not None:
+            check_replayable(since, schema.name)
+        sid = request.sid
+        subscription = Subscription(
+            schema=schema.name,
+            kinds=kinds,
+            predicate=predicate,
+            filter_key=filter_key,
+            send=functools.partial(self._send, sid),
+            owner=self._owner(sid),
+            user_id=identity.id if identity is not None and identity.kind == "user" else None,
+            since=since,
+        )
+        live = hub()
+        live.add(subscription, limit=MAX_SUBSCRIPTIONS)
+        # After the acknowledgement (sent when this handler returns): replay, then live events.
+        self.socketio.start_background_task(_start, current_app._get_current_object(), subscription, self, sid)
+        return {"subscriptionId": subscription.id}
+
+    @_event
+    def on_unsubscribe(self, data: Any = None) -> dict[str, Any]:
+        subscription_id = data.get("subscriptionId") if isinstance(data, dict) else data
+        if not isinstance(subscription_id, str) or not subscription_id:
+            raise bad_request("unsubscribe takes {subscriptionId}", {"subscriptionId": ["Missing or not a string"]})
+        if not hub().remove(self._owner(request.sid), subscription_id):
+            raise not_found("No subscription with this id on this connection")
+        return {"subscriptionId": subscription_id, "unsubscribed": True}
+
+    def _send(self, sid: str, change: dict[str, Any]) -> None:
+        self.socketio.emit("change", change, to=sid, namespace=self.namespace, ignore_queue=True)
+
+
+def _start(app: Any, subscription: Subscription, namespace: DatabaseNamespace, sid: str) -> None:
+    with app.app_context():
+        try:
+            hub(app).start(subscription)
+        except Exception as exc:  # the database failed while replaying: end the subscription, say why
+            log.warning("live subscription %s could not start (%s)", subscription.id, exc.__class__.__name__)
+            hub(app).remove(subscription.owner, subscription.id)
+            error = APIError(503, "The subscription could not be started; subscribe again")
+            namespace.socketio.emit(
+                "subscriptionError",
+                {"subscriptionId": subscription.id, **_error(error)},
+                to=sid,
+                namespace=namespace.namespace,
+                ignore_queue=True,
+            )
+        finally:
+            db.session.remove()
+
+
+class LiveUserEvents:
+    """A blocked or deleted user's sockets and streams end (their tokens already stop working)."""
+
+    @hookimpl
+    def trellis_user_blocked(self, user_id: str) -> None:
+        hub().end_user(user_id)
+
+    @hookimpl
+    def trellis_user_deleted(self, user_id: str) -> None:
+        live = hub()
+        event.listen(db.session(), "after_commit", lambda _session: live.end_user(user_id), once=True)
+
+
+def namespace_factories() -> tuple[Callable[[], DatabaseNamespace], ...]:
+    return tuple(functools.partial(DatabaseNamespace, namespace) for namespace in NAMESPACES)

@@ -136,6 +136,13 @@ def claim_due(limit: int) -> list[Claimed]:
         .order_by(WebhookDelivery.next_attempt_at)
         .limit(limit)
     )
+    # An idle poll only reads, in a transaction of its own: a write statement takes SQLite's one write lock
+    # even when it changes nothing, and a request that had read before writing would then fail at once
+    # (SQLite does not wait to turn a reading transaction into a writing one).
+    nothing_due = db.session.execute(pick.with_only_columns(WebhookDelivery.id).limit(1)).first() is None
+    db.session.rollback()
+    if nothing_due:
+        return []
     if db.is_postgresql():
         no_wait_for_disk()
         pick = pick.with_for_update(skip_locked=True, of=WebhookDelivery)

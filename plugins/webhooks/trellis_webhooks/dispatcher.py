@@ -63,8 +63,18 @@ def _lock_cursor() -> int | None:
     return 0
 
 
+def _new_events() -> bool:
+    """Whether the log has moved past the cursor, read without a lock (and the read transaction ended): an
+    idle pass must not take SQLite's write lock, or a request that read before writing fails at once."""
+    cursor = db.session.execute(select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR)).scalar()
+    db.session.rollback()
+    return cursor is None or events.latest() != cursor
+
+
 def _one_batch() -> tuple[int, int, bool]:
     """Queue the deliveries of up to BATCH events; (deliveries queued, events read, cursor busy)."""
+    if not _new_events():
+        return 0, 0, False
     no_wait_for_disk()  # a lost pass is done again from the cursor, which is lost with it
     cursor = _lock_cursor()
     if cursor is None:

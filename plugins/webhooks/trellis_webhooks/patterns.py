@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from trellis.events import matches
+
 PING = "ping"
 SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
 # Every event the modules publish (CONTRACT.md "Webhooks module"); None: any schema name.
@@ -17,13 +19,8 @@ TOPICS: tuple[tuple[str, frozenset[str] | None, frozenset[str]], ...] = (
 )
 
 
-def matches(pattern: str, topic: str) -> bool:
-    """``database.*.create`` matches ``database.Item.create``; ``*`` is exactly one segment."""
-    wanted, got = pattern.split("."), topic.split(".")
-    return len(wanted) == len(got) and all(w == "*" or w == g for w, g in zip(wanted, got, strict=True))
-
-
 def matches_any(patterns: Iterable[str], topic: str) -> bool:
+    """Whether one of ``patterns`` matches ``topic``, as the event log's subscriptions match (``*`` = one segment)."""
     return any(matches(pattern, topic) for pattern in patterns)
 
 

@@ -47,6 +47,8 @@ class Module:
     hooks              objects with pluggy ``@hookimpl`` functions (see ``trellis.hooks``)
     openapi_paths      callable(app) -> {"paths": {...}, "schemas": {...}} computed per request
     init_app           callable(app) run once after the module's blueprints are registered
+    background         callables(app) started once in each process that serves HTTP (``trellis.serve``),
+                       never in the CLI or in test apps: a module's background green threads
     """
 
     name: str
@@ -60,6 +62,7 @@ class Module:
     hooks: Sequence[object] = ()
     openapi_paths: Callable[[Any], dict] | None = None
     init_app: Callable[[Any], None] | None = None
+    background: Sequence[Callable[[Any], None]] = ()
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 

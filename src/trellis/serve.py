@@ -44,10 +44,19 @@ def nodelay_enabled() -> bool:
     return os.environ.get("TRELLIS_TCP_NODELAY", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def start_background(app: Flask) -> None:
+    """Start every module's background work (``Module.background``) in this serving process."""
+    for module in app.extensions["trellis"].modules:
+        for start in module.background:
+            start(app)
+
+
 def serve(app: Flask, host: str, port: int, log_output: bool = False) -> None:
-    """Serve REST and Socket.IO on ``host:port`` until the process is stopped."""
+    """Serve REST and Socket.IO on ``host:port`` until the process is stopped (modules' background
+    work included: it runs in serving processes only, never in the CLI)."""
     socketio = app.extensions["socketio"]
     events.start(app)  # the start-up pass numbers what a stopped process left unnumbered
+    start_background(app)
     if socketio.server.eio.async_mode != "eventlet":
         socketio.run(app, host=host, port=port, log_output=log_output, allow_unsafe_werkzeug=True)
         return

@@ -32,7 +32,7 @@ from trellis.ratelimit import client_ip
 from . import delivery, providers, tokens
 from .models import Identity, User
 from .providers import GITHUB, Profile, Provider, ProviderError
-from .service import config, drop_connections, revoke_sessions, start_session
+from .service import config, drop_connections, record_user_event, revoke_sessions, start_session
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +248,7 @@ def _create(name: str, profile: Profile) -> User:
     db.session.add(user)
     db.session.flush()  # the user row before the identity that refers to it
     db.session.add(_identity(user.id, name, profile))
+    record_user_event("create", user)
     db.session.commit()
     log.info("user %s created by sign-in with %s", user.id, name)
     return user

@@ -16,7 +16,7 @@ from trellis.errors import forbidden, unauthorized
 
 from . import delivery, tokens
 from .models import User
-from .service import config, start_session
+from .service import config, record_user_event, start_session
 from .twofa import check_code, second_factor_challenge
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ def verify(token: str, code: str) -> dict[str, Any]:
         except IntegrityError:  # two first sign-ins of one number at once: the other created it
             db.session.rollback()
             raise unauthorized("Signed in from elsewhere at the same moment; ask for a new code") from None
+        record_user_event("create", user)
         log.info("user %s created by phone sign-in", user.id)
     elif not user.is_active:
         db.session.rollback()

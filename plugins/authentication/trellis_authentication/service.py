@@ -19,7 +19,7 @@ from sqlalchemy import Row, bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
-from trellis import audit, db
+from trellis import audit, db, events
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
 from trellis.hooks import call as hooks
 from trellis.http import paginate
@@ -78,6 +78,12 @@ def user_dict(user: User | Row[Any]) -> dict[str, Any]:
     return result
 
 
+def record_user_event(action: str, user: User) -> None:
+    """``authentication.user.<action>`` with the user as the API shows it (no secrets), in the current
+    transaction: every path that creates, blocks, unblocks or deletes a user calls it before committing."""
+    events.record(f"authentication.user.{action}", {"user": user_dict(user)})
+
+
 def _release_connection() -> None:
     """End the read-only transaction before argon2 runs (up to seconds under load), so that a queue of
     sign-ins waiting for a hashing slot does not hold the connection pool other requests need."""
@@ -130,6 +136,7 @@ def create_user(email: str, password: str) -> User:
         updated_at=now,
     )
     db.session.add(user)
+    record_user_event("create", user)
     audit.record("authentication", "user.create", user.id, {"email": email})  # only when an admin creates
     try:
         db.session.commit()
@@ -185,7 +192,9 @@ def list_users(
 def set_active(user_id: str, active: bool) -> User:
     """Block or unblock. Blocking also ends every session, so unblocking means signing in again."""
     user = get_user(user_id)
-    user.is_active = active
+    if user.is_active != active:  # blocking a blocked user changes nothing: no event
+        user.is_active = active
+        record_user_event("unblock" if active else "block", user)
     if not active:
         revoke_sessions(user_id)
     audit.record("authentication", "user.unblock" if active else "user.block", user_id)
@@ -216,7 +225,7 @@ def drop_connections(user_id: str) -> None:
 
 
 def delete_user(user_id: str) -> None:
-    get_user(user_id)
+    record_user_event("delete", get_user(user_id))
     # In the same transaction as the delete: other modules' clean-up commits with it, or nothing does.
     hooks().trellis_user_deleted(user_id=user_id)
     db.session.execute(sql_delete(User).where(User.id == user_id))  # sessions go by ON DELETE CASCADE

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import delete, exists, select
 
-from trellis import audit, db
+from trellis import audit, db, events
 from trellis.errors import bad_request, forbidden, not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
@@ -205,8 +205,10 @@ def send_message(user_id: str, room_id: Any, text: Any) -> dict[str, Any]:
         raise not_found("No chat room with this id")
     message = Message(id=db.new_id(), room_id=room_id, sender_id=user_id, message=text, created_at=db.utcnow())
     db.session.add(message)
+    sent = message_dict(message)
+    events.record("chat.message.create", sent)  # in the message's transaction (webhooks)
     db.session.commit()
-    return message_dict(message)
+    return sent
 
 
 def messages_of(room_id: str, skip: int, limit: int) -> tuple[list[dict[str, Any]], int]:

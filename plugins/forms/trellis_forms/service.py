@@ -9,7 +9,7 @@ from flask import current_app
 from markupsafe import Markup, escape
 from sqlalchemy import delete, func, select
 
-from trellis import audit, db
+from trellis import audit, db, events
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
@@ -147,8 +147,11 @@ def submit(form_id: str, data: dict[str, Any]) -> str:
         log.info("form %s: honeypot filled; submission dropped", form.id)
         return db.new_id()
     data = {key: value for key, value in data.items() if key != honeypot}
-    submission = FormSubmission(form_id=form.id, data=clean_submission(form.fields, data))
+    submission = FormSubmission(
+        id=db.new_id(), form_id=form.id, data=clean_submission(form.fields, data), created_at=db.utcnow()
+    )
     db.session.add(submission)
+    events.record("forms.submission.create", submission_dict(submission))  # in its transaction (webhooks)
     db.session.commit()
     if form.forward_to:
         _forward(form, submission)

@@ -27,7 +27,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 from werkzeug.utils import secure_filename
 
-from trellis import audit, db
+from trellis import audit, db, events
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
 from trellis.module_config import get as get_config
@@ -207,6 +207,8 @@ def store_upload(
     )
     try:
         db.session.add(record)
+        db.session.flush()  # its timestamps, for the event
+        record_file_events("create", [record])
         audit.record("storage", "file.create", file_id, {"name": display, "owner": owner})  # an admin's upload only
         db.session.commit()
     except BaseException:
@@ -318,12 +320,21 @@ def delete_folder(folder: Folder, recursive: bool) -> None:
 def delete_files(records: Iterable[File]) -> None:
     """Delete records in the current transaction; their blobs go once it commits."""
     records = list(records)
+    record_file_events("delete", records)
     blobs = [(backend_of(r), r.key) for r in records]
     for record in records:
         db.session.delete(record)
     db.session.flush()
     if blobs:
         _after_commit(db.session(), blobs)
+
+
+def record_file_events(action: str, records: list[File]) -> None:
+    """``storage.file.<action>`` for each record, as the file routes show it, in the current transaction."""
+    if records:
+        from .schemas import FileSchema  # the schemas build URLs with this module's functions
+
+        events.record_many(f"storage.file.{action}", FileSchema(many=True).dump(records))
 
 
 _PENDING = "trellis_storage_pending_blob_deletes"

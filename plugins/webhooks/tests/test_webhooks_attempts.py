@@ -1,0 +1,125 @@
+"""One attempt, as ping and manual retry make it in the request: outcomes, the log, the retry schedule, metrics."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+
+@pytest.fixture()
+def hook(allow_private, receiver, make_webhook):
+    return make_webhook(receiver.url)
+
+
+def ping(client, admin_headers, webhook):
+    response = client.post(f"/admin/webhooks/{webhook['_id']}/ping", headers=admin_headers)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def retry(client, admin_headers, webhook, delivery):
+    path = f"/admin/webhooks/{webhook['_id']}/deliveries/{delivery['_id']}/retry"
+    response = client.post(path, headers=admin_headers)
+    assert response.status_code == 200, response.get_json()
+    return response.get_json()
+
+
+def test_ping_delivered_is_logged(client, admin_headers, hook):
+    delivery = ping(client, admin_headers, hook)
+    assert delivery["status"] == "delivered" and delivery["attempts"] == 1
+    assert (delivery["responseStatus"], delivery["lastError"], delivery["nextAttemptAt"]) == (200, None, None)
+    assert delivery["deliveredAt"] >= delivery["createdAt"] and delivery["event"] == "ping"
+    log = client.get(f"/admin/webhooks/{hook['_id']}/deliveries", headers=admin_headers).get_json()
+    assert log == {"deliveries": [delivery], "count": 1}
+
+
+def test_a_500_is_retried_on_the_schedule_and_a_manual_retry_delivers(client, admin_headers, hook, receiver):
+    receiver.statuses = [500]
+    receiver.answer_body = b'{"error": "database on fire"}'
+    before = time.time()
+    failed = ping(client, admin_headers, hook)
+    assert (failed["status"], failed["attempts"], failed["responseStatus"]) == ("pending", 1, 500)
+    assert failed["lastError"] == 'Answered 500: {"error": "database on fire"}'
+    # The first retry is due about 10 s later (±10 %).
+    due = time.mktime(time.strptime(failed["nextAttemptAt"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+    assert before + 8 <= due <= time.time() + 12
+    delivered = retry(client, admin_headers, hook, failed)
+    assert (delivered["status"], delivered["attempts"], delivered["responseStatus"]) == ("delivered", 2, 200)
+    assert delivered["lastError"] is None and delivered["_id"] == failed["_id"]
+    assert len(receiver.wait_for(2)) == 2
+
+
+def test_failed_after_the_sixth_attempt(client, admin_headers, hook, receiver):
+    receiver.default_status = 503
+    delivery = ping(client, admin_headers, hook)
+    for attempts in range(2, 7):
+        assert delivery["status"] == "pending"
+        delivery = retry(client, admin_headers, hook, delivery)
+        assert delivery["attempts"] == attempts
+    assert delivery["status"] == "failed" and delivery["nextAttemptAt"] is None
+    assert delivery["lastError"].startswith("Answered 503")
+    # A failed delivery can still be retried by hand: one more attempt.
+    receiver.default_status = 204
+    again = retry(client, admin_headers, hook, delivery)
+    assert (again["status"], again["attempts"], again["responseStatus"]) == ("delivered", 7, 204)
+    failed = client.get(f"/admin/webhooks/{hook['_id']}/deliveries?status=failed", headers=admin_headers)
+    assert failed.get_json()["count"] == 0
+
+
+def test_redirects_are_not_followed(client, admin_headers, hook, receiver):
+    receiver.statuses = [302]
+    delivery = ping(client, admin_headers, hook)
+    assert delivery["status"] == "pending" and delivery["responseStatus"] == 302
+    assert "redirects are not followed" in delivery["lastError"]
+    assert len(receiver.wait_for(1)) == 1
+
+
+def test_an_answer_body_is_read_up_to_the_cap(client, admin_headers, hook, receiver):
+    receiver.default_status = 400
+    receiver.answer_body = b"x" * (1024 * 1024)
+    delivery = ping(client, admin_headers, hook)
+    assert delivery["responseStatus"] == 400 and len(delivery["lastError"]) < 400
+
+
+def test_an_unreachable_target_is_an_error_not_a_500(client, admin_headers, allow_private, make_webhook):
+    from trellis.testing.plugin import free_port
+
+    webhook = make_webhook(f"http://127.0.0.1:{free_port()}/nobody-listens")
+    delivery = ping(client, admin_headers, webhook)
+    assert delivery["status"] == "pending" and delivery["responseStatus"] is None
+    assert delivery["lastError"].startswith("Cannot reach the target")
+
+
+def test_log_filters_and_pages(client, admin_headers, hook, receiver):
+    receiver.statuses = [500]
+    first = ping(client, admin_headers, hook)
+    second = ping(client, admin_headers, hook)
+    path = f"/admin/webhooks/{hook['_id']}/deliveries"
+    assert client.get(path + "?status=pending", headers=admin_headers).get_json()["deliveries"] == [first]
+    newest = client.get(path + "?limit=1", headers=admin_headers).get_json()
+    assert newest["count"] == 2 and newest["deliveries"][0]["_id"] == second["_id"]
+    assert client.get(path + "?event=ping", headers=admin_headers).get_json()["count"] == 2
+    assert client.get(path + "?status=lost", headers=admin_headers).status_code == 400
+    other = f"/admin/webhooks/{hook['_id']}/deliveries/{'0' * 32}/retry"
+    assert client.post(other, headers=admin_headers).status_code == 404
+
+
+def test_deleting_a_webhook_deletes_its_log(client, admin_headers, hook):
+    ping(client, admin_headers, hook)
+    assert client.delete(f"/admin/webhooks/{hook['_id']}", headers=admin_headers).status_code == 200
+    assert client.get(f"/admin/webhooks/{hook['_id']}/deliveries", headers=admin_headers).status_code == 404
+
+
+def test_deliveries_are_counted_in_metrics(client, admin_headers, hook, receiver):
+    def count(status: str) -> float:
+        text = client.get("/metrics", headers=admin_headers).get_data(as_text=True)
+        line = f'trellis_webhook_deliveries_total{{status="{status}"}} '
+        return next((float(row[len(line) :]) for row in text.splitlines() if row.startswith(line)), 0.0)
+
+    before = {status: count(status) for status in ("delivered", "retrying")}
+    receiver.statuses = [500]
+    ping(client, admin_headers, hook)
+    ping(client, admin_headers, hook)
+    assert count("retrying") == before["retrying"] + 1
+    assert count("delivered") == before["delivered"] + 1

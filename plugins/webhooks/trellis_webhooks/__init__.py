@@ -1,0 +1,27 @@
+"""Trellis Webhooks module: events of every module, delivered signed and retried to admin-registered URLs."""
+
+from pathlib import Path
+
+from flask import Flask
+
+from trellis import Module
+
+from . import worker
+from .config import WebhooksConfigSchema
+from .deliveries import runtime_of
+from .routes import blp
+
+
+def _init_app(app: Flask) -> None:
+    runtime_of(app)  # settings are checked at start-up, not on the first delivery
+
+
+module = Module(
+    name="webhooks",
+    blueprints=(blp,),
+    config_schema=WebhooksConfigSchema,
+    migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    init_app=_init_app,
+    background=(worker.start,),
+    description="Signed, retried, logged deliveries of the modules' events to URLs that admins register",
+)

@@ -1,0 +1,17 @@
+"""The Webhooks module's configuration (``/config/webhooks``, ``/admin/webhooks/config``)."""
+
+from __future__ import annotations
+
+from marshmallow import fields
+
+from trellis.module_config import ModuleConfigSchema
+
+
+class WebhooksConfigSchema(ModuleConfigSchema):
+    allowPrivateTargets = fields.Boolean(
+        load_default=False,
+        metadata={
+            "description": "let webhooks target loopback, private, link-local and metadata addresses "
+            "(development and tests only: otherwise anyone who may register a webhook can probe the internal network)"
+        },
+    )

@@ -1,0 +1,60 @@
+"""Process settings of the delivery machinery (``TRELLIS_WEBHOOKS_*`` environment variables).
+
+They are settings, not module config, because they shape the background workers of each process: the
+contract fixes the retry schedule, and tests shorten it (``TRELLIS_WEBHOOKS_RETRY_SECONDS=0.2,0.2``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+
+from trellis.settings import SettingsError
+
+# About 10 s, 1 min, 10 min, 1 h, 6 h: five retries after the first attempt, six attempts in all.
+RETRY_SECONDS = (10.0, 60.0, 600.0, 3600.0, 21600.0)
+# A claimed delivery is due again after this long: a worker that died mid-delivery loses nothing. Longer
+# than a send can take (10 s timeout) so that a slow delivery is not sent twice.
+LEASE_SECONDS = 60.0
+SENDERS = 16  # deliveries in flight at once per process
+POLL_SECONDS = 1.0  # how often idle workers look for due deliveries and new events
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    retry_seconds: tuple[float, ...] = RETRY_SECONDS
+    lease_seconds: float = LEASE_SECONDS
+    senders: int = SENDERS
+    poll_seconds: float = POLL_SECONDS
+
+    @property
+    def max_attempts(self) -> int:
+        return len(self.retry_seconds) + 1
+
+    @classmethod
+    def from_app(cls, app: Flask) -> DeliverySettings:
+        config = app.config
+        return cls(
+            retry_seconds=_seconds_list(config.get("WEBHOOKS_RETRY_SECONDS", RETRY_SECONDS)),
+            lease_seconds=_positive("WEBHOOKS_LEASE_SECONDS", config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS)),
+            senders=int(_positive("WEBHOOKS_SENDERS", config.get("WEBHOOKS_SENDERS", SENDERS))),
+            poll_seconds=_positive("WEBHOOKS_POLL_SECONDS", config.get("WEBHOOKS_POLL_SECONDS", POLL_SECONDS)),
+        )
+
+
+def _positive(name: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"TRELLIS_{name} must be a number of seconds, not {value!r}") from None
+    if not number > 0:
+        raise SettingsError(f"TRELLIS_{name} must be more than 0")
+    return number
+
+
+def _seconds_list(value: Any) -> tuple[float, ...]:
+    """``"10,60,600"`` (environment text) or a list of numbers."""
+    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else [value]
+    return tuple(_positive("WEBHOOKS_RETRY_SECONDS", item) for item in items if str(item).strip())

@@ -1,0 +1,168 @@
+"""The background work of one serving process: queueing events as deliveries, and sending due deliveries.
+
+Green threads (``Module.background``, started by ``trellis.serve``), every process running the same ones;
+the database decides who does what:
+
+- the dispatcher turns new events of the log into delivery rows, woken by ``events.subscribe`` and a poll;
+- the claimer claims due deliveries for the free ones of ``senders`` slots and starts one sender thread per
+  delivery, so a slow receiver (up to 10 s) holds up one slot, not the others;
+- the recorder writes the senders' outcomes in batches, one transaction for all that have come in, then
+  frees their slots. Recording per attempt cost a commit (an fsync on PostgreSQL) per delivery; batched,
+  1,000 deliveries to a fast receiver take a few dozen commits (``bench/results/webhooks.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from flask import Flask
+
+from trellis.module_config import get as get_config
+
+from . import deliveries
+from .deliveries import Claimed, Runtime
+from .sender import Outcome
+
+log = logging.getLogger(__name__)
+WARN_EVERY_SECONDS = 60.0
+
+
+class _Warner:
+    """Logs a failing loop's error at most once a minute (a database outage must not flood the log)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._at = -WARN_EVERY_SECONDS
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if now - self._at >= WARN_EVERY_SECONDS:
+            self._at = now
+            log.warning("webhooks: %s failed; trying again (warned once a minute)", self.what, exc_info=True)
+
+
+class Worker:
+    def __init__(self, app: Flask, runtime: Runtime) -> None:
+        self.app = app
+        self.settings = runtime.settings
+        self.sender = runtime.sender
+        self.delivery_wanted = threading.Event()
+        self.dispatch_wanted = threading.Event()
+        self.outcomes_ready = threading.Event()
+        self._lock = threading.Lock()
+        self._in_flight = 0  # claimed and not yet recorded
+        self._outcomes: list[tuple[Claimed, Outcome]] = []
+        self._soonest_retry = float("inf")  # monotonic time of the earliest retry this process scheduled
+
+    def start(self) -> None:
+        for target, name in (
+            (self._claim_loop, "webhooks-claim"),
+            (self._record_loop, "webhooks-record"),
+            (self._dispatch_loop, "webhooks-dispatch"),
+        ):
+            threading.Thread(target=target, name=name, daemon=True).start()
+
+    # --- sending ---------------------------------------------------------------------------------------
+
+    def _claim_loop(self) -> None:
+        warn = _Warner("claiming due deliveries")
+        while True:
+            self.delivery_wanted.clear()
+            free = self.settings.senders - self._in_flight
+            claimed: list[Claimed] = []
+            allow_private = False
+            if free > 0:
+                try:
+                    with self.app.app_context():
+                        config = get_config("webhooks")
+                        if config["active"]:
+                            allow_private = bool(config["allowPrivateTargets"])
+                            claimed = deliveries.claim_due(free)
+                except Exception:
+                    warn()
+            if claimed:
+                with self._lock:
+                    self._in_flight += len(claimed)
+                for one in claimed:
+                    threading.Thread(target=self._send, args=(one, allow_private), daemon=True).start()
+            if len(claimed) == free:  # all slots busy (or none were free): a recorded batch wakes us
+                self.delivery_wanted.wait(self.settings.poll_seconds)
+            else:
+                self.delivery_wanted.wait(self._idle_seconds())
+
+    def _idle_seconds(self) -> float:
+        """Until the next poll, or sooner when a retry this process scheduled falls due first."""
+        wait = self.settings.poll_seconds
+        soonest = self._soonest_retry - time.monotonic()
+        if soonest < wait:
+            self._soonest_retry = float("inf")
+            wait = max(soonest, 0.0)
+        return wait
+
+    def _send(self, claimed: Claimed, allow_private: bool) -> None:
+        try:
+            outcome = deliveries.attempt(claimed, allow_private, self.sender)
+        except Exception:
+            log.exception("webhooks: delivery %s could not be attempted", claimed.id)
+            outcome = Outcome(False, None, "Internal error while sending (see the server log)")
+        with self._lock:
+            self._outcomes.append((claimed, outcome))
+        self.outcomes_ready.set()
+
+    def _record_loop(self) -> None:
+        warn = _Warner("recording delivery outcomes")
+        while True:
+            self.outcomes_ready.wait()
+            self.outcomes_ready.clear()
+            with self._lock:
+                batch, self._outcomes = self._outcomes, []
+            if not batch:
+                continue
+            try:
+                with self.app.app_context():
+                    statuses = deliveries.record(batch)
+                for (claimed, _outcome), status in zip(batch, statuses, strict=True):
+                    if status == deliveries.RETRYING:
+                        # The jittered delay is at least 90 % of the schedule's; from then on a claim finds it.
+                        due = self.settings.retry_seconds[claimed.attempts - 1] * (1 - deliveries.JITTER)
+                        self._soonest_retry = min(self._soonest_retry, time.monotonic() + due)
+            except Exception:  # not recorded: the claims run out and the deliveries are attempted again
+                warn()
+            with self._lock:
+                self._in_flight -= len(batch)
+            self.delivery_wanted.set()
+
+    # --- queueing events -----------------------------------------------------------------------------------
+
+    def _dispatch_loop(self) -> None:
+        from .dispatcher import dispatch, subscribe
+
+        warn = _Warner("queueing events as deliveries")
+        unsubscribe: Callable[[], None] | None = None
+        while unsubscribe is None:
+            try:
+                with self.app.app_context():
+                    unsubscribe = subscribe(self.dispatch_wanted.set)
+            except Exception:
+                warn()
+                time.sleep(self.settings.poll_seconds)
+        while True:
+            self.dispatch_wanted.clear()
+            busy = False
+            try:
+                with self.app.app_context():
+                    queued, busy = dispatch()
+                if queued:
+                    self.delivery_wanted.set()
+            except Exception:
+                warn()
+            # Another process holds the cursor: it may be finishing just before our event, so look again soon.
+            self.dispatch_wanted.wait(0.02 if busy else self.settings.poll_seconds)
+
+
+def start(app: Flask) -> None:
+    """``Module.background``: this process's dispatcher, claimer and recorder."""
+    Worker(app, deliveries.runtime_of(app)).start()

@@ -11,7 +11,7 @@ from marshmallow import fields as ma
 from marshmallow import validate
 from sqlalchemy import event
 
-from trellis import Module
+from trellis import ConsolePage, Module
 from trellis.module_config import ModuleConfigSchema
 
 from . import (
@@ -60,12 +60,16 @@ def init_app(app: Flask) -> None:
         engine.dispose()  # connections opened before this listener existed lack the function
 
 
+# The module's page in the admin console (template and script in this package).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="database",
     requires=("authentication",),
     blueprints=(schemas_blp, documents_blp, endpoints_blp, graphql_blp),
     config_schema=DatabaseConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("database", "Database", str(CONSOLE / "database.html"), str(CONSOLE / "database.js")),),
     openapi_paths=openapi_paths,
     init_app=init_app,
     description="Schemas, documents, custom endpoints and GraphQL",

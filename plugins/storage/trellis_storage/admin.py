@@ -8,15 +8,22 @@ from sqlalchemy import func, select
 
 from trellis import db
 from trellis.credentials import admin_required
-from trellis.http import Blueprint, list_schema, paginate
+from trellis.errors import APIError, ErrorSchema, bad_request
+from trellis.http import body_limit, list_schema, paginate
 from trellis.module_config import admin_config_routes
 
+from . import service
 from .config import StorageConfig
 from .models import File, Folder
-from .schemas import FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema
+from .routes import StorageBlueprint, upload_limit
+from .schemas import AdminUploadForm, FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema
 from .service import MODULE
 
-blp = Blueprint("storage_admin", __name__, description="Storage administration: all files, statistics, configuration")
+blp = StorageBlueprint(
+    "storage_admin",
+    __name__,
+    description="Storage administration: all files, uploads for users, statistics, configuration",
+)
 
 FileList = list_schema("StorageFileList", "files", FileSchema)
 FolderList = list_schema("StorageFolderList", "folders", FolderSchema)
@@ -41,6 +48,36 @@ def list_files(args: dict[str, Any]):
         query = query.where(func.lower(File.display_name).contains(args["search"].lower(), autoescape=True))
     files, count = paginate(query, args["skip"], args["limit"], (File.created_at.desc(), File.id))
     return {"files": files, "count": count}
+
+
+@blp.route("/admin/storage/upload", methods=["POST"])
+@admin_required
+@body_limit(upload_limit)
+@blp.arguments(AdminUploadForm, location="multipart")
+@blp.response(201, FileSchema)
+@blp.alt_response(413, schema=ErrorSchema, description="The file is larger than maxFileSize")
+@blp.alt_response(415, schema=ErrorSchema, description="The (sniffed) type is not in allowedTypes")
+@blp.alt_response(500, schema=ErrorSchema, description="PROVIDER_ERROR: the storage backend failed")
+def upload_for_user(form: dict[str, Any]):
+    """Upload a file on behalf of a user (multipart `file`, `owner`, optional `folder` and `isPublic`).
+
+    `POST /storage/upload` takes a user token (the uploader owns the file); here an administrator picks the
+    owner. The same rules apply: size limit, sniffed type, allowed types, the folder must be the owner's.
+    Answers the file record as `GET /storage/file/{fileId}` does; the upload is in the audit log.
+    """
+    from trellis_authentication.service import get_user  # the module this one requires
+
+    try:
+        get_user(form["owner"])
+    except APIError as exc:
+        if exc.status != 404:
+            raise
+        raise bad_request("No such user", {"owner": ["No user with this id"]}) from None
+    folder = service.target_folder(form["folder"], form["owner"], "folder")
+    upload = form["file"]
+    return service.store_upload(
+        upload.stream, upload.filename, owner=form["owner"], folder=folder, is_public=form["isPublic"]
+    )
 
 
 @blp.route("/admin/storage/folders", methods=["GET"])

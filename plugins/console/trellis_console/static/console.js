@@ -3,7 +3,9 @@
 //   <form data-api="METHOD /api/path">                      a form sent as JSON, errors shown by the fields
 //   <select data-options="/api/path" …>                     options loaded from a list route
 //   <dl data-fetch="/api/path">                             a record shown key by key
-// Page scripts (modules.js, database.js) add what is specific to them.
+//   <select name="status" data-enum> in a list's filters    its choices: the list route's documented enum
+// Page scripts (a module's, served at /console/scripts/<page>.js) import this file by its absolute path,
+// /console/static/console.js, and add what is specific to them.
 // Everything coming from the API is inserted as text nodes or attribute values, never parsed as HTML.
 
 const TOKEN_KEY = "trellis.console.token";
@@ -572,6 +574,48 @@ export function showErrors(form, data) {
   box.hidden = false;
 }
 
+// ---- the server's own description: types, choices and defaults come from /openapi.json -------------------
+
+let openapi = null;
+
+/** The OpenAPI document, fetched once per page (null when it cannot be read). */
+export function openapiDocument() {
+  if (!openapi) openapi = api("GET", "/openapi.json").then((result) => (result.ok ? result.data : null));
+  return openapi;
+}
+
+function dereference(doc, node) {
+  for (let hops = 0; node && node.$ref && hops < 10; hops += 1) {
+    node = node.$ref.replace(/^#\//, "").split("/").reduce((value, key) => (value == null ? undefined : value[key]), doc);
+  }
+  return node;
+}
+
+/** The JSON Schema of an operation's request body ("POST", "/admin/forms"), its properties resolved;
+ *  with {parameter: "status"}, the schema of that query parameter instead. */
+export async function requestSchema(method, path, { parameter, contentType = "application/json" } = {}) {
+  const doc = await openapiDocument();
+  const operation = doc && doc.paths && doc.paths[path] && doc.paths[path][method.toLowerCase()];
+  if (!operation) return null;
+  if (parameter) {
+    const found = (operation.parameters || []).map((p) => dereference(doc, p)).find((p) => p.in === "query" && p.name === parameter);
+    return found ? dereference(doc, found.schema) : null;
+  }
+  const content = operation.requestBody && operation.requestBody.content && operation.requestBody.content[contentType];
+  const schema = dereference(doc, content && content.schema);
+  if (!schema || !schema.properties) return schema || null;
+  const properties = Object.fromEntries(Object.entries(schema.properties).map(([key, value]) => [key, dereference(doc, value)]));
+  return { ...schema, properties };
+}
+
+/** A filter's choices: the enum the list route documents for the query parameter of the select's name. */
+async function loadEnum(select) {
+  const list = select.closest("[data-list]");
+  const schema = list && (await requestSchema("GET", list.dataset.path, { parameter: select.name }));
+  const choices = (schema && (schema.enum || (schema.items && schema.items.enum))) || [];
+  select.append(...choices.filter((choice) => choice !== null).map((choice) => el("option", { value: choice }, String(choice))));
+}
+
 // ---- option lists and records --------------------------------------------------------------------------
 
 export async function loadOptions(select) {
@@ -641,6 +685,7 @@ async function start() {
   for (const root of document.querySelectorAll("[data-list]")) lists.set(root.id, new List(root));
   for (const form of document.querySelectorAll("form[data-api]")) bindForm(form);
   for (const select of document.querySelectorAll("select[data-options]")) loadOptions(select);
+  for (const select of document.querySelectorAll("select[data-enum]")) loadEnum(select);
   for (const container of document.querySelectorAll("[data-fetch]")) loadRecord(container);
   for (const callback of readyCallbacks) await callback();
   for (const list of lists.values()) if (!list.needs.length && !("manual" in list.root.dataset)) list.load();

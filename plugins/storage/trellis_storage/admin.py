@@ -8,14 +8,14 @@ from sqlalchemy import func, select
 
 from trellis import db
 from trellis.credentials import admin_required
-from trellis.errors import APIError, ErrorSchema, bad_request
-from trellis.http import body_limit, list_schema, paginate
+from trellis.errors import APIError, bad_request
+from trellis.http import list_schema, paginate
 from trellis.module_config import admin_config_routes
 
 from . import service
 from .config import StorageConfig
 from .models import File, Folder
-from .routes import StorageBlueprint, upload_limit
+from .routes import StorageBlueprint
 from .schemas import AdminUploadForm, FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema
 from .service import MODULE
 
@@ -52,12 +52,8 @@ def list_files(args: dict[str, Any]):
 
 @blp.route("/admin/storage/upload", methods=["POST"])
 @admin_required
-@body_limit(upload_limit)
-@blp.arguments(AdminUploadForm, location="multipart")
+@blp.upload_form(AdminUploadForm)
 @blp.response(201, FileSchema)
-@blp.alt_response(413, schema=ErrorSchema, description="The file is larger than maxFileSize")
-@blp.alt_response(415, schema=ErrorSchema, description="The (sniffed) type is not in allowedTypes")
-@blp.alt_response(500, schema=ErrorSchema, description="PROVIDER_ERROR: the storage backend failed")
 def upload_for_user(form: dict[str, Any]):
     """Upload a file on behalf of a user (multipart `file`, `owner`, optional `folder` and `isPublic`).
 
@@ -73,11 +69,7 @@ def upload_for_user(form: dict[str, Any]):
         if exc.status != 404:
             raise
         raise bad_request("No such user", {"owner": ["No user with this id"]}) from None
-    folder = service.target_folder(form["folder"], form["owner"], "folder")
-    upload = form["file"]
-    return service.store_upload(
-        upload.stream, upload.filename, owner=form["owner"], folder=folder, is_public=form["isPublic"]
-    )
+    return service.store_form(form, form["owner"])
 
 
 @blp.route("/admin/storage/folders", methods=["GET"])

@@ -24,7 +24,8 @@ from trellis.modules import ModuleError
 MODULE = "console"
 HERE = Path(__file__).parent
 
-# The console's own pages: the first leads the navigation, the rest close it; other modules' pages go between.
+# The console's own pages: the first leads the navigation, the rest close it; other modules' pages go
+# between, by title.
 OWN_PAGES = (
     ConsolePage(
         "modules", "Modules", str(HERE / "templates" / "console" / "modules.html"), str(HERE / "static" / "modules.js")
@@ -52,7 +53,10 @@ SECURITY_HEADERS = {
 def navigation(modules: Sequence[Module]) -> list[ConsolePage]:
     """Every page of the loaded modules, in navigation order; fails fast on a clash or a missing file."""
     own = next((m.console_pages for m in modules if m.name == MODULE), OWN_PAGES)
-    others = [page for module in modules if module.name != MODULE for page in module.console_pages]
+    others = sorted(
+        (page for module in modules if module.name != MODULE for page in module.console_pages),
+        key=lambda page: page.title.casefold(),
+    )
     pages = [*own[:1], *others, *own[1:]]
     seen: set[str] = set()
     for page in pages:

@@ -234,6 +234,12 @@ def test_every_page_shows_its_records(console: Console) -> None:
         audit.locator("tbody tr", has_text="schema.create").first.wait_for()
         expect(audit.locator("tbody tr", has_text="config.update")).to_have_count(0)
 
+    if "forms" in offered:  # a body field's documented choices, read from /openapi.json
+        console.open("forms")
+        expect(page.locator("#form-form [data-enum-text]")).to_have_text(
+            re.compile(r"^text \| .*\bemail\b.* \| checkbox$")
+        )
+
     if "chat" in loaded:  # rows open their details
         console.open("chat")
         page.locator("#rooms tbody tr", has_text="Book club").locator("button", has_text="Messages").click()

@@ -4,6 +4,7 @@
 //   <select data-options="/api/path" …>                     options loaded from a list route
 //   <dl data-fetch="/api/path">                             a record shown key by key
 //   <select name="status" data-enum> in a list's filters    its choices: the list route's documented enum
+//   <span data-enum-text="POST /api/path field.items.type">  documented choices of a body field, as text
 // Page scripts (a module's, served at /console/scripts/<page>.js) import this file by its absolute path,
 // /console/static/console.js, and add what is specific to them.
 // Everything coming from the API is inserted as text nodes or attribute values, never parsed as HTML.
@@ -591,29 +592,44 @@ function dereference(doc, node) {
   return node;
 }
 
-/** The JSON Schema of an operation's request body ("POST", "/admin/forms"), its properties resolved;
- *  with {parameter: "status"}, the schema of that query parameter instead. */
-export async function requestSchema(method, path, { parameter, contentType = "application/json" } = {}) {
+/** The schema an operation documents for its JSON body, at `where` ("fields.items.type": a property, then an
+ *  array's items, then a property …), references resolved; with {parameter: "status"}, for that query parameter. */
+export async function documentedSchema(method, path, where = "", { parameter } = {}) {
   const doc = await openapiDocument();
   const operation = doc && doc.paths && doc.paths[path] && doc.paths[path][method.toLowerCase()];
   if (!operation) return null;
+  let node;
   if (parameter) {
     const found = (operation.parameters || []).map((p) => dereference(doc, p)).find((p) => p.in === "query" && p.name === parameter);
-    return found ? dereference(doc, found.schema) : null;
+    node = found && found.schema;
+  } else {
+    const content = operation.requestBody && operation.requestBody.content && operation.requestBody.content["application/json"];
+    node = content && content.schema;
   }
-  const content = operation.requestBody && operation.requestBody.content && operation.requestBody.content[contentType];
-  const schema = dereference(doc, content && content.schema);
-  if (!schema || !schema.properties) return schema || null;
-  const properties = Object.fromEntries(Object.entries(schema.properties).map(([key, value]) => [key, dereference(doc, value)]));
-  return { ...schema, properties };
+  for (const key of where.split(".").filter(Boolean)) {
+    node = dereference(doc, node);
+    if (!node) return null;
+    node = node.properties && key in node.properties ? node.properties[key] : node[key];
+  }
+  return dereference(doc, node) || null;
+}
+
+function choicesOf(schema) {
+  const choices = (schema && (schema.enum || (schema.items && schema.items.enum))) || [];
+  return choices.filter((choice) => choice !== null).map(String);
 }
 
 /** A filter's choices: the enum the list route documents for the query parameter of the select's name. */
 async function loadEnum(select) {
   const list = select.closest("[data-list]");
-  const schema = list && (await requestSchema("GET", list.dataset.path, { parameter: select.name }));
-  const choices = (schema && (schema.enum || (schema.items && schema.items.enum))) || [];
-  select.append(...choices.filter((choice) => choice !== null).map((choice) => el("option", { value: choice }, String(choice))));
+  const schema = list && (await documentedSchema("GET", list.dataset.path, "", { parameter: select.name }));
+  select.append(...choicesOf(schema).map((choice) => el("option", { value: choice }, choice)));
+}
+
+/** <span data-enum-text="POST /admin/forms fields.items.type">: the documented choices, as text. */
+async function loadEnumText(node) {
+  const [method, path, where] = node.dataset.enumText.split(" ");
+  node.textContent = choicesOf(await documentedSchema(method, path, where)).join(" | ");
 }
 
 // ---- option lists and records --------------------------------------------------------------------------
@@ -686,6 +702,7 @@ async function start() {
   for (const form of document.querySelectorAll("form[data-api]")) bindForm(form);
   for (const select of document.querySelectorAll("select[data-options]")) loadOptions(select);
   for (const select of document.querySelectorAll("select[data-enum]")) loadEnum(select);
+  for (const node of document.querySelectorAll("[data-enum-text]")) loadEnumText(node);
   for (const container of document.querySelectorAll("[data-fetch]")) loadRecord(container);
   for (const callback of readyCallbacks) await callback();
   for (const list of lists.values()) if (!list.needs.length && !("manual" in list.root.dataset)) list.load();

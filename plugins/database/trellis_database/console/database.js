@@ -1,6 +1,6 @@
 // Database page: the schema editor (fields and CRUD options), documents of one schema, custom endpoints.
 import {
-  actions, clearErrors, collect, el, fillForm, flash, getPath, lists, onReady, requestSchema, resetForm, submitForm,
+  actions, clearErrors, collect, documentedSchema, el, fillForm, flash, lists, onReady, resetForm, submitForm,
 } from "/console/static/console.js";
 
 const OWN = "database";
@@ -103,13 +103,16 @@ function openEditor(mode, schema) {
 
 /** Field types, default options and canModify choices, as the schema routes document them. */
 async function loadDefinitions() {
-  const body = await requestSchema("POST", "/admin/database/schemas");
-  const field = getPath(body || {}, "properties.fields.additionalProperties");
+  const route = ["POST", "/admin/database/schemas"];
+  const [field, options, canModify] = await Promise.all([
+    documentedSchema(...route, "fields.additionalProperties"),
+    documentedSchema(...route, "modelOptions"),
+    documentedSchema(...route, "modelOptions.conduit.permissions.canModify"),
+  ]);
   TYPES = ((field && field.oneOf) || []).map((option) => option.enum).find(Boolean) || [];
-  DEFAULT_OPTIONS = getPath(body || {}, "properties.modelOptions.default") || {};
-  const canModify = getPath(body || {}, "properties.modelOptions.properties.conduit.properties.permissions.properties.canModify.enum");
+  DEFAULT_OPTIONS = (options && options.default) || {};
   document.querySelector("select[name='modelOptions.conduit.permissions.canModify']")
-    .replaceChildren(...(canModify || []).map((choice) => el("option", {}, choice)));
+    .replaceChildren(...((canModify && canModify.enum) || []).map((choice) => el("option", {}, choice)));
   if (!TYPES.length) flash("The field types could not be read from /openapi.json: the schema editor is unavailable.", "error");
   document.getElementById("new-schema").disabled = !TYPES.length;
 }

@@ -28,7 +28,7 @@ USER_SCHEMA = OwnedSchema(
     extendable=True,
 )
 
-# The module's page in the admin console (template and script in this package).
+# The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
 module = Module(

@@ -35,7 +35,7 @@ MESSAGE_SCHEMA = OwnedSchema(
     owner_module="chat",
 )
 
-# The module's page in the admin console (template and script in this package).
+# The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
 module = Module(

@@ -201,6 +201,9 @@ def test_a_clash_of_page_names_fails_at_start_up(app_config, db, tmp_path):
     missing = Module(name="missing", console_pages=(ConsolePage("missing", "Missing", str(tmp_path / "nope.html")),))
     with pytest.raises(ModuleError, match="does not exist"):
         create_app(app_config, modules=[console, missing])
+    login = Module(name="login", console_pages=(ConsolePage("login", "Login", str(tmp_path / "greetings.html")),))
+    with pytest.raises(ModuleError, match="reserved"):
+        create_app(app_config, modules=[console, login])
     with pytest.raises(ModuleError, match="slug"):
         ConsolePage("Not A Slug", "Bad", str(tmp_path / "greetings.html"))
 

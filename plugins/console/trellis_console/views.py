@@ -52,7 +52,7 @@ SECURITY_HEADERS = {
 
 def navigation(modules: Sequence[Module]) -> list[ConsolePage]:
     """Every page of the loaded modules, in navigation order; fails fast on a clash or a missing file."""
-    own = next((m.console_pages for m in modules if m.name == MODULE), OWN_PAGES)
+    own = next(m.console_pages for m in modules if m.name == MODULE)
     others = sorted(
         (page for module in modules if module.name != MODULE for page in module.console_pages),
         key=lambda page: page.title.casefold(),
@@ -60,8 +60,10 @@ def navigation(modules: Sequence[Module]) -> list[ConsolePage]:
     pages = [*own[:1], *others, *own[1:]]
     seen: set[str] = set()
     for page in pages:
-        if page.slug in seen or page.slug in RESERVED_SLUGS:
-            raise ModuleError(f"console page {page.slug!r} is declared twice or uses a reserved name")
+        if page.slug in seen:
+            raise ModuleError(f"two loaded modules declare the console page {page.slug!r}")
+        if page.slug in RESERVED_SLUGS:
+            raise ModuleError(f"console page {page.slug!r}: the name is reserved ({', '.join(sorted(RESERVED_SLUGS))})")
         seen.add(page.slug)
         for path in (page.template, page.script):
             if path is not None and not os.path.isfile(path):

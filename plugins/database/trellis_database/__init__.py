@@ -60,7 +60,7 @@ def init_app(app: Flask) -> None:
         engine.dispose()  # connections opened before this listener existed lack the function
 
 
-# The module's page in the admin console (template and script in this package).
+# The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
 module = Module(

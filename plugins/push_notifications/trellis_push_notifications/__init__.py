@@ -18,7 +18,7 @@ def _init_app(app: Flask) -> None:
     app.extensions["pushNotifications"] = PushState()
 
 
-# The module's page in the admin console (template and script in this package).
+# The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
 module = Module(

@@ -9,7 +9,7 @@ from trellis import ConsolePage, Module
 from .config import SmsConfig
 from .routes import blp
 
-# The module's page in the admin console (template and script in this package).
+# The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
 module = Module(

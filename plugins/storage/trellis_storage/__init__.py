@@ -61,7 +61,7 @@ def _init_app(app: Flask) -> None:
     remove_stale_parts(app.config["STORAGE_PATH"])
 
 
-# The module's page in the admin console (template and script in this package).
+# The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
 module = Module(

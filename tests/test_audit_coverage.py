@@ -200,9 +200,9 @@ RECIPES: dict[str, Callable[[Caller], Any]] = {
             *c.room()
         )["_id"],
     ),
-    "POST /console/storage/upload": lambda c: c.admin_call(
+    "POST /admin/storage/upload": lambda c: c.admin_call(
         "POST",
-        "/console/storage/upload",
+        "/admin/storage/upload",
         data={"file": (io.BytesIO(b"hi\n"), "hi.txt"), "owner": _new_user(c)},
         content_type="multipart/form-data",
     ),

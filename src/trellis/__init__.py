@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from .modules import Module, OwnedSchema
+from .modules import ConsolePage, Module, OwnedSchema
 
-__all__ = ["create_app", "Trellis", "Module", "OwnedSchema"]
+__all__ = ["create_app", "Trellis", "ConsolePage", "Module", "OwnedSchema"]
 
 
 def __getattr__(name: str) -> Any:

@@ -79,6 +79,18 @@ class Blueprint(flask_smorest.Blueprint):
     ARGUMENTS_PARSER = _Parser()
 
 
+class PageBlueprint(flask_smorest.Blueprint):
+    """A blueprint of browser pages and their assets (the admin console).
+
+    It is registered through the Api like every blueprint, so the host installs and guards it the one way,
+    but its routes are not API operations: they add nothing to ``/openapi.json`` (a client generator
+    would make functions of them). Its tag is dropped with the other tags no operation uses.
+    """
+
+    def register_views_in_doc(self, api: Any, app: Any, spec: Any, *, name: str, parameters: Any) -> None:
+        return None
+
+
 class ListArgs(Schema):
     """``skip``/``limit`` of every list route (limit above 1000 → 400)."""
 

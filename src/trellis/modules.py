@@ -8,6 +8,7 @@ the declarations below. See ``docs/modules.md``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -32,6 +33,33 @@ class OwnedSchema:
     timestamps: bool = True
 
 
+_SLUG = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+
+
+@dataclass(frozen=True)
+class ConsolePage:
+    """A page a module adds to the admin console, served at ``/console/<slug>`` and linked in its navigation.
+
+    slug      the page's URL segment (lowercase letters, digits and ``-``); unique among loaded modules
+    title     its link text and heading
+    template  path of a Jinja template file in the module's package (``<package>/console/<slug>.html``);
+              it extends ``console/layout.html`` and fills ``{% block content %}``
+    script    path of an ES module file for the page, or None; served at ``/console/scripts/<slug>.js`` and
+              free to ``import … from "/console/static/console.js"`` (the console's lists, forms and API helper)
+
+    The console offers a page only while its module is loaded, so it never knows any module by name.
+    """
+
+    slug: str
+    title: str
+    template: str
+    script: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _SLUG.match(self.slug):
+            raise ModuleError(f"console page slug {self.slug!r} must match {_SLUG.pattern}")
+
+
 @dataclass(frozen=True)
 class Module:
     """Declarative description of one module.
@@ -49,6 +77,7 @@ class Module:
     init_app           callable(app) run once after the module's blueprints are registered
     background         callables(app) started once in each process that serves HTTP (``trellis.serve``),
                        never in the CLI or in test apps: a module's background green threads
+    console_pages      :class:`ConsolePage` objects: the module's pages in the admin console (none: no page)
     """
 
     name: str
@@ -63,6 +92,7 @@ class Module:
     openapi_paths: Callable[[Any], dict] | None = None
     init_app: Callable[[Any], None] | None = None
     background: Sequence[Callable[[Any], None]] = ()
+    console_pages: Sequence[ConsolePage] = ()
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -121,6 +121,7 @@ def finish(doc: dict[str, Any], app: Flask) -> None:
         _error_examples(operation)
     _drop_typeless_nullable(doc)
     _drop_unused_schemas(doc)
+    _drop_unused_tags(doc)
 
 
 def _camel(*words: str) -> str:
@@ -214,6 +215,13 @@ def _drop_typeless_nullable(node: Any) -> None:
     elif isinstance(node, list):
         for value in node:
             _drop_typeless_nullable(value)
+
+
+def _drop_unused_tags(doc: dict[str, Any]) -> None:
+    """Tags no operation carries (a page blueprint's; a module whose request-time paths are empty now)."""
+    used = {tag for _path, _method, operation in operations(doc) for tag in operation.get("tags", ())}
+    if "tags" in doc:
+        doc["tags"] = [tag for tag in doc["tags"] if tag["name"] in used]
 
 
 def _drop_unused_schemas(doc: dict[str, Any]) -> None:

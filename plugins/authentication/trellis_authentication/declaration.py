@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trellis import Module, OwnedSchema
+from trellis import ConsolePage, Module, OwnedSchema
 
 from . import lifecycle_routes, oauth_routes  # noqa: F401  (add the lifecycle and provider routes to blp)
 from .cli import cli
@@ -28,6 +28,9 @@ USER_SCHEMA = OwnedSchema(
     extendable=True,
 )
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="authentication",
     # Mail (verification, reset, magic link) and SMS codes go through these modules' service functions.
@@ -36,6 +39,7 @@ module = Module(
     blueprints=(blp,),
     config_schema=AuthenticationConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("users", "Users", str(CONSOLE / "users.html")),),
     owned_schemas=(USER_SCHEMA,),
     hooks=(UserTokens(),),
     cli=cli,

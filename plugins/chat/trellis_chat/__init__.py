@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trellis import Module, OwnedSchema
+from trellis import ConsolePage, Module, OwnedSchema
 
 from .config import ChatConfig
 from .hooks import ChatUserEvents
@@ -35,6 +35,9 @@ MESSAGE_SCHEMA = OwnedSchema(
     owner_module="chat",
 )
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="chat",
     requires=("authentication",),
@@ -42,6 +45,7 @@ module = Module(
     blueprints=(blp,),
     config_schema=ChatConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("chat", "Chat", str(CONSOLE / "chat.html")),),
     socket_namespaces=namespace_factories(),
     owned_schemas=(ROOM_SCHEMA, MESSAGE_SCHEMA),
     hooks=(ChatUserEvents(),),

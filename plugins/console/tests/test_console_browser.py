@@ -215,18 +215,13 @@ def test_every_page_shows_its_records(console: Console) -> None:
         "sms": ("#sms-outbox", "Your code is 123456"),
         "push": ("#push-outbox", "Hello"),
     }
-    modules = {
-        "database": "database",
-        "users": "authentication",
-        "email": "email",
-        "forms": "forms",
-        "chat": "chat",
-        "storage": "storage",
-        "sms": "sms",
-        "push": "pushNotifications",
+    # The pages the navigation offers: those of the loaded modules.
+    offered = {
+        href.rsplit("/", 1)[-1] for href in page.locator("nav.sidebar a").evaluate_all("a => a.map(l => l.href)")
     }
+    assert {"modules", "audit"} <= offered
     for name, (list_id, text) in expectations.items():
-        if modules[name] not in loaded:
+        if name not in offered:
             continue
         console.open(name)
         page.locator(f"{list_id} tbody tr", has_text=text).wait_for()
@@ -238,6 +233,12 @@ def test_every_page_shows_its_records(console: Console) -> None:
         audit.locator("form.filters button[type=submit]").click()
         audit.locator("tbody tr", has_text="schema.create").first.wait_for()
         expect(audit.locator("tbody tr", has_text="config.update")).to_have_count(0)
+
+    if "forms" in offered:  # a body field's documented choices, read from /openapi.json
+        console.open("forms")
+        expect(page.locator("#form-form [data-enum-text]")).to_have_text(
+            re.compile(r"^text \| .*\bemail\b.* \| checkbox$")
+        )
 
     if "chat" in loaded:  # rows open their details
         console.open("chat")
@@ -257,3 +258,28 @@ def test_every_page_shows_its_records(console: Console) -> None:
         grace = console.api("GET", "/authentication/users?search=grace@example.com")["users"][0]
         files = console.api("GET", "/admin/storage/files?search=minutes")["files"]
         assert [(f["owner"], f["size"]) for f in files] == [(grace["_id"], len(b"meeting minutes\n"))]
+
+
+def test_pages_come_from_the_loaded_modules(console: Console, live_server_factory: Any) -> None:
+    page = console.page
+    loaded = [m["name"] for m in console.api("GET", "/config")["modules"]]
+    console.sign_in()
+    links = page.locator("nav.sidebar a")
+    expect(links.first).to_have_text("Modules")
+    expect(links.last).to_have_text("Audit log")
+    if "sms" in loaded:
+        # A filter's choices are the list route's documented enum, read from /openapi.json.
+        console.open("sms")
+        provider = page.locator("#sms-outbox select[name=provider] option")
+        expect(provider).to_have_text(["Any provider", "outbox", "twilio"])
+        expect(page.locator("#sms-outbox select[name=status] option")).to_have_text(["Any status", "sent", "failed"])
+
+    # Another server on the same database with the console and one module: that module's page and no other.
+    alone = Console(page, live_server_factory(TRELLIS_MODULES="console,sms").url)
+    alone.sign_in()
+    expect(links).to_have_text(["Modules", "SMS", "Audit log"])
+    links.filter(has_text="SMS").click()
+    page.locator("#sms-form").wait_for()
+    expect(page.locator("#sms-outbox select[name=provider] option")).to_have_count(3)
+    assert requests.get(f"{alone.url}/console/users", timeout=10).status_code == 404
+    assert requests.get(f"{alone.url}/console/database", timeout=10).status_code == 404

@@ -1,16 +1,15 @@
-"""The console's server side, in process: page shells, security headers, assets, hidden pages, upload."""
+"""The console's server side, in process: page shells, security headers, assets, pages contributed by modules."""
 
 from __future__ import annotations
 
-import io
 import re
 from html.parser import HTMLParser
 
 import pytest
 
-from trellis_console.views import CSP, PAGES
-
-ALL_PAGES = [page.slug for page in PAGES]
+from trellis import ConsolePage, Module
+from trellis.modules import ModuleError
+from trellis_console.views import CSP
 
 
 class Tags(HTMLParser):
@@ -30,13 +29,14 @@ def tags_of(html: str) -> list[tuple[str, dict[str, str | None]]]:
     return parser.tags
 
 
-def loaded(app) -> set[str]:
-    return {module.name for module in app.extensions["trellis"].modules}
+def offered(app) -> list[str]:
+    """The slugs of every page the loaded modules contribute (the console's own included)."""
+    return [page.slug for module in app.extensions["trellis"].modules for page in module.console_pages]
 
 
 def test_every_page_renders_with_strict_headers(app, client):
-    available = [p.slug for p in PAGES if p.module is None or p.module in loaded(app)]
-    for slug in ["login", *available]:
+    assert {"modules", "audit"} <= set(offered(app))
+    for slug in ["login", *offered(app)]:
         response = client.get(f"/console/{slug}")
         assert response.status_code == 200, slug
         assert response.mimetype == "text/html"
@@ -50,7 +50,7 @@ def test_every_page_renders_with_strict_headers(app, client):
             assert not any(name.startswith("on") for name in attrs), (slug, tag, attrs)
             assert "style" not in attrs, (slug, tag, attrs)
             if tag == "script":
-                assert attrs.get("src", "").startswith("/console/static/"), (slug, attrs)
+                assert attrs.get("src", "").startswith(("/console/static/", "/console/scripts/")), (slug, attrs)
         assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", html), slug
         assert not re.search(r"<style", html), slug
 
@@ -70,19 +70,18 @@ def test_navigation_lists_the_pages_of_loaded_modules(app, client):
     links = {
         attrs["href"] for tag, attrs in tags_of(html) if tag == "a" and attrs.get("href", "").startswith("/console/")
     }
-    expected = {f"/console/{p.slug}" for p in PAGES if p.module is None or p.module in loaded(app)}
-    assert links == expected
+    assert links == {f"/console/{slug}" for slug in offered(app)}
     assert 'href="/openapi.json"' in html and 'download="trellis-openapi.json"' in html
 
 
 def test_assets_referenced_by_pages_are_served(app, client):
     referenced: set[str] = set()
-    for slug in ["login", *[p.slug for p in PAGES if p.module is None or p.module in loaded(app)]]:
+    for slug in ["login", *offered(app)]:
         for tag, attrs in tags_of(client.get(f"/console/{slug}").get_data(as_text=True)):
             url = attrs.get("src") or (attrs.get("href") if tag == "link" else None)
             if url:
                 referenced.add(url)
-    assert {"/console/static/console.js", "/console/static/console.css", "/console/static/modules.js"} <= referenced
+    assert {"/console/static/console.js", "/console/static/console.css", "/console/scripts/modules.js"} <= referenced
     for url in referenced:
         response = client.get(url)
         assert response.status_code == 200, url
@@ -90,8 +89,9 @@ def test_assets_referenced_by_pages_are_served(app, client):
         if url.endswith(".js"):
             assert response.mimetype in ("text/javascript", "application/javascript")
             # ES modules import each other: every import must be served too.
-            for imported in re.findall(r'from "\./([\w.]+)"', response.get_data(as_text=True)):
-                assert client.get(f"/console/static/{imported}").status_code == 200, imported
+            for imported in re.findall(r'from "([^"]+)"', response.get_data(as_text=True)):
+                assert imported.startswith("/console/static/"), (url, imported)  # pages' scripts live elsewhere
+                assert client.get(imported).status_code == 200, imported
 
 
 def test_root_redirects_to_the_modules_page(client):
@@ -100,7 +100,16 @@ def test_root_redirects_to_the_modules_page(client):
     assert response.headers["Location"].endswith("/console/modules")
 
 
-@pytest.mark.parametrize("path", ["/console/nope", "/console/static/nope.js", "/console/a/b"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/nope",
+        "/console/static/nope.js",
+        "/console/a/b",
+        "/console/scripts/nope.js",
+        "/console/scripts/audit.js",
+    ],
+)
 def test_unknown_console_paths_are_404_with_the_same_headers(client, path):
     response = client.get(path)
     assert response.status_code == 404
@@ -123,85 +132,83 @@ def test_an_inactive_console_is_offline(client, admin_headers):
     assert client.get("/console/modules").status_code == 200
 
 
-def test_pages_of_modules_that_are_not_loaded_are_hidden(app_config, db, admin_headers):
-    from trellis import create_app
-    from trellis_console import module
+# ---- pages contributed through the Module contract -----------------------------------------------------
 
-    # Another app on the same database with the console alone (think: TRELLIS_MODULES=console).
-    client = create_app(app_config, modules=[module]).test_client()
+
+def _greeter(folder) -> Module:
+    """A module of the test's own with one console page (a template and a script in its folder)."""
+    (folder / "greetings.html").write_text(
+        '{% extends "console/layout.html" %}{% block content %}<p id="greetings">Hello from greeter</p>{% endblock %}'
+    )
+    (folder / "greetings.js").write_text('import { onReady } from "/console/static/console.js";\nonReady(() => {});\n')
+    page = ConsolePage("greetings", "Greetings", str(folder / "greetings.html"), str(folder / "greetings.js"))
+    return Module(name="greeter", console_pages=(page,))
+
+
+def _links(client) -> set[str]:
     html = client.get("/console/modules").get_data(as_text=True)
-    assert 'href="/console/modules"' in html
-    for page in PAGES:
-        if page.module is not None:
-            assert f'href="/console/{page.slug}"' not in html
-            assert client.get(f"/console/{page.slug}").status_code == 404
-    assert client.post("/console/storage/upload", headers=admin_headers).status_code == 404
+    return {
+        attrs["href"] for tag, attrs in tags_of(html) if tag == "a" and attrs.get("href", "").startswith("/console/")
+    }
 
 
-# ---- upload on behalf of a user -------------------------------------------------------------------
+def test_a_modules_page_is_offered_only_while_it_is_loaded(app_config, db, tmp_path):
+    from trellis import create_app
+    from trellis_console import module as console
+
+    with_greeter = create_app(app_config, modules=[console, _greeter(tmp_path)]).test_client()
+    assert _links(with_greeter) == {"/console/modules", "/console/greetings", "/console/audit"}  # own pages frame it
+    page = with_greeter.get("/console/greetings")
+    assert page.status_code == 200 and page.headers["Content-Security-Policy"] == CSP
+    html = page.get_data(as_text=True)
+    assert '<p id="greetings">Hello from greeter</p>' in html and "<title>Greetings · Trellis console</title>" in html
+    assert '<script type="module" src="/console/scripts/greetings.js">' in html
+    script = with_greeter.get("/console/scripts/greetings.js")
+    assert script.status_code == 200 and script.mimetype == "text/javascript"
+    assert script.get_data(as_text=True) == (tmp_path / "greetings.js").read_text()
+
+    # The same console on the same database without the module (think: TRELLIS_MODULES=console).
+    alone = create_app(app_config, modules=[console]).test_client()
+    assert _links(alone) == {"/console/modules", "/console/audit"}
+    assert alone.get("/console/greetings").status_code == 404
+    assert alone.get("/console/scripts/greetings.js").status_code == 404
+    assert alone.get("/console/users").status_code == 404  # nor any other module's page
 
 
-def _upload(client, headers, **form):
-    data = {"file": (io.BytesIO(b"hello from the console\n"), "note.txt"), **form}
-    return client.post("/console/storage/upload", data=data, headers=headers, content_type="multipart/form-data")
+def test_pages_of_the_installed_modules_come_from_their_packages(app, client):
+    from pathlib import Path
+
+    import trellis_console
+
+    console_package = Path(trellis_console.__file__).parent
+    for module in app.extensions["trellis"].modules:
+        if module.name == "console":
+            continue
+        for page in module.console_pages:
+            # In the module's own package, not the console's.
+            assert not Path(page.template).is_relative_to(console_package), page
+            assert client.get(f"/console/{page.slug}").status_code == 200
 
 
-@pytest.fixture()
-def storage_loaded(app):
-    if not {"storage", "authentication"} <= loaded(app):
-        pytest.skip("needs the storage and authentication modules")
+def test_a_clash_of_page_names_fails_at_start_up(app_config, db, tmp_path):
+    from trellis import create_app
+    from trellis_console import module as console
+
+    greeter = _greeter(tmp_path)
+    twin = Module(name="twin", console_pages=greeter.console_pages)
+    with pytest.raises(ModuleError, match="greetings"):
+        create_app(app_config, modules=[console, greeter, twin])
+    missing = Module(name="missing", console_pages=(ConsolePage("missing", "Missing", str(tmp_path / "nope.html")),))
+    with pytest.raises(ModuleError, match="does not exist"):
+        create_app(app_config, modules=[console, missing])
+    login = Module(name="login", console_pages=(ConsolePage("login", "Login", str(tmp_path / "greetings.html")),))
+    with pytest.raises(ModuleError, match="reserved"):
+        create_app(app_config, modules=[console, login])
+    with pytest.raises(ModuleError, match="slug"):
+        ConsolePage("Not A Slug", "Bad", str(tmp_path / "greetings.html"))
 
 
-def test_upload_for_a_user(storage_loaded, client, admin_headers, make_user):
-    owner = make_user()
-    response = _upload(client, admin_headers, owner=owner.id, isPublic="true")
-    assert response.status_code == 201, response.get_json()
-    record = response.get_json()
-    assert record["owner"] == owner.id and record["displayName"] == "note.txt" and record["isPublic"] is True
-    # The user owns it: it is in their files, readable with their token.
-    download = client.get(f"/storage/download/{record['_id']}", headers=owner.headers)
-    assert download.status_code == 200 and download.data == b"hello from the console\n"
-
-
-def test_upload_needs_admin_credentials(storage_loaded, client, make_user):
-    owner = make_user()
-    assert _upload(client, {}, owner=owner.id).status_code == 401
-    assert _upload(client, owner.headers, owner=owner.id).status_code == 403
-
-
-def test_upload_refusals_name_the_field(storage_loaded, client, admin_headers, make_user):
-    response = _upload(client, admin_headers, owner="no-such-user")
-    assert response.status_code == 400 and "owner" in response.get_json()["errors"]
-    response = client.post(
-        "/console/storage/upload",
-        data={"owner": make_user().id},
-        headers=admin_headers,
-        content_type="multipart/form-data",
-    )
-    assert response.status_code == 400 and "file" in response.get_json()["errors"]
-    other = make_user()
-    folder = client.post("/storage/folder", json={"name": "theirs"}, headers=other.headers).get_json()
-    response = _upload(client, admin_headers, owner=make_user().id, folder=folder["_id"])
-    assert response.status_code == 400 and "folder" in response.get_json()["errors"]
-
-
-def test_upload_follows_the_storage_limits(storage_loaded, client, admin_headers, make_user):
-    assert client.put("/config/storage", json={"maxFileSize": 5}, headers=admin_headers).status_code == 200
-    assert _upload(client, admin_headers, owner=make_user().id).status_code == 413
-    assert (
-        client.put(
-            "/config/storage", json={"maxFileSize": 10_000, "allowedTypes": ["image/*"]}, headers=admin_headers
-        ).status_code
-        == 200
-    )
-    assert _upload(client, admin_headers, owner=make_user().id).status_code == 415
-
-
-def test_upload_with_a_nameless_part_is_a_400(storage_loaded, client, admin_headers):
-    # werkzeug keys a part without a name as None; the answer must still be a 400 naming the fields.
-    body = b"--b\r\nContent-Disposition: form-data\r\n\r\nnull\r\n--b--\r\n"
-    response = client.post(
-        "/console/storage/upload", data=body, content_type="multipart/form-data; boundary=b", headers=admin_headers
-    )
-    assert response.status_code == 400
-    assert {"file", "owner"} <= set(response.get_json()["errors"])
+def test_console_is_not_in_the_openapi_document(client):
+    document = client.get("/openapi.json").get_json()
+    assert not [path for path in document["paths"] if path.startswith("/console")]
+    assert "console" not in {tag["name"] for tag in document.get("tags", [])}

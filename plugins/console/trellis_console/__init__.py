@@ -1,8 +1,8 @@
 """Trellis admin console: the web panel at ``/console``.
 
 Server-rendered page shells (Jinja) plus a small vanilla JavaScript layer that calls the same REST API as
-every other client, with the administrator's Bearer token. It requires no other module: pages of modules
-that are not loaded are not offered.
+every other client, with the administrator's Bearer token. It requires no other module and knows none:
+each module contributes its pages (``Module.console_pages``), so a module that is not loaded has no page.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from marshmallow import fields, validate
 from trellis import Module
 from trellis.module_config import ModuleConfigSchema
 
-from .views import init_app, openapi_paths
+from .views import OWN_PAGES, bp, init_app
 
 
 class ConsoleConfig(ModuleConfigSchema):
@@ -27,9 +27,10 @@ class ConsoleConfig(ModuleConfigSchema):
 
 module = Module(
     name="console",
+    blueprints=(bp,),
     config_schema=ConsoleConfig,
     init_app=init_app,
-    openapi_paths=openapi_paths,
+    console_pages=OWN_PAGES,
     description="The admin console: a web panel at /console over the REST API",
 )
 

@@ -276,36 +276,16 @@ def shoot(url: str, outdir: Path) -> list[Path]:
         card.locator("button[type=submit]").click()
         card.locator(".field-error").wait_for()
         save("02-modules")
-        steps = [
-            (
-                "03-database",
-                "database",
-                "#schemas tbody tr",
-                [("#schemas tr:has-text('Book') [data-do=documents]", "#documents tbody tr")],
-            ),
-            (
-                "04-database-schema-editor",
-                "database",
-                "#schemas tbody tr",
-                [("#schemas tr:has-text('Book') [data-do=editSchema]", "#field-rows tr")],
-            ),
-            ("05-users", "users", "#users tbody tr", []),
-            ("06-email", "email", "#outbox tbody tr", []),
-            ("07-forms", "forms", "#forms tbody tr", [("#forms [data-do=select]", "#submissions tbody tr")]),
-            ("08-chat", "chat", "#rooms tbody tr", [("#rooms [data-do=select]", "#messages tbody tr")]),
-            ("09-storage", "storage", "#files tbody tr", []),
-            ("10-sms", "sms", "#sms-outbox tbody tr", []),
-            ("11-push", "push", "#push-outbox tbody tr", [("#push-outbox [data-do=select]", "#deliveries tbody tr")]),
-        ]
-        for name, slug, ready, clicks in steps:
-            page.goto(f"{url}/console/{slug}")
-            if page.locator("main h1").count() == 0:
-                continue  # the page's module is not loaded
-            page.wait_for_selector(ready)
-            for selector, shown in clicks:
-                page.locator(selector).first.click()
-                page.wait_for_selector(shown)
-            save(name)
+        # Every other page in the navigation (the loaded modules' pages); a row's first details button is
+        # opened where there is one (a room's messages, a schema's documents …), so the shot shows both.
+        links = page.locator("nav.sidebar a").evaluate_all("links => links.map((a) => a.getAttribute('href'))")
+        for number, href in enumerate(links[1:], start=3):
+            page.goto(url + href)
+            page.wait_for_load_state("networkidle")
+            details = page.locator("[data-list] tbody tr").first.locator("[data-do=select], [data-do=documents]")
+            if details.count():
+                details.first.click()
+            save(f"{number:02d}-{href.rsplit('/', 1)[-1]}")
     if errors:
         raise RuntimeError(f"JavaScript errors in the console: {errors}")
     return saved

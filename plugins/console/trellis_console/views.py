@@ -1,27 +1,42 @@
-"""The console's server side: page shells, static assets, security headers, and one upload helper.
+"""The console's server side: the navigation, the pages the loaded modules contribute, assets, headers.
 
-Pages carry no data: they are static shells that the JavaScript in ``static/`` fills from the REST API
-with the administrator's Bearer token (kept in ``sessionStorage``, see README.md). So nothing here reads
-or writes a module's records, except :func:`storage_upload`, which exists because the Storage API has no
-administrator upload (see its docstring).
+The console knows no module. Each module declares its pages (``Module.console_pages``: a template and an
+optional script in its own package); the console offers the pages of the modules that are loaded, and
+nothing else. Pages carry no data: they are static shells that the JavaScript fills from the REST API
+with the administrator's Bearer token (kept in ``sessionStorage``, see README.md).
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
-from typing import Any
+import os
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from pathlib import Path
 
-from flask import Blueprint, Flask, Response, current_app, redirect, render_template, request, url_for
-from marshmallow import Schema, fields
+from flask import Flask, Response, current_app, redirect, render_template, request, send_file, url_for
+from jinja2 import BaseLoader, ChoiceLoader, Environment, FileSystemLoader, TemplateNotFound
 
-from trellis.credentials import ADMIN_SECURITY, require_admin
-from trellis.errors import APIError, bad_request, not_found
-from trellis.http import body_limit
+from trellis import ConsolePage, Module
+from trellis.errors import not_found
+from trellis.http import PageBlueprint
+from trellis.modules import ModuleError
 
 MODULE = "console"
+HERE = Path(__file__).parent
 
-# script-src 'self' and no 'unsafe-inline' anywhere: the only code that runs is /console/static/*.js.
+# The console's own pages: the first leads the navigation, the rest close it; other modules' pages go
+# between, by title.
+OWN_PAGES = (
+    ConsolePage(
+        "modules", "Modules", str(HERE / "templates" / "console" / "modules.html"), str(HERE / "static" / "modules.js")
+    ),
+    ConsolePage("audit", "Audit log", str(HERE / "templates" / "console" / "audit.html")),
+)
+# Paths under /console that are not pages.
+RESERVED_SLUGS = frozenset({"login", "static", "scripts"})
+PAGE_TEMPLATE_PREFIX = "console/page/"
+
+# script-src 'self' and no 'unsafe-inline' anywhere: the only code that runs is the console's and the modules' .js files.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -35,47 +50,77 @@ SECURITY_HEADERS = {
 }
 
 
-@dataclass(frozen=True)
-class Page:
-    slug: str
-    title: str
-    module: str | None  # the module the page administers; hidden when that module is not loaded
+def navigation(modules: Sequence[Module]) -> list[ConsolePage]:
+    """Every page of the loaded modules, in navigation order; fails fast on a clash or a missing file."""
+    own = next(m.console_pages for m in modules if m.name == MODULE)
+    others = sorted(
+        (page for module in modules if module.name != MODULE for page in module.console_pages),
+        key=lambda page: page.title.casefold(),
+    )
+    pages = [*own[:1], *others, *own[1:]]
+    seen: set[str] = set()
+    for page in pages:
+        if page.slug in seen:
+            raise ModuleError(f"two loaded modules declare the console page {page.slug!r}")
+        if page.slug in RESERVED_SLUGS:
+            raise ModuleError(f"console page {page.slug!r}: the name is reserved ({', '.join(sorted(RESERVED_SLUGS))})")
+        seen.add(page.slug)
+        for path in (page.template, page.script):
+            if path is not None and not os.path.isfile(path):
+                raise ModuleError(f"console page {page.slug!r} names a file that does not exist: {path}")
+    return pages
 
 
-PAGES = (
-    Page("modules", "Modules", None),
-    Page("database", "Database", "database"),
-    Page("users", "Users", "authentication"),
-    Page("email", "Email", "email"),
-    Page("forms", "Forms", "forms"),
-    Page("chat", "Chat", "chat"),
-    Page("storage", "Storage", "storage"),
-    Page("sms", "SMS", "sms"),
-    Page("push", "Push notifications", "pushNotifications"),
-    Page("audit", "Audit log", None),
-)
-
-bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
+def pages() -> list[ConsolePage]:
+    return current_app.extensions["trellis_console"]
 
 
-def _trellis() -> Any:
-    return current_app.extensions["trellis"]
+def _page(slug: str) -> ConsolePage:
+    found = next((page for page in pages() if page.slug == slug), None)
+    if found is None:
+        raise not_found(f"No console page named {slug!r}")
+    return found
 
 
-def available_pages() -> list[Page]:
-    trellis = _trellis()
-    return [page for page in PAGES if page.module is None or trellis.module(page.module) is not None]
+class _PageTemplates(BaseLoader):
+    """``console/page/<slug>``: the template file that page's module names (reloaded when it changes)."""
+
+    def get_source(self, environment: Environment, template: str) -> tuple[str, str, Callable[[], bool]]:
+        if not template.startswith(PAGE_TEMPLATE_PREFIX):
+            raise TemplateNotFound(template)
+        page = next((p for p in pages() if p.slug == template[len(PAGE_TEMPLATE_PREFIX) :]), None)
+        if page is None:
+            raise TemplateNotFound(template)
+        path = Path(page.template)
+        mtime = path.stat().st_mtime
+
+        def uptodate() -> bool:
+            try:
+                return path.stat().st_mtime == mtime
+            except OSError:
+                return False
+
+        return path.read_text("utf-8"), str(path), uptodate
+
+
+class ConsoleBlueprint(PageBlueprint):
+    @cached_property
+    def jinja_loader(self) -> BaseLoader:  # type: ignore[override]
+        return ChoiceLoader([FileSystemLoader(str(HERE / "templates")), _PageTemplates()])
+
+
+bp = ConsoleBlueprint("console", __name__, url_prefix="/console", static_folder="static")
 
 
 @bp.before_request
 def _only_when_active() -> None:
-    if not _trellis().configs.is_active(MODULE):
+    if not current_app.extensions["trellis"].configs.is_active(MODULE):
         raise not_found("The console module is not active")
 
 
 @bp.get("/")
 def index() -> Response:
-    return redirect(url_for("console.page", name="modules"))
+    return redirect(url_for("console.page", name=pages()[0].slug))
 
 
 @bp.get("/login")
@@ -85,120 +130,26 @@ def login() -> str:
 
 @bp.get("/<string:name>")
 def page(name: str) -> str:
-    pages = available_pages()
-    current = next((p for p in pages if p.slug == name), None)
-    if current is None:
-        raise not_found(f"No console page named {name!r}")
-    config = _trellis().configs.get(MODULE)
-    loaded = [m.name for m in _trellis().modules]
+    current = _page(name)
+    trellis = current_app.extensions["trellis"]
     return render_template(
-        f"console/{name}.html",
-        page=name,
+        PAGE_TEMPLATE_PREFIX + current.slug,
+        page=current.slug,
         title=current.title,
-        pages=pages,
-        page_size=config["pageSize"],
-        loaded=loaded,
+        script=current.script is not None,
+        pages=pages(),
+        page_size=trellis.configs.get(MODULE)["pageSize"],
+        loaded=[m.name for m in trellis.modules],
     )
 
 
-def _upload_limit() -> int:
-    if _trellis().module("storage") is None:
-        return current_app.config["MAX_CONTENT_LENGTH"]
-    from trellis_storage.routes import upload_limit
-
-    return upload_limit()
-
-
-@bp.post("/storage/upload")
-@body_limit(_upload_limit)
-def storage_upload() -> tuple[dict[str, Any], int]:
-    """Upload a file on behalf of a user (multipart ``file``, ``owner``, optional ``folder``, ``isPublic``).
-
-    ``POST /storage/upload`` takes a user token only (the uploader owns the file), so an administrator
-    cannot call it. This route runs the Storage module's own form schema and service functions (size
-    limit, type sniffing, allowed types, folder ownership, all-or-nothing write) with the owner the
-    administrator picked; it adds no rule of its own.
-    """
-    require_admin()
-    if _trellis().module("storage") is None:
-        raise not_found("The storage module is not loaded")
-    from trellis_authentication import service as users  # storage requires authentication
-    from trellis_storage import service as storage
-    from trellis_storage.routes import StorageBlueprint
-
-    # The Storage module's own multipart parser and form schema (plus the owner).
-    form = StorageBlueprint.ARGUMENTS_PARSER.parse(_owned_upload_form()(), request, location="multipart")
-    try:
-        users.get_user(form["owner"])
-    except APIError as exc:
-        if exc.status != 404:
-            raise
-        raise bad_request("No such user", {"owner": ["No user with this id"]}) from None
-    folder = storage.target_folder(form["folder"], form["owner"], "folder")
-    upload = form["file"]
-    record = storage.store_upload(
-        upload.stream, upload.filename, owner=form["owner"], folder=folder, is_public=form["isPublic"]
-    )
-    from trellis_storage.schemas import FileSchema
-
-    return FileSchema().dump(record), 201
-
-
-@functools.cache
-def _owned_upload_form() -> type[Schema]:
-    from trellis_storage.schemas import UploadForm
-
-    class OwnedUploadForm(UploadForm):
-        owner = fields.String(required=True, metadata={"description": "id of the user who will own the file"})
-
-    return OwnedUploadForm
-
-
-def openapi_paths(app: Flask) -> dict[str, Any]:
-    """The console's API route in /openapi.json: the upload helper. Its HTML pages, scripts and style
-    sheet are for browsers, not API clients, and are left out (a generator would make functions of them)."""
-    content = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
-    errors = {
-        str(status): {"description": _ERRORS[status], "content": content} for status in (400, 401, 403, 404, 413, 415)
-    }
-    upload_form = {
-        "type": "object",
-        "required": ["file", "owner"],
-        "properties": {
-            "file": {"type": "string", "format": "binary"},
-            "owner": {"type": "string", "description": "id of the user who will own the file"},
-            "folder": {"type": "string", "description": "id of one of the owner's folders"},
-            "isPublic": {"type": "boolean", "description": "default: the folder's"},
-        },
-    }
-    upload = {
-        "tags": ["console"],
-        "operationId": "consoleUploadFile",
-        "summary": "Upload a file on behalf of a user (the Storage module's rules apply)",
-        "security": ADMIN_SECURITY,
-        "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": upload_form}}},
-        "responses": {
-            "201": {
-                "description": "The file record, as `GET /storage/file/{fileId}` answers it",
-                "content": {"application/json": {"schema": {"type": "object"}}},
-            },
-            **errors,
-        },
-    }
-    return {
-        "tags": [{"name": "console", "description": "The admin console's upload helper (its pages are at /console)"}],
-        "paths": {"/console/storage/upload": {"post": upload}},
-    }
-
-
-_ERRORS = {
-    400: "Invalid form (`errors` names the fields)",
-    401: "Missing or invalid credentials",
-    403: "Not an administrator",
-    404: "Not found, or the console (or the Storage module) is not active or loaded",
-    413: "The file is larger than the Storage module's maxFileSize",
-    415: "The file's type is not in the Storage module's allowedTypes",
-}
+@bp.get("/scripts/<string:slug>.js")
+def script(slug: str) -> Response:
+    """A page's script, from its module's package."""
+    path = _page(slug).script
+    if path is None:
+        raise not_found(f"The console page {slug!r} has no script")
+    return send_file(path, mimetype="text/javascript", conditional=True)
 
 
 def _security_headers(response: Response) -> Response:
@@ -212,5 +163,5 @@ def _security_headers(response: Response) -> Response:
 
 
 def init_app(app: Flask) -> None:
-    app.register_blueprint(bp)
+    app.extensions["trellis_console"] = navigation(app.extensions["trellis"].modules)
     app.after_request(_security_headers)

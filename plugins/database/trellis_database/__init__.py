@@ -11,7 +11,7 @@ from marshmallow import fields as ma
 from marshmallow import validate
 from sqlalchemy import event
 
-from trellis import Module
+from trellis import ConsolePage, Module
 from trellis.module_config import ModuleConfigSchema
 
 from . import (
@@ -64,6 +64,9 @@ def init_app(app: Flask) -> None:
         engine.dispose()  # connections opened before this listener existed lack the function
 
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="database",
     requires=("authentication",),
@@ -73,6 +76,7 @@ module = Module(
     hooks=(LiveUserEvents(),),
     config_schema=DatabaseConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("database", "Database", str(CONSOLE / "database.html"), str(CONSOLE / "database.js")),),
     openapi_paths=openapi_paths,
     init_app=init_app,
     description="Schemas, documents, custom endpoints and GraphQL",

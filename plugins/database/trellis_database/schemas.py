@@ -12,6 +12,48 @@ from marshmallow import fields as ma
 
 from trellis.http import ListArgs, list_schema
 
+from .definitions import CAN_MODIFY, default_options
+from .fields import TYPES
+
+# A field definition as OpenAPI describes it (the schema service checks it): clients and the console read
+# the type names here rather than keeping a copy.
+_FIELD_TYPE = {"type": "string", "enum": list(TYPES)}
+FIELD_DEFINITION = {
+    "oneOf": [
+        _FIELD_TYPE,
+        {"type": "array", "items": _FIELD_TYPE, "minItems": 1, "maxItems": 1},
+        {
+            "type": "object",
+            "required": ["type"],
+            "properties": {
+                "type": {"oneOf": [_FIELD_TYPE, {"type": "array", "items": _FIELD_TYPE, "minItems": 1, "maxItems": 1}]},
+                "model": {"type": "string", "description": "the related schema (Relation)"},
+                "required": {"type": "boolean"},
+                "unique": {"type": "boolean"},
+                "default": {"description": "a value of the field's type"},
+                "description": {"type": "string"},
+                "index": {"type": "boolean"},
+                "maxLength": {"type": "integer", "minimum": 1},
+            },
+        },
+    ]
+}
+MODEL_OPTIONS = {
+    "default": default_options(),
+    "properties": {
+        "timestamps": {"type": "boolean"},
+        "conduit": {
+            "type": "object",
+            "properties": {
+                "permissions": {
+                    "type": "object",
+                    "properties": {"canModify": {"type": "string", "enum": list(CAN_MODIFY)}},
+                }
+            },
+        },
+    },
+}
+
 
 class SchemaBody(Schema):
     name = ma.String(required=True, metadata={"description": "^[A-Za-z][A-Za-z0-9_]{0,62}$, unique"})
@@ -24,9 +66,10 @@ class SchemaBody(Schema):
             "default?, description?, index?}; types: String, Number, Boolean, Date, ObjectId, JSON, "
             "Relation (needs model)",
             "example": {"title": {"type": "String", "required": True}, "price": "Number", "tags": ["String"]},
+            "additionalProperties": FIELD_DEFINITION,
         },
     )
-    modelOptions = ma.Dict(metadata={"description": "{timestamps, conduit: {permissions, cms}}"})
+    modelOptions = ma.Dict(metadata={"description": "{timestamps, conduit: {permissions, cms}}", **MODEL_OPTIONS})
     conduitOptions = ma.Dict(metadata={"description": "Conduit's name for modelOptions.conduit"})
 
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from trellis import Module, OwnedSchema
+from trellis import ConsolePage, Module, OwnedSchema
 
 from .config import EmailConfigSchema
 from .routes import blp
@@ -20,11 +20,15 @@ TEMPLATE_SCHEMA = OwnedSchema(
     owner_module="email",
 )
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="email",
     blueprints=(blp,),
     config_schema=EmailConfigSchema,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("email", "Email", str(CONSOLE / "email.html")),),
     owned_schemas=(TEMPLATE_SCHEMA,),
     description="Sends raw and template e-mail through an outbox, SMTP, Mailgun or SendGrid",
 )

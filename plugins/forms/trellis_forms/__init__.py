@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from trellis import Module, OwnedSchema
+from trellis import ConsolePage, Module, OwnedSchema
 
 from .config import FormsConfigSchema
 from .routes import blp
@@ -29,11 +29,15 @@ SUBMISSION_SCHEMA = OwnedSchema(
     owner_module="forms",
 )
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="forms",
     blueprints=(blp,),
     config_schema=FormsConfigSchema,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("forms", "Forms", str(CONSOLE / "forms.html")),),
     owned_schemas=(FORM_SCHEMA, SUBMISSION_SCHEMA),
     description="Admin-defined forms that accept validated public submissions, forwarded by e-mail when Email is active",
 )

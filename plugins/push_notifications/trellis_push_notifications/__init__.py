@@ -6,7 +6,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from trellis import Module
+from trellis import ConsolePage, Module
 
 from .config import PushConfig
 from .hooks import UserCleanup
@@ -18,6 +18,9 @@ def _init_app(app: Flask) -> None:
     app.extensions["pushNotifications"] = PushState()
 
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="pushNotifications",
     requires=("authentication",),
@@ -25,6 +28,7 @@ module = Module(
     blueprints=(blp,),
     config_schema=PushConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("push", "Push notifications", str(CONSOLE / "push.html")),),
     hooks=(UserCleanup(),),
     init_app=_init_app,
 )

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask
 
-from trellis import Module, OwnedSchema
+from trellis import ConsolePage, Module, OwnedSchema
 from trellis.hooks import hookimpl
 
 from .admin import blp as admin_blp
@@ -61,12 +61,16 @@ def _init_app(app: Flask) -> None:
     remove_stale_parts(app.config["STORAGE_PATH"])
 
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="storage",
     requires=("authentication",),
     blueprints=(blp, admin_blp),
     config_schema=StorageConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    console_pages=(ConsolePage("storage", "Storage", str(CONSOLE / "storage.html")),),
     hooks=(_UserHooks(),),
     owned_schemas=OWNED_SCHEMAS,
     init_app=_init_app,

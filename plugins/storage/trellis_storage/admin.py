@@ -8,15 +8,22 @@ from sqlalchemy import func, select
 
 from trellis import db
 from trellis.credentials import admin_required
-from trellis.http import Blueprint, list_schema, paginate
+from trellis.errors import APIError, bad_request
+from trellis.http import list_schema, paginate
 from trellis.module_config import admin_config_routes
 
+from . import service
 from .config import StorageConfig
 from .models import File, Folder
-from .schemas import FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema
+from .routes import StorageBlueprint
+from .schemas import AdminUploadForm, FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema
 from .service import MODULE
 
-blp = Blueprint("storage_admin", __name__, description="Storage administration: all files, statistics, configuration")
+blp = StorageBlueprint(
+    "storage_admin",
+    __name__,
+    description="Storage administration: all files, uploads for users, statistics, configuration",
+)
 
 FileList = list_schema("StorageFileList", "files", FileSchema)
 FolderList = list_schema("StorageFolderList", "folders", FolderSchema)
@@ -41,6 +48,28 @@ def list_files(args: dict[str, Any]):
         query = query.where(func.lower(File.display_name).contains(args["search"].lower(), autoescape=True))
     files, count = paginate(query, args["skip"], args["limit"], (File.created_at.desc(), File.id))
     return {"files": files, "count": count}
+
+
+@blp.route("/admin/storage/upload", methods=["POST"])
+@admin_required
+@blp.upload_form(AdminUploadForm)
+@blp.response(201, FileSchema)
+def upload_for_user(form: dict[str, Any]):
+    """Upload a file on behalf of a user (multipart `file`, `owner`, optional `folder` and `isPublic`).
+
+    `POST /storage/upload` takes a user token (the uploader owns the file); here an administrator picks the
+    owner. The same rules apply: size limit, sniffed type, allowed types, the folder must be the owner's.
+    Answers the file record as `GET /storage/file/{fileId}` does; the upload is in the audit log.
+    """
+    from trellis_authentication.service import get_user  # the module this one requires
+
+    try:
+        get_user(form["owner"])
+    except APIError as exc:
+        if exc.status != 404:
+            raise
+        raise bad_request("No such user", {"owner": ["No user with this id"]}) from None
+    return service.store_form(form, form["owner"])
 
 
 @blp.route("/admin/storage/folders", methods=["GET"])

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+from marshmallow import Schema
 from sqlalchemy import select
 from werkzeug.datastructures import CombinedMultiDict
 from werkzeug.exceptions import RequestEntityTooLarge
@@ -44,12 +46,31 @@ class _Parser(Blueprint.ARGUMENTS_PARSER.__class__):
             raise service.too_large(service.config()["maxFileSize"]) from None
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
 class StorageBlueprint(Blueprint):
     ARGUMENTS_PARSER = _Parser()
     DEFAULT_LOCATION_CONTENT_TYPE_MAPPING = {
         **Blueprint.DEFAULT_LOCATION_CONTENT_TYPE_MAPPING,
         "multipart": "multipart/form-data",
     }
+
+    def upload_form(self, form: type[Schema]) -> Callable[[F], F]:
+        """What every upload route shares: its body limit, its multipart form, its documented refusals."""
+
+        def decorate(func: F) -> F:
+            for decorator in (
+                self.alt_response(500, schema=ErrorSchema, description="PROVIDER_ERROR: the storage backend failed"),
+                self.alt_response(415, schema=ErrorSchema, description="The (sniffed) type is not in allowedTypes"),
+                self.alt_response(413, schema=ErrorSchema, description="The file is larger than maxFileSize"),
+                self.arguments(form, location="multipart"),
+                body_limit(upload_limit),
+            ):
+                func = decorator(func)
+            return func
+
+        return decorate
 
 
 blp = StorageBlueprint("storage", __name__, description="Files and folders of users; public and signed URLs")
@@ -84,24 +105,15 @@ def _caller() -> Identity:
 
 @blp.route("/storage/upload", methods=["POST"])
 @user_required
-@body_limit(upload_limit)
-@blp.arguments(UploadForm, location="multipart")
+@blp.upload_form(UploadForm)
 @blp.response(201, UploadedSchema)
-@blp.alt_response(413, schema=ErrorSchema, description="The file is larger than maxFileSize")
-@blp.alt_response(415, schema=ErrorSchema, description="The (sniffed) type is not in allowedTypes")
-@blp.alt_response(500, schema=ErrorSchema, description="PROVIDER_ERROR: the storage backend failed")
 def upload(form: dict[str, Any]):
     """Upload a file (multipart `file`, optional `folder` id and `isPublic`).
 
     The content type is sniffed from the bytes (by extension only when the bytes say nothing); the name
     is sanitised. Nothing is left behind when the upload fails.
     """
-    owner = require_user().id
-    folder = service.target_folder(form["folder"], owner, "folder")
-    upload = form["file"]
-    record = service.store_upload(
-        upload.stream, upload.filename, owner=owner, folder=folder, is_public=form["isPublic"]
-    )
+    record = service.store_form(form, require_user().id)
     return {
         "id": record.id,
         "url": service.record_url(record),

@@ -42,6 +42,13 @@ class UploadForm(Schema):
     )
 
 
+class AdminUploadForm(UploadForm):
+    owner = fields.String(required=True, metadata={"description": "id of the user who will own the file"})
+    folder = fields.String(
+        load_default=None, allow_none=True, metadata={"description": "id of one of the owner's folders (optional)"}
+    )
+
+
 class UploadedSchema(Schema):
     id = fields.String(required=True)
     url = fields.String(required=True)

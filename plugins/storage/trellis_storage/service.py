@@ -218,6 +218,13 @@ def store_upload(
     return record
 
 
+def store_form(form: dict[str, Any], owner: str) -> File:
+    """An upload route's form (``file``, ``folder``, ``isPublic``) stored for ``owner``, in the owner's folder."""
+    folder = target_folder(form["folder"], owner, "folder")
+    upload = form["file"]
+    return store_upload(upload.stream, upload.filename, owner=owner, folder=folder, is_public=form["isPublic"])
+
+
 def _delete_blob(backend: Backend, key: str) -> None:
     try:
         backend.delete(key)

@@ -3,7 +3,10 @@
 //   <form data-api="METHOD /api/path">                      a form sent as JSON, errors shown by the fields
 //   <select data-options="/api/path" …>                     options loaded from a list route
 //   <dl data-fetch="/api/path">                             a record shown key by key
-// Page scripts (modules.js, database.js) add what is specific to them.
+//   <select name="status" data-enum> in a list's filters    its choices: the list route's documented enum
+//   <span data-enum-text="POST /api/path field.items.type">  documented choices of a body field, as text
+// Page scripts (a module's, served at /console/scripts/<page>.js) import this file by its absolute path,
+// /console/static/console.js, and add what is specific to them.
 // Everything coming from the API is inserted as text nodes or attribute values, never parsed as HTML.
 
 const TOKEN_KEY = "trellis.console.token";
@@ -572,6 +575,63 @@ export function showErrors(form, data) {
   box.hidden = false;
 }
 
+// ---- the server's own description: types, choices and defaults come from /openapi.json -------------------
+
+let openapi = null;
+
+/** The OpenAPI document, fetched once per page (null when it cannot be read). */
+export function openapiDocument() {
+  if (!openapi) openapi = api("GET", "/openapi.json").then((result) => (result.ok ? result.data : null));
+  return openapi;
+}
+
+function dereference(doc, node) {
+  for (let hops = 0; node && node.$ref && hops < 10; hops += 1) {
+    node = node.$ref.replace(/^#\//, "").split("/").reduce((value, key) => (value == null ? undefined : value[key]), doc);
+  }
+  return node;
+}
+
+/** The schema an operation documents for its JSON body, at `where` ("fields.items.type": a property, then an
+ *  array's items, then a property …), references resolved; with {parameter: "status"}, for that query parameter. */
+export async function documentedSchema(method, path, where = "", { parameter } = {}) {
+  const doc = await openapiDocument();
+  const operation = doc && doc.paths && doc.paths[path] && doc.paths[path][method.toLowerCase()];
+  if (!operation) return null;
+  let node;
+  if (parameter) {
+    const found = (operation.parameters || []).map((p) => dereference(doc, p)).find((p) => p.in === "query" && p.name === parameter);
+    node = found && found.schema;
+  } else {
+    const content = operation.requestBody && operation.requestBody.content && operation.requestBody.content["application/json"];
+    node = content && content.schema;
+  }
+  for (const key of where.split(".").filter(Boolean)) {
+    node = dereference(doc, node);
+    if (!node) return null;
+    node = node.properties && key in node.properties ? node.properties[key] : node[key];
+  }
+  return dereference(doc, node) || null;
+}
+
+function choicesOf(schema) {
+  const choices = (schema && (schema.enum || (schema.items && schema.items.enum))) || [];
+  return choices.filter((choice) => choice !== null).map(String);
+}
+
+/** A filter's choices: the enum the list route documents for the query parameter of the select's name. */
+async function loadEnum(select) {
+  const list = select.closest("[data-list]");
+  const schema = list && (await documentedSchema("GET", list.dataset.path, "", { parameter: select.name }));
+  select.append(...choicesOf(schema).map((choice) => el("option", { value: choice }, choice)));
+}
+
+/** <span data-enum-text="POST /admin/forms fields.items.type">: the documented choices, as text. */
+async function loadEnumText(node) {
+  const [method, path, where] = node.dataset.enumText.split(" ");
+  node.textContent = choicesOf(await documentedSchema(method, path, where)).join(" | ");
+}
+
 // ---- option lists and records --------------------------------------------------------------------------
 
 export async function loadOptions(select) {
@@ -641,6 +701,8 @@ async function start() {
   for (const root of document.querySelectorAll("[data-list]")) lists.set(root.id, new List(root));
   for (const form of document.querySelectorAll("form[data-api]")) bindForm(form);
   for (const select of document.querySelectorAll("select[data-options]")) loadOptions(select);
+  for (const select of document.querySelectorAll("select[data-enum]")) loadEnum(select);
+  for (const node of document.querySelectorAll("[data-enum-text]")) loadEnumText(node);
   for (const container of document.querySelectorAll("[data-fetch]")) loadRecord(container);
   for (const callback of readyCallbacks) await callback();
   for (const list of lists.values()) if (!list.needs.length && !("manual" in list.root.dataset)) list.load();

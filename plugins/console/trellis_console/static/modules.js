@@ -1,5 +1,5 @@
 // Modules page: one card per loaded module, its config form generated from the module's JSON Schema.
-import { api, bindForm, el, errorText, flash, onReady } from "./console.js";
+import { api, bindForm, el, errorText, flash, onReady } from "/console/static/console.js";
 
 const SECRET = /password|secret|apikey|authtoken|token$/i;
 

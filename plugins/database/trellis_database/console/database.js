@@ -1,8 +1,13 @@
 // Database page: the schema editor (fields and CRUD options), documents of one schema, custom endpoints.
-import { actions, clearErrors, collect, el, fillForm, lists, onReady, resetForm, submitForm } from "./console.js";
+import {
+  actions, clearErrors, collect, documentedSchema, el, fillForm, flash, lists, onReady, resetForm, submitForm,
+} from "/console/static/console.js";
 
-const TYPES = ["String", "Number", "Boolean", "Date", "ObjectId", "JSON", "Relation"];
 const OWN = "database";
+// From the server's description of POST /admin/database/schemas (see onReady): the field type names,
+// the options a new schema starts with, and the choices of canModify.
+let TYPES = [];
+let DEFAULT_OPTIONS = {};
 
 const editor = () => document.getElementById("schema-editor");
 const schemaForm = () => document.getElementById("schema-form");
@@ -96,16 +101,21 @@ function openEditor(mode, schema) {
   (form.querySelector("input[name=name]:not(:disabled)") || rowsBody().querySelector("input")).focus();
 }
 
-const DEFAULT_OPTIONS = {
-  timestamps: true,
-  conduit: {
-    permissions: { extendable: true, canCreate: true, canModify: "Everything", canDelete: true },
-    cms: {
-      enabled: true,
-      crudOperations: Object.fromEntries(["create", "read", "update", "delete"].map((op) => [op, { enabled: true, authenticated: false }])),
-    },
-  },
-};
+/** Field types, default options and canModify choices, as the schema routes document them. */
+async function loadDefinitions() {
+  const route = ["POST", "/admin/database/schemas"];
+  const [field, options, canModify] = await Promise.all([
+    documentedSchema(...route, "fields.additionalProperties"),
+    documentedSchema(...route, "modelOptions"),
+    documentedSchema(...route, "modelOptions.conduit.permissions.canModify"),
+  ]);
+  TYPES = ((field && field.oneOf) || []).map((option) => option.enum).find(Boolean) || [];
+  DEFAULT_OPTIONS = (options && options.default) || {};
+  document.querySelector("select[name='modelOptions.conduit.permissions.canModify']")
+    .replaceChildren(...((canModify && canModify.enum) || []).map((choice) => el("option", {}, choice)));
+  if (!TYPES.length) flash("The field types could not be read from /openapi.json: the schema editor is unavailable.", "error");
+  document.getElementById("new-schema").disabled = !TYPES.length;
+}
 
 async function saveSchema(event) {
   event.preventDefault();
@@ -181,7 +191,8 @@ actions.documents = (schema) => showDocuments(schema);
 actions.editSchema = (schema) => openEditor("edit", schema);
 actions.extendSchema = (schema) => openEditor("extend", schema);
 
-onReady(() => {
+onReady(async () => {
+  await loadDefinitions();
   const schemas = lists.get("schemas");
   schemas.transform = (rows) => rows.map((schema) => {
     const own = schema.ownerModule === OWN;

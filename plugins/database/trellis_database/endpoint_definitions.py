@@ -149,6 +149,7 @@ class PathErrorsSchema(Schema):
 
 
 def by_path(messages: Any, prefix: str = "") -> dict[str, list[Any]]:
+    """marshmallow's nested messages → ``{"query.AND.0.operation": [reason, …]}``."""
     out: dict[str, list[Any]] = {}
     if not isinstance(messages, dict):
         out[prefix or "_schema"] = messages if isinstance(messages, list) else [messages]
@@ -413,6 +414,7 @@ def coerce(field: Field, value: Any) -> Any:
 
 
 def create(body: dict[str, Any]) -> dict[str, Any]:
+    """Store a new endpoint from a body loaded by ``EndpointBody``."""
     snap = snapshot()
     values = normalise(body, snap)
     if values["name"] in snap.endpoints:
@@ -424,6 +426,7 @@ def create(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def update(endpoint_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Apply changes loaded by ``EndpointChangesBody`` (checked once merged over the current definition)."""
     snap = snapshot()
     current = find(snap, endpoint_id)
     values = normalise(body, snap, current)

@@ -44,6 +44,21 @@ def test_static_document(client):
     assert doc["components"]["schemas"]["Error"]["required"] == ["message", "name", "status"]
 
 
+def test_guards_document_their_security_and_errors(client):
+    """A guard adds its security and 401/403 (flask-smorest's doc / alt_response); a status the route
+    documents itself keeps the route's description."""
+    paths = client.get("/openapi.json").get_json()["paths"]
+    audit = paths["/admin/audit"]["get"]
+    assert audit["security"] == [{"masterkey": []}, {"bearerAuth": []}]
+    assert audit["responses"]["401"]["description"] == "Missing or invalid credentials"
+    assert audit["responses"]["403"]["description"] == "Not allowed"
+    assert audit["responses"]["403"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    change = paths["/authentication/local/change-password"]["post"]
+    assert change["security"] == [{"bearerAuth": []}]
+    assert change["responses"]["401"]["description"] == "Missing or invalid credentials, or a wrong old password"
+    assert change["responses"]["403"]["description"] == "Not allowed"
+
+
 # The generic document routes: documented as one typed path family per CMS-enabled schema instead.
 GENERIC_DOCUMENTS = {"database-documents", "database-changes"}  # replaced by per-schema paths
 

@@ -20,8 +20,9 @@ from flask_jwt_extended.exceptions import JWTExtendedException
 from jwt import PyJWTError
 
 from . import db
-from .errors import forbidden, unauthorized
+from .errors import ErrorSchema, forbidden, unauthorized
 from .hooks import call as hooks
+from .http import Blueprint
 from .models import Admin
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -134,72 +135,64 @@ def require_user() -> Identity:
     return identity
 
 
-def _document(func: Any, security: list[dict[str, list]], statuses: tuple[int, ...]) -> None:
-    """Add security and error responses to the flask-smorest doc of ``func``."""
-    from .errors import ErrorSchema
-
-    apidoc = getattr(func, "_apidoc", {})
-    manual = apidoc.setdefault("manual_doc", {})
-    manual.setdefault("security", security)
-    responses = manual.setdefault("responses", {})
+def _document(func: F, security: list[dict[str, list]], statuses: tuple[int, ...]) -> F:
+    """``func`` with the guard's security and error responses in its flask-smorest doc. A guard copies
+    this doc onto its wrapper (``functools.wraps``) and calls ``func`` itself: the documenting wrappers
+    only carry documentation, so requests skip them."""
     for status in statuses:
-        responses.setdefault(
-            status, {"description": _DESCRIPTIONS[status], "content": {"application/json": {"schema": ErrorSchema}}}
-        )
-    func._apidoc = apidoc
+        func = _GUARD_DOCS.alt_response(status, schema=ErrorSchema, description=_DESCRIPTIONS[status])(func)
+    return Blueprint.doc(security=security)(func)
 
 
 _DESCRIPTIONS = {401: "Missing or invalid credentials", 403: "Not allowed"}
+# Only for its alt_response decorator (an instance method); never registered.
+_GUARD_DOCS = Blueprint("trellis-guards", __name__)
 
 
 def admin_required(func: F) -> F:
     """Guard for every administrative route: masterkey OR admin Bearer."""
 
-    @functools.wraps(func)
+    @functools.wraps(_document(func, ADMIN_SECURITY, (401, 403)))
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         require_admin()
         return func(*args, **kwargs)
 
-    _document(wrapper, ADMIN_SECURITY, (401, 403))
     return wrapper  # type: ignore[return-value]
 
 
 def master_key_required(func: F) -> F:
     """Guard for ``POST /login``: only the master key opens it."""
 
-    @functools.wraps(func)
+    @functools.wraps(_document(func, [{"masterkey": []}], (401,)))
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         key = request.headers.get("masterkey")
         if key is None or not master_key_matches(key):
             raise unauthorized("This route needs a valid masterkey header")
         return func(*args, **kwargs)
 
-    _document(wrapper, [{"masterkey": []}], (401,))
     return wrapper  # type: ignore[return-value]
 
 
 def user_required(func: F) -> F:
     """Guard for user routes: a valid user Bearer token (401 without, 403 for admin credentials)."""
 
-    @functools.wraps(func)
+    @functools.wraps(_document(func, USER_SECURITY, (401, 403)))
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         require_user()
         return func(*args, **kwargs)
 
-    _document(wrapper, USER_SECURITY, (401, 403))
     return wrapper  # type: ignore[return-value]
 
 
 def user_or_admin_required(func: F) -> F:
     """Guard for routes a user uses on their own records and an admin on anybody's: any valid credential."""
 
-    @functools.wraps(func)
+    @functools.wraps(_document(func, [{"bearerAuth": []}, {"masterkey": []}], (401,)))
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if identify() is None:
             raise unauthorized("This route needs a user Bearer token or administrator credentials")
         return func(*args, **kwargs)
 
-    _document(wrapper, [{"bearerAuth": []}, {"masterkey": []}], (401,))
     return wrapper  # type: ignore[return-value]
 
 

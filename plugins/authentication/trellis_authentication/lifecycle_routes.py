@@ -96,7 +96,7 @@ def reset_password(body: dict[str, Any]):
 @blp.arguments(ChangePasswordSchema)
 @blp.response(200, MessageSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="The new password breaks the password rules")
-@blp.alt_response(401, schema=ErrorSchema, description="Wrong old password")
+@blp.alt_response(401, schema=ErrorSchema, description="Missing or invalid credentials, or a wrong old password")
 def change_password(body: dict[str, Any]):
     """Change the password; the user's other sessions end, this one stays."""
     identity = require_user()
@@ -109,7 +109,7 @@ def change_password(body: dict[str, Any]):
 @blp.arguments(ChangeEmailSchema)
 @blp.response(200, ChangeEmailAnswerSchema)
 @blp.alt_response(400, schema=ErrorSchema, description=NOT_ACTIVE)
-@blp.alt_response(401, schema=ErrorSchema, description="Wrong password")
+@blp.alt_response(401, schema=ErrorSchema, description="Missing or invalid credentials, or a wrong password")
 @blp.alt_response(409, schema=ErrorSchema, description="Another user has this email")
 @blp.alt_response(429, schema=ErrorSchema, description=LIMITED)
 def change_email(body: dict[str, Any]):
@@ -161,7 +161,11 @@ def magic_link_sign_in(token: str):
 @blp.arguments(TwoFaEnableSchema)
 @blp.response(200, TwoFaEnabledSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="Missing phoneNumber, or the SMS module is not active")
-@blp.alt_response(403, schema=ErrorSchema, description="Two-factor is not enabled (twoFa.enabled)")
+@blp.alt_response(
+    403,
+    schema=ErrorSchema,
+    description="Not allowed (administrator credentials), or two-factor is not enabled (twoFa.enabled)",
+)
 @blp.alt_response(409, schema=ErrorSchema, description="Two-factor is already on, or another user has the number")
 @blp.alt_response(429, schema=ErrorSchema, description=LIMITED)
 def two_fa_enable(body: dict[str, Any]):
@@ -174,8 +178,12 @@ def two_fa_enable(body: dict[str, Any]):
 @blp.arguments(CodeSchema)
 @blp.response(200, RecoveryCodesSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="No set-up pending")
-@blp.alt_response(401, schema=ErrorSchema, description="Wrong code")
-@blp.alt_response(403, schema=ErrorSchema, description="Two-factor is not enabled (twoFa.enabled)")
+@blp.alt_response(401, schema=ErrorSchema, description="Missing or invalid credentials, or a wrong code")
+@blp.alt_response(
+    403,
+    schema=ErrorSchema,
+    description="Not allowed (administrator credentials), or two-factor is not enabled (twoFa.enabled)",
+)
 @blp.alt_response(409, schema=ErrorSchema, description="Two-factor is already on")
 def two_fa_verify(body: dict[str, Any]):
     """Confirm the set-up with a first code: two-factor is on; keep the ten recovery codes."""
@@ -197,7 +205,7 @@ def two_fa_authorize(body: dict[str, Any]):
 @blp.arguments(OptionalCodeSchema)
 @blp.response(200, TwoFaStateSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="Two-factor is not on, or no code was sent")
-@blp.alt_response(401, schema=ErrorSchema, description="Wrong code")
+@blp.alt_response(401, schema=ErrorSchema, description="Missing or invalid credentials, or a wrong code")
 @blp.alt_response(429, schema=ErrorSchema, description=LIMITED)
 def two_fa_disable(body: dict[str, Any]):
     """Switch two-factor off with a current code or a recovery code (phone: without `code`, one is texted)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Flask
 
-from .endpoints import path_of
+from .endpoint_definitions import path_of
 from .fields import Field
 from .registry import CompiledEndpoint, CompiledSchema, registry
 

@@ -20,8 +20,9 @@ from trellis.errors import bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
-from . import documents, endpoints, schema_service
+from . import documents, endpoint_calls, endpoint_definitions, schema_service
 from .access import authorize, check_permission
+from .endpoint_definitions import EndpointBody, EndpointChangesBody, EndpointListSchema, EndpointRecordSchema
 from .query import parse_filters, parse_populate, parse_select
 from .registry import snapshot, snapshot_having
 from .schemas import (
@@ -30,11 +31,7 @@ from .schemas import (
     DocumentListArgs,
     DocumentListSchema,
     DocumentSchema,
-    EndpointBody,
-    EndpointChangesBody,
     EndpointListArgs,
-    EndpointListSchema,
-    EndpointRecordSchema,
     ExtensionBody,
     FunctionResultSchema,
     ManyBodySchema,
@@ -190,7 +187,8 @@ def _document_access(operation: str):
     view gets the snapshot and the schema."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(func)
+        # The doc wrapper only carries the documentation (copied by functools.wraps); requests call func.
+        @functools.wraps(Blueprint.doc(security=OPTIONAL_USER)(func))
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             name = kwargs["schemaName"]
             snap = snapshot_having(lambda s: s.document_schema(name) is not None)
@@ -198,10 +196,6 @@ def _document_access(operation: str):
             authorize(schema, operation, name)
             return func(*args, snap=snap, schema=schema, **kwargs)
 
-        apidoc = getattr(wrapper, "_apidoc", {})
-        manual = apidoc.setdefault("manual_doc", {})
-        manual.setdefault("security", OPTIONAL_USER)
-        wrapper._apidoc = apidoc
         return wrapper
 
     return decorate
@@ -334,7 +328,7 @@ def list_endpoints(args: dict[str, Any]):
         schema = snap.by_id.get(args["schema"]) or snap.by_name.get(args["schema"])
         found = [e for e in found if schema is not None and e.schema_id == schema.id]
     page = found[args["skip"] : args["skip"] + args["limit"]]
-    return {"customEndpoints": [endpoints.record(e, snap) for e in page], "count": len(found)}
+    return {"customEndpoints": [endpoint_definitions.record(e, snap) for e in page], "count": len(found)}
 
 
 @endpoints_blp.route("/admin/database/customEndpoints/<string:endpointId>", methods=["GET"])
@@ -343,7 +337,7 @@ def list_endpoints(args: dict[str, Any]):
 def get_endpoint(endpointId: str):
     """One custom endpoint, by id (or name)."""
     snap = snapshot()
-    return endpoints.record(endpoints.find(snap, endpointId), snap)
+    return endpoint_definitions.record(endpoint_definitions.find(snap, endpointId), snap)
 
 
 @endpoints_blp.route("/admin/database/customEndpoints", methods=["POST"])
@@ -352,7 +346,7 @@ def get_endpoint(endpointId: str):
 @endpoints_blp.response(201, EndpointRecordSchema)
 def create_endpoint(body: dict[str, Any]):
     """Create a custom endpoint, served at ``/database/function/{name}`` with its operation's method."""
-    return endpoints.create(body)
+    return endpoint_definitions.create(body)
 
 
 @endpoints_blp.route("/admin/database/customEndpoints/<string:endpointId>", methods=["PUT", "PATCH"])
@@ -361,7 +355,7 @@ def create_endpoint(body: dict[str, Any]):
 @endpoints_blp.response(200, EndpointRecordSchema)
 def update_endpoint(body: dict[str, Any], endpointId: str):
     """Change a custom endpoint (the body is merged over the current definition, then checked)."""
-    return endpoints.update(endpointId, body)
+    return endpoint_definitions.update(endpointId, body)
 
 
 @endpoints_blp.route("/admin/database/customEndpoints/<string:endpointId>", methods=["DELETE"])
@@ -369,7 +363,7 @@ def update_endpoint(body: dict[str, Any], endpointId: str):
 @endpoints_blp.response(200, DeletedSchema)
 def delete_endpoint(endpointId: str):
     """Delete a custom endpoint."""
-    return deleted(endpoints.delete(endpointId))
+    return deleted(endpoint_definitions.delete(endpointId))
 
 
 FUNCTION_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -386,7 +380,7 @@ def call_endpoint(endpointName: str, params: str):
     if endpoint is None or not endpoint.enabled:
         raise not_found(f"No custom endpoint named {endpointName!r}")
     if request.method != endpoint.operation:
-        raise endpoints.method_not_allowed(endpoint)
+        raise endpoint_calls.method_not_allowed(endpoint)
     identity = identify()
     if endpoint.authentication and (identity is None or (identity.kind != "user" and not identity.is_admin)):
         raise unauthorized(f"{endpoint.name} needs a user Bearer token")
@@ -397,6 +391,6 @@ def call_endpoint(endpointName: str, params: str):
         if body is None:
             raise bad_request("The body is not valid JSON")
     segments = [s for s in params.split("/") if s] if params else []
-    call = endpoints.Call(endpoint, identity, current_user(), body, request.args, segments)
-    result, status = endpoints.run(snap, endpoint, call, request.args)
+    call = endpoint_calls.Call(endpoint, identity, current_user(), body, request.args, segments)
+    result, status = endpoint_calls.run(snap, endpoint, call, request.args)
     return json_response(result, status)

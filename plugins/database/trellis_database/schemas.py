@@ -2,7 +2,8 @@
 
 Document bodies are checked against the admin-defined schema by ``documents.validate``; the schemas
 here only describe the generic route family. Per-schema request/response schemas are generated at
-request time by ``openapi.py``.
+request time by ``openapi.py``. The custom endpoint definition's schemas live with its checks in
+``endpoint_definitions.py``.
 """
 
 from __future__ import annotations
@@ -172,60 +173,6 @@ class ManyBodySchema(Schema):
 class ManyResultSchema(Schema):
     docs = ma.List(ma.Nested(DocumentSchema), required=True)
     count = ma.Integer(required=True)
-
-
-class EndpointBody(Schema):
-    name = ma.String(required=True)
-    operation = ma.Raw(required=True, metadata={"description": "GET|POST|PUT|DELETE|PATCH or Conduit's 0..4"})
-    selectedSchema = ma.String(metadata={"description": "schema id or name"})
-    selectedSchemaName = ma.String()
-    inputs = ma.List(
-        ma.Dict(), metadata={"description": "[{name, type, location: body|query|urlParams (0..2), optional, array}]"}
-    )
-    query = ma.Dict(
-        allow_none=True,
-        metadata={
-            "description": "{AND|OR: [{schemaField, operation: eq|ne|gt|gte|lt|lte|in|nin|contains (0..8), "
-            "comparisonField: {type: Input|Context|Custom, value, like?}} | nested group]}"
-        },
-    )
-    assignments = ma.List(
-        ma.Dict(),
-        metadata={
-            "description": "[{schemaField, action: set|increment|decrement|append|remove (0..4), assignmentField}]"
-        },
-    )
-    authentication = ma.Boolean()
-    paginated = ma.Boolean()
-    sorted = ma.Boolean()
-    enabled = ma.Boolean()
-
-
-class EndpointChangesBody(EndpointBody):
-    name = ma.String()
-    operation = ma.Raw()
-
-
-class EndpointRecordSchema(Schema):
-    _id = ma.String(required=True)
-    name = ma.String(required=True)
-    operation = ma.String(required=True)
-    selectedSchema = ma.String(required=True)
-    selectedSchemaName = ma.String(allow_none=True)
-    inputs = ma.List(ma.Dict())
-    query = ma.Dict(allow_none=True)
-    assignments = ma.List(ma.Dict())
-    authentication = ma.Boolean()
-    paginated = ma.Boolean()
-    sorted = ma.Boolean()
-    enabled = ma.Boolean()
-    path = ma.String(metadata={"description": "where the endpoint is served"})
-    createdAt = ma.String(allow_none=True)
-    updatedAt = ma.String(allow_none=True)
-    version = ma.Integer(data_key="__v", attribute="__v")
-
-
-EndpointListSchema = list_schema("DatabaseCustomEndpointList", "customEndpoints", EndpointRecordSchema)
 
 
 class EndpointListArgs(ListArgs):

@@ -28,8 +28,8 @@ from socketio import packet as sio_packet
 
 # The attribute under which each Engine.IO socket keeps its websocket connection.
 CONNECTION_ATTRIBUTE = "trellis_websocket"
-# The standard library's socket class before eventlet's monkey-patching (set by ``install_websocket``):
-# the descriptor under a green socket is one of these when the connection is plain TCP.
+# eventlet's green socket class (set by ``install_websocket``): a connection of exactly this type is plain
+# TCP, whose descriptor underneath takes a non-blocking ``send`` (TLS sockets are of other classes).
 _plain_socket: type | None = None
 
 
@@ -82,9 +82,9 @@ def install_websocket(server: python_socketio.Server) -> None:
     eio = server.eio
     if eio.async_mode != "eventlet":
         return
-    from eventlet.patcher import original
+    from eventlet.greenio import GreenSocket
 
-    _plain_socket = original("socket").socket
+    _plain_socket = GreenSocket
     eio._async = {**eio._async, "websocket": websocket_class(eio._async["websocket"])}
 
 
@@ -113,9 +113,9 @@ def write_now(eio_socket: Any, frame: bytes) -> bool:
         or connection._sendlock.locked()  # the writer is in the middle of a frame
     ):
         return False
-    raw = connection.socket.fd
-    if type(raw) is not _plain_socket:  # TLS terminated in this process: partial writes differ
+    if type(connection.socket) is not _plain_socket:  # TLS terminated in this process: partial writes differ
         return False
+    raw = connection.socket.fd
     if not eio_socket.check_ping_timeout():  # a client gone silent: closed, nothing sent (as Socket.send)
         return True
     try:

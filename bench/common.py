@@ -155,6 +155,32 @@ def serve(env: dict[str, str], folder: str, **overrides: str) -> Iterator[Server
 
 
 @contextlib.contextmanager
+def redis_child() -> Iterator[str]:
+    """A redis-server child on a free port (never the shared 6379, whose pub/sub channels other work uses):
+    yields its URL, stopped afterwards."""
+    import redis
+
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="trellis-bench-redis-") as folder:
+        command = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        child = subprocess.Popen([*command, "--dir", folder], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    redis.Redis(port=port, socket_connect_timeout=1).ping()
+                    break
+                except redis.ConnectionError:
+                    if time.monotonic() > deadline or child.poll() is not None:
+                        raise RuntimeError("redis-server did not start") from None
+                    time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            child.terminate()
+            child.wait(10)
+
+
+@contextlib.contextmanager
 def ceiling_server() -> Iterator[Server]:
     """A minimal Flask app with one JSON route, served exactly like Trellis (eventlet, one process)."""
     port = _free_port()

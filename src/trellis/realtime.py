@@ -14,6 +14,7 @@ from flask_socketio import SocketIO
 
 from .cors import allowed_origins
 from .shared_redis import make_pool, redis_options
+from .socket_fanout import FanOutManager, install_websocket
 
 SOCKET_PATH = "realtime"
 # python-socketio doubles its listener's retry delay up to 60 s: after a long Redis outage events would
@@ -24,8 +25,11 @@ LISTEN_RETRY_SECONDS = 1.0
 log = logging.getLogger(__name__)
 
 
-class _RedisQueue(python_socketio.RedisManager):
+class _RedisQueue(python_socketio.RedisManager, FanOutManager):
     """The Socket.IO message queue on Redis, with the app's Redis fault handling.
+
+    This worker's share of each emit is delivered by ``FanOutManager`` (before python-socketio's
+    ``Manager`` in the method order): one frame per emit for every socket of the room.
 
     Publishing goes through a pool with the short timeouts and circuit breaker of ``shared_redis`` (an
     emit from a REST route while Redis hangs costs microseconds, not a hung request); the listener
@@ -80,11 +84,12 @@ def init_socketio(app: Flask) -> SocketIO:
         app,
         path=SOCKET_PATH,
         async_mode=app.config["ASYNC_MODE"],
-        **({"client_manager": _RedisQueue(app, url)} if url else {}),
+        client_manager=_RedisQueue(app, url) if url else FanOutManager(),
         cors_allowed_origins=allowed_origins(app),
         logger=False,
         engineio_logger=False,
     )
+    install_websocket(socketio.server)
     return socketio
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import queue
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import requests
 
@@ -181,3 +184,24 @@ def test_an_inactive_module_refuses_sockets(chat_server, refused, sockets):
     finally:
         assert requests.put(config, json={"active": True}, headers=ADMIN, timeout=10).status_code == 200
     assert sockets(chat_server.url, user.access_token).client.connected
+
+
+def test_a_busy_socket_and_an_idle_one_receive_a_burst_in_the_same_order(chat_server, http, sockets):
+    """Room emits are written straight to idle sockets and queued behind pending packets on busy ones
+    (``trellis.socket_fanout``): every socket of the room still gets every message in emit order."""
+    api = http(chat_server.url)
+    alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
+    room = api.create_room(alice, [bob.id])
+    a, b = sockets(chat_server.url, alice.access_token), sockets(chat_server.url, bob.access_token)
+    acks: queue.Queue = queue.Queue()
+    # Alice's socket is kept busy with acknowledgements (queued packets) while bob sends over REST.
+    with ThreadPoolExecutor(1) as pool:
+        rest = pool.submit(lambda: [api.send(bob, room, f"rest {n}")["message"] for n in range(40)])
+        for n in range(120):
+            a.client.emit("message", (room, f"socket {n}"), namespace=a.namespace, callback=lambda *r: acks.put(r))
+        assert rest.result() == [f"rest {n}" for n in range(40)]
+    received_by_alice = [a.next()["message"] for _ in range(160)]
+    received_by_bob = [b.next()["message"] for _ in range(160)]
+    assert received_by_alice == received_by_bob
+    assert sorted(received_by_bob) == sorted([f"socket {n}" for n in range(120)] + [f"rest {n}" for n in range(40)])
+    assert sorted(acks.get(timeout=10)[0]["message"] for _ in range(120)) == sorted(f"socket {n}" for n in range(120))

@@ -45,10 +45,11 @@ def _record(kind: str, schema: CompiledSchema, docs: list[dict[str, Any]] | list
     """Every document write passes here, inside its transaction, once its statement has run.
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
-    for a delete). The schema's cached counts are dropped once the transaction commits; this is also
-    the place where an event log would record the change in the same transaction.
+    for a delete). The schema's cached counts, if any may be cached, are dropped once the transaction
+    commits (:func:`.counts.written`); this is also the place where an event log records the change in
+    the same transaction.
     """
-    counts.touched(db.session(), schema.table.name)
+    counts.written(db.session(), schema.table.name)
 
 
 def _statement(schema: CompiledSchema, key: Any, build: Any) -> Any:

@@ -249,7 +249,7 @@ def test_writes_send_nothing_to_redis_until_a_count_of_their_table_is_kept(cache
     api.create_schema("Quiet", {"n": "Number"})
     version_key = f"{counts.cache().prefix}{_table_of('Quiet')}:v"
     created = redis_client().get(version_key)  # a schema change always drops the table's counts
-    api.post("Quiet", {"n": 100})
+    outside = api.post("Quiet", {"n": 100})
     api.many("Quiet", [{"n": i} for i in range(30)])
     assert redis_client().get(version_key) == created  # no count of Quiet anywhere: the writes sent nothing
     assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 25  # counted, announced, kept
@@ -258,6 +258,9 @@ def test_writes_send_nothing_to_redis_until_a_count_of_their_table_is_kept(cache
     api.post("Quiet", {"n": 1})
     assert redis_client().get(version_key) != kept  # now a write drops the counts …
     assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 26  # … and the list is exact
+    patched = api.client.patch(f"/database/Quiet/{outside['_id']}", json={"n": 2}, headers=api.admin)
+    assert patched.status_code == 200
+    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 27  # an update drops them too
 
 
 @pytest.mark.parametrize(

@@ -252,7 +252,24 @@ def table_created(session: Session, table: str) -> None:
     session.connection().execute(sa.insert(CountEpoch.__table__).values(table_name=table, epoch=0))
 
 
-def written(session: Session, table: str) -> None:
+UNREAD = object()  # written(): the write's statement did not read the announcement
+
+
+def announced_column(table: sa.Table, dialect: str) -> sa.ScalarSelect:
+    """The table's announcement as a column a write statement returns (``RETURNING``), read under the
+    same share lock as in :func:`written` without a round trip of its own: NULL when the row is
+    missing, else whether it stands. Built into statements cached per schema version, so "now" is SQL."""
+    epochs = CountEpoch.__table__
+    now = sa.func.now() if dialect == "postgresql" else sa.func.strftime("%Y-%m-%d %H:%M:%f", "now")
+    query = sa.select(sa.func.coalesce(epochs.c.counted_until > now, False)).where(
+        epochs.c.table_name == sa.literal_column(f"'{table.name}'")
+    )
+    if dialect == "postgresql":
+        query = query.with_for_update(read=True)
+    return query.scalar_subquery()
+
+
+def written(session: Session, table: str, announced: Any = UNREAD) -> None:
     """A document write to ``table`` in ``session``'s transaction: :func:`touched` if a count of the
     table may be cached (its announcement, read under a share lock, stands or is missing), else
     nothing, and the commit sends nothing to Redis. Without Redis no count is cached at all.
@@ -261,6 +278,10 @@ def written(session: Session, table: str) -> None:
     announcement inserting it would not wait for the write. Tables get their row when they are made
     (:func:`table_created`; those made before it, from migration ``database_0003``)."""
     if redis_client(cache().app) is None:
+        return
+    if announced is not UNREAD:  # read by the write's own statement (announced_column)
+        if announced is None or announced:
+            touched(session, table)
         return
     epochs = CountEpoch.__table__
     dialect = session.get_bind().dialect.name

@@ -41,15 +41,18 @@ def _in_transaction(statement: Any, parameters: Any = None) -> Any:
     return db.session.connection().execute(statement, parameters)
 
 
-def _record(kind: str, schema: CompiledSchema, docs: list[dict[str, Any]] | list[str]) -> None:
+def _record(
+    kind: str, schema: CompiledSchema, docs: list[dict[str, Any]] | list[str], announced: Any = counts.UNREAD
+) -> None:
     """Every document write passes here, inside its transaction, once its statement has run.
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
     for a delete). The schema's cached counts, if any may be cached, are dropped once the transaction
     commits (:func:`.counts.written`); this is also the place where an event log records the change in
-    the same transaction.
+    the same transaction. ``announced``: the table's count announcement when the write's statement
+    returned it (:func:`.counts.announced_column`), saving :func:`.counts.written` its own query.
     """
-    counts.written(db.session(), schema.table.name)
+    counts.written(db.session(), schema.table.name, announced)
 
 
 def _statement(schema: CompiledSchema, key: Any, build: Any) -> Any:
@@ -381,12 +384,16 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     check_relations(snapshot, schema, values, prefix="docs." if many else "")
     now = utcnow()
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
+
+    def build() -> sa.Insert:  # RETURNING the count announcement: no query of its own (see _record)
+        return sa.insert(schema.table).returning(counts.announced_column(schema.table, dialect()))
+
     try:
-        _in_transaction(_statement(schema, "insert", lambda: sa.insert(schema.table)), rows)
+        announced = _in_transaction(_statement(schema, "insert", build), rows).scalars().first()
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
-    _record("create", schema, docs)
+    _record("create", schema, docs, announced)
     return docs
 
 
@@ -414,6 +421,7 @@ def update(
     check_relations(snapshot, schema, [values for _, values, _ in checked])
     now = utcnow()
     docs = []
+    announced: Any = counts.UNREAD
     try:
         for doc_id, values, removed in checked:
             if mode == "replace":
@@ -424,9 +432,10 @@ def update(
             if row is None:
                 raise not_found(f"No {schema.name} document with id {doc_id!r}")
             docs.append(to_document(schema, row))
+            announced = row[5]
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    _record("update", schema, docs)
+    _record("update", schema, docs, announced)
     return docs
 
 
@@ -439,13 +448,14 @@ def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) ->
 
 
 def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
-    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip."""
+    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>, <the table's count
+    announcement>``: one round trip."""
     table = schema.table
     return (
         sa.update(table)
         .where(table.c.id == sa.bindparam("doc_id"))
         .values(data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1)
-        .returning(*columns(schema.table))
+        .returning(*columns(schema.table), counts.announced_column(table, dialect()))
     )
 
 

@@ -281,3 +281,41 @@ def test_a_write_marks_its_table_while_an_announcement_stands_or_is_missing(cach
         db.execute(sa.insert(CountEpoch.__table__).values(table_name=table, epoch=0, counted_until=until))
     counts.written(db(), table)
     assert (table in db().info.get("trellis_database_touched", set())) is marked
+
+
+def test_an_announcement_waits_for_a_write_that_read_the_table_before_it(app_config, app):
+    """The protocol's lock, on committed data and two real connections: a count announced while a write
+    is in flight is computed only after that write committed, so it includes the write."""
+    from trellis_database import counts
+    from trellis_database.models import CountEpoch
+
+    engine = app.extensions["trellis"].engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("row locks are PostgreSQL's; SQLite's single write lock needs no test of its own")
+    table = sa.Table(f"flag_{uuid.uuid4().hex[:20]}", sa.MetaData(), sa.Column("id", sa.String, primary_key=True))
+    epochs = CountEpoch.__table__
+    with engine.begin() as connection:
+        connection.execute(sa.insert(epochs).values(table_name=table.name, epoch=0))
+    announcer = create_app({**app_config, "REDIS_URL": REDIS})
+    done = threading.Event()
+    try:
+        with engine.connect() as writer:
+            writing = writer.begin()
+            assert writer.execute(sa.select(counts.announced_column(table, "postgresql"))).scalar() is False
+
+            def announce() -> None:
+                with announcer.app_context():
+                    counts.cache()._announce(table.name)
+                done.set()
+
+            thread = threading.Thread(target=announce)
+            thread.start()
+            assert not done.wait(1.0)  # held back by the write's share lock …
+            writing.commit()
+            assert done.wait(30)  # … until the write commits
+            thread.join()
+        with engine.connect() as reader:
+            assert reader.execute(sa.select(counts.announced_column(table, "postgresql"))).scalar() is True
+    finally:
+        with engine.begin() as connection:
+            connection.execute(sa.delete(epochs).where(epochs.c.table_name == table.name))

@@ -182,7 +182,8 @@ def redis_child() -> Iterator[str]:
 
 @contextlib.contextmanager
 def ceiling_server() -> Iterator[Server]:
-    """A minimal Flask app with one JSON route, served exactly like Trellis (eventlet, one process)."""
+    """A minimal Flask app with one JSON route, served exactly like Trellis: ``trellis.serve.serve``
+    (eventlet, its HTTP parser and TCP_NODELAY, Socket.IO's middleware), one process."""
     port = _free_port()
     code = (
         "import eventlet; eventlet.monkey_patch()\n"
@@ -192,7 +193,9 @@ def ceiling_server() -> Iterator[Server]:
         "@app.get('/item')\n"
         "def item():\n"
         "    return {'_id': 'abc', 'title': 'hello', 'price': 10}\n"
-        f"SocketIO(app, async_mode='eventlet').run(app, host='127.0.0.1', port={port}, log_output=False)\n"
+        "SocketIO(app, async_mode='eventlet')\n"
+        "from trellis.serve import serve\n"
+        f"serve(app, '127.0.0.1', {port})\n"
     )
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ceiling.log"

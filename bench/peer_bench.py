@@ -279,11 +279,15 @@ def parse_cases(ids: list[str], rnd: random.Random) -> dict[str, dict[str, Any]]
 
 
 def measure(base: str, case: dict[str, Any], pids: list[int], warmup: int, seconds: int) -> dict[str, float]:
+    """wrk's figures, the CPU shares of the run, and the server process's CPU per request (``pids[0]``:
+    its own work, which other engineers' load moves far less than req/s)."""
     if warmup:
         wrk(base, case["paths"], warmup, case.get("method", "GET"), case.get("body"), case.get("headers"))
     window = CpuWindow(pids)
+    server = _process_cpu(pids[0])
     stats = wrk(base, case["paths"], seconds, case.get("method", "GET"), case.get("body"), case.get("headers"))
-    return {**stats, **window.close()}
+    cpu_us = (_process_cpu(pids[0]) - server) / max(stats["rps"] * seconds, 1) * 1e6
+    return {**stats, **window.close(), "server_cpu_us": cpu_us}
 
 
 def run(rounds: int, warmup: int, seconds: int, documents: int) -> tuple[list[dict[str, Any]], bool]:
@@ -376,17 +380,23 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     )
     lines += [
         "",
-        "p50 latency (ms), medians over rounds:",
+        "p50 latency (ms) and server-process CPU per request (µs; Trellis's Python process, Parse's node "
+        "process, PostgreSQL not included), medians over rounds:",
         "",
-        "| operation | Trellis | Parse |",
-        "|---|---:|---:|",
+        "| operation | Trellis p50 | Parse p50 | Trellis CPU/request | Parse CPU/request | Parse ÷ Trellis CPU |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name in names:
         rows = [r for r in results if r["operation"] == name]
+        ours = statistics.median(r["trellis"]["server_cpu_us"] for r in rows)
+        theirs = statistics.median(r["parse"]["server_cpu_us"] for r in rows)
         lines.append(
             f"| {name} | {statistics.median(r['trellis']['p50_ms'] for r in rows):.1f} "
-            f"| {statistics.median(r['parse']['p50_ms'] for r in rows):.1f} |"
+            f"| {statistics.median(r['parse']['p50_ms'] for r in rows):.1f} "
+            f"| {ours:,.0f} | {theirs:,.0f} | {theirs / ours:.2f} |"
         )
+    ceiling_cpu = statistics.median(r["ceiling"]["server_cpu_us"] for r in ceilings)
+    lines.append(f"| bare Flask route (ceiling) | | | {ceiling_cpu:,.0f} | | |")
     errors = [
         (r["operation"], side, int(r[side]["non_2xx"]))
         for r in results

@@ -5,6 +5,7 @@ an origin not listed gets no CORS headers."""
 from __future__ import annotations
 
 import pytest
+from flask import Flask
 
 from trellis import create_app
 from trellis.cors import allowed_origins
@@ -91,3 +92,35 @@ def test_one_parsing_for_http_and_socketio(app_config, app, db):
     assert allowed_origins(listed) == ["https://a.example", "https://b.example"]
     assert listed.extensions["socketio"].server.eio.cors_allowed_origins == ["https://a.example", "https://b.example"]
     assert allowed_origins(app) == "*"
+
+
+@pytest.mark.parametrize("origins", ["*", "https://a.example,https://b.example"])
+def test_requests_without_origin_get_what_flask_cors_would_send(app_config, db, origins):
+    """The constant copied onto responses to requests without ``Origin`` equals flask-cors's own answer."""
+    from flask_cors import CORS
+
+    from trellis.cors import ALLOWED_HEADERS, EXPOSED_HEADERS, METHODS, PREFLIGHT_MAX_AGE
+
+    app = create_app({**app_config, "CORS_ORIGINS": origins})
+    plain = Flask("plain")
+    plain.route("/database/Item/<doc>")(lambda doc: {"_id": doc})
+    configured = allowed_origins(app)
+    CORS(
+        plain,
+        origins=configured,
+        send_wildcard=configured == "*",
+        methods=list(METHODS),
+        allow_headers=list(ALLOWED_HEADERS),
+        expose_headers=list(EXPOSED_HEADERS),
+        max_age=PREFLIGHT_MAX_AGE,
+        supports_credentials=False,
+        vary_header=True,
+    )
+    ours = app.test_client().get("/health")
+    theirs = plain.test_client().get("/database/Item/abc")
+    assert ours.status_code == theirs.status_code == 200
+
+    def cors(response):
+        return [(k, v) for k, v in response.headers.items() if k.startswith("Access-Control-") or k == "Vary"]
+
+    assert cors(theirs) and cors(ours) == cors(theirs)

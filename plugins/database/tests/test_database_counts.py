@@ -132,7 +132,8 @@ def test_lists_count_in_the_database_when_redis_is_down(app_config, db, admin_he
         if record.levelno >= logging.WARNING and record.name == counts.__name__
     ]  # the core's Redis client warns too
     assert len(logged) == 1, logged  # one a minute, not one per list or write
-    assert "invalidated in the database" in logged[0]  # the batch's commit came first
+    # the batch's commit sent nothing (no count of the new table announced): the list warned first
+    assert "counting in the database" in logged[0]
 
 
 @pytest.mark.live
@@ -231,3 +232,90 @@ def test_count_none_leaves_the_count_out(dbapi):
     assert dbapi.list("Paged", "limit=5&count[$eq]=1")["count"] == 15  # a field named count is still a filter
     error = dbapi.list("Paged", "count=5", expect=400)
     assert "count" in error["errors"]
+
+
+def _table_of(name: str) -> str:
+    storage = trellis_db.session.execute(
+        sa.text("SELECT storage FROM database_schemas WHERE name = :n"), {"n": name}
+    ).scalar_one()
+    return (storage if isinstance(storage, dict) else __import__("json").loads(storage))["table"]
+
+
+def test_writes_send_nothing_to_redis_until_a_count_of_their_table_is_kept(cached_api):
+    from trellis.shared_redis import redis_client
+    from trellis_database import counts
+
+    api = cached_api
+    api.create_schema("Quiet", {"n": "Number"})
+    version_key = f"{counts.cache().prefix}{_table_of('Quiet')}:v"
+    created = redis_client().get(version_key)  # a schema change always drops the table's counts
+    outside = api.post("Quiet", {"n": 100})
+    api.many("Quiet", [{"n": i} for i in range(30)])
+    assert redis_client().get(version_key) == created  # no count of Quiet anywhere: the writes sent nothing
+    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 25  # counted, announced, kept
+    kept = redis_client().get(version_key)
+    assert kept is not None
+    api.post("Quiet", {"n": 1})
+    assert redis_client().get(version_key) != kept  # now a write drops the counts …
+    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 26  # … and the list is exact
+    patched = api.client.patch(f"/database/Quiet/{outside['_id']}", json={"n": 2}, headers=api.admin)
+    assert patched.status_code == 200
+    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 27  # an update drops them too
+
+
+@pytest.mark.parametrize(
+    ("counted_until", "marked"),
+    [("missing", True), (None, False), (-1, False), (60, True)],
+)
+def test_a_write_marks_its_table_while_an_announcement_stands_or_is_missing(cached_api, db, counted_until, marked):
+    import datetime
+
+    from trellis_database import counts
+    from trellis_database.models import CountEpoch
+
+    table = f"flag_{uuid.uuid4().hex[:20]}"
+    if counted_until != "missing":
+        until = None
+        if counted_until is not None:
+            until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=counted_until)
+        db.execute(sa.insert(CountEpoch.__table__).values(table_name=table, epoch=0, counted_until=until))
+    counts.written(db(), table)
+    assert (table in db().info.get("trellis_database_touched", set())) is marked
+
+
+def test_an_announcement_waits_for_a_write_that_read_the_table_before_it(app_config, app):
+    """The protocol's lock, on committed data and two real connections: a count announced while a write
+    is in flight is computed only after that write committed, so it includes the write."""
+    from trellis_database import counts
+    from trellis_database.models import CountEpoch
+
+    engine = app.extensions["trellis"].engine
+    if engine.dialect.name != "postgresql":
+        pytest.skip("row locks are PostgreSQL's; SQLite's single write lock needs no test of its own")
+    table = sa.Table(f"flag_{uuid.uuid4().hex[:20]}", sa.MetaData(), sa.Column("id", sa.String, primary_key=True))
+    epochs = CountEpoch.__table__
+    with engine.begin() as connection:
+        connection.execute(sa.insert(epochs).values(table_name=table.name, epoch=0))
+    announcer = create_app({**app_config, "REDIS_URL": REDIS})
+    done = threading.Event()
+    try:
+        with engine.connect() as writer:
+            writing = writer.begin()
+            assert writer.execute(sa.select(counts.announced_column(table, "postgresql"))).scalar() is False
+
+            def announce() -> None:
+                with announcer.app_context():
+                    counts.cache()._announce(table.name)
+                done.set()
+
+            thread = threading.Thread(target=announce)
+            thread.start()
+            assert not done.wait(1.0)  # held back by the write's share lock …
+            writing.commit()
+            assert done.wait(30)  # … until the write commits
+            thread.join()
+        with engine.connect() as reader:
+            assert reader.execute(sa.select(counts.announced_column(table, "postgresql"))).scalar() is True
+    finally:
+        with engine.begin() as connection:
+            connection.execute(sa.delete(epochs).where(epochs.c.table_name == table.name))

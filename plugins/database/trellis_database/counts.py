@@ -23,10 +23,27 @@ Why it stays exact:
 
 Redis being down costs nothing but the counting: errors are logged at most once a minute and the
 database counts.
+
+Writes skip Redis while no count of their table can be cached. A new version costs a write a Redis
+round trip after its commit, 13-19% of a create's or update's CPU (py-spy, ``bench/results/peer.md``),
+and most tables written to are never listed with a count. So a process *announces* that it caches
+counts of a table before it computes one to keep: it sets ``counted_until`` (now + ``ANNOUNCE_SECONDS``,
+the database's clock) in the table's ``database_count_epochs`` row, in a transaction of its own. A
+write reads that row in its own transaction (:func:`written`, ``FOR SHARE`` on PostgreSQL) and marks
+its table for a new version only when the row is missing or the announcement has not expired. Why no
+count can then outlive a write that skipped Redis:
+
+- the write read the row before an announcement committed: on PostgreSQL its share lock makes the
+  announcing ``UPDATE`` wait until the write has committed (on SQLite the database's one write lock
+  does), so every count computed after the announcement includes the write;
+- the write read it after: it saw ``counted_until`` in the future, because a count is only kept while
+  the announcement outlives it (``counted_until`` at least ``TTL_SECONDS`` after the moment it is
+  stored, checked before storing): it sets a new version as before.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
 import random
@@ -51,6 +68,10 @@ log = logging.getLogger(__name__)
 # The longest a count lives: it also bounds writes behind Trellis's back and a crash after a commit.
 TTL_SECONDS = 120
 VERSION_TTL_SECONDS = 86_400  # a version key outlives every count stored under it
+# An announcement lasts twice a count's life and is renewed once less than a count's life (plus a margin
+# for the counting itself) is left: one small transaction per table and process every ~2 minutes at most.
+ANNOUNCE_SECONDS = 2 * TTL_SECONDS
+ANNOUNCE_MARGIN_SECONDS = 30
 MAX_COUNTS = 10_000  # per table and version: clients choose the queries, memory stays bounded
 _KEY = "trellis_database_counts"
 _TOUCHED = "trellis_database_touched"
@@ -91,6 +112,8 @@ class CountCache:
         self.prefix = "trellis:" + hashlib.sha1(database.encode()).hexdigest()[:12] + ":dbcount:"
         self._scripts: tuple[Any, Any] | None = None
         self._last_warning = float("-inf")
+        # table → until when (time.monotonic) this process knows an announcement of it stands
+        self._announced: dict[str, float] = {}
 
     @staticmethod
     def epoch_column(table: sa.Table) -> sa.ScalarSelect:
@@ -120,7 +143,11 @@ class CountCache:
             return compute()
         if known is not None:
             return int(known)
+        if not self._announce(table):
+            return compute()
         total = compute()
+        if self._announced.get(table, 0.0) < time.monotonic() + TTL_SECONDS:
+            return total  # the counting took so long that the announcement may not outlive the count
         try:
             store(
                 keys=[version_key],
@@ -129,6 +156,29 @@ class CountCache:
         except RedisError as exc:
             self._warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); count not kept")
         return total
+
+    def _announce(self, table: str) -> bool:
+        """Make sure this table's announcement stands long enough to keep a count (see the module's
+        docstring); False when it cannot be written (the count is then not kept)."""
+        started = time.monotonic()
+        if self._announced.get(table, 0.0) >= started + TTL_SECONDS + ANNOUNCE_MARGIN_SECONDS:
+            return True
+        epochs = CountEpoch.__table__
+        dialect = self.app.extensions["trellis"].engine.dialect.name
+        until = _database_now(dialect) + datetime.timedelta(seconds=ANNOUNCE_SECONDS)
+        insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(epochs)
+        statement = insert.values(table_name=table, epoch=0, counted_until=until).on_conflict_do_update(
+            index_elements=[epochs.c.table_name], set_={"counted_until": until}
+        )
+        try:
+            with db.reads().transaction() as connection:
+                connection.execute(statement)
+        except sa.exc.SQLAlchemyError as exc:
+            self._warn_now_and_then(f"count cache: could not announce {table} ({exc.__class__.__name__})")
+            return False
+        # Measured from before the statement: the database's clock read it later, so it stands longer.
+        self._announced[table] = started + ANNOUNCE_SECONDS
+        return True
 
     def committed(self, tables: set[str]) -> None:
         """After a commit that wrote to ``tables``: a new version for each, else a new epoch."""
@@ -194,6 +244,62 @@ def cache() -> CountCache:
 def touched(session: Session, table: str) -> None:
     """Mark ``table`` written in ``session``'s transaction: its counts are dropped once it commits."""
     session.info.setdefault(_TOUCHED, set()).add(table)
+
+
+def table_created(session: Session, table: str) -> None:
+    """A new document table's row, in its creating transaction: writes to it skip Redis until a count
+    of it is announced. (A table without a row counts as announced: see :func:`written`.)"""
+    session.connection().execute(sa.insert(CountEpoch.__table__).values(table_name=table, epoch=0))
+
+
+UNREAD = object()  # written(): the write's statement did not read the announcement
+
+
+def announced_column(table: sa.Table, dialect: str) -> sa.ScalarSelect:
+    """The table's announcement as a column a write statement returns (``RETURNING``), read under the
+    same share lock as in :func:`written` without a round trip of its own: NULL when the row is
+    missing, else whether it stands. Built into statements cached per schema version, so "now" is SQL."""
+    epochs = CountEpoch.__table__
+    now = sa.func.now() if dialect == "postgresql" else sa.func.strftime("%Y-%m-%d %H:%M:%f", "now")
+    query = sa.select(sa.func.coalesce(epochs.c.counted_until > now, False)).where(
+        epochs.c.table_name == sa.literal_column(f"'{table.name}'")
+    )
+    if dialect == "postgresql":
+        query = query.with_for_update(read=True)
+    return query.scalar_subquery()
+
+
+def written(session: Session, table: str, announced: Any = UNREAD) -> None:
+    """A document write to ``table`` in ``session``'s transaction: :func:`touched` if a count of the
+    table may be cached (its announcement, read under a share lock, stands or is missing), else
+    nothing, and the commit sends nothing to Redis. Without Redis no count is cached at all.
+
+    A missing row counts as an announcement: a write cannot lock a row that does not exist yet, so an
+    announcement inserting it would not wait for the write. Tables get their row when they are made
+    (:func:`table_created`; those made before it, from migration ``database_0003``)."""
+    if redis_client(cache().app) is None:
+        return
+    if announced is not UNREAD:  # read by the write's own statement (announced_column)
+        if announced is None or announced:
+            touched(session, table)
+        return
+    epochs = CountEpoch.__table__
+    dialect = session.get_bind().dialect.name
+    query = sa.select(sa.func.coalesce(epochs.c.counted_until > _database_now(dialect), False)).where(
+        epochs.c.table_name == table
+    )
+    if dialect == "postgresql":
+        query = query.with_for_update(read=True)
+    counted = session.connection().execute(query).scalar()
+    if counted is None or counted:
+        touched(session, table)
+
+
+def _database_now(dialect: str) -> Any:
+    """The database's clock on PostgreSQL (one clock for every process), this host's on SQLite."""
+    if dialect == "postgresql":
+        return sa.func.now()
+    return datetime.datetime.now(datetime.UTC)  # bound with the column's type where it is compared
 
 
 def _after_commit(session: Session) -> None:

@@ -46,15 +46,18 @@ def _record(
     schema: CompiledSchema,
     docs: list[dict[str, Any]] | list[str],
     previous: list[dict[str, Any]] | None = None,
+    announced: Any = counts.UNREAD,
 ) -> None:
     """Every document write passes here, inside its transaction, once its statement has run.
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
     for a delete); ``previous`` the documents as they were (updates and deletes). The schema's cached
-    counts are dropped once the transaction commits, and the change is recorded in the event log
-    (``database.<Schema>.<kind>``) in the same transaction.
+    counts, if any may be cached, are dropped once the transaction commits (:func:`.counts.written`),
+    and the change is recorded in the event log (``database.<Schema>.<kind>``) in the same transaction.
+    ``announced``: the table's count announcement when the write's statement returned it
+    (:func:`.counts.announced_column`), saving :func:`.counts.written` its own query.
     """
-    counts.touched(db.session(), schema.table.name)
+    counts.written(db.session(), schema.table.name, announced)
     events.record_many(f"database.{schema.name}.{kind}", _event_payloads(kind, docs, previous))
 
 
@@ -401,12 +404,16 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     check_relations(snapshot, schema, values, prefix="docs." if many else "")
     now = utcnow()
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
+
+    def build() -> sa.Insert:  # RETURNING the count announcement: no query of its own (see _record)
+        return sa.insert(schema.table).returning(counts.announced_column(schema.table, dialect()))
+
     try:
-        _in_transaction(_statement(schema, "insert", lambda: sa.insert(schema.table)), rows)
+        announced = _in_transaction(_statement(schema, "insert", build), rows).scalars().first()
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
-    _record("create", schema, docs)
+    _record("create", schema, docs, announced=announced)
     return docs
 
 
@@ -434,7 +441,8 @@ def update(
     check_relations(snapshot, schema, [values for _, values, _ in checked])
     now = utcnow()
     docs, previous = [], []
-    width = len(columns(schema.table))
+    announced: Any = counts.UNREAD
+    width = len(columns(schema.table)) + 1  # the document's columns, then the count announcement
     try:
         for doc_id, values, removed in checked:
             if mode == "replace":
@@ -447,9 +455,10 @@ def update(
                 raise not_found(f"No {schema.name} document with id {doc_id!r}")
             docs.append(to_document(schema, row))
             previous.append(to_document(schema, row[width:] if before is None else before))
+            announced = row[width - 1]
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    _record("update", schema, docs, previous)
+    _record("update", schema, docs, previous, announced=announced)
     return docs
 
 
@@ -471,20 +480,22 @@ def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) ->
 
 
 def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
-    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip.
+    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>, <the table's count
+    announcement>``: one round trip.
 
     On PostgreSQL it also returns the document as it was (for the event log), still in one round trip:
-    ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <old>``; the lock makes ``old`` the
-    very version this update replaces.
+    ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <announcement>, <old>``; the lock makes
+    ``old`` the very version this update replaces.
     """
     table = schema.table
     statement = sa.update(table).values(
         data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1
     )
+    announcement = counts.announced_column(table, dialect())
     if dialect() != "postgresql":
-        return statement.where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table))
+        return statement.where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table), announcement)
     old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id")).with_for_update().subquery("old")
-    return statement.where(table.c.id == old.c.id).returning(*columns(table), *old.c)
+    return statement.where(table.c.id == old.c.id).returning(*columns(table), announcement, *old.c)
 
 
 def _replace_statement(schema: CompiledSchema) -> sa.Update:

@@ -214,6 +214,7 @@ def create(body: dict[str, Any]) -> dict[str, Any]:
     _flush(row)
     table = tables.table_name(row.id)
     columns = tables.create_table(db.session.connection(), table, fields)
+    counts.table_created(db.session(), table)
     row.storage = {"table": table, "columns": columns}
     out = record(row)
     audit.record("database", "schema.create", row.id, body)

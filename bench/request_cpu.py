@@ -1,0 +1,132 @@
+"""CPU seconds per request of each server process, Trellis and Parse, under the peer benchmark's load.
+
+    .venv/bin/python -m bench.request_cpu                       # Trellis only, 10,000 Items, 6 s per operation
+    .venv/bin/python -m bench.request_cpu --parse --documents 100000
+
+req/s on a shared machine moves with everyone else's load; the CPU a server spends per request moves far
+less (it is its own work, whoever else runs), so this is the figure to compare before/after a change while
+other engineers' tests run. Read from ``/proc/<pid>/stat`` (user + system) of the server process alone and
+of the PostgreSQL backends serving it, over a measured wrk run (``wrk -t1 -c16``, as ``peer_bench``). On a
+quiet machine req/s ≈ 1 / (server CPU + the share of backend CPU that competes for the same 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from bench.common import bench_server, ceiling_server
+from bench.peer_bench import (
+    PARSE_DSN,
+    PARSE_URL,
+    _backends,
+    _process_cpu,
+    load_trellis,
+    parse_cases,
+    parse_pid,
+    parse_server,
+    redis_child,
+    trellis_cases,
+    vacuum,
+    wrk,
+)
+
+
+def measure(
+    base: str, case: dict, server_pid: int, database: str, warmup: int, seconds: int, profile: Path | None = None
+) -> dict:
+    args = (base, case["paths"])
+    extra = (case.get("method", "GET"), case.get("body"), case.get("headers"))
+    if warmup:
+        wrk(*args, warmup, *extra)
+    backends = _backends(PARSE_DSN, database)  # after the warm-up: the pools have opened their connections
+    server, pg = _process_cpu(server_pid), sum(_process_cpu(p) for p in backends)
+    started = time.monotonic()
+    spy = None
+    if profile is not None:  # py-spy samples the server during the measured run (collapsed stacks)
+        spy = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "py-spy"),
+                "record",
+                "-p",
+                str(server_pid),
+                "-d",
+                str(seconds),
+                "-r",
+                "200",
+                "-f",
+                "raw",
+                "-o",
+                str(profile),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    stats = wrk(*args, seconds, *extra)
+    if spy is not None:
+        spy.wait(30)
+    elapsed = time.monotonic() - started
+    done = stats["rps"] * seconds or 1
+    return {
+        "rps": stats["rps"],
+        "server_us": (_process_cpu(server_pid) - server) / done * 1e6,
+        "pg_us": (sum(_process_cpu(p) for p in backends) - pg) / done * 1e6,
+        "non_2xx": stats["non_2xx"],
+        "elapsed": elapsed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=10_000)
+    parser.add_argument("--duration", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--parse", action="store_true", help="also measure Parse (needs the shared peer)")
+    parser.add_argument("--only", default="", help="comma-separated operation names")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--profile", type=Path, help="a folder for py-spy's collapsed stacks of each Trellis run")
+    args = parser.parse_args()
+    rnd = random.Random(15)
+    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    with contextlib.ExitStack() as stack:
+        parse_ids = stack.enter_context(parse_server(args.documents))  # both sides load the same rows
+        redis_url = stack.enter_context(redis_child())
+        trellis = stack.enter_context(
+            bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=redis_url)
+        )
+        ids = load_trellis(trellis.url, trellis.admin_headers)
+        vacuum(trellis.database_url)
+        requests.get(f"{trellis.url}/database/Item?limit=1&count=none", timeout=10)
+        sides = [("trellis", trellis.url, trellis_cases(ids, rnd, True), trellis.process.pid, trellis.database_url)]
+        ceiling = stack.enter_context(ceiling_server())
+        sides.append(("ceiling", ceiling.url, {"get by id": {"paths": ["/item"]}}, ceiling.process.pid, "/none"))
+        if args.parse:
+            sides.append(
+                ("parse", PARSE_URL.rsplit("/parse", 1)[0], parse_cases(parse_ids, rnd), parse_pid(), "/bench")
+            )  # Parse's database
+        for number in range(1, args.rounds + 1):
+            for side, base, cases, pid, url in sides:
+                for name, case in cases.items():
+                    if only and name not in only:
+                        continue
+                    profile = None
+                    if args.profile and side == "trellis":
+                        args.profile.mkdir(parents=True, exist_ok=True)
+                        profile = args.profile / f"{name.replace(' ', '_').replace(',', '')}-{number}.txt"
+                    r = measure(base, case, pid, url.rsplit("/", 1)[1], args.warmup, args.duration, profile)
+                    print(
+                        f"{number} {side:8} {name:20} {r['rps']:8.0f} req/s  server {r['server_us']:6.0f} µs/req  "
+                        f"PostgreSQL {r['pg_us']:5.0f} µs/req  non-2xx {int(r['non_2xx'])}",
+                        flush=True,
+                    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""eventlet's HTTP/1.1 protocol with the request line and headers parsed in a few lines of Python.
+
+eventlet's ``HttpProtocol`` inherits ``parse_request`` from the standard library's
+``BaseHTTPRequestHandler``, which hands the header block to ``http.client.parse_headers`` and so to the
+``email`` package's feed parser: ~38% of a get by id's CPU under ``wrk`` (py-spy, see
+``bench/results/peer.md``). :class:`FastHttpProtocol` replaces only that method. It keeps what the
+standard library decides from the request line and headers: the version checks (400, 505), HTTP/0.9
+``GET`` only, ``//`` reduced to ``/`` at the start of the path, keep-alive from the version and
+``Connection``, at most 100 header lines (431), and eventlet's own limits on a header line and on the
+whole block (its ``FileObjectForHeaders`` wraps ``rfile`` while this runs: 400). Body handling (length,
+chunked, ``100-continue``), the WSGI environ (``eventlet.input`` for the websocket upgrade) and the
+response are eventlet's, unchanged. A header line without a colon, or with whitespace before it, is a
+400 (RFC 9112 §5.1); the ``email`` parser silently dropped it and every header after it. Its refusals
+are the contract's error shape with a status line (the standard library sent an HTML page, and none
+at all, HTTP/0.9 style, for an unsupported version).
+
+Measured with ``bench/request_cpu.py`` (server CPU per request under ``wrk -t1 -c16``, prep's code and
+this one in alternating runs on the same busy machine): the bare Flask route (the ceiling) went from a
+median 309 to 244 µs; py-spy's share of request-line and header parsing in a get by id from 6-9% to
+1-2% (see ``bench/results/peer.md``). ``httptools`` (C) was not needed: what is left of parsing is
+eventlet's ``get_environ`` and ``readline`` calls, ~3%.
+"""
+
+from __future__ import annotations
+
+import json
+from http import HTTPStatus
+from typing import Any
+
+import eventlet.wsgi
+
+from .errors import body
+
+MAX_HEADERS = 100  # the standard library's limit (http.client._MAXHEADERS)
+_NAMES = {431: "REQUEST_HEADER_FIELDS_TOO_LARGE", 505: "HTTP_VERSION_NOT_SUPPORTED"}
+
+
+class Headers:
+    """The parsed header block, with the few methods eventlet and the standard library call on it:
+    ``get`` (first value, any case), ``_headers`` (every ``(name, value)`` in order, read by eventlet's
+    ``get_environ``) and ``get_content_type`` (eventlet's default ``text/plain``)."""
+
+    __slots__ = ("_headers", "_first")
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._headers = pairs
+        first: dict[str, str] = {}
+        for name, value in pairs:
+            first.setdefault(name.lower(), value)
+        self._first = first
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._first.get(name.lower(), default)
+
+    def __getitem__(self, name: str) -> str | None:
+        return self._first.get(name.lower())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._first
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._headers)
+
+    def get_content_type(self) -> str:
+        value = self.get("content-type")
+        return value.split(";", 1)[0].strip().lower() if value else "text/plain"
+
+
+class FastHttpProtocol(eventlet.wsgi.HttpProtocol):
+    """``eventlet.wsgi.HttpProtocol`` whose ``parse_request`` does not go through the ``email`` package."""
+
+    def parse_request(self) -> bool:
+        self.command = None
+        self.request_version = self.default_request_version
+        self.close_connection = True
+        self.requestline = requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = requestline.split()
+        if not words:
+            return False
+        if len(words) >= 3:
+            version = words[-1]
+            number = _version_number(version)
+            if number is None:
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request version ({version!r})")
+                return False
+            if number >= (1, 1) and self.protocol_version >= "HTTP/1.1":
+                self.close_connection = False
+            if number >= (2, 0):
+                self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, f"Invalid HTTP version ({version[5:]})")
+                return False
+            self.request_version = version
+        if not 2 <= len(words) <= 3:
+            self.send_error(HTTPStatus.BAD_REQUEST, f"Bad request syntax ({requestline!r})")
+            return False
+        command, path = words[:2]
+        if len(words) == 2:
+            self.close_connection = True
+            if command != "GET":
+                self.send_error(HTTPStatus.BAD_REQUEST, f"Bad HTTP/0.9 request type ({command!r})")
+                return False
+        if path.startswith("//"):  # an open-redirect guard of the standard library (gh-87389)
+            path = "/" + path.lstrip("/")
+        self.command, self.path = command, path
+        pairs = self._read_headers()
+        if pairs is None:
+            return False
+        self.headers = headers = Headers(pairs)
+        connection = headers.get("connection", "").lower()
+        if connection == "close":
+            self.close_connection = True
+        elif connection == "keep-alive" and self.protocol_version >= "HTTP/1.1":
+            self.close_connection = False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A refusal before the app ran: the error shape, then the connection is closed."""
+        status = HTTPStatus(code)
+        payload = json.dumps(body(code, message or status.phrase, name=_NAMES.get(code))).encode()
+        self.close_connection = True
+        self.wfile.write(
+            f"HTTP/1.1 {code} {status.phrase}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            + payload
+        )
+
+    def _read_headers(self) -> list[tuple[str, str]] | None:
+        """``(name, value)`` pairs up to the blank line; None once an error answer has been sent."""
+        pairs: list[tuple[str, str]] = []
+        readline = self.rfile.readline  # eventlet's FileObjectForHeaders: its size limits raise
+        while True:
+            line = readline()
+            if line in (b"\r\n", b"\n", b""):
+                return pairs
+            if len(pairs) >= MAX_HEADERS:
+                self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "Too many headers")
+                return None
+            text = str(line, "iso-8859-1")
+            if text[0] in " \t":  # obsolete line folding: a continuation of the previous value
+                if not pairs:
+                    self.send_error(HTTPStatus.BAD_REQUEST, "Bad header continuation")
+                    return None
+                name, value = pairs[-1]
+                pairs[-1] = (name, f"{value} {text.strip()}")
+                continue
+            name, colon, value = text.partition(":")
+            if not colon or not name or name[-1] in " \t":
+                self.send_error(HTTPStatus.BAD_REQUEST, "Bad header line")
+                return None
+            pairs.append((name, value.strip(" \t\r\n")))
+
+
+def _version_number(version: str) -> tuple[int, int] | None:
+    """``HTTP/1.1`` → (1, 1); None for anything the standard library would refuse."""
+    if not version.startswith("HTTP/"):
+        return None
+    parts = version[5:].split(".")
+    if len(parts) != 2 or not all(p.isdigit() and len(p) <= 10 for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])

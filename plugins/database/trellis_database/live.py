@@ -188,7 +188,9 @@ class LiveHub:
     def _on_block(self, event: events.Event) -> None:
         user = event.payload.get("user") if isinstance(event.payload, dict) else None
         if isinstance(user, dict) and isinstance(user.get("_id"), str):
-            self.end_user(user["_id"])
+            # Not on the log's delivery thread: closing a socket runs its disconnect handler, which must
+            # not wait on the delivery that is calling us (the next event would never be delivered).
+            threading.Thread(target=self.end_user, args=(user["_id"],), daemon=True).start()
 
     # subscriptions
 

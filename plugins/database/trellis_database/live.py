@@ -103,17 +103,22 @@ def readable_schema(name: Any, identity: Identity | None) -> Any:
     return schema
 
 
-def compile_filter(schema: Any, condition: Any, text: str) -> tuple[Callable[[dict[str, Any]], bool] | None, str]:
+def compile_filter(
+    schema: Any, condition: Any, describe: Callable[[], str]
+) -> tuple[Callable[[dict[str, Any]], bool] | None, str]:
     """The predicate of a condition tree (None when there is no condition) and the key under which
-    subscriptions with the same filter share its evaluation (``text``: the filter in a canonical form)."""
+    subscriptions with the same filter share its evaluation (``describe()``: the filter in a canonical
+    form, "" for none; called once the filter is known to be valid)."""
     predicate = Compiler(schema, "python").predicate(condition)  # 400 for what the list would refuse
+    text = describe()
     return (predicate if text else None), f"{schema.name}\n{text}"
 
 
 def where_filter(schema: Any, where: Any) -> tuple[Callable[[dict[str, Any]], bool] | None, str]:
     """A subscription's JSON ``where`` (the REST operators)."""
-    text = json.dumps(where, sort_keys=True, separators=(",", ":")) if where else ""
-    return compile_filter(schema, parse_where(where), text)
+    return compile_filter(
+        schema, parse_where(where), lambda: json.dumps(where, sort_keys=True, separators=(",", ":")) if where else ""
+    )
 
 
 def check_replayable(since: int, schema_name: str) -> None:

@@ -59,7 +59,7 @@ def stream_changes(schemaName: str) -> Response:
     schema = snap.document_schema(schemaName)
     identity = authorize(schema, "read", schemaName)  # exactly the list's rules
     filters = MultiDict([(key, value) for key, value in request.args.items(multi=True) if key not in STREAM_PARAMS])
-    predicate, filter_key = compile_filter(schema, parse_filters(filters), _canonical(filters))
+    predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters))
     kinds = parse_kinds(request.args.get("events"))
     since = parse_since(request.args.get("since", request.headers.get("Last-Event-ID")))
     if since is not None:

@@ -98,7 +98,9 @@ class DatabaseNamespace(Namespace):
         if identity is not None and identity.kind == "user":
             state["user"] = identity.id
             server, namespace = self.socketio.server, self.namespace
-            hub().attach_user(identity.id, self._owner(sid), lambda: server.disconnect(sid, namespace=namespace))
+            hub().attach_user(
+                identity.id, self._owner(sid), lambda: server.disconnect(sid, namespace=namespace, ignore_queue=True)
+            )
         self.socketio.server.save_session(sid, state, namespace=self.namespace)
 
     def on_disconnect(self, reason: Any = None) -> None:

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -121,14 +122,39 @@ def admin(server: Server, method: str, path: str, body: Any) -> dict[str, Any]:
     return response.json()
 
 
-def burst(server: Server, receiver: Receiver) -> dict[str, float]:
-    receiver.reset()
+def cpu_seconds(server: Server) -> float:
+    """User + system CPU the server process has used (from /proc)."""
+    fields = Path(f"/proc/{server.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write_burst(server: Server) -> None:
     for _ in range(EVENTS // BATCH):
         create(server, BATCH)
+
+
+def burst(server: Server, receiver: Receiver, hook: dict[str, Any]) -> dict[str, float]:
+    """The burst delivered, and the server CPU per delivery: the burst's CPU minus that of the same writes
+    with the webhook inactive (its events are recorded and read by the dispatcher, nothing is sent)."""
+    admin(server, "PUT", f"/admin/webhooks/{hook['_id']}", {"active": False})
+    started = cpu_seconds(server)
+    write_burst(server)
+    time.sleep(2)  # the dispatcher's passes over these events
+    baseline = cpu_seconds(server) - started
+    admin(server, "PUT", f"/admin/webhooks/{hook['_id']}", {"active": True})
+    receiver.reset()
+    started = cpu_seconds(server)
+    write_burst(server)
     arrivals = receiver.wait_for(EVENTS)
+    time.sleep(max(2 - (time.time() - max(arrived for arrived, _ in arrivals)), 0))  # the same window
+    used = cpu_seconds(server) - started
     first_event = min(_epoch(created) for _, created in arrivals)
     last_arrival = max(arrived for arrived, _ in arrivals)
-    return {"deliveries_per_s": round(EVENTS / (last_arrival - first_event), 1), **latencies_ms(arrivals)}
+    return {
+        "deliveries_per_s": round(EVENTS / (last_arrival - first_event), 1),
+        **latencies_ms(arrivals),
+        "cpu_ms": round((used - baseline) / EVENTS * 1000, 2),
+    }
 
 
 def reads_while_writing(server: Server, paths: list[str], seconds: int) -> dict[str, float]:
@@ -167,8 +193,7 @@ def run(database: str, rounds: int, seconds: int) -> dict[str, Any]:
         hook = admin(server, "POST", "/admin/webhooks", {"url": url, "events": ["database.Item.create"]})
         bursts, steady, reads = [], [], {"without": [], "with": []}
         for number in range(rounds):
-            admin(server, "PUT", f"/admin/webhooks/{hook['_id']}", {"active": True})
-            bursts.append(burst(server, receiver))
+            bursts.append(burst(server, receiver, hook))
             order = ("without", "with") if number % 2 == 0 else ("with", "without")
             for case in order:
                 admin(server, "PUT", f"/admin/webhooks/{hook['_id']}", {"active": case == "with"})
@@ -190,14 +215,14 @@ def run(database: str, rounds: int, seconds: int) -> dict[str, Any]:
 
 
 def _median(rows: list[dict[str, float]], key: str) -> float:
-    return round(statistics.median(row[key] for row in rows), 1)
+    return round(statistics.median(row[key] for row in rows), 2)
 
 
 def report(database: str, result: dict[str, Any], seconds: int, command: str) -> str:
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     bursts, steady, reads, ratios = result["bursts"], result["steady"], result["reads"], result["ratios"]
     round_lines = "\n".join(
-        f"| {n + 1} | {b['deliveries_per_s']} | {b['p50_ms']} | {b['p99_ms']} | {s['p50_ms']} | {s['p99_ms']} | "
+        f"| {n + 1} | {b['deliveries_per_s']} | {b['p50_ms']} | {b['p99_ms']} | {b['cpu_ms']} | {s['p50_ms']} | {s['p99_ms']} | "
         f"{wo['rps']} | {w['rps']} | {r * 100:.0f}% |"
         for n, (b, s, wo, w, r) in enumerate(zip(bursts, steady, reads["without"], reads["with"], ratios, strict=True))
     )
@@ -208,15 +233,16 @@ Command: `{command}`
 One Trellis server process (eventlet, {database}, every module, default webhook settings), one receiver on
 127.0.0.1 answering 204 at once. Burst: 1,000 `database.Item.create` events written back to back (10 ×
 `POST /database/Item/many` of 100), deliveries/s from the first event's `createdAt` to the last arrival,
-latency = arrival − `createdAt`. Reads: `wrk -t2 -c{CONNECTIONS} -d{seconds}s` on `GET /database/Item/{{id}}`
+latency = arrival − `createdAt`; server CPU per delivery = the burst's CPU (from `/proc`) minus that of the
+same 1,000 writes with the webhook inactive, over 1,000. Reads: `wrk -t2 -c{CONNECTIONS} -d{seconds}s` on `GET /database/Item/{{id}}`
 while 1,000 documents are written at an even pace over the same {seconds} s, with the webhook inactive
 (nothing queued or sent) and active (every event delivered), in alternating order; latency at that steady
 pace is in the "steady" columns. Failed deliveries at the end: {result["failed"]}.
 
-| round | burst deliveries/s | burst p50 ms | burst p99 ms | steady p50 ms | steady p99 ms | reads/s without | reads/s with | with / without |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|
+| round | burst deliveries/s | burst p50 ms | burst p99 ms | server CPU ms per delivery | steady p50 ms | steady p99 ms | reads/s without | reads/s with | with / without |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 {round_lines}
-| median | {_median(bursts, "deliveries_per_s")} | {_median(bursts, "p50_ms")} | {_median(bursts, "p99_ms")} | {_median(steady, "p50_ms")} | {_median(steady, "p99_ms")} | {_median(reads["without"], "rps")} | {_median(reads["with"], "rps")} | {statistics.median(ratios) * 100:.0f}% |
+| median | {_median(bursts, "deliveries_per_s")} | {_median(bursts, "p50_ms")} | {_median(bursts, "p99_ms")} | {_median(bursts, "cpu_ms")} | {_median(steady, "p50_ms")} | {_median(steady, "p99_ms")} | {_median(reads["without"], "rps")} | {_median(reads["with"], "rps")} | {statistics.median(ratios) * 100:.0f}% |
 
 Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; the receiver, wrk
 and the writer share it with the server and the database (load average before writing: {load}).
@@ -231,18 +257,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-write", action="store_true", help="print the results instead of writing them")
     args = parser.parse_args(argv)
     result = run(args.database, args.rounds, args.seconds)
-    command = ".venv/bin/python -m bench.webhooks_bench" + (f" {' '.join(argv)}" if argv else "")
-    text = report(
-        args.database,
-        result,
-        args.seconds,
-        command if argv is not None else " ".join(["python -m bench.webhooks_bench", *sys.argv[1:]]),
-    )
-    if args.no_write:
-        print(text)
-    else:
+    command = " ".join([".venv/bin/python -m bench.webhooks_bench", *(sys.argv[1:] if argv is None else argv)])
+    text = report(args.database, result, args.seconds, command)
+    if not args.no_write:
         RESULTS.write_text(text)
-        print(text)
+    print(text)
     return result
 
 

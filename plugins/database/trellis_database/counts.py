@@ -258,7 +258,9 @@ UNREAD = object()  # written(): the write's statement did not read the announcem
 def announced_column(table: sa.Table, dialect: str) -> sa.ScalarSelect:
     """The table's announcement as a column a write statement returns (``RETURNING``), read under the
     same share lock as in :func:`written` without a round trip of its own: NULL when the row is
-    missing, else whether it stands. Built into statements cached per schema version, so "now" is SQL."""
+    missing, else whether it stands. Built into statements cached per schema version, so "now" is SQL.
+    PostgreSQL's ``now()`` is the write's transaction start, earlier than the statement: an expired
+    announcement may still look standing, which only costs a Redis version that was not needed."""
     epochs = CountEpoch.__table__
     now = sa.func.now() if dialect == "postgresql" else sa.func.strftime("%Y-%m-%d %H:%M:%f", "now")
     query = sa.select(sa.func.coalesce(epochs.c.counted_until > now, False)).where(

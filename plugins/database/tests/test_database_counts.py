@@ -302,7 +302,7 @@ def test_an_announcement_waits_for_a_write_that_read_the_table_before_it(app_con
     try:
         with engine.connect() as writer:
             writing = writer.begin()
-            assert writer.execute(sa.select(counts.announced_column(table, "postgresql"))).scalar() is False
+            assert writer.execute(sa.select(counts.announced_column(table.name, "postgresql"))).scalar() is False
 
             def announce() -> None:
                 with announcer.app_context():
@@ -316,7 +316,7 @@ def test_an_announcement_waits_for_a_write_that_read_the_table_before_it(app_con
             assert done.wait(30)  # … until the write commits
             thread.join()
         with engine.connect() as reader:
-            assert reader.execute(sa.select(counts.announced_column(table, "postgresql"))).scalar() is True
+            assert reader.execute(sa.select(counts.announced_column(table.name, "postgresql"))).scalar() is True
     finally:
         with engine.begin() as connection:
             connection.execute(sa.delete(epochs).where(epochs.c.table_name == table.name))

@@ -386,7 +386,7 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
 
     def build() -> sa.Insert:  # RETURNING the count announcement: no query of its own (see _record)
-        return sa.insert(schema.table).returning(counts.announced_column(schema.table, dialect()))
+        return sa.insert(schema.table).returning(counts.announced_column(schema.table.name, dialect()))
 
     try:
         announced = _in_transaction(_statement(schema, "insert", build), rows).scalars().first()
@@ -455,7 +455,7 @@ def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
         sa.update(table)
         .where(table.c.id == sa.bindparam("doc_id"))
         .values(data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1)
-        .returning(*columns(schema.table), counts.announced_column(table, dialect()))
+        .returning(*columns(schema.table), counts.announced_column(table.name, dialect()))
     )
 
 

@@ -255,14 +255,16 @@ def table_created(session: Session, table: str) -> None:
 UNREAD = object()  # written(): the write's statement did not read the announcement
 
 
-def announced_column(table: sa.Table, dialect: str) -> sa.ScalarSelect:
+def announced_column(table: str, dialect: str) -> sa.ScalarSelect:
     """The table's announcement as a column a write statement returns (``RETURNING``), read under the
     same share lock as in :func:`written` without a round trip of its own: NULL when the row is
-    missing, else whether it stands. Built into statements cached per schema version, so "now" is SQL."""
+    missing, else whether it stands. Built into statements cached per schema version, so "now" is SQL.
+    PostgreSQL's ``now()`` is the write's transaction start, earlier than the statement: an expired
+    announcement may still look standing, which only costs a Redis version that was not needed."""
     epochs = CountEpoch.__table__
     now = sa.func.now() if dialect == "postgresql" else sa.func.strftime("%Y-%m-%d %H:%M:%f", "now")
     query = sa.select(sa.func.coalesce(epochs.c.counted_until > now, False)).where(
-        epochs.c.table_name == sa.literal_column(f"'{table.name}'")
+        epochs.c.table_name == sa.literal_column(f"'{table}'")  # a name made by tables.table_name
     )
     if dialect == "postgresql":
         query = query.with_for_update(read=True)
@@ -280,17 +282,11 @@ def written(session: Session, table: str, announced: Any = UNREAD) -> None:
     if redis_client(cache().app) is None:
         return
     if announced is not UNREAD:  # read by the write's own statement (announced_column)
-        if announced is None or announced:
+        if announced is None or announced:  # SQLite answers 0/1
             touched(session, table)
         return
-    epochs = CountEpoch.__table__
     dialect = session.get_bind().dialect.name
-    query = sa.select(sa.func.coalesce(epochs.c.counted_until > _database_now(dialect), False)).where(
-        epochs.c.table_name == table
-    )
-    if dialect == "postgresql":
-        query = query.with_for_update(read=True)
-    counted = session.connection().execute(query).scalar()
+    counted = session.connection().execute(sa.select(announced_column(table, dialect))).scalar()
     if counted is None or counted:
         touched(session, table)
 

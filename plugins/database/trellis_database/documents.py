@@ -406,7 +406,7 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
 
     def build() -> sa.Insert:  # RETURNING the count announcement: no query of its own (see _record)
-        return sa.insert(schema.table).returning(counts.announced_column(schema.table, dialect()))
+        return sa.insert(schema.table).returning(counts.announced_column(schema.table.name, dialect()))
 
     try:
         announced = _in_transaction(_statement(schema, "insert", build), rows).scalars().first()
@@ -491,7 +491,7 @@ def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
     statement = sa.update(table).values(
         data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1
     )
-    announcement = counts.announced_column(table, dialect())
+    announcement = counts.announced_column(table.name, dialect())
     if dialect() != "postgresql":
         return statement.where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table), announcement)
     old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id")).with_for_update().subquery("old")

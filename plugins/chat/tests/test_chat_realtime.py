@@ -196,12 +196,13 @@ def test_a_busy_socket_and_an_idle_one_receive_a_burst_in_the_same_order(chat_se
     acks: queue.Queue = queue.Queue()
     # Alice's socket is kept busy with acknowledgements (queued packets) while bob sends over REST.
     with ThreadPoolExecutor(1) as pool:
-        rest = pool.submit(lambda: [api.send(bob, room, f"rest {n}")["message"] for n in range(40)])
-        for n in range(120):
+        rest = pool.submit(lambda: [api.send(bob, room, f"rest {n}")["message"] for n in range(20)])
+        for n in range(60):
             a.client.emit("message", (room, f"socket {n}"), namespace=a.namespace, callback=lambda *r: acks.put(r))
-        assert rest.result() == [f"rest {n}" for n in range(40)]
-    received_by_alice = [a.next()["message"] for _ in range(160)]
-    received_by_bob = [b.next()["message"] for _ in range(160)]
+        assert rest.result() == [f"rest {n}" for n in range(20)]
+    acknowledged = [acks.get(timeout=30)[0] for _ in range(60)]
+    assert sorted(ack.get("message") or str(ack) for ack in acknowledged) == sorted(f"socket {n}" for n in range(60))
+    received_by_alice = [a.next()["message"] for _ in range(80)]
+    received_by_bob = [b.next()["message"] for _ in range(80)]
     assert received_by_alice == received_by_bob
-    assert sorted(received_by_bob) == sorted([f"socket {n}" for n in range(120)] + [f"rest {n}" for n in range(40)])
-    assert sorted(acks.get(timeout=10)[0]["message"] for _ in range(120)) == sorted(f"socket {n}" for n in range(120))
+    assert sorted(received_by_bob) == sorted([f"socket {n}" for n in range(60)] + [f"rest {n}" for n in range(20)])

@@ -66,9 +66,20 @@ def _lock_cursor() -> int | None:
 def _new_events() -> bool:
     """Whether the log has moved past the cursor, read without a lock (and the read transaction ended): an
     idle pass must not take SQLite's write lock, or a request that read before writing fails at once."""
+    if not _active_hooks():
+        # Nothing to deliver: no pass, no lock, no write per event (the cursor stays behind; a webhook made
+        # later skips the events from before it, see _deliveries).
+        db.session.rollback()
+        return False
     cursor = db.session.execute(select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR)).scalar()
     db.session.rollback()
     return cursor is None or events.latest() != cursor
+
+
+def _active_hooks() -> list[tuple[str, list[str], str]]:
+    """(id, patterns, createdAt as the log writes it) of the active webhooks."""
+    rows = db.session.execute(select(Webhook.id, Webhook.events, Webhook.created_at).where(Webhook.active.is_(True)))
+    return [(hook_id, patterns, db.isoformat(created)) for hook_id, patterns, created in rows]
 
 
 def _one_batch() -> tuple[int, int, bool]:
@@ -96,13 +107,18 @@ def _one_batch() -> tuple[int, int, bool]:
 
 
 def _deliveries(batch: list[events.Event]) -> list[dict[str, Any]]:
-    hooks = db.session.execute(select(Webhook.id, Webhook.events).where(Webhook.active.is_(True))).all()
+    hooks = _active_hooks()
     if not hooks:
         return []
     now = db.utcnow()
     rows = []
     for event in batch:
-        wanted = [hook_id for hook_id, patterns in hooks if matches_any(patterns, event.topic)]
+        # A webhook gets the events from its creation on (same ISO text on both sides: comparable as strings).
+        wanted = [
+            hook_id
+            for hook_id, patterns, created in hooks
+            if event.created_at >= created and matches_any(patterns, event.topic)
+        ]
         if not wanted:
             continue
         body = body_text(event.id, event.topic, event.created_at, event.payload)

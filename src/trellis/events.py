@@ -52,6 +52,9 @@ SEQUENCER_LOCK = 0x7472656C6C6973  # "trellis": the advisory lock of the sequenc
 RETENTION_LOCK = SEQUENCER_LOCK + 1
 BUSY_RETRY_SECONDS = 0.002
 PERIOD_SECONDS = 1.0  # sequencer pass and receiver poll
+# A poke waits this long before its pass, so the commits of a burst share one numbering transaction
+# (create at concurrency 16: one pass per commit cost ~400 µs of server CPU per write).
+COALESCE_SECONDS = 0.005
 RETENTION_PERIOD_SECONDS = 60.0
 BATCH = 1000  # rows numbered per pass and read per range query
 LISTEN_RETRY_SECONDS = 1.0
@@ -126,22 +129,25 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     connection = session.connection()
     statement = _INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED
     connection.execute(statement, rows if len(rows) > 1 else rows[0])
-    target = session()
-    if not target.info.get(_POKE_ON_COMMIT):  # one poke per commit, however many events it holds
-        target.info[_POKE_ON_COMMIT] = True
-        sa_event.listen(target, "after_commit", _poke_after_commit(log_), once=True)
+    session().info[_POKE_ON_COMMIT] = log_  # one poke per commit, however many events it holds (_after_commit)
 
 
 def _text(payload: dict | str) -> str:
     return payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
-def _poke_after_commit(log_: EventLog) -> Callable[[Any], None]:
-    def poke(session: Any) -> None:
-        session.info.pop(_POKE_ON_COMMIT, None)
+@sa_event.listens_for(db.session.session_factory.class_, "after_commit")
+def _after_commit(session: Any) -> None:
+    """The core session's commits poke the log that recorded in them. One listener on the session class,
+    not one per transaction: registering a listener per write cost ~70 µs of a create's CPU."""
+    log_ = session.info.pop(_POKE_ON_COMMIT, None)
+    if log_ is not None:
         log_.poke()
 
-    return poke
+
+@sa_event.listens_for(db.session.session_factory.class_, "after_rollback")
+def _after_rollback(session: Any) -> None:
+    session.info.pop(_POKE_ON_COMMIT, None)  # nothing of a rolled-back transaction was recorded
 
 
 # ---- reading -----------------------------------------------------------------------------------------
@@ -508,7 +514,8 @@ def _run(ref: weakref.ref) -> None:
                 warned_at = time.monotonic()
                 log.warning("event log pass failed (%s: %s); retrying every second", exc.__class__.__name__, exc)
         del log_
-        wake.wait(PERIOD_SECONDS)
+        if wake.wait(PERIOD_SECONDS):
+            time.sleep(COALESCE_SECONDS)
 
 
 def _listen(ref: weakref.ref) -> None:

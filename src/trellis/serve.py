@@ -57,8 +57,9 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False) -> None:
     """Serve REST and Socket.IO on ``host:port`` until the process is stopped (modules' background
     work included: it runs in serving processes only, never in the CLI)."""
     socketio = app.extensions["socketio"]
-    events.start(app)  # the start-up pass numbers what a stopped process left unnumbered
-    start_background(app)
+    if "trellis" in app.extensions:  # a Trellis app (the benchmarks also serve a bare Flask app here)
+        events.start(app)  # the start-up pass numbers what a stopped process left unnumbered
+        start_background(app)
     if socketio.server.eio.async_mode != "eventlet":
         socketio.run(app, host=host, port=port, log_output=log_output, allow_unsafe_werkzeug=True)
         return

@@ -30,6 +30,11 @@ log = logging.getLogger(__name__)
 WARN_EVERY_SECONDS = 60.0
 
 
+# Woken by an event, the dispatcher waits this long so the events of a burst share one pass (a pass
+# reads the active webhooks and the cursor: two queries per write otherwise).
+DISPATCH_COALESCE_SECONDS = 0.05
+
+
 class _Warner:
     """Logs a failing loop's error at most once a minute (a database outage must not flood the log)."""
 
@@ -160,7 +165,8 @@ class Worker:
             except Exception:
                 warn()
             # Another process holds the cursor: it may be finishing just before our event, so look again soon.
-            self.dispatch_wanted.wait(0.02 if busy else self.settings.poll_seconds)
+            if self.dispatch_wanted.wait(0.02 if busy else self.settings.poll_seconds) and not busy:
+                time.sleep(DISPATCH_COALESCE_SECONDS)  # a burst of events: one pass, not one per event
 
 
 def start(app: Flask) -> None:

@@ -227,6 +227,9 @@ class Generations:
             # process sets a new token before its next check.
             self._unpublished = True
             self._warn(exc)
+            # Leases other processes took before Redis failed still vouch for their caches: they end
+            # within one lease, after which those processes find Redis failing and read the table.
+            time.sleep(self._lease)
 
     def _warn(self, exc: BaseException) -> None:
         now = time.monotonic()

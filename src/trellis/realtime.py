@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
@@ -12,7 +13,10 @@ import socketio as python_socketio
 from flask import Flask, current_app
 from flask_socketio import SocketIO
 
+from . import db
 from .cors import allowed_origins
+from .errors import APIError
+from .errors import body as error_body
 from .shared_redis import make_pool, redis_options
 from .socket_fanout import FanOutManager, install_websocket
 
@@ -100,3 +104,29 @@ def socketio() -> SocketIO:
 
 def emit(event: str, data: Any, *, to: str | None = None, namespace: str = "/") -> None:
     socketio().emit(event, data, to=to, namespace=namespace)
+
+
+def error_ack(exc: APIError) -> dict[str, Any]:
+    """An error as a Socket.IO acknowledgement: ``{"error": {name, status, message[, errors]}}``."""
+    return {"error": error_body(exc.status, exc.message, exc.errors, exc.name)}
+
+
+def socket_event(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a ``Namespace`` event handler: errors go back in the acknowledgement (never a dropped
+    connection or a traceback), and the database session and read connection end with the event (Flask-SocketIO's
+    app context teardown does too, but this does not depend on how the async mode manages contexts)."""
+
+    @functools.wraps(handler)
+    def wrapper(namespace: Any, *args: Any) -> Any:
+        try:
+            return handler(namespace, *args)
+        except APIError as exc:
+            return error_ack(exc)
+        except Exception:
+            log.exception("socket event %s.%s failed", type(namespace).__name__, handler.__name__)
+            return error_ack(APIError(500, "Internal server error"))
+        finally:
+            db.session.remove()
+            db.close_read_connection()
+
+    return wrapper

@@ -19,7 +19,7 @@ from flask_socketio import ConnectionRefusedError, Namespace, join_room, leave_r
 from trellis import db
 from trellis.credentials import decode, identity_from_token
 from trellis.errors import APIError, bad_request, body, forbidden, not_found, unauthorized
-from trellis.realtime import socketio
+from trellis.realtime import socket_event, socketio
 from trellis.shared_redis import redis_client
 
 from . import service
@@ -135,32 +135,6 @@ def init_app(app: Flask) -> None:
     app.extensions[EXTENSION] = UserSockets(app)
 
 
-def _error(exc: APIError) -> dict[str, Any]:
-    return {"error": body(exc.status, exc.message, exc.errors, exc.name)}
-
-
-def _event(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """An event handler: errors go back in the acknowledgement, and the DB session ends with the event.
-
-    Flask-SocketIO runs each event in a fresh app context whose teardown removes the session, but the
-    removal here does not depend on how the async mode manages contexts.
-    """
-
-    @functools.wraps(handler)
-    def wrapper(self: ChatNamespace, *args: Any) -> Any:
-        try:
-            return handler(self, *args)
-        except APIError as exc:
-            return _error(exc)
-        except Exception:
-            log.exception("chat socket event %s failed", handler.__name__)
-            return _error(APIError(500, "Internal server error"))
-        finally:
-            db.session.remove()
-
-    return wrapper
-
-
 def _room_arg(args: tuple[Any, ...]) -> str:
     room_id = args[0] if args else None
     if isinstance(room_id, dict):
@@ -211,7 +185,7 @@ class ChatNamespace(Namespace):
         state = self.socketio.server.get_session(request.sid, namespace=self.namespace)
         return identity_from_token(state["token"]).id
 
-    @_event
+    @socket_event
     def on_join(self, *args: Any) -> dict[str, Any]:
         room_id = _room_arg(args)
         if not service.is_participant(self._user(), room_id):
@@ -219,7 +193,7 @@ class ChatNamespace(Namespace):
         join_room(room_id)
         return {"roomId": room_id, "joined": True}
 
-    @_event
+    @socket_event
     def on_leave(self, *args: Any) -> dict[str, Any]:
         room_id = _room_arg(args)
         state = self.socketio.server.get_session(request.sid, namespace=self.namespace)
@@ -228,7 +202,7 @@ class ChatNamespace(Namespace):
         leave_room(room_id)
         return {"roomId": room_id, "left": True}
 
-    @_event
+    @socket_event
     def on_message(self, *args: Any) -> dict[str, Any]:
         if len(args) == 1 and isinstance(args[0], dict):  # also accept one {roomId, message} object
             room_id, text = args[0].get("roomId"), args[0].get("message")

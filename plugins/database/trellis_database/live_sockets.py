@@ -27,6 +27,7 @@ from trellis import db
 from trellis.credentials import Identity, identity_from_token, master_key_matches
 from trellis.errors import APIError, bad_request, body, not_found, unauthorized
 from trellis.hooks import hookimpl
+from trellis.realtime import error_ack, socket_event
 
 from .live import Subscription, check_replayable, hub, parse_kinds, parse_since, readable_schema, where_filter
 
@@ -54,30 +55,6 @@ def connection_identity(auth: Any) -> Identity | None:
             raise unauthorized("Invalid token")
         return identity_from_token(token)
     return None
-
-
-def _error(exc: APIError) -> dict[str, Any]:
-    return {"error": body(exc.status, exc.message, exc.errors, exc.name)}
-
-
-def _event(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """An event handler: errors go back in the acknowledgement (never a dropped connection), and the
-    database session ends with the event."""
-
-    @functools.wraps(handler)
-    def wrapper(self: DatabaseNamespace, *args: Any) -> Any:
-        try:
-            return handler(self, *args)
-        except APIError as exc:
-            return _error(exc)
-        except Exception:
-            log.exception("database socket event %s failed", handler.__name__)
-            return _error(APIError(500, "Internal server error"))
-        finally:
-            db.session.remove()
-            db.close_read_connection()
-
-    return wrapper
 
 
 class DatabaseNamespace(Namespace):
@@ -119,7 +96,7 @@ class DatabaseNamespace(Namespace):
             return identity_from_token(state["token"])
         return None
 
-    @_event
+    @socket_event
     def on_subscribe(self, data: Any = None) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise bad_request("subscribe takes {schema, where?, events?, since?}", {"_schema": ["Not an object"]})
@@ -150,7 +127,7 @@ class DatabaseNamespace(Namespace):
         self.socketio.start_background_task(_start, current_app._get_current_object(), subscription, self, sid)
         return {"subscriptionId": subscription.id}
 
-    @_event
+    @socket_event
     def on_unsubscribe(self, data: Any = None) -> dict[str, Any]:
         subscription_id = data.get("subscriptionId") if isinstance(data, dict) else data
         if not isinstance(subscription_id, str) or not subscription_id:
@@ -173,7 +150,7 @@ def _start(app: Any, subscription: Subscription, namespace: DatabaseNamespace, s
             error = APIError(503, "The subscription could not be started; subscribe again")
             namespace.socketio.emit(
                 "subscriptionError",
-                {"subscriptionId": subscription.id, **_error(error)},
+                {"subscriptionId": subscription.id, **error_ack(error)},
                 to=sid,
                 namespace=namespace.namespace,
                 ignore_queue=True,

@@ -15,20 +15,14 @@ from sqlalchemy import update
 
 from trellis import create_app
 from trellis.models import ModuleConfig
-from trellis.testing.plugin import free_port
+from trellis.testing.plugin import free_port, reachable_redis
 
 REDIS_URL = os.environ.get("TRELLIS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 @pytest.fixture()
 def redis_url() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
-        pytest.skip(f"Redis at {REDIS_URL} is unreachable")
-    return REDIS_URL
+    return reachable_redis(REDIS_URL)
 
 
 def _worker(app_config, greeter_app, **settings):

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from trellis import create_app, db, events
 from trellis.models import EventRecord
-from trellis.testing.plugin import database_kind
+from trellis.testing.plugin import database_kind, reachable_redis
 
 REDIS_URL = os.environ.get("TRELLIS_TEST_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/7")
 WAIT = 10.0
@@ -181,13 +181,7 @@ def test_retention_keeps_recent_events_and_the_last_n_of_each_family(app_config,
 
 @pytest.fixture()
 def redis_url() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
-        pytest.skip(f"Redis at {REDIS_URL} is unreachable: {exc}")
-    return REDIS_URL
+    return reachable_redis(REDIS_URL)
 
 
 def test_fan_out_through_redis_reaches_another_app(app_config, log, redis_url):

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import redis
 
-from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis.testing.plugin import TEST_MASTER_KEY, reachable_redis
 from trellis_authentication.testing import create_user_over_http
 
 pytestmark = pytest.mark.live
@@ -20,13 +20,7 @@ ADMIN = {"masterkey": TEST_MASTER_KEY}
 
 @pytest.fixture()
 def redis_url() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
-        pytest.skip(f"Redis at {REDIS_URL} is unreachable: {exc}")
-    return REDIS_URL
+    return reachable_redis(REDIS_URL)
 
 
 def test_events_cross_workers(live_server_factory, redis_url, http, sockets):

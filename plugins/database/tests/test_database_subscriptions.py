@@ -13,14 +13,13 @@ import uuid
 from typing import Any
 
 import pytest
-import redis
 import requests
 import socketio
 import sqlalchemy as sa
 
 from trellis.db import utcnow
 from trellis.models import EventRecord
-from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis.testing.plugin import TEST_MASTER_KEY, reachable_redis
 from trellis_authentication.testing import create_user_over_http
 
 pytestmark = pytest.mark.live
@@ -293,13 +292,7 @@ def prune_below(app, family: str, keep_from: int, retention_count: int = 10_000)
 
 @pytest.fixture()
 def redis_url() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as exc:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"Redis at {REDIS_URL} is unreachable: {exc}", pytrace=False)
-        pytest.skip(f"Redis at {REDIS_URL} is unreachable: {exc}")
-    return REDIS_URL
+    return reachable_redis(REDIS_URL)
 
 
 def test_two_workers_sharing_redis(live_server_factory, redis_url, watchers):

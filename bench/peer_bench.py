@@ -123,13 +123,34 @@ def parse_server(documents: int) -> Iterator[list[str]]:
     """Parse started, seeded with ``documents`` Items; yields existing object ids. Stopped afterwards."""
     if not (PARSE_DIR / "node_modules").is_dir():
         raise SystemExit(f"Parse is not installed: cd {PARSE_DIR} && npm ci --no-audit --no-fund")
+    _bench_role()
     subprocess.run([str(PARSE_DIR / "start.sh")], check=True, capture_output=True)
     try:
-        subprocess.run([str(PARSE_DIR / "seed.sh"), str(documents)], check=True, capture_output=True)
+        seeded = subprocess.run([str(PARSE_DIR / "seed.sh"), str(documents)], capture_output=True, text=True)
+        if seeded.returncode:
+            raise SystemExit(f"Parse's seed.sh failed: {seeded.stderr.strip()[-500:]}")
         ids = (PARSE_DIR.parent / "data" / "parse_ids.txt").read_text().split()
         yield ids
     finally:
         subprocess.run([str(PARSE_DIR / "stop.sh")], capture_output=True)
+
+
+def _bench_role() -> None:
+    """The role and database Parse's README asks for, made once per machine. ``seed.sh`` ends with a
+    CHECKPOINT, which PostgreSQL 15 allows only to superusers and members of ``pg_checkpoint``."""
+    admin = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    admin.autocommit = True
+    with admin, admin.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = 'bench'")
+        if cursor.fetchone() is None:
+            cursor.execute("CREATE ROLE bench LOGIN PASSWORD 'bench'")
+        cursor.execute("SELECT 1 FROM pg_database WHERE datname = 'bench'")
+        if cursor.fetchone() is None:
+            cursor.execute("CREATE DATABASE bench OWNER bench")
+        cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pg_checkpoint'")
+        if cursor.fetchone() is not None:
+            cursor.execute("GRANT pg_checkpoint TO bench")
+    admin.close()
 
 
 def parse_pid() -> int:

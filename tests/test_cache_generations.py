@@ -49,6 +49,17 @@ def test_with_redis_the_table_is_reread_only_when_the_token_moves(
     assert reader.get("/config/greeter", headers=admin_headers).get_json()["greeting"] == "salut"
 
 
+def test_one_session_committing_several_changes_follows_each(app_config, greeter_app, admin_headers, db, redis_url):
+    """An app context serving several requests keeps one session: every commit of it that bumped a
+    generation moves this process's caches (a once-listener per bump fired for the first one only)."""
+    app = _worker(app_config, greeter_app, REDIS_URL=redis_url)
+    with app.app_context():
+        client = app.test_client()
+        for greeting in ("one", "two", "three"):
+            assert client.put("/config/greeter", json={"greeting": greeting}, headers=admin_headers).status_code == 200
+            assert client.get("/greeter/hello").get_json() == {"message": greeting}
+
+
 def test_without_redis_every_request_reads_the_generations(app_config, greeter_app, admin_headers, db):
     """Redis configured but unreachable: each request reads the table instead, still exact."""
     down = f"redis://127.0.0.1:{free_port()}/0"

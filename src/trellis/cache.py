@@ -54,7 +54,7 @@ from .token_reader import SharedReads, TokenReader
 log = logging.getLogger(__name__)
 
 _CHECKED = "_trellis_generations_checked"  # attribute set on the request object once it has checked
-_LISTENING = "trellis_generations_listening"  # in Session.info: the after-commit publisher is set
+_BUMPED = "trellis_generations_bumped"  # in Session.info: the Generations whose bump awaits the commit
 _ALONE = b"alone"  # the token of a process that shares its caches with nobody
 _REDIS_FAULTS = (RedisError, OSError)
 # After a Redis fault, the table is read without trying Redis for this long: exact all the same, and
@@ -201,14 +201,10 @@ class Generations:
             index_elements=[CacheGeneration.name], set_={"generation": CacheGeneration.generation + 1}
         )
         session.execute(stmt)
-        target = session()
-        if not target.info.get(_LISTENING):  # one token per commit, however many bumps it holds
-            target.info[_LISTENING] = True
-            event.listen(target, "after_commit", self._committed, once=True)
+        session().info[_BUMPED] = self  # one token per commit, however many bumps it holds (_after_commit)
 
-    def _committed(self, session: Any) -> None:
+    def _committed(self) -> None:
         """After a bump commits: this process re-reads the table, the others learn it from a new token."""
-        session.info.pop(_LISTENING, None)
         with self._lock:
             self._token = None
         current = _current_request()
@@ -284,3 +280,19 @@ def _new_token() -> bytes:
 
 def _current_request() -> Any:
     return request._get_current_object() if has_request_context() else None  # type: ignore[attr-defined]
+
+
+@event.listens_for(db.session.session_factory.class_, "after_commit")
+def _after_commit(session: Any) -> None:
+    """One listener on the core session class. A listener per bump (``once=True`` on the session) fired
+    only for the session's first bump: SQLAlchemy keeps a fired once-listener registered, so registering
+    it again is a no-op, and a session that committed a second bump (one app context serving several
+    requests, as in the tests) left the process on its old caches."""
+    generations = session.info.pop(_BUMPED, None)
+    if generations is not None:
+        generations._committed()
+
+
+@event.listens_for(db.session.session_factory.class_, "after_rollback")
+def _after_rollback(session: Any) -> None:
+    session.info.pop(_BUMPED, None)  # the bump was rolled back with the change

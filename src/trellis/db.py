@@ -8,6 +8,7 @@ and is removed when the app context ends.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 import threading
@@ -173,6 +174,47 @@ def init_app(app: Flask) -> Engine:
         session.remove()
 
     return eng
+
+
+def execute_compiled(
+    connection: Connection, statement: Any, parameters: dict[str, Any], cache: dict[Any, Any] | None = None
+) -> list[Any]:
+    """Run one statement with one row of parameters on ``connection`` and return its rows (``RETURNING``).
+
+    On PostgreSQL the SQL is compiled once (kept in ``cache``, keyed by the statement) and run straight
+    on the DB-API cursor: SQLAlchemy's execution layer (context, result wrapping, per-parameter
+    processing) cost a create ~150 µs of CPU for its two statements (py-spy, ``bench/results/peer.md``),
+    more than the round trip itself. Parameters are plain values; a dict is sent as JSON text (the JSON
+    columns' parameters). DB-API errors come out as SQLAlchemy's (``IntegrityError`` …), as from
+    ``connection.execute``, and a connection found dead is invalidated. SQLite runs through SQLAlchemy.
+    """
+    if connection.dialect.name != "postgresql":
+        result = connection.execute(statement, parameters)
+        return result.all() if result.returns_rows else []
+    compiled = None if cache is None else cache.get(("sql", statement))
+    if compiled is None:
+        made = statement.compile(dialect=connection.dialect)
+        # The statement's own values (``version + 1``'s 1) go with the caller's parameters.
+        own = {name: bind.value for name, bind in made.binds.items() if not bind.required}
+        compiled = (str(made), own)
+        if cache is not None:
+            cache[("sql", statement)] = compiled
+    sql, own = compiled
+    values = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in parameters.items()}
+    if own:
+        values = {**own, **values}
+    raw = connection.connection.dbapi_connection
+    try:
+        with raw.cursor() as cursor:
+            cursor.execute(sql, values)
+            return cursor.fetchall() if cursor.description else []
+    except raw.Error as exc:  # psycopg2's base class, as the connection exposes it
+        dead = connection.dialect.is_disconnect(exc, raw, None)
+        if dead:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(
+            sql, values, exc, raw.Error, connection_invalidated=dead, dialect=connection.dialect
+        ) from exc
 
 
 def is_postgresql(bind: Any = None) -> bool:

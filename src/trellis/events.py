@@ -88,6 +88,7 @@ _NUMBER = sa.text(
         core_events.created_at
     """
 ).columns(created_at=EventRecord.__table__.c.created_at.type)
+_COMPILED: dict[Any, str] = {}  # the single-row INSERT's SQL (db.execute_compiled)
 _COLUMNS = (_table.c.event_id, _table.c.topic, _table.c.family, _table.c.payload, _table.c.created_at)
 
 
@@ -127,8 +128,11 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
     session = db.session
     connection = session.connection()
-    statement = _INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED
-    connection.execute(statement, rows if len(rows) > 1 else rows[0])
+    if len(rows) > 1:
+        connection.execute(_INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED, rows)
+    else:  # one event per write (create, update): the DB-API cursor, SQL compiled once
+        statement = _INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED
+        db.execute_compiled(connection, statement, rows[0], _COMPILED)
     session().info[_POKE_ON_COMMIT] = log_  # one poke per commit, however many events it holds (_after_commit)
 
 
@@ -148,6 +152,28 @@ def _after_commit(session: Any) -> None:
 @sa_event.listens_for(db.session.session_factory.class_, "after_rollback")
 def _after_rollback(session: Any) -> None:
     session.info.pop(_POKE_ON_COMMIT, None)  # nothing of a rolled-back transaction was recorded
+
+
+def change_number(family: str) -> sa.ColumnElement[int]:
+    """A number, as an SQL expression, that grows with every commit that recorded an event of ``family``
+    and never goes back: the family's highest ``event_id`` plus its rows not numbered yet.
+
+    A commit adds an unnumbered row (+1); numbering ``k`` of them raises the maximum by at least ``k``
+    while the unnumbered count drops by ``k``; retention never deletes a family's newest event. So two
+    reads that give the same number saw the same committed events of the family, and a cache keyed by it
+    (the Database module's list counts) needs no invalidation of its own. Two index lookups: the
+    ``(family, event_id)`` index and the partial index of unnumbered rows.
+    ``family`` is made of validated names (``database.Item``); it is SQL text so that a statement built
+    with it is compiled once."""
+    name = sa.literal_column("'" + family.replace("'", "''") + "'")
+    highest = sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0)).where(_table.c.family == name)
+    waiting = sa.select(sa.func.count()).select_from(_table).where(_table.c.family == name, _table.c.event_id.is_(None))
+    return highest.scalar_subquery() + waiting.scalar_subquery()
+
+
+def enabled() -> bool:
+    """Whether this app records events (``TRELLIS_EVENTS``, on unless turned off)."""
+    return _log().enabled
 
 
 # ---- reading -----------------------------------------------------------------------------------------

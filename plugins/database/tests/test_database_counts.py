@@ -90,22 +90,6 @@ def test_a_count_is_kept_until_a_write_to_the_schema_commits(cached_api):
     assert count() == 27
 
 
-def test_a_count_taken_while_a_write_commits_is_not_kept(cached_api, db):
-    from trellis_database import counts
-
-    table = f"race_{uuid.uuid4().hex}"
-
-    def count_racing_a_commit() -> int:
-        counts.touched(db(), table)
-        db.commit()  # another writer commits (and bumps) while this count runs: 1 may be stale
-        return 1
-
-    assert counts.cache().count(table, ("q",), 0, count_racing_a_commit) == 1
-    assert counts.cache().count(table, ("q",), 0, lambda: 2) == 2  # the possibly stale 1 was not kept
-    assert counts.cache().count(table, ("q",), 0, lambda: 3) == 2  # a count nothing raced is kept
-    assert counts.cache().count(table, ("other",), 0, lambda: 4) == 4
-
-
 def test_a_failed_write_keeps_the_counts_right(cached_api):
     api = cached_api
     api.create_schema("Unique", {"code": {"type": "String", "unique": True}})
@@ -131,8 +115,7 @@ def test_lists_count_in_the_database_when_redis_is_down(app_config, db, admin_he
         for record in caplog.records
         if record.levelno >= logging.WARNING and record.name == counts.__name__
     ]  # the core's Redis client warns too
-    assert len(logged) == 1, logged  # one a minute, not one per list or write
-    # the batch's commit sent nothing (no count of the new table announced): the list warned first
+    assert len(logged) == 1, logged  # one a minute, not one per list
     assert "counting in the database" in logged[0]
 
 
@@ -194,29 +177,13 @@ def test_workers_share_counts_and_writes_racing_reads_leave_them_exact(live_serv
         )
 
 
-def test_a_lost_version_never_brings_back_old_counts(cached_api, db):
-    """Versions are random tokens: a version key lost to eviction or a failover starts a new one."""
-    from trellis.shared_redis import redis_client
-    from trellis_database import counts
-
-    table = f"lost_{uuid.uuid4().hex}"
-    assert counts.cache().count(table, ("q",), 0, lambda: 1) == 1
-    counts.touched(db(), table)
-    db.commit()  # a write: new version
-    redis = redis_client()
-    (version_key,) = redis.keys(f"*{table}:v")
-    redis.delete(version_key)  # evicted
-    assert counts.cache().count(table, ("q",), 0, lambda: 2) == 2  # not the 1 of the first version
-    assert counts.cache().count(table, ("q",), 0, lambda: 3) == 2
-
-
 def test_a_count_lives_at_most_the_ttl_however_busy_its_table(cached_api):
     from trellis.shared_redis import redis_client
     from trellis_database import counts
 
     table = f"busy_{uuid.uuid4().hex}"
     counts.cache().count(table, ("first",), 0, lambda: 1)
-    (counts_key,) = redis_client().keys(f"*{table}:c:*")
+    (counts_key,) = redis_client().keys(f"*{table}:0")
     time.sleep(1.1)
     counts.cache().count(table, ("second",), 0, lambda: 2)  # more counts in the same hash …
     assert redis_client().ttl(counts_key) < counts.TTL_SECONDS  # … do not push its expiry back
@@ -234,89 +201,68 @@ def test_count_none_leaves_the_count_out(dbapi):
     assert "count" in error["errors"]
 
 
-def _table_of(name: str) -> str:
-    storage = trellis_db.session.execute(
-        sa.text("SELECT storage FROM database_schemas WHERE name = :n"), {"n": name}
-    ).scalar_one()
-    return (storage if isinstance(storage, dict) else __import__("json").loads(storage))["table"]
+def test_a_count_is_kept_per_change_number(cached_api):
+    from trellis_database import counts
+
+    table = f"numbered_{uuid.uuid4().hex}"
+    assert counts.cache().count(table, ("q",), 7, lambda: 1) == 1
+    assert counts.cache().count(table, ("q",), 7, lambda: 2) == 1  # kept for the same committed writes
+    assert counts.cache().count(table, ("q",), 8, lambda: 3) == 3  # another number: counted afresh
+    assert counts.cache().count(table, ("other",), 7, lambda: 4) == 4
+    assert counts.cache().count(table, ("q",), None, lambda: 5) == 5  # unknown number: never kept
+    assert counts.cache().count(table, ("q",), None, lambda: 6) == 6
 
 
-def test_writes_send_nothing_to_redis_until_a_count_of_their_table_is_kept(cached_api):
+def _change_number(name: str) -> int:
+    from trellis import events
+    from trellis_database import counts
+
+    return trellis_db.session.execute(sa.select(events.change_number(counts.family(name)))).scalar_one()
+
+
+def test_the_change_number_grows_with_every_write_of_its_schema_only(cached_api):
+    api = cached_api
+    api.create_schema("Numbered", {"n": "Number", "code": {"type": "String", "unique": True}})
+    api.create_schema("Elsewhere", {"n": "Number"})
+    start = _change_number("Numbered")
+    created = api.post("Numbered", {"n": 1, "code": "a"})
+    after_create = _change_number("Numbered")
+    assert after_create > start
+    api.post("Elsewhere", {"n": 1})
+    assert _change_number("Numbered") == after_create  # another schema's write
+    api.post("Numbered", {"n": 2, "code": "a"}, expect=409)
+    assert _change_number("Numbered") == after_create  # a rolled-back write
+    patched = api.client.patch(f"/database/Numbered/{created['_id']}", json={"n": 3}, headers=api.admin)
+    assert patched.status_code == 200
+    after_patch = _change_number("Numbered")
+    assert after_patch > after_create
+    assert api.client.delete(f"/database/Numbered/{created['_id']}", headers=api.admin).status_code == 200
+    assert _change_number("Numbered") > after_patch
+
+
+def test_writes_send_nothing_to_redis(cached_api):
+    """The event a write records is its counts' invalidation: no Redis command per write."""
     from trellis.shared_redis import redis_client
     from trellis_database import counts
 
     api = cached_api
     api.create_schema("Quiet", {"n": "Number"})
-    version_key = f"{counts.cache().prefix}{_table_of('Quiet')}:v"
-    created = redis_client().get(version_key)  # a schema change always drops the table's counts
-    outside = api.post("Quiet", {"n": 100})
     api.many("Quiet", [{"n": i} for i in range(30)])
-    assert redis_client().get(version_key) == created  # no count of Quiet anywhere: the writes sent nothing
-    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 25  # counted, announced, kept
-    kept = redis_client().get(version_key)
-    assert kept is not None
-    api.post("Quiet", {"n": 1})
-    assert redis_client().get(version_key) != kept  # now a write drops the counts …
-    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 26  # … and the list is exact
-    patched = api.client.patch(f"/database/Quiet/{outside['_id']}", json={"n": 2}, headers=api.admin)
-    assert patched.status_code == 200
-    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 27  # an update drops them too
+    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 25
+    redis = redis_client()
+    before = sorted(redis.keys(f"{counts.cache().prefix}*"))
+    created = api.post("Quiet", {"n": 1})
+    api.client.patch(f"/database/Quiet/{created['_id']}", json={"n": 2}, headers=api.admin)
+    assert sorted(redis.keys(f"{counts.cache().prefix}*")) == before
+    assert api.list("Quiet", "n[$lt]=25&limit=5")["count"] == 26  # and the list is exact
 
 
-@pytest.mark.parametrize(
-    ("counted_until", "marked"),
-    # PostgreSQL's now() is the transaction's start, which the fixture opened a while ago: an hour apart
-    [("missing", True), (None, False), (-3600, False), (3600, True)],
-)
-def test_a_write_marks_its_table_while_an_announcement_stands_or_is_missing(cached_api, db, counted_until, marked):
-    import datetime
-
-    from trellis_database import counts
-    from trellis_database.models import CountEpoch
-
-    table = f"flag_{uuid.uuid4().hex[:20]}"
-    if counted_until != "missing":
-        until = None
-        if counted_until is not None:
-            until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=counted_until)
-        db.execute(sa.insert(CountEpoch.__table__).values(table_name=table, epoch=0, counted_until=until))
-    counts.written(db(), table)
-    assert (table in db().info.get("trellis_database_touched", set())) is marked
-
-
-def test_an_announcement_waits_for_a_write_that_read_the_table_before_it(app_config, app):
-    """The protocol's lock, on committed data and two real connections: a count announced while a write
-    is in flight is computed only after that write committed, so it includes the write."""
-    from trellis_database import counts
-    from trellis_database.models import CountEpoch
-
-    engine = app.extensions["trellis"].engine
-    if engine.dialect.name != "postgresql":
-        pytest.skip("row locks are PostgreSQL's; SQLite's single write lock needs no test of its own")
-    table = sa.Table(f"flag_{uuid.uuid4().hex[:20]}", sa.MetaData(), sa.Column("id", sa.String, primary_key=True))
-    epochs = CountEpoch.__table__
-    with engine.begin() as connection:
-        connection.execute(sa.insert(epochs).values(table_name=table.name, epoch=0))
-    announcer = create_app({**app_config, "REDIS_URL": REDIS})
-    done = threading.Event()
-    try:
-        with engine.connect() as writer:
-            writing = writer.begin()
-            assert writer.execute(sa.select(counts.announced_column(table.name, "postgresql"))).scalar() is False
-
-            def announce() -> None:
-                with announcer.app_context():
-                    counts.cache()._announce(table.name)
-                done.set()
-
-            thread = threading.Thread(target=announce)
-            thread.start()
-            assert not done.wait(1.0)  # held back by the write's share lock …
-            writing.commit()
-            assert done.wait(30)  # … until the write commits
-            thread.join()
-        with engine.connect() as reader:
-            assert reader.execute(sa.select(counts.announced_column(table.name, "postgresql"))).scalar() is True
-    finally:
-        with engine.begin() as connection:
-            connection.execute(sa.delete(epochs).where(epochs.c.table_name == table.name))
+def test_without_the_event_log_no_count_is_kept(app_config, db, admin_headers):
+    app = create_app({**app_config, "REDIS_URL": REDIS, "EVENTS": "false"})
+    with app.app_context():
+        api = DatabaseApi(app.test_client(), admin_headers)
+        api.create_schema("Unlogged", {"n": "Number"})
+        api.many("Unlogged", [{"n": i} for i in range(10)])
+        assert api.list("Unlogged", "n[$lt]=8&limit=2")["count"] == 8
+        _insert_behind_trellis("Unlogged", 1)
+        assert api.list("Unlogged", "n[$lt]=8&limit=2")["count"] == 9  # counted again: nothing kept

@@ -41,24 +41,26 @@ def _in_transaction(statement: Any, parameters: Any = None) -> Any:
     return db.session.connection().execute(statement, parameters)
 
 
+def _write(schema: CompiledSchema, key: Any, build: Any, parameters: dict[str, Any]) -> list[Any]:
+    """One row's write statement (built once per schema version) in the session's transaction; its
+    ``RETURNING`` rows. See :func:`trellis.db.execute_compiled` for why it skips SQLAlchemy's execution."""
+    return db.execute_compiled(db.session.connection(), _statement(schema, key, build), parameters, schema.statements)
+
+
 def _record(
     kind: str,
     schema: CompiledSchema,
     docs: list[dict[str, Any]] | list[str],
     previous: list[dict[str, Any]] | None = None,
-    announced: Any = counts.UNREAD,
 ) -> None:
     """Every document write passes here, inside its transaction, once its statement has run.
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
-    for a delete); ``previous`` the documents as they were (updates and deletes). The schema's cached
-    counts, if any may be cached, are dropped once the transaction commits (:func:`.counts.written`),
-    and the change is recorded in the event log (``database.<Schema>.<kind>``) in the same transaction.
-    ``announced``: the table's count announcement when the write's statement returned it
-    (:func:`.counts.announced_column`), saving :func:`.counts.written` its own query.
+    for a delete); ``previous`` the documents as they were (updates and deletes). The change is recorded
+    in the event log (``database.<Schema>.<kind>``) in the same transaction; that event is also what
+    tells cached list counts the schema changed (see :mod:`.counts`).
     """
-    counts.written(db.session(), schema.table.name, announced)
-    events.record_many(f"database.{schema.name}.{kind}", _event_payloads(kind, docs, previous))
+    events.record_many(f"{counts.family(schema.name)}.{kind}", _event_payloads(kind, docs, previous))
 
 
 def _event_payloads(
@@ -312,7 +314,7 @@ def find_json(
     def build() -> tuple[sa.Select, sa.Select]:
         condition = compiler.build(shape)
         table = schema.table
-        page = sa.select(*text_columns(table, dialect_name), counts.CountCache.epoch_column(table))
+        page = sa.select(*text_columns(table, dialect_name), counts.CountCache.change_column(schema.name))
         total = sa.select(sa.func.count()).select_from(table)
         if condition is not None:
             page, total = page.where(condition), total.where(condition)
@@ -328,11 +330,11 @@ def find_json(
             return rows, None
         if len(rows) < limit and (rows or skip == 0):
             return rows, skip + len(rows)  # a short page tells the total without counting
-        epoch = rows[0][5] if rows else None
+        changes = rows[0][5] if rows else None
         total = counts.cache().count(
             schema.table.name,
             (schema.version, shape, values),
-            epoch,
+            changes,
             lambda: connection.execute(total_stmt, params).scalar_one(),
         )
         return rows, total
@@ -405,16 +407,25 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     now = utcnow()
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
 
-    def build() -> sa.Insert:  # RETURNING the count announcement: no query of its own (see _record)
-        return sa.insert(schema.table).returning(counts.announced_column(schema.table.name, dialect()))
-
     try:
-        announced = _in_transaction(_statement(schema, "insert", build), rows).scalars().first()
+        if len(rows) == 1:
+            _write(schema, "insert", lambda: _insert_statement(schema), rows[0])
+        else:  # SQLAlchemy sends a batch as multi-row INSERTs ("insertmanyvalues"): few round trips
+            _in_transaction(sa.insert(schema.table), rows)
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
-    _record("create", schema, docs, announced=announced)
+    _record("create", schema, docs)
     return docs
+
+
+def _insert_statement(schema: CompiledSchema) -> sa.Insert:
+    """One document's INSERT, naming its columns (the generated ones are the database's)."""
+    table = schema.table
+    return sa.insert(table).values({name: sa.bindparam(name, type_=table.c[name].type) for name in _BASE_COLUMNS})
+
+
+_BASE_COLUMNS = ("id", "data", "created_at", "updated_at", "version")
 
 
 def _unique_within(schema: CompiledSchema, values: list[dict[str, Any]]) -> None:
@@ -441,24 +452,22 @@ def update(
     check_relations(snapshot, schema, [values for _, values, _ in checked])
     now = utcnow()
     docs, previous = [], []
-    announced: Any = counts.UNREAD
-    width = len(columns(schema.table)) + 1  # the document's columns, then the count announcement
+    width = len(columns(schema.table))  # the document's columns, then (PostgreSQL) the old ones
     try:
         for doc_id, values, removed in checked:
             if mode == "replace":
-                statement, params = _replace_statement(schema), {"data": values}
+                key, build, params = "replace", _replace_statement(schema), {"data": values}
             else:
-                statement, params = _patch_statement(schema, values, removed)
+                key, build, params = _patch_statement(schema, values, removed)
             before = None if dialect() == "postgresql" else _locked_by_id(schema, doc_id)
-            row = _in_transaction(statement, {**params, "doc_id": doc_id, "now": now}).first()
-            if row is None:
+            rows = _write(schema, key, build, {**params, "doc_id": doc_id, "now": now})
+            if not rows:
                 raise not_found(f"No {schema.name} document with id {doc_id!r}")
-            docs.append(to_document(schema, row))
-            previous.append(to_document(schema, row[width:] if before is None else before))
-            announced = row[width - 1]
+            docs.append(to_document(schema, rows[0]))
+            previous.append(to_document(schema, rows[0][width:] if before is None else before))
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    _record("update", schema, docs, previous, announced=announced)
+    _record("update", schema, docs, previous)
     return docs
 
 
@@ -480,33 +489,29 @@ def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) ->
 
 
 def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
-    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>, <the table's count
-    announcement>``: one round trip.
+    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip.
 
     On PostgreSQL it also returns the document as it was (for the event log), still in one round trip:
-    ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <announcement>, <old>``; the lock makes
-    ``old`` the very version this update replaces.
+    ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <old>``; the lock makes ``old`` the
+    very version this update replaces.
     """
     table = schema.table
     statement = sa.update(table).values(
         data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1
     )
-    announcement = counts.announced_column(table.name, dialect())
     if dialect() != "postgresql":
-        return statement.where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table), announcement)
+        return statement.where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table))
     old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id")).with_for_update().subquery("old")
-    return statement.where(table.c.id == old.c.id).returning(*columns(table), announcement, *old.c)
+    return statement.where(table.c.id == old.c.id).returning(*columns(table), *old.c)
 
 
-def _replace_statement(schema: CompiledSchema) -> sa.Update:
-    return _statement(
-        schema, "replace", lambda: _update_statement(schema, sa.bindparam("data", type_=schema.table.c.data.type))
-    )
+def _replace_statement(schema: CompiledSchema) -> Any:
+    return lambda: _update_statement(schema, sa.bindparam("data", type_=schema.table.c.data.type))
 
 
-def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: list[str]) -> tuple[sa.Update, dict]:
-    """The merge is done by the database. PostgreSQL: one statement per schema,
-    ``data || :set - :unset``; SQLite: ``json_set``/``json_remove`` per set of changed keys."""
+def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: list[str]) -> tuple[Any, Any, dict]:
+    """(cache key, builder, parameters) of a merge, which the database does. PostgreSQL: one statement
+    per schema, ``data || :set - :unset``; SQLite: ``json_set``/``json_remove`` per set of changed keys."""
     table = schema.table
     if dialect() == "postgresql":
 
@@ -515,7 +520,7 @@ def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: li
             merged = merged.op("-")(sa.cast(sa.bindparam("unset", type_=sa.ARRAY(sa.Text)), sa.ARRAY(sa.Text)))
             return _update_statement(schema, sa.type_coerce(merged, JSONB))
 
-        return _statement(schema, "patch", build), {"set": values, "unset": removed}
+        return "patch", build, {"set": values, "unset": removed}
     names = tuple(values)
 
     def build_sqlite() -> sa.Update:
@@ -529,22 +534,22 @@ def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: li
             merged = sa.func.json_set(merged, *args)
         return _update_statement(schema, merged)
 
-    statement = _statement(schema, ("patch", names, tuple(removed)), build_sqlite)
-    return statement, {f"v{index}": json.dumps(values[name]) for index, name in enumerate(names)}
+    parameters = {f"v{index}": json.dumps(values[name]) for index, name in enumerate(names)}
+    return ("patch", names, tuple(removed)), build_sqlite, parameters
 
 
 def delete(schema: CompiledSchema, doc_id: str) -> None:
     """Delete one document (404 if there is none)."""
     table = schema.table
-    statement = _statement(
+    rows = _write(
         schema,
         "delete",
         lambda: sa.delete(table).where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table)),
+        {"doc_id": doc_id},
     )
-    row = _in_transaction(statement, {"doc_id": doc_id}).first()
-    if row is None:
+    if not rows:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
-    _record("delete", schema, [doc_id], [to_document(schema, row)])
+    _record("delete", schema, [doc_id], [to_document(schema, rows[0])])
 
 
 def delete_matching(schema: CompiledSchema, where: Any) -> int:

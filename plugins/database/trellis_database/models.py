@@ -52,15 +52,3 @@ class CustomEndpointRecord(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
-class CountEpoch(Base):
-    """Per document table, a number raised after a commit whose count invalidation could not reach
-    Redis (see ``counts.py``): counts are kept under it, so they survive no such write. And until when
-    a process may keep counts of the table in Redis (``counted_until``): writes skip Redis otherwise."""
-
-    __tablename__ = "database_count_epochs"
-
-    table_name: Mapped[str] = mapped_column(String(63), primary_key=True)
-    epoch: Mapped[int] = mapped_column(Integer, default=0)
-    counted_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -17,7 +17,7 @@ from trellis import audit, db
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 
-from . import counts, tables
+from . import tables
 from .definitions import (
     DefinitionError,
     check_name,
@@ -84,7 +84,6 @@ def _flush(row: SchemaRecord) -> None:
 
 def _sync(row: SchemaRecord, fields: dict[str, Field], what: str) -> None:
     """Bring the table's generated columns and indexes in line with ``fields``."""
-    counts.touched(db.session(), row.storage["table"])  # filters on changed columns count anew
     try:
         columns = tables.sync_columns(
             db.session.connection(), row.storage["table"], row.storage.get("columns") or {}, fields
@@ -100,7 +99,6 @@ def _drop_data(row: SchemaRecord, names: list[str]) -> None:
     if not names or not row.storage.get("table"):
         return
     table = tables.make_table(row.storage["table"], {})
-    counts.touched(db.session(), table.name)
     if db.session.get_bind().dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import JSONB
 
@@ -141,7 +139,6 @@ def _fill_required(row: SchemaRecord, fields: list[Field]) -> None:
                     {f"fields.{field.name}": ["Documents lack a value; add a default"]},
                 )
             continue
-        counts.touched(db.session(), table.name)
         if postgresql:
             patch = sa.cast(sa.literal(json.dumps({field.name: field.default})), JSONB)
             db.session.execute(sa.update(table).where(missing).values(data=sa.type_coerce(data.op("||")(patch), JSONB)))
@@ -214,7 +211,6 @@ def create(body: dict[str, Any]) -> dict[str, Any]:
     _flush(row)
     table = tables.table_name(row.id)
     columns = tables.create_table(db.session.connection(), table, fields)
-    counts.table_created(db.session(), table)
     row.storage = {"table": table, "columns": columns}
     out = record(row)
     audit.record("database", "schema.create", row.id, body)

@@ -119,6 +119,23 @@ def test_a_delivery_in_flight_when_its_worker_dies_is_sent_after_a_restart(live_
     assert logged["attempts"] == 2
 
 
+def test_a_reactivated_webhook_gets_no_events_of_its_inactive_time(live_server_factory, receiver):
+    server = live_server_factory(**FAST)
+    webhook = set_up(server, receiver.url, ["authentication.user.create"])
+    new_user(server, "before")
+    assert receiver.wait_for(1)[0].json["data"]["user"]["email"] == "hook-before@example.com"
+    call("PUT", f"{server.url}/admin/webhooks/{webhook['_id']}", json={"active": False})
+    new_user(server, "while-inactive")
+    time.sleep(0.5)  # the dispatcher's passes
+    call("PUT", f"{server.url}/admin/webhooks/{webhook['_id']}", json={"active": True})
+    new_user(server, "after")
+    receiver.wait_for(2)
+    time.sleep(1.0)  # time for the inactive time's event to show up, if it were queued
+    emails = [r.json["data"]["user"]["email"] for r in receiver.received]
+    assert emails == ["hook-before@example.com", "hook-after@example.com"]
+    assert deliveries(server, webhook)["count"] == 2
+
+
 def _eventually(read: Any, timeout: float = 30.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -124,39 +124,59 @@ def _lease(settings: DeliverySettings) -> tuple[datetime, datetime, str]:
     return now, now + timedelta(seconds=settings.lease_seconds), db.new_id()
 
 
+_due = and_(WebhookDelivery.status == PENDING, WebhookDelivery.next_attempt_at <= bindparam("now"))
+_pick = (
+    select(WebhookDelivery.id)
+    .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
+    .where(_due, Webhook.active.is_(True))
+    .order_by(WebhookDelivery.next_attempt_at)
+    .limit(bindparam("limit"))
+)
+_ANY_DUE = _pick.limit(1)
+
+
+_claim = update(WebhookDelivery).values(
+    attempts=WebhookDelivery.attempts + 1, next_attempt_at=bindparam("lease_end"), claim=bindparam("token")
+)
+# PostgreSQL: the picked rows are claimed and returned with what their attempts need, the webhook's url
+# and secret included, in one ``UPDATE … FROM webhooks … RETURNING`` (a claim used to take three
+# statements). SQLite's RETURNING cannot name the FROM table: its claim returns ids, read after.
+_CLAIM_POSTGRESQL = _claim.where(
+    WebhookDelivery.id.in_(_pick.with_for_update(skip_locked=True, of=WebhookDelivery)),
+    _due,
+    Webhook.id == WebhookDelivery.webhook_id,
+).returning(
+    WebhookDelivery.id,
+    WebhookDelivery.webhook_id,
+    Webhook.url,
+    Webhook.secret,
+    WebhookDelivery.event,
+    WebhookDelivery.body,
+    WebhookDelivery.attempts,
+    WebhookDelivery.claim,
+)
+_CLAIM_SQLITE = _claim.where(WebhookDelivery.id.in_(_pick), _due).returning(WebhookDelivery.id)
+
+
 def claim_due(limit: int) -> list[Claimed]:
     """Claim up to ``limit`` due deliveries of active webhooks (oldest due first), in a transaction of its own."""
     settings = runtime().settings
     now, lease_end, token = _lease(settings)
-    due = and_(WebhookDelivery.status == PENDING, WebhookDelivery.next_attempt_at <= now)
-    pick = (
-        select(WebhookDelivery.id)
-        .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
-        .where(due, Webhook.active.is_(True))
-        .order_by(WebhookDelivery.next_attempt_at)
-        .limit(limit)
-    )
+    values = {"now": now, "limit": limit, "lease_end": lease_end, "token": token}
+    if db.is_postgresql():
+        no_wait_for_disk()
+        rows = db.session.execute(_CLAIM_POSTGRESQL, values).all()
+        db.session.commit()
+        return [Claimed(*row[:7], row[7] or "") for row in rows]
     # An idle poll only reads, in a transaction of its own: a write statement takes SQLite's one write lock
     # even when it changes nothing, and a request that had read before writing would then fail at once
     # (SQLite does not wait to turn a reading transaction into a writing one).
-    nothing_due = db.session.execute(pick.with_only_columns(WebhookDelivery.id).limit(1)).first() is None
+    nothing_due = db.session.execute(_ANY_DUE, values).first() is None
     db.session.rollback()
     if nothing_due:
         return []
-    if db.is_postgresql():
-        no_wait_for_disk()
-        pick = pick.with_for_update(skip_locked=True, of=WebhookDelivery)
-    claim = (
-        update(WebhookDelivery)
-        .where(WebhookDelivery.id.in_(pick), due)
-        .values(attempts=WebhookDelivery.attempts + 1, next_attempt_at=lease_end, claim=token)
-        .returning(WebhookDelivery.id)
-    )
-    if db.is_postgresql():
-        ids = list(db.session.execute(claim).scalars())
-    else:
-        with _sqlite_claims:
-            ids = list(db.session.execute(claim).scalars())
+    with _sqlite_claims:
+        ids = list(db.session.execute(_CLAIM_SQLITE, values).scalars())
     claimed = _claimed(ids) if ids else []
     db.session.commit()
     return claimed

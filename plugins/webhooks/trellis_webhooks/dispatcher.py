@@ -68,7 +68,7 @@ def _new_events() -> bool:
     idle pass must not take SQLite's write lock, or a request that read before writing fails at once."""
     if not _active_hooks():
         # Nothing to deliver: no pass, no lock, no write per event (the cursor stays behind; a webhook made
-        # later skips the events from before it, see _deliveries).
+        # or reactivated later skips the events from before it, see _deliveries).
         db.session.rollback()
         return False
     cursor = db.session.execute(select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR)).scalar()
@@ -77,9 +77,9 @@ def _new_events() -> bool:
 
 
 def _active_hooks() -> list[tuple[str, list[str], str]]:
-    """(id, patterns, createdAt as the log writes it) of the active webhooks."""
-    rows = db.session.execute(select(Webhook.id, Webhook.events, Webhook.created_at).where(Webhook.active.is_(True)))
-    return [(hook_id, patterns, db.isoformat(created)) for hook_id, patterns, created in rows]
+    """(id, patterns, since when active as the log writes times) of the active webhooks."""
+    rows = db.session.execute(select(Webhook.id, Webhook.events, Webhook.active_since).where(Webhook.active.is_(True)))
+    return [(hook_id, patterns, db.isoformat(since)) for hook_id, patterns, since in rows]
 
 
 def _one_batch() -> tuple[int, int, bool]:
@@ -113,11 +113,12 @@ def _deliveries(batch: list[events.Event]) -> list[dict[str, Any]]:
     now = db.utcnow()
     rows = []
     for event in batch:
-        # A webhook gets the events from its creation on (same ISO text on both sides: comparable as strings).
+        # A webhook gets the events from its creation or reactivation on (same ISO text on both sides:
+        # comparable as strings).
         wanted = [
             hook_id
-            for hook_id, patterns, created in hooks
-            if event.created_at >= created and matches_any(patterns, event.topic)
+            for hook_id, patterns, since in hooks
+            if event.created_at >= since and matches_any(patterns, event.topic)
         ]
         if not wanted:
             continue

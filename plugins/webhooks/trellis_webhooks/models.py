@@ -24,6 +24,9 @@ class Webhook(Base):
     description: Mapped[str | None] = mapped_column(String(500), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+    # Its creation or its last reactivation: a webhook gets the events recorded from then on, none of the
+    # time it was inactive.
+    active_since: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class WebhookDelivery(Base):

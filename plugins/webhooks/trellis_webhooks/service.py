@@ -63,6 +63,7 @@ def create_webhook(data: dict[str, Any]) -> dict[str, Any]:
         secret=data.get("secret") or new_secret(),
         active=data["active"],
         description=data.get("description"),
+        active_since=db.utcnow(),
     )
     db.session.add(webhook)
     audit.record("webhooks", "webhook.create", webhook.id, data, schema=WebhookCreateSchema)
@@ -74,6 +75,8 @@ def update_webhook(webhook_id: str, changes: dict[str, Any]) -> dict[str, Any]:
     webhook = get_webhook(webhook_id)
     if "url" in changes:
         _check_target(changes["url"])
+    if changes.get("active") and not webhook.active:
+        webhook.active_since = db.utcnow()  # the events of its inactive time are not delivered
     for key in ("url", "events", "secret", "active", "description"):
         if key in changes:
             setattr(webhook, key, changes[key])

@@ -1,21 +1,26 @@
-"""One HTTP attempt of a delivery: ``requests`` with a 10 s limit, no redirects, a capped response read.
+"""One HTTP attempt of a delivery: urllib3 with a 10 s limit, no redirects, a capped response read.
 
-Two sessions per process (connections are pooled, so a busy receiver gets keep-alive): the guarded one
-checks every new connection's peer address (``targets.check_peer``); the open one is used while the
-module config sets ``allowPrivateTargets``. A connection the guarded session keeps was checked when made.
+urllib3 is the client ``requests`` is built on; driving it directly halves the CPU of an attempt, and a
+delivery's CPU is what the API's reads lose while webhooks are busy (py-spy, ``bench/results/webhooks.md``:
+``requests``' own layers, preparing the request, merging environment settings, cookies and the adapter,
+were half of each attempt's time in the HTTP client). Nothing of what ``requests`` adds is wanted here:
+no proxies or ``.netrc`` from the environment, no cookies, no redirects.
+
+Two connection pools per process (a busy receiver gets keep-alive): the guarded one checks every new
+connection's peer address (``targets.check_peer``); the open one is used while the module config sets
+``allowPrivateTargets``. A connection the guarded pool keeps was checked when made.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from http.cookiejar import DefaultCookiePolicy
 from typing import Any
 
-import requests
-from requests.adapters import HTTPAdapter
+import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import HTTPError, NewConnectionError, ProtocolError, TimeoutError
 
 from .targets import TargetRefused, check_peer
 
@@ -56,45 +61,52 @@ class _GuardedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _GuardedHTTPSConnection
 
 
-class _GuardedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
-
-
-def _session(adapter: HTTPAdapter) -> requests.Session:
-    session = requests.Session()
-    session.trust_env = False  # no proxy or .netrc from the environment: the peer is the target itself
-    session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))  # receivers' cookies are not kept
-    session.headers = {"User-Agent": USER_AGENT}  # type: ignore[assignment]
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    return session
+def _pools(size: int, guarded: bool) -> urllib3.PoolManager:
+    manager = urllib3.PoolManager(num_pools=size, maxsize=size, retries=False)
+    if guarded:
+        manager.pool_classes_by_scheme = {"http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+    return manager
 
 
 class Sender:
     """Posts signed bodies; safe to share between the threads of one process."""
 
     def __init__(self, pool_size: int = 10) -> None:
-        self._guarded = _session(_GuardedAdapter(pool_connections=pool_size, pool_maxsize=pool_size))
-        self._open = _session(HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size))
+        self._guarded = _pools(pool_size, guarded=True)
+        self._open = _pools(pool_size, guarded=False)
 
     def post(self, url: str, body: bytes, headers: dict[str, str], allow_private: bool) -> Outcome:
-        session = self._open if allow_private else self._guarded
+        pools = self._open if allow_private else self._guarded
         deadline = time.monotonic() + TIMEOUT_SECONDS
         try:
-            with session.post(
-                url, data=body, headers=headers, timeout=TIMEOUT_SECONDS, allow_redirects=False, stream=True
-            ) as response:
-                excerpt, complete = _read_capped(response, deadline)
-        except requests.Timeout:
-            return Outcome(False, None, f"No answer within {TIMEOUT_SECONDS:g} s")
-        except requests.RequestException as exc:
+            response = pools.request(
+                "POST",
+                url,
+                body=body,
+                headers={**headers, "User-Agent": USER_AGENT},
+                timeout=urllib3.Timeout(TIMEOUT_SECONDS),
+                redirect=False,
+                retries=False,
+                preload_content=False,
+            )
+        except TimeoutError as exc:
+            if not isinstance(exc, NewConnectionError):  # urllib3 files a refused connection under timeouts
+                return Outcome(False, None, f"No answer within {TIMEOUT_SECONDS:g} s")
+            return Outcome(False, None, f"Cannot reach the target: {_reason(exc)}")
+        except (HTTPError, OSError) as exc:
             refused = _refusal(exc)
             if refused is not None:
                 return Outcome(False, None, str(refused))
             return Outcome(False, None, f"Cannot reach the target: {_reason(exc)}")
-        status = response.status_code
+        excerpt, complete = "", False
+        try:
+            excerpt, complete = _read_capped(response, deadline)
+        finally:
+            if complete:
+                response.release_conn()
+            else:
+                response.close()  # a body left unread: the connection is not reused
+        status = response.status
         if 200 <= status < 300:
             return Outcome(True, status, None)
         if 300 <= status < 400:
@@ -104,14 +116,13 @@ class Sender:
         return Outcome(False, status, f"Answered {status}: {excerpt[:ERROR_EXCERPT]}".rstrip(": "))
 
 
-def _read_capped(response: requests.Response, deadline: float) -> tuple[str, bool]:
+def _read_capped(response: urllib3.BaseHTTPResponse, deadline: float) -> tuple[str, bool]:
     """Read at most RESPONSE_CAP_BYTES of the body before ``deadline``: (its start as text, whole body read)."""
-    raw = response.raw
     chunks: list[bytes] = []
     size = 0
     try:
         while size < RESPONSE_CAP_BYTES and time.monotonic() < deadline:
-            chunk = raw.read1(RESPONSE_CAP_BYTES - size)  # what has arrived, not a full buffer (a trickle ends)
+            chunk = response.read1(RESPONSE_CAP_BYTES - size)  # what has arrived, not a full buffer (a trickle ends)
             if not chunk:
                 return _text(chunks), True
             chunks.append(chunk)
@@ -126,7 +137,7 @@ def _text(chunks: list[bytes]) -> str:
 
 
 def _refusal(exc: BaseException) -> TargetRefused | None:
-    """The TargetRefused somewhere inside the exceptions requests and urllib3 wrap around it."""
+    """The TargetRefused somewhere inside the exceptions urllib3 wraps around it."""
     seen: set[int] = set()
     pending: list[Any] = [exc]
     while pending:
@@ -141,7 +152,7 @@ def _refusal(exc: BaseException) -> TargetRefused | None:
     return None
 
 
-def _reason(exc: requests.RequestException) -> str:
-    if isinstance(exc, requests.ConnectionError):
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, (OSError, ProtocolError, NewConnectionError)):
         return "connection failed (refused, reset, or the name does not resolve)"
     return exc.__class__.__name__

@@ -22,9 +22,10 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, NewConnectionError, ProtocolError, TimeoutError
 
+from .settings import SEND_TIMEOUT_SECONDS
 from .targets import TargetRefused, check_peer
 
-TIMEOUT_SECONDS = 10.0
+TIMEOUT_SECONDS = SEND_TIMEOUT_SECONDS
 # What is read of an answer: enough for an error message, and a receiver answering with an endless body
 # cannot hold a sender.
 RESPONSE_CAP_BYTES = 64 * 1024

@@ -4,8 +4,10 @@ Green threads (``Module.background``, started by ``trellis.serve``), every proce
 the database decides who does what:
 
 - the dispatcher turns new events of the log into delivery rows, woken by ``events.subscribe`` and a poll;
-- the claimer claims due deliveries for the free ones of ``senders`` slots and starts one sender thread per
-  delivery, so a slow receiver (up to 10 s) holds up one slot, not the others;
+- the claimer claims due deliveries, up to ``DeliverySettings.claim_ahead`` held at once, and queues them
+  for ``senders`` sender threads, so a slow receiver (up to 10 s) holds up one sender, not the others;
+  claiming ahead of the senders makes claims (and outcome batches) bigger: one transaction for many
+  deliveries, not one per free sender (``bench/results/webhooks.md``);
 - the recorder writes the senders' outcomes in batches, one transaction for all that have come in, then
   frees their slots. Recording per attempt cost a commit (an fsync on PostgreSQL) per delivery; batched,
   1,000 deliveries to a fast receiver take a few dozen commits (``bench/results/webhooks.md``).
@@ -14,6 +16,7 @@ the database decides who does what:
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +62,7 @@ class Worker:
         self.outcomes_ready = threading.Event()
         self._lock = threading.Lock()
         self._in_flight = 0  # claimed and not yet recorded
+        self._to_send: queue.Queue[tuple[Claimed, bool]] = queue.Queue()  # green under eventlet
         self._outcomes: list[tuple[Claimed, Outcome]] = []
         self._soonest_retry = float("inf")  # monotonic time of the earliest retry this process scheduled
 
@@ -67,6 +71,7 @@ class Worker:
             (self._claim_loop, "webhooks-claim"),
             (self._record_loop, "webhooks-record"),
             (self._dispatch_loop, "webhooks-dispatch"),
+            *((self._send_loop, f"webhooks-send-{n}") for n in range(self.settings.senders)),
         ):
             threading.Thread(target=target, name=name, daemon=True).start()
 
@@ -74,12 +79,14 @@ class Worker:
 
     def _claim_loop(self) -> None:
         warn = _Warner("claiming due deliveries")
+        most = self.settings.claim_ahead
         while True:
             self.delivery_wanted.clear()
-            free = self.settings.senders - self._in_flight
+            free = most - self._in_flight
             claimed: list[Claimed] = []
-            allow_private = False
-            if free > 0:
+            # Claim in chunks of at least one per sender (or when idle): a claim per freed sender was a
+            # transaction per delivery or two.
+            if free >= min(self.settings.senders, most) or (free > 0 and self._in_flight == 0):
                 try:
                     with self.app.app_context():
                         config = get_config("webhooks")
@@ -92,8 +99,10 @@ class Worker:
                 with self._lock:
                     self._in_flight += len(claimed)
                 for one in claimed:
-                    threading.Thread(target=self._send, args=(one, allow_private), daemon=True).start()
-            if len(claimed) == free:  # all slots busy (or none were free): a recorded batch wakes us
+                    self._to_send.put((one, allow_private))
+            if claimed and len(claimed) == free:  # all claimed: a recorded batch wakes us
+                self.delivery_wanted.wait(self.settings.poll_seconds)
+            elif not claimed and free < most:  # waiting for outcomes to free room
                 self.delivery_wanted.wait(self.settings.poll_seconds)
             else:
                 self.delivery_wanted.wait(self._idle_seconds())
@@ -106,6 +115,10 @@ class Worker:
             self._soonest_retry = float("inf")
             wait = max(soonest, 0.0)
         return wait
+
+    def _send_loop(self) -> None:
+        while True:
+            self._send(*self._to_send.get())
 
     def _send(self, claimed: Claimed, allow_private: bool) -> None:
         try:

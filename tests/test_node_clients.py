@@ -5,6 +5,7 @@ is not installed."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -32,20 +33,24 @@ def node_project() -> Path:
     root = Path(os.environ.get("TRELLIS_NODE_CACHE", Path.home() / ".cache" / "trellis-node"))
     folder = root / hashlib.sha256(manifest).hexdigest()[:16]
     stamp = folder / ".installed"
-    if not stamp.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "package.json").write_bytes(manifest)
-        result = subprocess.run(
-            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        stamp.write_text("ok")
-    shutil.copy(NODE_FILES / "clients.mjs", folder / "clients.mjs")  # ESM resolves packages beside the script
+    folder.mkdir(parents=True, exist_ok=True)
+    # `make test` runs the SQLite and PostgreSQL passes at once: one installs while the other waits (two npm
+    # installs into one folder let one pass run its script on a half-written node_modules).
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists():
+            (folder / "package.json").write_bytes(manifest)
+            result = subprocess.run(
+                ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            assert result.returncode == 0, result.stdout + result.stderr
+            stamp.write_text("ok")
+        shutil.copy(NODE_FILES / "clients.mjs", folder / "clients.mjs")  # ESM resolves packages beside the script
     return folder
 
 

@@ -304,7 +304,7 @@ def find_json(
     """:func:`find` with each document as JSON text (see :func:`document_json`).
 
     The page and count statements are built once per query *shape* (fields, operators, sort) on the
-    compiled schema; a request only binds its values. The page also reads the table's count epoch
+    compiled schema; a request only binds its values. The page also reads the schema's change number
     (see :mod:`.counts`), in the same round trip.
     """
     dialect_name = dialect()

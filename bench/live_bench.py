@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import platform
 import sys
@@ -108,7 +109,44 @@ async def write_at_rate(servers: list[Server], schema: str, rate: int, seconds: 
         return time.perf_counter() - started
 
 
-async def run(servers: list[Server], subscribers: int, rate: int, seconds: float) -> dict[str, Any]:
+async def _subscribe_all(urls: list[str], indices: list[int], schema: str, tally: Tally, http: Any) -> list[Any]:
+    gate = asyncio.Semaphore(20)
+
+    async def one(n: int) -> Any:
+        async with gate:
+            return await connect(urls[n % len(urls)], n, schema, tally, http)
+
+    return await asyncio.gather(*(one(n) for n in indices))
+
+
+async def _until_received(tally: Tally, expected: set[tuple[int, int]]) -> None:
+    deadline = time.monotonic() + 30
+    while not expected <= tally.received.keys() and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1)  # late duplicates would arrive now
+
+
+def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: Any) -> None:
+    """A child holding ``indices``' subscribers: "ready" once all are subscribed, then, given the
+    (subscriber, seq) pairs it must receive, its receipts. ``time.perf_counter`` is the system's monotonic
+    clock, the same in every process, so receipts compare with the writer's times."""
+
+    async def main() -> None:
+        tally = Tally()
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+            clients = await _subscribe_all(urls, indices, schema, tally, http)
+            pipe.send("ready")
+            expected = await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
+            await _until_received(tally, expected)
+            pipe.send((tally.received, tally.receipts))
+            await asyncio.gather(*(client.disconnect() for client in clients))
+
+    asyncio.run(main())
+
+
+async def run(servers: list[Server], subscribers: int, rate: int, seconds: float, processes: int) -> dict[str, Any]:
+    """Subscribers in ``processes`` child processes (each its own event loop: one Python process receiving
+    all deliveries is a client-side queue of its own), the writer in this one."""
     tally = Tally()
     async with aiohttp.ClientSession(headers={"masterkey": "bench-master-key"}) as http:
         schema = "LiveBench"
@@ -116,27 +154,33 @@ async def run(servers: list[Server], subscribers: int, rate: int, seconds: float
         async with http.post(f"{servers[0].url}/admin/database/schemas", json=body) as response:
             assert response.status == 201, await response.text()
     figures: dict[str, Any] = {"rss_idle_mb": [s.rss_mb() for s in servers]}
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as sockets_http:
-        gate = asyncio.Semaphore(20)
-
-        async def one(n: int) -> Any:
-            async with gate:
-                return await connect(servers[n % len(servers)].url, n, schema, tally, sockets_http)
-
-        clients = await asyncio.gather(*(one(n) for n in range(subscribers)))
-        figures["rss_connected_mb"] = [s.rss_mb() for s in servers]
-        figures["load_before"] = os.getloadavg()
-        figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
-        expected = {(n, seq) for seq in tally.sent_at for n in range(subscribers) if n % BUCKETS == seq % BUCKETS}
-        deadline = time.monotonic() + 30
-        while not expected <= tally.received.keys() and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(1)  # late duplicates would arrive now
-        figures["load_after"] = os.getloadavg()
-        figures["rss_after_mb"] = [s.rss_mb() for s in servers]
-        figures["rss_peak_mb"] = [s.peak_rss_mb() for s in servers]
-        await asyncio.gather(*(client.disconnect() for client in clients))
+    urls = [server.url for server in servers]
+    context = multiprocessing.get_context("spawn")
+    shares = [list(range(subscribers))[k::processes] for k in range(processes)]
+    children = []
+    for share in shares:
+        ours, theirs = context.Pipe()
+        child = context.Process(target=subscriber_process, args=(urls, share, schema, theirs), daemon=True)
+        child.start()
+        children.append((child, ours, share))
+    loop = asyncio.get_running_loop()
+    for _, pipe, _ in children:
+        assert await loop.run_in_executor(None, pipe.recv) == "ready"
+    figures["rss_connected_mb"] = [s.rss_mb() for s in servers]
+    figures["load_before"] = os.getloadavg()
+    figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
+    expected = {(n, seq) for seq in tally.sent_at for n in range(subscribers) if n % BUCKETS == seq % BUCKETS}
+    for _, pipe, share in children:
+        mine = set(share)
+        pipe.send({pair for pair in expected if pair[0] in mine})
+    for child, pipe, _ in children:
+        received, receipts = await loop.run_in_executor(None, pipe.recv)
+        tally.received.update(received)
+        tally.receipts += receipts
+        child.join(30)
+    figures["load_after"] = os.getloadavg()
+    figures["rss_after_mb"] = [s.rss_mb() for s in servers]
+    figures["rss_peak_mb"] = [s.peak_rss_mb() for s in servers]
     figures["expected"] = len(expected)
     figures["failed_writes"] = tally.failed_writes
     figures["lost"] = len(expected - tally.received.keys())
@@ -175,7 +219,7 @@ def report(figures: dict[str, Any], args: argparse.Namespace, command: str) -> s
 `{command}` on {platform.node()} ({os.cpu_count()} cores), PostgreSQL + Redis, two eventlet processes.
 Load average before/after: {figures["load_before"][0]:.1f} / {figures["load_after"][0]:.1f} (the machine is shared).
 
-{args.subscribers} subscribers (half per process), `where: {{bucket: k}}` (10% each), {args.rate} writes/s for
+{args.subscribers} subscribers (half per server process; held by {args.client_processes} client process(es)), `where: {{bucket: k}}` (10% each), {args.rate} writes/s for
 {args.seconds} s ({figures["write_seconds"]:.1f} s actual), {figures["expected"]} expected deliveries.
 
 | figure | value |
@@ -199,12 +243,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--wrk-seconds", type=int, default=10)
+    parser.add_argument(
+        "--client-processes", type=int, default=2, help="processes holding the subscribers (1: all in one)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print the report, do not write results/live.md")
     args = parser.parse_args(argv)
     command = "python -m bench.live_bench " + " ".join(argv if argv is not None else sys.argv[1:])
     with bench_server("postgresql", TRELLIS_REDIS_URL=REDIS_URL) as first, tempfile.TemporaryDirectory() as folder:
         with serve(first.env, folder) as second:
-            figures = asyncio.run(run([first, second], args.subscribers, args.rate, args.seconds))
+            figures = asyncio.run(
+                run([first, second], args.subscribers, args.rate, args.seconds, args.client_processes)
+            )
         figures["creates"] = create_throughput(first, folder, args.wrk_seconds)
     text = report(figures, args, command.strip())
     print(text)

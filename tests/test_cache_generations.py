@@ -60,6 +60,27 @@ def test_one_session_committing_several_changes_follows_each(app_config, greeter
             assert client.get("/greeter/hello").get_json() == {"message": greeting}
 
 
+def test_a_bump_in_a_savepoint_is_published_by_the_outer_commit(app_config, greeter_app, db, redis_url):
+    """Savepoints release and roll back inside the transaction: the new token goes out once, when the
+    transaction that holds the bump commits (SQLAlchemy signals after_commit/after_rollback for both)."""
+    from trellis import db as trellis_db
+    from trellis.cache import token_key
+
+    app = _worker(app_config, greeter_app, REDIS_URL=redis_url)
+    client = redis.Redis.from_url(redis_url)
+    with app.app_context():
+        state = app.extensions["trellis"]
+        key = token_key(state.engine.url.render_as_string(hide_password=True))
+        state.generations.current("savepoint-test")  # the process has read a token
+        before = client.get(key)
+        with trellis_db.session.begin_nested():
+            state.generations.bump("savepoint-test")
+        trellis_db.session.begin_nested().rollback()  # another savepoint, rolled back
+        assert client.get(key) == before  # not published while the transaction is open
+        trellis_db.session.commit()
+        assert client.get(key) != before
+
+
 def test_without_redis_every_request_reads_the_generations(app_config, greeter_app, admin_headers, db):
     """Redis configured but unreachable: each request reads the table instead, still exact."""
     down = f"redis://127.0.0.1:{free_port()}/0"

@@ -288,6 +288,8 @@ def _after_commit(session: Any) -> None:
     only for the session's first bump: SQLAlchemy keeps a fired once-listener registered, so registering
     it again is a no-op, and a session that committed a second bump (one app context serving several
     requests, as in the tests) left the process on its old caches."""
+    if session.in_nested_transaction():  # a savepoint released: the bump commits with the outer transaction
+        return
     generations = session.info.pop(_BUMPED, None)
     if generations is not None:
         generations._committed()
@@ -295,4 +297,5 @@ def _after_commit(session: Any) -> None:
 
 @event.listens_for(db.session.session_factory.class_, "after_rollback")
 def _after_rollback(session: Any) -> None:
-    session.info.pop(_BUMPED, None)  # the bump was rolled back with the change
+    if not session.in_nested_transaction():  # a savepoint rolled back leaves the outer transaction's bump
+        session.info.pop(_BUMPED, None)  # the bump was rolled back with the change

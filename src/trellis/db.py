@@ -186,7 +186,8 @@ def execute_compiled(
     processing) cost a create ~150 µs of CPU for its two statements (py-spy, ``bench/results/peer.md``),
     more than the round trip itself. Parameters are plain values; a dict is sent as JSON text (the JSON
     columns' parameters). DB-API errors come out as SQLAlchemy's (``IntegrityError`` …), as from
-    ``connection.execute``, and a connection found dead is invalidated. SQLite runs through SQLAlchemy.
+    ``connection.execute``, and a connection found dead is invalidated with every older one of the pool
+    (after a PostgreSQL restart the next requests get fresh connections). SQLite runs through SQLAlchemy.
     """
     if connection.dialect.name != "postgresql":
         result = connection.execute(statement, parameters)
@@ -210,8 +211,8 @@ def execute_compiled(
             return cursor.fetchall() if cursor.description else []
     except raw.Error as exc:  # psycopg2's base class, as the connection exposes it
         dead = connection.dialect.is_disconnect(exc, raw, None)
-        if dead:
-            connection.invalidate(exc)
+        if dead:  # as SQLAlchemy does on a disconnect: this connection and every older one in the pool
+            connection.engine.pool._invalidate(connection.connection, exc)
         raise DBAPIError.instance(
             sql, values, exc, raw.Error, connection_invalidated=dead, dialect=connection.dialect
         ) from exc

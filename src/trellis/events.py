@@ -144,6 +144,8 @@ def _text(payload: dict | str) -> str:
 def _after_commit(session: Any) -> None:
     """The core session's commits poke the log that recorded in them. One listener on the session class,
     not one per transaction: registering a listener per write cost ~70 µs of a create's CPU."""
+    if session.in_nested_transaction():  # a savepoint released: its events commit with the outer transaction
+        return
     log_ = session.info.pop(_POKE_ON_COMMIT, None)
     if log_ is not None:
         log_.poke()
@@ -151,7 +153,8 @@ def _after_commit(session: Any) -> None:
 
 @sa_event.listens_for(db.session.session_factory.class_, "after_rollback")
 def _after_rollback(session: Any) -> None:
-    session.info.pop(_POKE_ON_COMMIT, None)  # nothing of a rolled-back transaction was recorded
+    if not session.in_nested_transaction():  # a savepoint rolled back: the outer transaction may still record
+        session.info.pop(_POKE_ON_COMMIT, None)  # nothing of a rolled-back transaction was recorded
 
 
 def change_number(family: str) -> sa.ColumnElement[int]:

@@ -52,3 +52,15 @@ class CustomEndpointRecord(Base):
     version: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class CountEpoch(Base):
+    """Unused since list counts are keyed by the event log's change number (``counts.py``). Kept for a
+    rolling upgrade: the processes of the previous release read it in every document write, and would
+    fail once it is gone. A later release's migration drops it."""
+
+    __tablename__ = "database_count_epochs"
+
+    table_name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    counted_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -123,3 +123,47 @@ def test_deliveries_are_counted_in_metrics(client, admin_headers, hook, receiver
     ping(client, admin_headers, hook)
     assert count("retrying") == before["retrying"] + 1
     assert count("delivered") == before["delivered"] + 1
+
+
+def test_a_claim_whose_lease_ran_short_in_the_queue_is_given_back_unsent(app, db, hook, receiver):
+    """Claims wait behind the senders; one that would start too late to finish within its lease (another
+    worker would then send it too) is released: due again at once, its attempt not counted."""
+    from trellis import db as trellis_db
+    from trellis_webhooks import deliveries
+    from trellis_webhooks.models import PENDING, WebhookDelivery
+    from trellis_webhooks.worker import Worker
+
+    now = trellis_db.utcnow()
+    trellis_db.session.add(
+        WebhookDelivery(
+            id=trellis_db.new_id(),
+            webhook_id=hook["_id"],
+            event_id=None,
+            event="ping",
+            body="{}",
+            status=PENDING,
+            attempts=0,
+            next_attempt_at=now,
+            created_at=now,
+        )
+    )
+    trellis_db.session.commit()
+    worker = Worker(app, deliveries.runtime_of(app))
+
+    def claim_and_send(send_by: float) -> WebhookDelivery:
+        (claimed,) = deliveries.claim_due(5)
+        worker._in_flight += 1
+        worker._to_send.put((claimed, True, send_by))
+        worker._send_next()
+        worker._record_once()
+        trellis_db.session.expire_all()
+        return trellis_db.session.get(WebhookDelivery, claimed.id)
+
+    released = claim_and_send(time.monotonic() - 1)  # its time to start has passed
+    assert receiver.received == []
+    assert (released.status, released.attempts, released.claim) == (PENDING, 0, None)
+    assert released.next_attempt_at <= trellis_db.utcnow() and worker._in_flight == 0
+
+    sent = claim_and_send(time.monotonic() + 60)
+    assert len(receiver.received) == 1
+    assert (sent.status, sent.attempts, sent.claim) == ("delivered", 1, None)

@@ -309,6 +309,24 @@ def record(results: Sequence[tuple[Claimed, Outcome]]) -> list[str]:
     return statuses
 
 
+_RELEASE = (
+    update(_table)
+    .where(_table.c.id == bindparam("b_id"), _table.c.claim == bindparam("b_claim"))
+    .values(
+        next_attempt_at=bindparam("b_now", type_=_table.c.next_attempt_at.type),
+        attempts=_table.c.attempts - 1,
+        claim=None,
+    )
+)
+
+
+def release(claims: Sequence[Claimed]) -> None:
+    """Give back claims that were not attempted: due again at once, the claim's attempt not counted."""
+    now = db.utcnow()
+    db.session.execute(_RELEASE, [{"b_id": c.id, "b_claim": c.claim, "b_now": now} for c in claims])
+    db.session.commit()
+
+
 def deliver(claimed: Claimed, allow_private: bool) -> str:
     """One attempt of a claimed delivery, made now and recorded; returns its status (see :func:`record`)."""
     return record([(claimed, attempt(claimed, allow_private, runtime().sender))])[0]

@@ -28,6 +28,7 @@ from trellis.module_config import get as get_config
 from . import deliveries
 from .deliveries import Claimed, Runtime
 from .sender import Outcome
+from .settings import SEND_TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
 WARN_EVERY_SECONDS = 60.0
@@ -62,7 +63,9 @@ class Worker:
         self.outcomes_ready = threading.Event()
         self._lock = threading.Lock()
         self._in_flight = 0  # claimed and not yet recorded
-        self._to_send: queue.Queue[tuple[Claimed, bool]] = queue.Queue()  # green under eventlet
+        # (claim, allowPrivateTargets, until when its lease leaves time for an attempt): green under eventlet
+        self._to_send: queue.Queue[tuple[Claimed, bool, float]] = queue.Queue()
+        self._unsent: list[Claimed] = []  # claims given back: their lease ran short in the queue
         self._outcomes: list[tuple[Claimed, Outcome]] = []
         self._soonest_retry = float("inf")  # monotonic time of the earliest retry this process scheduled
 
@@ -98,8 +101,13 @@ class Worker:
             if claimed:
                 with self._lock:
                     self._in_flight += len(claimed)
+                # An attempt may outlast its 10 s limit (a receiver trickling its answer): one that starts
+                # later than this could still be running when the lease ends and another worker sends it.
+                # (A lease too short for that margin, as tests set, keeps half of itself for the attempt.)
+                lease = self.settings.lease_seconds
+                send_by = time.monotonic() + max(lease - 2 * SEND_TIMEOUT_SECONDS, lease / 2)
                 for one in claimed:
-                    self._to_send.put((one, allow_private))
+                    self._to_send.put((one, allow_private, send_by))
             if claimed and len(claimed) == free:  # all claimed: a recorded batch wakes us
                 self.delivery_wanted.wait(self.settings.poll_seconds)
             elif not claimed and free < most:  # waiting for outcomes to free room
@@ -118,7 +126,17 @@ class Worker:
 
     def _send_loop(self) -> None:
         while True:
-            self._send(*self._to_send.get())
+            self._send_next()
+
+    def _send_next(self) -> None:
+        """Attempt the next queued claim, or give it back unattempted when its lease has run short."""
+        claimed, allow_private, send_by = self._to_send.get()
+        if time.monotonic() > send_by:  # slow receivers held the senders
+            with self._lock:
+                self._unsent.append(claimed)
+            self.outcomes_ready.set()
+        else:
+            self._send(claimed, allow_private)
 
     def _send(self, claimed: Claimed, allow_private: bool) -> None:
         try:
@@ -135,23 +153,32 @@ class Worker:
         while True:
             self.outcomes_ready.wait()
             self.outcomes_ready.clear()
-            with self._lock:
-                batch, self._outcomes = self._outcomes, []
-            if not batch:
-                continue
             try:
-                with self.app.app_context():
-                    statuses = deliveries.record(batch)
-                for (claimed, _outcome), status in zip(batch, statuses, strict=True):
-                    if status == deliveries.RETRYING:
-                        # The jittered delay is at least 90 % of the schedule's; from then on a claim finds it.
-                        due = self.settings.retry_seconds[claimed.attempts - 1] * (1 - deliveries.JITTER)
-                        self._soonest_retry = min(self._soonest_retry, time.monotonic() + due)
+                self._record_once()
             except Exception:  # not recorded: the claims run out and the deliveries are attempted again
                 warn()
-            with self._lock:
-                self._in_flight -= len(batch)
             self.delivery_wanted.set()
+
+    def _record_once(self) -> None:
+        """Write the outcomes that have come in (one transaction) and give back the unattempted claims."""
+        with self._lock:
+            batch, self._outcomes = self._outcomes, []
+            unsent, self._unsent = self._unsent, []
+        if not batch and not unsent:
+            return
+        try:
+            with self.app.app_context():
+                if unsent:
+                    deliveries.release(unsent)
+                statuses = deliveries.record(batch)
+            for (claimed, _outcome), status in zip(batch, statuses, strict=True):
+                if status == deliveries.RETRYING:
+                    # The jittered delay is at least 90 % of the schedule's; from then on a claim finds it.
+                    due = self.settings.retry_seconds[claimed.attempts - 1] * (1 - deliveries.JITTER)
+                    self._soonest_retry = min(self._soonest_retry, time.monotonic() + due)
+        finally:
+            with self._lock:
+                self._in_flight -= len(batch) + len(unsent)
 
     # --- queueing events -----------------------------------------------------------------------------------
 

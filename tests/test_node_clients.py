@@ -31,7 +31,9 @@ def node_project() -> Path:
     """``tests/node`` installed into a cache folder keyed by its package.json (installed once per version)."""
     manifest = (NODE_FILES / "package.json").read_bytes()
     root = Path(os.environ.get("TRELLIS_NODE_CACHE", Path.home() / ".cache" / "trellis-node"))
-    folder = root / hashlib.sha256(manifest).hexdigest()[:16]
+    # The key names the install's layout too: folders of the older layout may hold a half-written install
+    # (two passes installing at once, before the lock below), marked installed all the same.
+    folder = root / hashlib.sha256(manifest + b"\0locked-install").hexdigest()[:16]
     stamp = folder / ".installed"
     folder.mkdir(parents=True, exist_ok=True)
     # `make test` runs the SQLite and PostgreSQL passes at once: one installs while the other waits (two npm

@@ -83,6 +83,9 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default backlog is 5: a burst of senders opening connections at once overflows it and
+    # some connections are reset (a failed first attempt). Real receivers listen with hundreds (nginx 511).
+    request_queue_size = 128
 
     def handle_error(self, request: Any, client_address: Any) -> None:  # a sender killed mid-answer: expected
         pass

@@ -13,6 +13,7 @@ connection's peer address (``targets.check_peer``); the open one is used while t
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import HTTPError, NewConnectionError, ProtocolError, TimeoutError
+from urllib3.util import parse_url
 
 from .settings import SEND_TIMEOUT_SECONDS
 from .targets import TargetRefused, check_peer
@@ -62,6 +64,15 @@ class _GuardedHTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _GuardedHTTPSConnection
 
 
+_TIMEOUT = urllib3.Timeout(TIMEOUT_SECONDS)
+
+
+@functools.lru_cache(maxsize=1024)
+def _target(url: str) -> str:
+    """The request target (path and query) of a webhook's URL, parsed once."""
+    return parse_url(url).request_uri
+
+
 def _pools(size: int, guarded: bool) -> urllib3.PoolManager:
     manager = urllib3.PoolManager(num_pools=size, maxsize=size, retries=False)
     if guarded:
@@ -80,15 +91,19 @@ class Sender:
         pools = self._open if allow_private else self._guarded
         deadline = time.monotonic() + TIMEOUT_SECONDS
         try:
-            response = pools.request(
+            # Straight to the host's pool: PoolManager.request would parse the URL and encode the headers
+            # again on every attempt (~15% of an attempt's CPU, py-spy).
+            pool = pools.connection_from_url(url)
+            response = pool.urlopen(
                 "POST",
-                url,
+                _target(url),
                 body=body,
                 headers={**headers, "User-Agent": USER_AGENT},
-                timeout=urllib3.Timeout(TIMEOUT_SECONDS),
+                timeout=_TIMEOUT,
                 redirect=False,
                 retries=False,
                 preload_content=False,
+                assert_same_host=False,
             )
         except TimeoutError as exc:
             if not isinstance(exc, NewConnectionError):  # urllib3 files a refused connection under timeouts

@@ -43,7 +43,7 @@ from typing import Any
 
 from flask import has_request_context, request
 from redis.exceptions import RedisError
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
@@ -282,20 +282,5 @@ def _current_request() -> Any:
     return request._get_current_object() if has_request_context() else None  # type: ignore[attr-defined]
 
 
-@event.listens_for(db.session.session_factory.class_, "after_commit")
-def _after_commit(session: Any) -> None:
-    """One listener on the core session class. A listener per bump (``once=True`` on the session) fired
-    only for the session's first bump: SQLAlchemy keeps a fired once-listener registered, so registering
-    it again is a no-op, and a session that committed a second bump (one app context serving several
-    requests, as in the tests) left the process on its old caches."""
-    if session.in_nested_transaction():  # a savepoint released: the bump commits with the outer transaction
-        return
-    generations = session.info.pop(_BUMPED, None)
-    if generations is not None:
-        generations._committed()
-
-
-@event.listens_for(db.session.session_factory.class_, "after_rollback")
-def _after_rollback(session: Any) -> None:
-    if not session.in_nested_transaction():  # a savepoint rolled back leaves the outer transaction's bump
-        session.info.pop(_BUMPED, None)  # the bump was rolled back with the change
+# After a bump commits: this process re-reads the table, the others learn it from a new token.
+db.after_outer_commit(_BUMPED, lambda generations: generations._committed())

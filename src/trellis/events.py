@@ -38,7 +38,6 @@ from typing import Any
 import redis
 import sqlalchemy as sa
 from flask import Flask, current_app
-from sqlalchemy import event as sa_event
 
 from . import db
 from .models import EventRecord
@@ -140,21 +139,8 @@ def _text(payload: dict | str) -> str:
     return payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
-@sa_event.listens_for(db.session.session_factory.class_, "after_commit")
-def _after_commit(session: Any) -> None:
-    """The core session's commits poke the log that recorded in them. One listener on the session class,
-    not one per transaction: registering a listener per write cost ~70 µs of a create's CPU."""
-    if session.in_nested_transaction():  # a savepoint released: its events commit with the outer transaction
-        return
-    log_ = session.info.pop(_POKE_ON_COMMIT, None)
-    if log_ is not None:
-        log_.poke()
-
-
-@sa_event.listens_for(db.session.session_factory.class_, "after_rollback")
-def _after_rollback(session: Any) -> None:
-    if not session.in_nested_transaction():  # a savepoint rolled back: the outer transaction may still record
-        session.info.pop(_POKE_ON_COMMIT, None)  # nothing of a rolled-back transaction was recorded
+# A commit that recorded events pokes the log's sequencer (numbering and fan-out, after the answer).
+db.after_outer_commit(_POKE_ON_COMMIT, lambda log_: log_.poke())
 
 
 def change_number(family: str) -> sa.ColumnElement[int]:

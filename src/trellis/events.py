@@ -127,10 +127,10 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
     session = db.session
     connection = session.connection()
+    statement = _INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED
     if len(rows) > 1:
-        connection.execute(_INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED, rows)
+        connection.execute(statement, rows)
     else:  # one event per write (create, update): the DB-API cursor, SQL compiled once
-        statement = _INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED
         db.execute_compiled(connection, statement, rows[0], _COMPILED)
     session().info[_POKE_ON_COMMIT] = log_  # one poke per commit, however many events it holds (_after_commit)
 

@@ -141,11 +141,8 @@ _claim = update(WebhookDelivery).values(
 # PostgreSQL: the picked rows are claimed and returned with what their attempts need, the webhook's url
 # and secret included, in one ``UPDATE … FROM webhooks … RETURNING`` (a claim used to take three
 # statements). SQLite's RETURNING cannot name the FROM table: its claim returns ids, read after.
-_CLAIM_POSTGRESQL = _claim.where(
-    WebhookDelivery.id.in_(_pick.with_for_update(skip_locked=True, of=WebhookDelivery)),
-    _due,
-    Webhook.id == WebhookDelivery.webhook_id,
-).returning(
+# What an attempt needs, in the order of Claimed's fields.
+_CLAIMED_COLUMNS = (
     WebhookDelivery.id,
     WebhookDelivery.webhook_id,
     Webhook.url,
@@ -155,6 +152,11 @@ _CLAIM_POSTGRESQL = _claim.where(
     WebhookDelivery.attempts,
     WebhookDelivery.claim,
 )
+_CLAIM_POSTGRESQL = _claim.where(
+    WebhookDelivery.id.in_(_pick.with_for_update(skip_locked=True, of=WebhookDelivery)),
+    _due,
+    Webhook.id == WebhookDelivery.webhook_id,
+).returning(*_CLAIMED_COLUMNS)
 _CLAIM_SQLITE = _claim.where(WebhookDelivery.id.in_(_pick), _due).returning(WebhookDelivery.id)
 
 
@@ -167,7 +169,7 @@ def claim_due(limit: int) -> list[Claimed]:
         no_wait_for_disk()
         rows = db.session.execute(_CLAIM_POSTGRESQL, values).all()
         db.session.commit()
-        return [Claimed(*row[:7], row[7] or "") for row in rows]
+        return [_as_claimed(row) for row in rows]
     # An idle poll only reads, in a transaction of its own: a write statement takes SQLite's one write lock
     # even when it changes nothing, and a request that had read before writing would then fail at once
     # (SQLite does not wait to turn a reading transaction into a writing one).
@@ -232,13 +234,15 @@ def queue_ping(webhook: Webhook) -> Claimed:
 
 def _claimed(ids: list[str]) -> list[Claimed]:
     rows = db.session.execute(
-        select(WebhookDelivery, Webhook.url, Webhook.secret)
+        select(*_CLAIMED_COLUMNS)
         .join(Webhook, Webhook.id == WebhookDelivery.webhook_id)
         .where(WebhookDelivery.id.in_(ids))
     ).all()
-    return [
-        Claimed(d.id, d.webhook_id, url, secret, d.event, d.body, d.attempts, d.claim or "") for d, url, secret in rows
-    ]
+    return [_as_claimed(row) for row in rows]
+
+
+def _as_claimed(row: Any) -> Claimed:
+    return Claimed(*row[:7], row[7] or "")
 
 
 # --- one attempt ---------------------------------------------------------------------------------------

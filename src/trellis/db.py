@@ -8,18 +8,21 @@ and is removed when the app context ends.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from flask import Flask, current_app, g
 from flask.globals import app_ctx
-from sqlalchemy import JSON, DateTime, MetaData, TypeDecorator, create_engine, event
+from sqlalchemy import JSON, DateTime, MetaData, Table, TypeDecorator, create_engine, event
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -239,6 +242,37 @@ def execute_compiled(
         raise DBAPIError.instance(
             sql, values, exc, raw.Error, connection_invalidated=dead, dialect=connection.dialect
         ) from exc
+
+
+def insert_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert ``rows`` (dicts with the same keys, column names) into ``table`` in one statement.
+
+    On PostgreSQL each column travels as one array parameter and the server unnests them, a statement
+    compiled once per table and columns. SQLAlchemy's multi-row INSERT ("insertmanyvalues") rewrites its
+    placeholders row by row in Python: that was 8% of a server's CPU while it queued webhook deliveries,
+    50 rows a statement (py-spy, ``bench/results/webhooks.md``). SQLite: an executemany (in-process)."""
+    if not rows:
+        return
+    if connection.dialect.name != "postgresql":
+        connection.execute(sa.insert(table), list(rows))
+        return
+    names = tuple(rows[0])
+    statement = _unnest_insert(table, names)
+    connection.execute(statement, {f"c{n}": [row[name] for row in rows] for n, name in enumerate(names)})
+
+
+@functools.lru_cache(maxsize=256)
+def _unnest_insert(table: Table, names: tuple[str, ...]) -> sa.TextClause:
+    columns = [table.c[name] for name in names]
+    dialect = postgresql.dialect()
+    arrays = ", ".join(f"CAST(:c{n} AS {column.type.compile(dialect)}[])" for n, column in enumerate(columns))
+    quote = dialect.identifier_preparer
+    listed = ", ".join(quote.quote(name) for name in names)
+    sql = f"INSERT INTO {quote.format_table(table)} ({listed}) SELECT * FROM unnest({arrays})"
+    # Typed parameters: each item goes through its column's bind processing (UTC times, JSON text).
+    return sa.text(sql).bindparams(
+        *(sa.bindparam(f"c{n}", type_=postgresql.ARRAY(column.type)) for n, column in enumerate(columns))
+    )
 
 
 def is_postgresql(bind: Any = None) -> bool:

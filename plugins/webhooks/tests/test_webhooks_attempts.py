@@ -167,3 +167,33 @@ def test_a_claim_whose_lease_ran_short_in_the_queue_is_given_back_unsent(app, db
     sent = claim_and_send(time.monotonic() + 60)
     assert len(receiver.received) == 1
     assert (sent.status, sent.attempts, sent.claim) == ("delivered", 1, None)
+
+
+def test_a_claim_takes_no_more_than_its_limit(app, db, hook):
+    """The claim's pick (``LIMIT`` with ``SKIP LOCKED``) runs once: a plan that rescanned it per updated row
+    claimed every due delivery (52 for a limit of 17), more than the senders had room for."""
+    from trellis import db as trellis_db
+    from trellis_webhooks import deliveries
+    from trellis_webhooks.models import PENDING, WebhookDelivery
+
+    now = trellis_db.utcnow()
+    for n in range(52):
+        trellis_db.session.add(
+            WebhookDelivery(
+                id=trellis_db.new_id(),
+                webhook_id=hook["_id"],
+                event_id=n + 1,
+                event="ping",
+                body="{}",
+                status=PENDING,
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
+    trellis_db.session.commit()
+    first = deliveries.claim_due(17)
+    second = deliveries.claim_due(100)
+    assert len(first) == 17 and len(second) == 35
+    assert not {c.id for c in first} & {c.id for c in second}
+    assert deliveries.claim_due(100) == []

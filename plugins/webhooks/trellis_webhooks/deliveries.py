@@ -119,9 +119,10 @@ def no_wait_for_disk() -> None:
 _ASYNC_COMMIT = text("SET LOCAL synchronous_commit = off")
 
 
-def _lease(settings: DeliverySettings) -> tuple[datetime, datetime, str]:
+def lease() -> tuple[datetime, datetime, str]:
+    """(now, when a claim made now runs out, a new claim token)."""
     now = db.utcnow()
-    return now, now + timedelta(seconds=settings.lease_seconds), db.new_id()
+    return now, now + timedelta(seconds=runtime().settings.lease_seconds), db.new_id()
 
 
 _due = and_(WebhookDelivery.status == PENDING, WebhookDelivery.next_attempt_at <= bindparam("now"))
@@ -152,8 +153,12 @@ _CLAIMED_COLUMNS = (
     WebhookDelivery.attempts,
     WebhookDelivery.claim,
 )
+# The pick is a MATERIALIZED CTE, run once: as ``id IN (pick)`` PostgreSQL could rescan it for every
+# row it updated, and each rescan found the next rows still due, so a claim of 17 took all 52 due
+# (test_a_claim_takes_no_more_than_its_limit).
+_picked = _pick.with_for_update(skip_locked=True, of=WebhookDelivery).cte("picked").prefix_with("MATERIALIZED")
 _CLAIM_POSTGRESQL = _claim.where(
-    WebhookDelivery.id.in_(_pick.with_for_update(skip_locked=True, of=WebhookDelivery)),
+    WebhookDelivery.id == _picked.c.id,
     _due,
     Webhook.id == WebhookDelivery.webhook_id,
 ).returning(*_CLAIMED_COLUMNS)
@@ -162,8 +167,7 @@ _CLAIM_SQLITE = _claim.where(WebhookDelivery.id.in_(_pick), _due).returning(Webh
 
 def claim_due(limit: int) -> list[Claimed]:
     """Claim up to ``limit`` due deliveries of active webhooks (oldest due first), in a transaction of its own."""
-    settings = runtime().settings
-    now, lease_end, token = _lease(settings)
+    now, lease_end, token = lease()
     values = {"now": now, "limit": limit, "lease_end": lease_end, "token": token}
     if db.is_postgresql():
         no_wait_for_disk()
@@ -186,8 +190,7 @@ def claim_due(limit: int) -> list[Claimed]:
 
 def claim_one(webhook_id: str, delivery_id: str) -> Claimed:
     """Claim one delivery now, whatever its status (a manual retry); 409 while an attempt is in flight."""
-    settings = runtime().settings
-    now, lease_end, token = _lease(settings)
+    now, lease_end, token = lease()
     in_flight = and_(WebhookDelivery.claim.is_not(None), WebhookDelivery.next_attempt_at > now)
     ids = list(
         db.session.execute(
@@ -214,8 +217,7 @@ def claim_one(webhook_id: str, delivery_id: str) -> Claimed:
 
 def queue_ping(webhook: Webhook) -> Claimed:
     """A ``ping`` delivery for ``webhook``, created already claimed so the caller attempts it at once."""
-    settings = runtime().settings
-    now, lease_end, token = _lease(settings)
+    now, lease_end, token = lease()
     delivery = WebhookDelivery(
         id=db.new_id(),
         webhook_id=webhook.id,
@@ -276,6 +278,19 @@ _RECORD = (
     )
 )
 
+# PostgreSQL: the whole batch in one statement over arrays. psycopg2 runs an executemany as one statement
+# (one round trip) per row: recording was ~8% of the server's samples while delivering (py-spy).
+_RECORD_POSTGRESQL = text(
+    f"""UPDATE {_table.name} AS d
+    SET status = v.status, next_attempt_at = v.next_at, delivered_at = v.delivered_at,
+        response_status = v.response_status, last_error = v.last_error, claim = NULL
+    FROM unnest(CAST(:b_id AS text[]), CAST(:b_claim AS text[]), CAST(:b_status AS text[]),
+                CAST(:b_next AS timestamptz[]), CAST(:b_delivered AS timestamptz[]),
+                CAST(:b_response AS integer[]), CAST(:b_error AS text[]))
+        AS v(id, claim, status, next_at, delivered_at, response_status, last_error)
+    WHERE d.id = v.id AND d.claim = v.claim"""
+)
+
 
 def record(results: Sequence[tuple[Claimed, Outcome]]) -> list[str]:
     """Write the outcomes of attempts, in one transaction; returns each one's status: ``delivered``,
@@ -306,7 +321,10 @@ def record(results: Sequence[tuple[Claimed, Outcome]]) -> list[str]:
         )
     if rows:
         no_wait_for_disk()
-        db.session.execute(_RECORD, rows)
+        if db.is_postgresql():
+            db.session.execute(_RECORD_POSTGRESQL, {key: [row[key] for row in rows] for key in rows[0]})
+        else:
+            db.session.execute(_RECORD, rows)
         db.session.commit()
     for status, count in Counter(statuses).items():
         DELIVERIES.inc(count, status=status)

@@ -6,20 +6,26 @@ same transaction: an event is queued once, whichever process gets there first, a
 passes loses none (the next pass starts from the cursor). On PostgreSQL the row is locked with
 ``FOR UPDATE SKIP LOCKED`` (a process that finds it locked leaves the work to the holder); on SQLite the
 first statement is a write, which takes the database's one write lock.
+
+The deliveries a pass queues are inserted already claimed by its process, as many as its senders have room
+for (``room``), and go straight to them: claiming them back from the table cost a transaction and a
+returned row per delivery, ~12% of the server's samples while delivering (py-spy,
+``bench/results/webhooks.md``). The rest are inserted due now, for any worker's claimer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from trellis import db, events
 from trellis.module_config import get as get_config
 
-from .deliveries import body_text, no_wait_for_disk
+from .deliveries import Claimed, body_text, lease, no_wait_for_disk
 from .models import PENDING, Webhook, WebhookCursor, WebhookDelivery
 from .patterns import matches_any
 
@@ -76,75 +82,93 @@ def _new_events() -> bool:
     return cursor is None or events.latest() != cursor
 
 
-def _active_hooks() -> list[tuple[str, list[str], str]]:
-    """(id, patterns, since when active as the log writes times) of the active webhooks."""
-    rows = db.session.execute(select(Webhook.id, Webhook.events, Webhook.active_since).where(Webhook.active.is_(True)))
-    return [(hook_id, patterns, db.isoformat(since)) for hook_id, patterns, since in rows]
+@dataclass(frozen=True)
+class _Hook:
+    id: str
+    patterns: list[str]
+    since: str  # when it was made or reactivated, as the log writes times
+    url: str
+    secret: str
 
 
-def _one_batch() -> tuple[int, int, bool]:
-    """Queue the deliveries of up to BATCH events; (deliveries queued, events read, cursor busy)."""
+def _active_hooks() -> list[_Hook]:
+    rows = db.session.execute(
+        select(Webhook.id, Webhook.events, Webhook.active_since, Webhook.url, Webhook.secret).where(
+            Webhook.active.is_(True)
+        )
+    )
+    return [
+        _Hook(hook_id, patterns, db.isoformat(since), url, secret) for hook_id, patterns, since, url, secret in rows
+    ]
+
+
+@dataclass
+class Pass:
+    """What a pass did: deliveries queued, those of them claimed for this process's senders, whether it read
+    a whole batch (more may follow) and whether another process held the cursor."""
+
+    queued: int = 0
+    claimed: list[Claimed] = field(default_factory=list)
+    allow_private: bool = False
+    full: bool = False
+    busy: bool = False
+
+
+def one_pass(room: int) -> Pass:
+    """Queue the deliveries of up to BATCH events, the first ``room`` of them claimed for this process."""
     if not _new_events():
-        return 0, 0, False
+        return Pass()
     no_wait_for_disk()  # a lost pass is done again from the cursor, which is lost with it
     cursor = _lock_cursor()
     if cursor is None:
         db.session.rollback()
-        return 0, 0, True
+        return Pass(busy=True)
     batch = events.read(after=cursor, limit=BATCH)
     if not batch:
         latest = events.latest()
         if cursor > latest:  # the log was emptied or restored from an older backup: follow it
             db.session.execute(update(WebhookCursor).where(WebhookCursor.name == CURSOR).values(last_event_id=latest))
         db.session.commit()
-        return 0, 0, False
-    rows = _deliveries(batch) if get_config("webhooks")["active"] else []
-    if rows:
-        db.session.execute(insert(WebhookDelivery), rows)
+        return Pass()
+    config = get_config("webhooks")
+    done = Pass(allow_private=bool(config["allowPrivateTargets"]), full=len(batch) == BATCH)
+    rows = _deliveries(batch, room, done.claimed) if config["active"] else []
+    db.insert_rows(db.session.connection(), WebhookDelivery.__table__, rows)
     db.session.execute(update(WebhookCursor).where(WebhookCursor.name == CURSOR).values(last_event_id=batch[-1].id))
     db.session.commit()
-    return len(rows), len(batch), False
+    done.queued = len(rows)
+    return done
 
 
-def _deliveries(batch: list[events.Event]) -> list[dict[str, Any]]:
+def _deliveries(batch: list[events.Event], room: int, claimed: list[Claimed]) -> list[dict[str, Any]]:
+    """The delivery rows of ``batch``; the first ``room`` are claimed (and appended to ``claimed``)."""
     hooks = _active_hooks()
     if not hooks:
         return []
-    now = db.utcnow()
+    now, lease_end, token = lease()
     rows = []
     for event in batch:
         # A webhook gets the events from its creation or reactivation on (same ISO text on both sides:
         # comparable as strings).
-        wanted = [
-            hook_id
-            for hook_id, patterns, since in hooks
-            if event.created_at >= since and matches_any(patterns, event.topic)
-        ]
+        wanted = [hook for hook in hooks if event.created_at >= hook.since and matches_any(hook.patterns, event.topic)]
         if not wanted:
             continue
         body = body_text(event.id, event.topic, event.created_at, event.payload)
-        rows += [
-            {
+        for hook in wanted:
+            row = {
                 "id": db.new_id(),
-                "webhook_id": hook_id,
+                "webhook_id": hook.id,
                 "event_id": event.id,
                 "event": event.topic,
                 "body": body,
                 "status": PENDING,
                 "attempts": 0,
                 "next_attempt_at": now,
+                "claim": None,
                 "created_at": now,
             }
-            for hook_id in wanted
-        ]
+            if len(claimed) < room:  # as a claim would leave it: one attempt counted, due when the lease ends
+                row.update(attempts=1, next_attempt_at=lease_end, claim=token)
+                claimed.append(Claimed(row["id"], hook.id, hook.url, hook.secret, event.topic, body, 1, token))
+            rows.append(row)
     return rows
-
-
-def dispatch() -> tuple[int, bool]:
-    """Queue deliveries for every event after the cursor; (deliveries queued, cursor held elsewhere)."""
-    queued = 0
-    while True:
-        created, read, busy = _one_batch()
-        queued += created
-        if busy or read < BATCH:
-            return queued, busy

@@ -4,13 +4,16 @@ Green threads (``Module.background``, started by ``trellis.serve``), every proce
 the database decides who does what:
 
 - the dispatcher turns new events of the log into delivery rows, woken by ``events.subscribe`` and a poll;
-- the claimer claims due deliveries, up to ``DeliverySettings.claim_ahead`` held at once, and queues them
+  the rows it inserts already claimed (as many as the senders have room for) go straight to the senders;
+- the claimer claims the other due deliveries (retries, another process's overflow, a dead worker's), up
+  to ``DeliverySettings.claim_ahead`` held at once with the dispatcher's, and queues them
   for ``senders`` sender threads, so a slow receiver (up to 10 s) holds up one sender, not the others;
   claiming ahead of the senders makes claims (and outcome batches) bigger: one transaction for many
   deliveries, not one per free sender (``bench/results/webhooks.md``);
-- the recorder writes the senders' outcomes in batches, one transaction for all that have come in, then
-  frees their slots. Recording per attempt cost a commit (an fsync on PostgreSQL) per delivery; batched,
-  1,000 deliveries to a fast receiver take a few dozen commits (``bench/results/webhooks.md``).
+- a claim's slot is free once it is attempted; the recorder writes the senders' outcomes in batches, one
+  transaction (one statement on PostgreSQL) for all that came in within ``RECORD_COALESCE_SECONDS``.
+  Recording per attempt cost a commit (an fsync on PostgreSQL) per delivery; batched, 1,000 deliveries to
+  a fast receiver take a few dozen commits (``bench/results/webhooks.md``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ WARN_EVERY_SECONDS = 60.0
 # Woken by an event, the dispatcher waits this long so the events of a burst share one pass (a pass
 # reads the active webhooks and the cursor: two queries per write otherwise).
 DISPATCH_COALESCE_SECONDS = 0.05
+# Woken by an outcome, the recorder waits this long so that the outcomes of a burst share one transaction
+# (the log shows a delivery's outcome that much later; its receiver got it at once).
+RECORD_COALESCE_SECONDS = 0.05
 
 
 class _Warner:
@@ -62,12 +68,16 @@ class Worker:
         self.dispatch_wanted = threading.Event()
         self.outcomes_ready = threading.Event()
         self._lock = threading.Lock()
-        self._in_flight = 0  # claimed and not yet recorded
+        self._in_flight = 0  # claimed and not yet attempted
         # (claim, allowPrivateTargets, until when its lease leaves time for an attempt): green under eventlet
         self._to_send: queue.Queue[tuple[Claimed, bool, float]] = queue.Queue()
         self._unsent: list[Claimed] = []  # claims given back: their lease ran short in the queue
         self._outcomes: list[tuple[Claimed, Outcome]] = []
         self._soonest_retry = float("inf")  # monotonic time of the earliest retry this process scheduled
+        # Due deliveries may be waiting for room (a claim or a pass had more than it took): the senders wake
+        # the claimer as they free up. Otherwise it claims on its poll and at retries' times only; claiming
+        # after every outcome was ~10% of the server's samples while delivering, mostly empty claims.
+        self._backlog = False
 
     def start(self) -> None:
         for target, name in (
@@ -85,35 +95,53 @@ class Worker:
         most = self.settings.claim_ahead
         while True:
             self.delivery_wanted.clear()
-            free = most - self._in_flight
-            claimed: list[Claimed] = []
             # Claim in chunks of at least one per sender (or when idle): a claim per freed sender was a
             # transaction per delivery or two.
-            if free >= min(self.settings.senders, most) or (free > 0 and self._in_flight == 0):
+            free = self._reserve(at_least=min(self.settings.senders, most))
+            claimed: list[Claimed] = []
+            if free:
+                self._backlog = False  # this claim takes what is due: senders finishing meanwhile need not wake us
                 try:
                     with self.app.app_context():
                         config = get_config("webhooks")
                         if config["active"]:
-                            allow_private = bool(config["allowPrivateTargets"])
                             claimed = deliveries.claim_due(free)
+                            self._hand_to_senders(claimed, bool(config["allowPrivateTargets"]))
                 except Exception:
                     warn()
-            if claimed:
-                with self._lock:
-                    self._in_flight += len(claimed)
-                # An attempt may outlast its 10 s limit (a receiver trickling its answer): one that starts
-                # later than this could still be running when the lease ends and another worker sends it.
-                # (A lease too short for that margin, as tests set, keeps half of itself for the attempt.)
-                lease = self.settings.lease_seconds
-                send_by = time.monotonic() + max(lease - 2 * SEND_TIMEOUT_SECONDS, lease / 2)
-                for one in claimed:
-                    self._to_send.put((one, allow_private, send_by))
-            if claimed and len(claimed) == free:  # all claimed: a recorded batch wakes us
+                finally:
+                    self._give_back(free - len(claimed))
+                if len(claimed) == free:  # due deliveries may be left behind: claim again as senders free up
+                    self._backlog = True
+            if claimed and len(claimed) == free:  # all claimed: the senders wake us as they free up
                 self.delivery_wanted.wait(self.settings.poll_seconds)
-            elif not claimed and free < most:  # waiting for outcomes to free room
+            elif not claimed and self._in_flight:  # waiting for the senders to free room
                 self.delivery_wanted.wait(self.settings.poll_seconds)
             else:
                 self.delivery_wanted.wait(self._idle_seconds())
+
+    def _reserve(self, at_least: int = 1) -> int:
+        """Room for new claims, counted in flight at once (the claimer and the dispatcher both claim): all
+        that is free when that is ``at_least`` or nothing is in flight, else 0."""
+        with self._lock:
+            free = self.settings.claim_ahead - self._in_flight
+            if free < at_least and not (free > 0 and self._in_flight == 0):
+                return 0
+            self._in_flight += free
+            return free
+
+    def _give_back(self, unused: int) -> None:
+        with self._lock:
+            self._in_flight -= unused
+
+    def _hand_to_senders(self, claimed: list[Claimed], allow_private: bool) -> None:
+        # An attempt may outlast its 10 s limit (a receiver trickling its answer): one that starts later
+        # than this could still be running when the lease ends and another worker sends it. (A lease too
+        # short for that margin, as tests set, keeps half of itself for the attempt.)
+        lease = self.settings.lease_seconds
+        send_by = time.monotonic() + max(lease - 2 * SEND_TIMEOUT_SECONDS, lease / 2)
+        for one in claimed:
+            self._to_send.put((one, allow_private, send_by))
 
     def _idle_seconds(self) -> float:
         """Until the next poll, or sooner when a retry this process scheduled falls due first."""
@@ -134,56 +162,60 @@ class Worker:
         if time.monotonic() > send_by:  # slow receivers held the senders
             with self._lock:
                 self._unsent.append(claimed)
-            self.outcomes_ready.set()
         else:
-            self._send(claimed, allow_private)
+            outcome = self._attempt(claimed, allow_private)
+            with self._lock:
+                self._outcomes.append((claimed, outcome))
+        # The claim's slot is free once attempted: its outcome waits for the recorder's next batch.
+        self._give_back(1)
+        if self._backlog:
+            self.delivery_wanted.set()
+        self.outcomes_ready.set()
 
-    def _send(self, claimed: Claimed, allow_private: bool) -> None:
+    def _attempt(self, claimed: Claimed, allow_private: bool) -> Outcome:
         try:
-            outcome = deliveries.attempt(claimed, allow_private, self.sender)
+            return deliveries.attempt(claimed, allow_private, self.sender)
         except Exception:
             log.exception("webhooks: delivery %s could not be attempted", claimed.id)
-            outcome = Outcome(False, None, "Internal error while sending (see the server log)")
-        with self._lock:
-            self._outcomes.append((claimed, outcome))
-        self.outcomes_ready.set()
+            return Outcome(False, None, "Internal error while sending (see the server log)")
 
     def _record_loop(self) -> None:
         warn = _Warner("recording delivery outcomes")
         while True:
             self.outcomes_ready.wait()
+            time.sleep(RECORD_COALESCE_SECONDS)
             self.outcomes_ready.clear()
             try:
-                self._record_once()
+                if self._record_once():
+                    self.delivery_wanted.set()  # the claimer's next wait ends by the earliest retry
             except Exception:  # not recorded: the claims run out and the deliveries are attempted again
                 warn()
-            self.delivery_wanted.set()
 
-    def _record_once(self) -> None:
-        """Write the outcomes that have come in (one transaction) and give back the unattempted claims."""
+    def _record_once(self) -> bool:
+        """Write the outcomes that have come in (one transaction) and give back the unattempted claims;
+        whether a retry was scheduled."""
         with self._lock:
             batch, self._outcomes = self._outcomes, []
             unsent, self._unsent = self._unsent, []
         if not batch and not unsent:
-            return
-        try:
-            with self.app.app_context():
-                if unsent:
-                    deliveries.release(unsent)
-                statuses = deliveries.record(batch)
-            for (claimed, _outcome), status in zip(batch, statuses, strict=True):
-                if status == deliveries.RETRYING:
-                    # The jittered delay is at least 90 % of the schedule's; from then on a claim finds it.
-                    due = self.settings.retry_seconds[claimed.attempts - 1] * (1 - deliveries.JITTER)
-                    self._soonest_retry = min(self._soonest_retry, time.monotonic() + due)
-        finally:
-            with self._lock:
-                self._in_flight -= len(batch) + len(unsent)
+            return False
+        with self.app.app_context():
+            if unsent:
+                deliveries.release(unsent)
+            statuses = deliveries.record(batch)
+        retrying = False
+        for (claimed, _outcome), status in zip(batch, statuses, strict=True):
+            if status == deliveries.RETRYING:
+                # The jittered delay is at least 90 % of the schedule's; from then on a claim finds it.
+                due = self.settings.retry_seconds[claimed.attempts - 1] * (1 - deliveries.JITTER)
+                self._soonest_retry = min(self._soonest_retry, time.monotonic() + due)
+                retrying = True
+        return retrying
 
     # --- queueing events -----------------------------------------------------------------------------------
 
     def _dispatch_loop(self) -> None:
-        from .dispatcher import dispatch, subscribe
+        from .dispatcher import subscribe
 
         warn = _Warner("queueing events as deliveries")
         unsubscribe: Callable[[], None] | None = None
@@ -198,15 +230,32 @@ class Worker:
             self.dispatch_wanted.clear()
             busy = False
             try:
-                with self.app.app_context():
-                    queued, busy = dispatch()
-                if queued:
-                    self.delivery_wanted.set()
+                busy = self._dispatch_once()
             except Exception:
                 warn()
             # Another process holds the cursor: it may be finishing just before our event, so look again soon.
             if self.dispatch_wanted.wait(0.02 if busy else self.settings.poll_seconds) and not busy:
                 time.sleep(DISPATCH_COALESCE_SECONDS)  # a burst of events: one pass, not one per event
+
+    def _dispatch_once(self) -> bool:
+        """Queue every event after the cursor, pass by pass, sending what each pass claimed; whether another
+        process held the cursor."""
+        from .dispatcher import one_pass
+
+        while True:
+            room = self._reserve()
+            done = None
+            try:
+                with self.app.app_context():
+                    done = one_pass(room)
+            finally:
+                self._give_back(room - (len(done.claimed) if done else 0))
+            self._hand_to_senders(done.claimed, done.allow_private)
+            if done.queued > len(done.claimed):  # more than our senders have room for: the claimers' share
+                self._backlog = True
+                self.delivery_wanted.set()
+            if done.busy or not done.full:
+                return done.busy
 
 
 def start(app: Flask) -> None:

@@ -197,3 +197,23 @@ def test_a_claim_takes_no_more_than_its_limit(app, db, hook):
     assert len(first) == 17 and len(second) == 35
     assert not {c.id for c in first} & {c.id for c in second}
     assert deliveries.claim_due(100) == []
+
+
+def test_room_given_back_wakes_the_claimer_while_deliveries_wait(app):
+    """A dispatcher's pass reserves all free room; when it gives the room back unused while deliveries wait
+    (a backlog) and no sender is busy, nobody else would wake the claimer: a burst waited a whole poll."""
+    from trellis_webhooks import deliveries
+    from trellis_webhooks.worker import Worker
+
+    worker = Worker(app, deliveries.runtime_of(app))
+    worker._backlog = True
+    room = worker._reserve()
+    assert room == worker.settings.claim_ahead and worker._reserve(at_least=1) == 0
+    worker.delivery_wanted.clear()
+    worker._give_back(room)
+    assert worker.delivery_wanted.is_set() and worker._in_flight == 0
+
+    worker._backlog = False  # nothing waiting: freeing room wakes nobody
+    worker.delivery_wanted.clear()
+    worker._give_back(worker._reserve())
+    assert not worker.delivery_wanted.is_set()

@@ -131,8 +131,13 @@ class Worker:
             return free
 
     def _give_back(self, unused: int) -> None:
+        """Free slots (unused, or attempted); with a backlog the claimer wakes to fill them. Whoever frees
+        them must wake it: a dispatcher's pass holding all room while the senders ran dry left a burst
+        waiting a whole poll (1 s) for its next claim."""
         with self._lock:
             self._in_flight -= unused
+        if unused and self._backlog:
+            self.delivery_wanted.set()
 
     def _hand_to_senders(self, claimed: list[Claimed], allow_private: bool) -> None:
         # An attempt may outlast its 10 s limit (a receiver trickling its answer): one that starts later
@@ -166,10 +171,7 @@ class Worker:
             outcome = self._attempt(claimed, allow_private)
             with self._lock:
                 self._outcomes.append((claimed, outcome))
-        # The claim's slot is free once attempted: its outcome waits for the recorder's next batch.
-        self._give_back(1)
-        if self._backlog:
-            self.delivery_wanted.set()
+        self._give_back(1)  # free once attempted: its outcome waits for the recorder's next batch
         self.outcomes_ready.set()
 
     def _attempt(self, claimed: Claimed, allow_private: bool) -> Outcome:

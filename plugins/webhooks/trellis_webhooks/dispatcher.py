@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from trellis import db, events
@@ -37,6 +37,9 @@ BATCH = 500
 def subscribe(wake: Callable[[], None]) -> Callable[[], None]:
     """Wake the dispatcher on every event this process hears of; returns the unsubscribe function."""
     return events.subscribe("*.*.*", lambda _event: wake())
+
+
+_MOVE_CURSOR = update(WebhookCursor).where(WebhookCursor.name == CURSOR).values(last_event_id=bindparam("to"))
 
 
 def _lock_cursor() -> int | None:
@@ -70,13 +73,17 @@ def _lock_cursor() -> int | None:
 
 
 def _new_events() -> bool:
-    """Whether the log has moved past the cursor, read without a lock (and the read transaction ended): an
-    idle pass must not take SQLite's write lock, or a request that read before writing fails at once."""
+    """Whether a pass may find work. Without an active webhook, no. On SQLite, only when the log has moved
+    past the cursor, read without a lock (and the read transaction ended): an idle pass must not take its
+    write lock, or a request that read before writing fails at once. On PostgreSQL the pass's row lock
+    (``SKIP LOCKED``) blocks nobody, so the pass looks itself: two statements fewer per pass."""
     if not _active_hooks():
         # Nothing to deliver: no pass, no lock, no write per event (the cursor stays behind; a webhook made
         # or reactivated later skips the events from before it, see _deliveries).
         db.session.rollback()
         return False
+    if db.is_postgresql():
+        return True
     cursor = db.session.execute(select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR)).scalar()
     db.session.rollback()
     return cursor is None or events.latest() != cursor
@@ -127,14 +134,14 @@ def one_pass(room: int) -> Pass:
     if not batch:
         latest = events.latest()
         if cursor > latest:  # the log was emptied or restored from an older backup: follow it
-            db.session.execute(update(WebhookCursor).where(WebhookCursor.name == CURSOR).values(last_event_id=latest))
+            db.session.execute(_MOVE_CURSOR, {"to": latest})
         db.session.commit()
         return Pass()
     config = get_config("webhooks")
     done = Pass(allow_private=bool(config["allowPrivateTargets"]), full=len(batch) == BATCH)
     rows = _deliveries(batch, room, done.claimed) if config["active"] else []
     db.insert_rows(db.session.connection(), WebhookDelivery.__table__, rows)
-    db.session.execute(update(WebhookCursor).where(WebhookCursor.name == CURSOR).values(last_event_id=batch[-1].id))
+    db.session.execute(_MOVE_CURSOR, {"to": batch[-1].id})
     db.session.commit()
     done.queued = len(rows)
     return done

@@ -190,3 +190,17 @@ def test_a_private_peer_is_refused_before_anything_is_sent(raw_server):
     outcome = Sender().post(server.url, BODY, HEADERS, allow_private=False)
     assert outcome.error == "refused: 127.0.0.1 is a loopback address (allowPrivateTargets is off)"
     assert server.requests == []
+
+
+def test_idle_connections_are_closed_after_a_while(raw_server, monkeypatch):
+    from trellis_webhooks import sender as sender_module
+
+    monkeypatch.setattr(sender_module, "IDLE_SECONDS", 0.2)
+    first, second = raw_server(keep_alive), raw_server(keep_alive)
+    sender = Sender()
+    assert sender.post(first.url, BODY, HEADERS, allow_private=True).delivered
+    time.sleep(0.3)
+    assert sender.post(second.url, BODY, HEADERS, allow_private=True).delivered  # sweeps the first's
+    assert sum(len(idle) for idle in sender._idle.values()) == 1
+    assert sender.post(first.url, BODY, HEADERS, allow_private=True).delivered
+    assert first.connections == 2, "an expired connection is not reused"

@@ -100,6 +100,7 @@ class Sender:
         self._ssl = ssl_context or ssl.create_default_context()
         self._idle: dict[tuple[str, str, int, bool], list[_Connection]] = {}
         self._lock = threading.Lock()
+        self._swept = time.monotonic()
 
     def post(self, url: str, body: bytes, headers: dict[str, str], allow_private: bool) -> Outcome:
         target = _target(url)
@@ -146,13 +147,20 @@ class Sender:
 
     def _give_back(self, key: tuple[str, str, int, bool], connection: _Connection) -> None:
         connection.http.start_next_cycle()
-        connection.idle_since = time.monotonic()
+        now = connection.idle_since = time.monotonic()
+        closing = [connection]
         with self._lock:
             idle = self._idle.setdefault(key, [])
             if len(idle) < self._pool_size:
                 idle.append(connection)
-                return
-        connection.sock.close()
+                closing = []
+            if now - self._swept >= IDLE_SECONDS:  # connections to targets no longer sent to are closed too
+                self._swept = now
+                for connections in self._idle.values():
+                    closing += [c for c in connections if now - c.idle_since >= IDLE_SECONDS]
+                    connections[:] = [c for c in connections if now - c.idle_since < IDLE_SECONDS]
+        for expired in closing:
+            expired.sock.close()
 
     def _connect(self, target: _Target, allow_private: bool, deadline: float) -> _Connection:
         sock = socket.create_connection((target.host, target.port), timeout=_left(deadline))

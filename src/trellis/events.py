@@ -127,11 +127,13 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
     session = db.session
     connection = session.connection()
-    statement = _INSERT if connection.dialect.name == "postgresql" else _INSERT_NUMBERED
-    if len(rows) > 1:
-        connection.execute(statement, rows)
-    else:  # one event per write (create, update): the DB-API cursor, SQL compiled once
-        db.execute_compiled(connection, statement, rows[0], _COMPILED)
+    postgresql = connection.dialect.name == "postgresql"
+    if len(rows) == 1:  # one event per write (create, update): the DB-API cursor, SQL compiled once
+        db.execute_compiled(connection, _INSERT if postgresql else _INSERT_NUMBERED, rows[0], _COMPILED)
+    elif postgresql:  # a /many write: one statement (an unnest of column arrays)
+        db.insert_rows(connection, _table, rows)
+    else:
+        connection.execute(_INSERT_NUMBERED, rows)
     session().info[_POKE_ON_COMMIT] = log_  # one poke per commit, however many events it holds (_after_commit)
 
 

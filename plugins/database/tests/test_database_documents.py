@@ -184,9 +184,17 @@ def test_delete(dbapi, books):
 
 
 def test_many_creates_all(dbapi, books):
-    body = dbapi.many("Book", [{"title": f"Vol {i}", "isbn": f"isbn-{i}"} for i in range(5)])
+    docs = [{"title": f"Vol {i}", "isbn": f"isbn-{i}", "pages": 10 * i, "tags": ["a", f"t{i}"]} for i in range(5)]
+    body = dbapi.many("Book", docs)
     assert body["count"] == 5 and [d["title"] for d in body["docs"]] == [f"Vol {i}" for i in range(5)]
     assert dbapi.list("Book")["count"] == 5
+    # Stored as documents, not as JSON text: fields filter, sort and read back with their types.
+    found = dbapi.list("Book", "pages[$gte]=20&sort=-pages")["documents"]
+    assert [(d["title"], d["pages"], d["tags"]) for d in found] == [
+        (f"Vol {i}", 10 * i, ["a", f"t{i}"]) for i in (4, 3, 2)
+    ]
+    one = dbapi.client.get(f"/database/Book/{body['docs'][1]['_id']}", headers=dbapi.admin).get_json()
+    assert (one["isbn"], one["pages"]) == ("isbn-1", 10)
 
 
 def test_many_is_all_or_nothing(dbapi, books):

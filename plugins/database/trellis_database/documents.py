@@ -403,8 +403,8 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     try:
         if len(rows) == 1:
             _write(schema, "insert", lambda: _insert_statement(schema), rows[0])
-        else:  # SQLAlchemy sends a batch as multi-row INSERTs ("insertmanyvalues"): few round trips
-            _in_transaction(sa.insert(schema.table), rows)
+        else:  # one statement for the batch (an unnest of column arrays on PostgreSQL)
+            db.insert_rows(db.session.connection(), schema.table, rows)
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]

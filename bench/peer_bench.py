@@ -139,8 +139,8 @@ def _bench_role() -> None:
     """The role and database Parse's README asks for, made once per machine. ``seed.sh`` ends with a
     CHECKPOINT, which PostgreSQL 15 allows only to superusers and members of ``pg_checkpoint``."""
     admin = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-    admin.autocommit = True
-    with admin, admin.cursor() as cursor:
+    admin.autocommit = True  # CREATE DATABASE runs outside a transaction: no ``with admin`` (psycopg2 ≥ 2.9 opens one)
+    with admin.cursor() as cursor:
         cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = 'bench'")
         if cursor.fetchone() is None:
             cursor.execute("CREATE ROLE bench LOGIN PASSWORD 'bench'")

@@ -250,7 +250,8 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str
     On PostgreSQL each column travels as one array parameter and the server unnests them, a statement
     compiled once per table and columns. SQLAlchemy's multi-row INSERT ("insertmanyvalues") rewrites its
     placeholders row by row in Python: that was 8% of a server's CPU while it queued webhook deliveries,
-    50 rows a statement (py-spy, ``bench/results/webhooks.md``). SQLite: an executemany (in-process)."""
+    50 rows a statement (py-spy, ``bench/results/webhooks.md``). SQLite: an executemany (in-process).
+    Rows name every column they set: Python-side column defaults are not applied on PostgreSQL."""
     if not rows:
         return
     if connection.dialect.name != "postgresql":
@@ -265,13 +266,23 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str
 def _unnest_insert(table: Table, names: tuple[str, ...]) -> sa.TextClause:
     columns = [table.c[name] for name in names]
     dialect = postgresql.dialect()
-    arrays = ", ".join(f"CAST(:c{n} AS {column.type.compile(dialect)}[])" for n, column in enumerate(columns))
     quote = dialect.identifier_preparer
-    listed = ", ".join(quote.quote(name) for name in names)
+
+    def item_type(column: sa.Column) -> Any:
+        # Strings travel as text: a cast to varchar(n) (SQLAlchemy casts typed parameters too) would cut a
+        # long value where the INSERT refuses it.
+        return sa.Text() if isinstance(column.type, sa.String) else column.type
+
+    arrays = ", ".join(f"CAST(:c{n} AS {item_type(column).compile(dialect)}[])" for n, column in enumerate(columns))
+    listed = ", ".join(quote.quote(column.name) for column in columns)
     sql = f"INSERT INTO {quote.format_table(table)} ({listed}) SELECT * FROM unnest({arrays})"
-    # Typed parameters: each item goes through its column's bind processing (UTC times, JSON text).
+    # Typed parameters: each item goes through its column's bind processing (UTC times, JSON text); one
+    # dimension, so a JSON value that is a list stays one item.
     return sa.text(sql).bindparams(
-        *(sa.bindparam(f"c{n}", type_=postgresql.ARRAY(column.type)) for n, column in enumerate(columns))
+        *(
+            sa.bindparam(f"c{n}", type_=postgresql.ARRAY(item_type(column), dimensions=1))
+            for n, column in enumerate(columns)
+        )
     )
 
 

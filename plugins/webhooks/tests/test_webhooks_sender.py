@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -204,3 +205,28 @@ def test_idle_connections_are_closed_after_a_while(raw_server, monkeypatch):
     assert sum(len(idle) for idle in sender._idle.values()) == 1
     assert sender.post(first.url, BODY, HEADERS, allow_private=True).delivered
     assert first.connections == 2, "an expired connection is not reused"
+
+
+def test_a_non_ascii_url_is_sent_encoded(raw_server):
+    server = raw_server(keep_alive)
+    url = f"http://127.0.0.1:{server.port}/café/hook?q=ü&x=%20"
+    assert Sender().post(url, BODY, HEADERS, allow_private=True).delivered
+    assert server.requests[0].split(b"\r\n", 1)[0] == b"POST /caf%C3%A9/hook?q=%C3%BC&x=%20 HTTP/1.1"
+
+
+def test_a_reused_connection_broken_mid_answer_is_not_sent_again(raw_server):
+    """Once a byte of an answer came, the receiver may have taken the request: no second send."""
+
+    def then_break(server: RawServer, connection: socket.socket) -> None:
+        server.read_request(connection)
+        connection.sendall(NO_CONTENT)
+        server.read_request(connection)
+        connection.sendall(b"HTTP/1.1 2")
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+
+    server = raw_server(then_break)
+    sender = Sender()
+    assert sender.post(server.url, BODY, HEADERS, allow_private=True).delivered
+    broken = sender.post(server.url, BODY, HEADERS, allow_private=True)
+    assert broken.delivered is False and broken.error.startswith("Cannot reach the target")
+    assert len(server.requests) == 2 and server.connections == 1

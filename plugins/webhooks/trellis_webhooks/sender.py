@@ -28,7 +28,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import h11
 
@@ -61,14 +61,19 @@ class _Target:
 
 @functools.lru_cache(maxsize=1024)
 def _target(url: str) -> _Target:
-    """A webhook URL, parsed once (URLs are validated when saved: ``targets.url_problem``)."""
+    """A webhook URL, parsed once (URLs are validated when saved: ``targets.url_problem``). HTTP/1.1 is
+    ASCII: a non-ASCII host goes as IDNA (``bücher.example`` → ``xn--bcher-kva.example``), the rest of the
+    request target percent-encoded as UTF-8 (``%`` kept: an escape in the URL stays as it is)."""
     parts = urlsplit(url)
     default = 443 if parts.scheme == "https" else 80
-    host = parts.hostname or ""
+    host = (parts.hostname or "").encode("idna").decode("ascii")
     port = parts.port or default
     named = f"[{host}]" if ":" in host else host
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    path = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe=_SAFE)
     return _Target(parts.scheme, host, port, path, named if port == default else f"{named}:{port}")
+
+
+_SAFE = "!#$%&'()*+,/:;=?@[]~"  # what stays as it is in a request target, besides letters, digits and -._
 
 
 class _Stale(Exception):
@@ -103,19 +108,22 @@ class Sender:
         self._swept = time.monotonic()
 
     def post(self, url: str, body: bytes, headers: dict[str, str], allow_private: bool) -> Outcome:
-        target = _target(url)
-        key = (target.scheme, target.host, target.port, allow_private)
         deadline = time.monotonic() + self._timeout
-        request = h11.Request(
-            method="POST",
-            target=target.path,
-            headers=[
-                ("Host", target.host_header),
-                ("User-Agent", USER_AGENT),
-                ("Content-Length", str(len(body))),
-                *headers.items(),
-            ],
-        )
+        try:
+            target = _target(url)
+            request = h11.Request(
+                method="POST",
+                target=target.path,
+                headers=[
+                    ("Host", target.host_header),
+                    ("User-Agent", USER_AGENT),
+                    ("Content-Length", str(len(body))),
+                    *headers.items(),
+                ],
+            )
+        except (UnicodeError, ValueError, h11.LocalProtocolError) as exc:
+            return Outcome(False, None, f"Cannot send to this URL: {exc}")
+        key = (target.scheme, target.host, target.port, allow_private)
         try:
             pooled = self._take(key)
             if pooled is not None:
@@ -163,7 +171,7 @@ class Sender:
             expired.sock.close()
 
     def _connect(self, target: _Target, allow_private: bool, deadline: float) -> _Connection:
-        sock = socket.create_connection((target.host, target.port), timeout=_left(deadline))
+        sock = _open(target, deadline)
         try:
             if not allow_private:
                 check_peer(sock)  # closes it when refused
@@ -191,32 +199,39 @@ class Sender:
         try:
             data = http.send(request) + http.send(h11.Data(data=body)) + http.send(h11.EndOfMessage())
             try:
-                sock.settimeout(_left(deadline))
-                sock.sendall(data)
-                response = self._answer(connection, deadline)
-            except ConnectionError as exc:  # closed before a byte of an answer: gone while it idled?
+                _send_all(sock, data, deadline)
+            except ConnectionError as exc:  # closed while it idled: the receiver got nothing
                 if reused:
                     raise _Stale() from exc
                 raise
+            response = self._answer(connection, deadline, reused)
             excerpt, complete = self._body(connection, deadline)
         except BaseException:
             sock.close()
             raise
-        if complete and http.our_state is h11.DONE and http.their_state is h11.DONE:
+        reusable = http.our_state is h11.DONE and http.their_state is h11.DONE and not http.trailing_data[0]
+        if complete and reusable:
             self._give_back(key, connection)
-        else:  # a body left unread, or the receiver closes: the connection is not reused
+        else:  # a body left unread, bytes after the answer, or the receiver closes: not reused
             sock.close()
         return _outcome(response.status_code, excerpt, complete)
 
-    def _answer(self, connection: _Connection, deadline: float) -> h11.Response:
-        """The answer's status line and headers (informational 1xx answers skipped)."""
+    def _answer(self, connection: _Connection, deadline: float, reused: bool) -> h11.Response:
+        """The answer's status line and headers (informational 1xx answers skipped). A reused connection
+        closed before the first byte of an answer is stale (``_Stale``): the receiver closed it while it
+        idled and never saw the request. After a first byte, a request may have been taken: no retry."""
         heard = False
         while True:
             event = connection.http.next_event()
             if event is h11.NEED_DATA:
-                chunk = _receive(connection, deadline)
-                if not chunk and not heard:
-                    raise ConnectionResetError("closed without answering")
+                try:
+                    chunk = _receive(connection, deadline)
+                    if not chunk and not heard:
+                        raise ConnectionResetError("closed without answering")
+                except ConnectionError as exc:
+                    if reused and not heard:
+                        raise _Stale() from exc
+                    raise
                 heard = True
                 connection.http.receive_data(chunk)
             elif isinstance(event, h11.Response):
@@ -243,6 +258,33 @@ class Sender:
         except (OSError, h11.ProtocolError, _TimedOut):  # a broken or slow body: the status is the answer
             pass
         return _text(chunks), False
+
+
+def _open(target: _Target, deadline: float) -> socket.socket:
+    """A TCP connection to the first address of the host that answers, all within the deadline (the
+    standard library's ``create_connection`` gives each address the whole timeout)."""
+    error: OSError = ConnectionRefusedError("no address")
+    for family, kind, protocol, _, address in socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM):
+        sock = socket.socket(family, kind, protocol)
+        try:
+            sock.settimeout(_left(deadline))
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+        except BaseException:
+            sock.close()
+            raise
+    raise error
+
+
+def _send_all(sock: socket.socket, data: bytes, deadline: float) -> None:
+    """``sendall`` within the deadline (a socket timeout applies to each send, not to all of them)."""
+    view = memoryview(data)
+    while view:
+        sock.settimeout(_left(deadline))
+        view = view[sock.send(view) :]
 
 
 def _receive(connection: _Connection, deadline: float) -> bytes:

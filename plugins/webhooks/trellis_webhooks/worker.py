@@ -242,17 +242,17 @@ class Worker:
     def _dispatch_once(self) -> bool:
         """Queue every event after the cursor, pass by pass, sending what each pass claimed; whether another
         process held the cursor."""
-        from .dispatcher import one_pass
+        from .dispatcher import Pass, one_pass
 
         while True:
             room = self._reserve()
-            done = None
+            done = Pass()
             try:
                 with self.app.app_context():
                     done = one_pass(room)
-            finally:
-                self._give_back(room - (len(done.claimed) if done else 0))
-            self._hand_to_senders(done.claimed, done.allow_private)
+            finally:  # what a committed pass claimed is sent, even if the app context's teardown failed
+                self._give_back(room - len(done.claimed))
+                self._hand_to_senders(done.claimed, done.allow_private)
             if done.queued > len(done.claimed):  # more than our senders have room for: the claimers' share
                 self._backlog = True
                 self.delivery_wanted.set()

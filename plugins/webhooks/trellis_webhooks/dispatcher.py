@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from trellis import db, events
 from trellis.module_config import get as get_config
 
-from .deliveries import Claimed, body_text, lease, no_wait_for_disk
+from .deliveries import Claimed, body_text, lease
 from .models import PENDING, Webhook, WebhookCursor, WebhookDelivery
 from .patterns import matches_any
 
@@ -125,7 +125,6 @@ def one_pass(room: int) -> Pass:
     """Queue the deliveries of up to BATCH events, the first ``room`` of them claimed for this process."""
     if not _new_events():
         return Pass()
-    no_wait_for_disk()  # a lost pass is done again from the cursor, which is lost with it
     cursor = _lock_cursor()
     if cursor is None:
         db.session.rollback()

@@ -133,21 +133,7 @@ def test_a_claim_whose_lease_ran_short_in_the_queue_is_given_back_unsent(app, db
     from trellis_webhooks.models import PENDING, WebhookDelivery
     from trellis_webhooks.worker import Worker
 
-    now = trellis_db.utcnow()
-    trellis_db.session.add(
-        WebhookDelivery(
-            id=trellis_db.new_id(),
-            webhook_id=hook["_id"],
-            event_id=None,
-            event="ping",
-            body="{}",
-            status=PENDING,
-            attempts=0,
-            next_attempt_at=now,
-            created_at=now,
-        )
-    )
-    trellis_db.session.commit()
+    add_due_deliveries(hook, [None])
     worker = Worker(app, deliveries.runtime_of(app))
 
     def claim_and_send(send_by: float) -> WebhookDelivery:
@@ -172,26 +158,9 @@ def test_a_claim_whose_lease_ran_short_in_the_queue_is_given_back_unsent(app, db
 def test_a_claim_takes_no_more_than_its_limit(app, db, hook):
     """The claim's pick (``LIMIT`` with ``SKIP LOCKED``) runs once: a plan that rescanned it per updated row
     claimed every due delivery (52 for a limit of 17), more than the senders had room for."""
-    from trellis import db as trellis_db
     from trellis_webhooks import deliveries
-    from trellis_webhooks.models import PENDING, WebhookDelivery
 
-    now = trellis_db.utcnow()
-    for n in range(52):
-        trellis_db.session.add(
-            WebhookDelivery(
-                id=trellis_db.new_id(),
-                webhook_id=hook["_id"],
-                event_id=n + 1,
-                event="ping",
-                body="{}",
-                status=PENDING,
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
-    trellis_db.session.commit()
+    add_due_deliveries(hook, range(1, 53))
     first = deliveries.claim_due(17)
     second = deliveries.claim_due(100)
     assert len(first) == 17 and len(second) == 35
@@ -217,3 +186,26 @@ def test_room_given_back_wakes_the_claimer_while_deliveries_wait(app):
     worker.delivery_wanted.clear()
     worker._give_back(worker._reserve())
     assert not worker.delivery_wanted.is_set()
+
+
+def add_due_deliveries(hook, event_ids) -> None:
+    """Pending deliveries of ``hook``, due now, one per event id (None: a ping's)."""
+    from trellis import db as trellis_db
+    from trellis_webhooks.models import PENDING, WebhookDelivery
+
+    now = trellis_db.utcnow()
+    for event_id in event_ids:
+        trellis_db.session.add(
+            WebhookDelivery(
+                id=trellis_db.new_id(),
+                webhook_id=hook["_id"],
+                event_id=event_id,
+                event="ping",
+                body="{}",
+                status=PENDING,
+                attempts=0,
+                next_attempt_at=now,
+                created_at=now,
+            )
+        )
+    trellis_db.session.commit()

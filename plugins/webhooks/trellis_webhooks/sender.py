@@ -137,7 +137,7 @@ class Sender:
             return Outcome(False, None, str(exc))
         except (_TimedOut, TimeoutError):
             return Outcome(False, None, f"No answer within {self._timeout:g} s")
-        except (OSError, h11.ProtocolError, _Stale) as exc:
+        except (OSError, h11.ProtocolError) as exc:
             return Outcome(False, None, f"Cannot reach the target: {_reason(exc)}")
 
     # --- connections ---------------------------------------------------------------------------------

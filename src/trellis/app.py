@@ -97,7 +97,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     engine = db.init_app(app)
     api = init_api(app, __version__)
     errors.register(app)
-    app.after_request(_send_request_id)
+    app.after_request(_common_headers)
     init_cors(app)
 
     trellis = Trellis(
@@ -202,8 +202,11 @@ def _request_checks(check_module_active: Callable[[], None]) -> Callable[[], Non
     return before_request
 
 
-def _send_request_id(response: Any) -> Any:
-    response.headers["X-Request-ID"] = g.get("request_id") or new_request_id()
+def _common_headers(response: Any) -> Any:
+    headers = response.headers
+    headers["X-Request-ID"] = g.get("request_id") or new_request_id()
+    # Browsers must take the declared type as it is: a JSON body or an upload never turns into a page.
+    headers["X-Content-Type-Options"] = "nosniff"
     return response
 
 

@@ -56,7 +56,10 @@ def _answer_requests_without_origin_from_a_constant(app: Flask) -> None:
     position = next(i for i, f in enumerate(functions) if f.__name__ == "cors_after_request")
     full: Callable[[Response], Response] = functions[position]
     with app.test_request_context("/", method="GET"):
-        constant = list(full(app.response_class()).headers.items())
+        # Only what flask-cors adds: the empty response's own Content-Type and Content-Length must not be
+        # copied, or every response carries two Content-Types (browsers use the last: text/html).
+        before = set(app.response_class().headers.items())
+        constant = [item for item in full(app.response_class()).headers.items() if item not in before]
 
     def cors_after_request(response: Response) -> Response:
         environ: dict[str, Any] = request.environ

@@ -13,7 +13,7 @@ from trellis.errors import APIError, not_found
 
 from .backends import BackendError
 from .models import File
-from .service import backend_of, content_disposition, is_inline
+from .service import backend_of, content_disposition
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,11 @@ def serve(record: File, *, public: bool = False) -> Response:
         # Public URLs are stable and immutable (a new upload gets a new id); anything else stays private.
         "Cache-Control": "public, max-age=86400" if public else "private, no-store",
     }
-    if not is_inline(record.content_type):
+    if record.content_type != "application/pdf":
+        # Uploads are served from the API's origin: whatever a browser makes of one (an inline image or text,
+        # an attachment opened anyway), it runs as a sandboxed document with no script and a unique origin.
+        # PDF is the one exception: the browser's own viewer renders it outside this origin and refuses
+        # to start inside a sandbox.
         headers["Content-Security-Policy"] = "sandbox"
     if request.if_none_match and request.if_none_match.contains(etag):
         return Response(status=304, headers=headers)

@@ -23,6 +23,14 @@ from trellis_webhooks.targets import address_problem
         "http://0.0.0.0/x",
         "https://224.0.0.1/x",
         "http://2130706433/x",
+        # IPv6 forms that embed a private IPv4 address, and site-local (all called global by Python 3.11)
+        "http://[64:ff9b::a00:1]/x",
+        "http://[::7f00:1]/x",
+        "http://[::127.0.0.1]/x",
+        "http://[2002:7f00:1::1]/x",
+        "http://[::ffff:0:7f00:1]/x",
+        "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",
+        "http://[fec0::1]/x",
     ],
 )
 def test_private_targets_are_refused_when_saved(client, admin_headers, url):
@@ -63,7 +71,29 @@ def test_delivery_checks_the_address_it_connects_to(client, admin_headers, allow
 
 @pytest.mark.parametrize(
     "address,public",
-    [("93.184.215.14", True), ("2606:4700::6810:85e5", True), ("127.0.0.2", False), ("fe80::1%eth0", False)],
+    [
+        ("93.184.215.14", True),
+        ("2606:4700::6810:85e5", True),
+        ("127.0.0.2", False),
+        ("fe80::1%eth0", False),
+        # embedded IPv4: judged by the address the packet ends up at
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::a9fe:a9fe", False),  # NAT64 of link-local 169.254.169.254 (cloud metadata)
+        ("64:ff9b::5db8:d70e", True),  # NAT64 of a public address
+        ("64:ff9b:1::5db8:d70e", False),  # local-use NAT64 prefix (RFC 8215)
+        ("::7f00:1", False),  # IPv4-compatible, deprecated
+        ("::127.0.0.1", False),
+        ("::5db8:d70e", False),
+        ("2002:7f00:1::1", False),  # 6to4 of 127.0.0.1
+        ("2002:5db8:d70e::1", True),  # 6to4 of a public address
+        ("::ffff:0:7f00:1", False),  # SIIT IPv4-translated
+        ("::ffff:0:a00:1", False),
+        ("::ffff:10.0.0.1", False),  # IPv4-mapped
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", False),  # Teredo whose client is 10.0.0.1
+        ("2606:4700::5efe:a00:1", False),  # ISATAP interface id holding 10.0.0.1
+        ("fec0::1", False),  # site-local
+        ("fd00:ec2::254", False),
+    ],
 )
 def test_address_classes(address, public):
     assert (address_problem(address) is None) is public

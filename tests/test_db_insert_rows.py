@@ -1,4 +1,4 @@
-"""``trellis.db.insert_rows``: one statement for many rows (an unnest of column arrays on PostgreSQL), with
+"""``trellis.statements.insert_rows``: one statement for many rows (an unnest of column arrays on PostgreSQL), with
 the same checks and values a plain INSERT gives."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from trellis import db as trellis_db
+from trellis.statements import insert_rows
 
 _TABLE = sa.Table(
     "test_insert_rows",
@@ -36,7 +37,7 @@ def test_rows_go_in_with_their_types(table):
         {"id": "b", "label": None, "data": [1, 2], "at": None, "n": None},  # a JSON list stays one value
         {"id": "c", "label": "yz", "data": None, "at": at, "n": 3},
     ]
-    trellis_db.insert_rows(table, _TABLE, rows)
+    insert_rows(table, _TABLE, rows)
     found = table.execute(sa.select(_TABLE).order_by(_TABLE.c.id)).all()
     assert [tuple(row) for row in found] == [
         ("a", "x", {"k": [1, "é"]}, at, 1),
@@ -46,13 +47,13 @@ def test_rows_go_in_with_their_types(table):
 
 
 def test_a_duplicate_key_is_an_integrity_error(table):
-    trellis_db.insert_rows(table, _TABLE, [{"id": "a"}])
+    insert_rows(table, _TABLE, [{"id": "a"}])
     with pytest.raises(IntegrityError):
-        trellis_db.insert_rows(table, _TABLE, [{"id": "b"}, {"id": "a"}])
+        insert_rows(table, _TABLE, [{"id": "b"}, {"id": "a"}])
 
 
 def test_a_value_too_long_is_refused_not_cut(table):
     if not trellis_db.is_postgresql(table):
         pytest.skip("SQLite does not enforce VARCHAR lengths")
     with pytest.raises(DBAPIError, match="too long"):
-        trellis_db.insert_rows(table, _TABLE, [{"id": "a", "label": "much too long"}])
+        insert_rows(table, _TABLE, [{"id": "a", "label": "much too long"}])

@@ -35,6 +35,7 @@ from .module_config import ConfigStore
 from .modules import Module, load_modules, resolve
 from .openapi import OpenAPIProvider, TrellisApi, init_api
 from .ratelimit import init_limiter
+from .reads import ReadConnections, ReadProvider
 from .realtime import init_socketio
 from .safety import SafetyNet
 from .settings import instance_path, load_settings
@@ -63,7 +64,7 @@ class Trellis:
     limiter: RateLimiter
     metrics: Metrics
     socketio: SocketIO | None = None
-    reads: db.ReadConnections | db.SessionReads | None = None  # see db.read_connection (the tests' seam)
+    reads: ReadProvider | None = None  # where reads that need no transaction run (trellis.reads)
     openapi_providers: list[OpenAPIProvider] = field(default_factory=list)
 
     def module(self, name: str) -> Module | None:
@@ -114,7 +115,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         hooks=make_manager(),
         limiter=init_limiter(app),
         metrics=Metrics(app),
-        reads=db.ReadConnections(engine),
+        reads=ReadConnections(engine),
     )
     app.extensions["trellis"] = trellis
     events.init_app(app)

@@ -43,18 +43,16 @@ from typing import Any
 
 from flask import has_request_context, request
 from redis.exceptions import RedisError
-from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from . import db
+from . import db, reads
 from .models import CacheGeneration
 from .token_reader import SharedReads, TokenReader
 
 log = logging.getLogger(__name__)
 
 _CHECKED = "_trellis_generations_checked"  # attribute set on the request object once it has checked
-_BUMPED = "trellis_generations_bumped"  # in Session.info: the Generations whose bump awaits the commit
 _ALONE = b"alone"  # the token of a process that shares its caches with nobody
 _REDIS_FAULTS = (RedisError, OSError)
 # After a Redis fault, the table is read without trying Redis for this long: exact all the same, and
@@ -186,9 +184,6 @@ class Generations:
 
     @staticmethod
     def _read(shared: SharedReads) -> list[tuple[str, int]]:
-        session = db.session()
-        if session.bind is not None:  # pinned to one connection (the tests' outer transaction): read there
-            return session.execute(select(CacheGeneration.name, CacheGeneration.generation)).all()
         return shared.read(_read_table)
 
     def bump(self, name: str) -> None:
@@ -201,7 +196,7 @@ class Generations:
             index_elements=[CacheGeneration.name], set_={"generation": CacheGeneration.generation + 1}
         )
         session.execute(stmt)
-        session().info[_BUMPED] = self  # one token per commit, however many bumps it holds (_after_commit)
+        db.after_commit(self._committed, key=self)  # one token per commit, however many bumps it holds
 
     def _committed(self) -> None:
         """After a bump commits: this process re-reads the table, the others learn it from a new token."""
@@ -242,20 +237,21 @@ class Generations:
 
 def _read_table() -> list[tuple[str, int]]:
     """The generations, committed values only. Concurrent requests share one read (``SharedReads``),
-    so the fallback takes one pool connection at most, not one more per request."""
-    # Its own connection, outside any open write: another greenlet's uncommitted bump must never
-    # become this process's idea of the current generation. The driver's own cursor: SQLAlchemy's
-    # Connection and Result would double the cost of this read (every request while Redis is down).
-    raw = db.engine().raw_connection()
+    so the fallback takes one read connection at most, not one more per request."""
+    # A read connection, outside any open write: another greenlet's uncommitted bump must never become
+    # this process's idea of the current generation. The driver's own cursor: SQLAlchemy's Result would
+    # double the cost of this read (every request while Redis is down).
+    provider = reads.provider()
+    connection = provider.open()
     try:
-        cursor = raw.cursor()
-        cursor.execute(_READ_GENERATIONS)
-        rows = cursor.fetchall()
-        cursor.close()
-        raw.commit()  # end the read's transaction here: the pool's rollback on return then costs nothing
-        return rows
+        cursor = connection.connection.dbapi_connection.cursor()
+        try:
+            cursor.execute(_READ_GENERATIONS)
+            return cursor.fetchall()
+        finally:
+            cursor.close()
     finally:
-        raw.close()
+        provider.close(connection)
 
 
 def _renew(ref: weakref.ref, client: Any) -> None:
@@ -280,7 +276,3 @@ def _new_token() -> bytes:
 
 def _current_request() -> Any:
     return request._get_current_object() if has_request_context() else None  # type: ignore[attr-defined]
-
-
-# After a bump commits: this process re-reads the table, the others learn it from a new token.
-db.after_outer_commit(_BUMPED, lambda generations: generations._committed())

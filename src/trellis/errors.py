@@ -11,6 +11,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, Operation
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from werkzeug.exceptions import HTTPException
 
+from . import db
+
 log = logging.getLogger(__name__)
 
 STATUS_NAMES = {
@@ -172,8 +174,6 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(IntegrityError)
     def _integrity(error: IntegrityError):
-        from . import db
-
         db.session.rollback()
         log.info("integrity error answered as 409: %s", error.orig.__class__.__name__)
         return _render(409, "The request conflicts with an existing record (a unique value is taken)")
@@ -187,8 +187,6 @@ def register(app: Flask) -> None:
     def _database_unavailable(error: Exception):
         # A dead pooled connection after a PostgreSQL restart, a server going down, a full pool: the
         # client may retry (the pool has dropped the dead connections by then), so not a 500.
-        from . import db
-
         try:
             db.session.rollback()
         except Exception:  # the connection is gone: nothing to roll back

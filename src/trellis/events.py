@@ -39,14 +39,13 @@ import redis
 import sqlalchemy as sa
 from flask import Flask, current_app
 
-from . import db
+from . import db, statements
 from .models import EventRecord
 from .shared_redis import redis_client, redis_options
 
 log = logging.getLogger(__name__)
 
 _EXTENSION = "trellis_events"
-_POKE_ON_COMMIT = "trellis_events_poke"  # in Session.info: the after-commit poke is set
 SEQUENCER_LOCK = 0x7472656C6C6973  # "trellis": the advisory lock of the sequencer (PostgreSQL)
 RETENTION_LOCK = SEQUENCER_LOCK + 1
 BUSY_RETRY_SECONDS = 0.002
@@ -87,7 +86,7 @@ _NUMBER = sa.text(
         core_events.created_at
     """
 ).columns(created_at=EventRecord.__table__.c.created_at.type)
-_COMPILED: dict[Any, str] = {}  # the single-row INSERT's SQL (db.execute_compiled)
+_COMPILED: dict[Any, str] = {}  # the single-row INSERT's SQL (statements.execute_compiled)
 _COLUMNS = (_table.c.event_id, _table.c.topic, _table.c.family, _table.c.payload, _table.c.created_at)
 
 
@@ -129,20 +128,16 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     connection = session.connection()
     postgresql = connection.dialect.name == "postgresql"
     if len(rows) == 1:  # one event per write (create, update): the DB-API cursor, SQL compiled once
-        db.execute_compiled(connection, _INSERT if postgresql else _INSERT_NUMBERED, rows[0], _COMPILED)
+        statements.execute_compiled(connection, _INSERT if postgresql else _INSERT_NUMBERED, rows[0], _COMPILED)
     elif postgresql:  # a /many write: one statement (an unnest of column arrays)
-        db.insert_rows(connection, _table, rows)
+        statements.insert_rows(connection, _table, rows)
     else:
         connection.execute(_INSERT_NUMBERED, rows)
-    session().info[_POKE_ON_COMMIT] = log_  # one poke per commit, however many events it holds (_after_commit)
+    db.after_commit(log_.poke, key=log_)  # one poke per commit, however many events it holds
 
 
 def _text(payload: dict | str) -> str:
     return payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-
-
-# A commit that recorded events pokes the log's sequencer (numbering and fan-out, after the answer).
-db.after_outer_commit(_POKE_ON_COMMIT, lambda log_: log_.poke())
 
 
 def change_number(family: str) -> sa.ColumnElement[int]:

@@ -13,7 +13,7 @@ import socketio as python_socketio
 from flask import Flask, current_app
 from flask_socketio import SocketIO
 
-from . import db
+from . import db, reads
 from .cors import allowed_origins
 from .errors import APIError
 from .errors import body as error_body
@@ -127,6 +127,6 @@ def socket_event(handler: Callable[..., Any]) -> Callable[..., Any]:
             return error_ack(APIError(500, "Internal server error"))
         finally:
             db.session.remove()
-            db.close_read_connection()
+            reads.release()
 
     return wrapper

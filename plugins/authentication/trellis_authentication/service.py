@@ -19,7 +19,7 @@ from sqlalchemy import Row, bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
-from trellis import audit, db, events
+from trellis import audit, db, events, reads
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
 from trellis.hooks import call as hooks
 from trellis.http import paginate
@@ -349,27 +349,12 @@ _USER_OF_SESSION = (
 )
 
 
-def _read_one(statement: Any, **params: Any) -> Row[Any] | None:
-    """One row of a read that needs no transaction.
-
-    On PostgreSQL, when the request has no transaction open and nobody pinned the session to a
-    connection (the test fixtures do), it runs on an autocommit connection: one round trip instead
-    of BEGIN, SELECT and ROLLBACK. SQLite is in-process and keeps the session.
-    """
-    session = db.session()
-    if session.bind is None and not session.in_transaction() and db.is_postgresql():
-        with db.engine().connect() as connection:
-            autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
-            return autocommit.execute(statement, params).one_or_none()
-    return session.execute(statement, params).one_or_none()
-
-
 def user_from_claims(claims: dict[str, Any]) -> dict[str, Any]:
     """The user of a verified access token: one primary-key lookup of the user joined to its session."""
     user_id, session_id = claims.get("sub"), claims.get("sid")
     if not isinstance(user_id, str) or not isinstance(session_id, str):
         raise unauthorized("Invalid token")
-    row = _read_one(_USER_OF_SESSION, session_id=session_id, user_id=user_id)
+    row = reads.read_one(_USER_OF_SESSION, session_id=session_id, user_id=user_id)
     if row is None:
         raise unauthorized("The session of this token no longer exists")
     # Blocked before revoked: blocking also revokes sessions, and the caller should learn why.

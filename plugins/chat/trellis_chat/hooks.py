@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy import event
-
 from trellis import db
 from trellis.hooks import hookimpl
 
@@ -22,4 +20,4 @@ class ChatUserEvents:
         # Called inside the deleting transaction: leave the rooms with it, drop the sockets once it commits.
         service.forget_user(user_id)
         sockets = user_sockets()
-        event.listen(db.session(), "after_commit", lambda _session: sockets.disconnect(user_id), once=True)
+        db.after_commit(lambda: sockets.disconnect(user_id))

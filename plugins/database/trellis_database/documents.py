@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db, events
+from trellis import db, events, reads, statements
 from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found
@@ -43,8 +43,10 @@ def _in_transaction(statement: Any, parameters: Any = None) -> Any:
 
 def _write(schema: CompiledSchema, key: Any, build: Any, parameters: dict[str, Any]) -> list[Any]:
     """One row's write statement (built once per schema version) in the session's transaction; its
-    ``RETURNING`` rows. See :func:`trellis.db.execute_compiled` for why it skips SQLAlchemy's execution."""
-    return db.execute_compiled(db.session.connection(), _statement(schema, key, build), parameters, schema.statements)
+    ``RETURNING`` rows. See :func:`trellis.statements.execute_compiled` for why it skips SQLAlchemy's execution."""
+    return statements.execute_compiled(
+        db.session.connection(), _statement(schema, key, build), parameters, schema.statements
+    )
 
 
 def _record(
@@ -236,8 +238,8 @@ def unique_conflict(schema: CompiledSchema, exc: IntegrityError) -> APIError:
 
 
 # ---- reads -----------------------------------------------------------------------------------------
-# Reads run on the request's read connection (`trellis.db.read_connection`: autocommit on PostgreSQL,
-# no transaction), through `db.reading`, which runs them once more if PostgreSQL restarted under them.
+# Reads run on the request's read connection (`trellis.reads`: autocommit on PostgreSQL,
+# no transaction), through `reads.reading`, which runs them once more if PostgreSQL restarted under them.
 
 
 def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
@@ -246,7 +248,7 @@ def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
 
 def get_json(schema: CompiledSchema, doc_id: str) -> str:
     """One document as JSON text (404 if there is none)."""
-    row = db.reading(lambda connection: _first_by_id(connection, schema, doc_id))
+    row = reads.reading(lambda connection: _first_by_id(connection, schema, doc_id))
     if row is None:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
     return document_json(schema, row)
@@ -254,11 +256,11 @@ def get_json(schema: CompiledSchema, doc_id: str) -> str:
 
 def _first_by_id(connection: sa.Connection, schema: CompiledSchema, doc_id: str) -> Any:
     """The hottest read: its SQL, compiled once, runs straight on the DB-API cursor
-    (:func:`trellis.db.execute_compiled`, as the writes do): one string parameter, text and integer
+    (:func:`trellis.statements.execute_compiled`, as the writes do): one string parameter, text and integer
     columns, so SQLAlchemy's execution layer would add nothing but ~20% of the request's CPU. A dead
-    connection comes out as SQLAlchemy's error with the pool renewed, and :func:`trellis.db.reading`
+    connection comes out as SQLAlchemy's error with the pool renewed, and :func:`trellis.reads.reading`
     reads once more on a fresh one."""
-    rows = db.execute_compiled(
+    rows = statements.execute_compiled(
         connection, _by_id(schema, connection.dialect.name), {"doc_id": doc_id}, schema.statements
     )
     return rows[0] if rows else None
@@ -332,7 +334,7 @@ def find_json(
         )
         return rows, total
 
-    rows, total = db.reading(read)
+    rows, total = reads.reading(read)
     return [document_json(schema, row) for row in rows], total
 
 
@@ -361,7 +363,7 @@ def populate(
             continue
         table = target.table
         statement = sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))
-        rows = db.reading(lambda connection, statement=statement: connection.execute(statement).all())
+        rows = reads.reading(lambda connection, statement=statement: connection.execute(statement).all())
         found = {row[0]: to_document(target, row) for row in rows}
         if subtree:
             populate(snapshot, target, list(found.values()), subtree, identity)
@@ -404,7 +406,7 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
         if len(rows) == 1:
             _write(schema, "insert", lambda: _insert_statement(schema), rows[0])
         else:  # one statement for the batch (an unnest of column arrays on PostgreSQL)
-            db.insert_rows(db.session.connection(), schema.table, rows)
+            statements.insert_rows(db.session.connection(), schema.table, rows)
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]

@@ -21,7 +21,6 @@ from typing import Any
 
 from flask import current_app, request
 from flask_socketio import ConnectionRefusedError, Namespace
-from sqlalchemy import event
 
 from trellis import db
 from trellis.credentials import Identity, identity_from_token, master_key_matches
@@ -169,7 +168,7 @@ class LiveUserEvents:
     @hookimpl
     def trellis_user_deleted(self, user_id: str) -> None:
         live = hub()
-        event.listen(db.session(), "after_commit", lambda _session: live.end_user(user_id), once=True)
+        db.after_commit(lambda: live.end_user(user_id))
 
 
 def namespace_factories() -> tuple[Callable[[], DatabaseNamespace], ...]:

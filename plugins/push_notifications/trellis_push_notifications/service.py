@@ -15,7 +15,7 @@ from flask import current_app
 from sqlalchemy import Row, Select, delete, select
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db
+from trellis import db, statements
 from trellis.errors import not_found, provider_error
 from trellis.http import paginate
 from trellis.metrics import ModuleCounter
@@ -164,7 +164,7 @@ def send(
     db.session.flush()
     # One statement whatever the audience (PostgreSQL unnests a column array each: several times faster
     # than a multi-row INSERT for 10,000 rows, and unlike COPY it works on eventlet's green connections).
-    db.insert_rows(
+    statements.insert_rows(
         db.session.connection(),
         PushDelivery.__table__,
         [

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db, events
+from trellis import db, events, statements
 from trellis.module_config import get as get_config
 
 from .deliveries import Claimed, body_text, lease
@@ -139,7 +139,7 @@ def one_pass(room: int) -> Pass:
     config = get_config("webhooks")
     done = Pass(allow_private=bool(config["allowPrivateTargets"]), full=len(batch) == BATCH)
     rows = _deliveries(batch, room, done.claimed) if config["active"] else []
-    db.insert_rows(db.session.connection(), WebhookDelivery.__table__, rows)
+    statements.insert_rows(db.session.connection(), WebhookDelivery.__table__, rows)
     db.session.execute(_MOVE_CURSOR, {"to": batch[-1].id})
     db.session.commit()
     done.queued = len(rows)

@@ -112,6 +112,45 @@ def app(app_config: dict[str, Any], tmp_path_factory: pytest.TempPathFactory):
     application.extensions["trellis"].engine.dispose()
 
 
+class SessionReads:
+    """Reads on the session's connection: the test's rolled-back transaction, whose rows only that
+    connection sees (the production provider, ``trellis.reads.ReadConnections``, would not see them)."""
+
+    retryable = False  # inside a transaction: a failed statement has aborted it
+
+    def open(self) -> Any:
+        from trellis import db as trellis_db
+
+        return trellis_db.session.connection()
+
+    def close(self, connection: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def reads_in_session() -> Iterator[None]:
+    """Within this block every app whose context is pushed reads through the session (the provider is
+    swapped as each context is pushed, and put back afterwards)."""
+    from flask import appcontext_pushed
+
+    replaced: dict[int, tuple[Any, Any]] = {}  # id(state) → (state, its own provider)
+    session_reads = SessionReads()
+
+    def swap(application: Any, **_extra: Any) -> None:
+        state = application.extensions.get("trellis")
+        if state is not None and state.reads is not session_reads:
+            replaced.setdefault(id(state), (state, state.reads))
+            state.reads = session_reads
+
+    appcontext_pushed.connect(swap)
+    try:
+        yield
+    finally:
+        appcontext_pushed.disconnect(swap)
+        for state, original in replaced.values():
+            state.reads = original
+
+
 @pytest.fixture()
 def db(app) -> Iterator[Any]:
     """Run the test inside one transaction that is rolled back; the app's sessions join it."""
@@ -127,8 +166,8 @@ def db(app) -> Iterator[Any]:
     saved_environ = dict(os.environ)
     trellis_db.session.configure(bind=connection, join_transaction_mode="create_savepoint")
     try:
-        # The seam: reads go through the session, so they see the test's own transaction.
-        with trellis_db.reads_in_session(connection), app.app_context():
+        # Every app (this one and any a test builds) reads through the session: the test's transaction.
+        with reads_in_session(), app.app_context():
             yield trellis_db.session
     finally:
         trellis_db.session.remove()

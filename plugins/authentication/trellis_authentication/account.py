@@ -64,12 +64,12 @@ def send_verification(user_id: str, email: str) -> None:
 def resend_verification(email: str) -> None:
     """Always the same answer; a new link only for an existing, active, unverified account."""
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/verify-email/"  # refused or not, the same for every address
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active or user.is_verified:
         return
-    link_base = f"{delivery.host_url()}{HOOK}/verify-email/"
 
     def send() -> None:
         tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
@@ -97,13 +97,13 @@ def verify_email(token: str) -> str | None:
 
 def forgot_password(email: str) -> None:
     delivery.require_module("email")
+    # Before the lookup: an untrusted Host is refused alike for known and unknown addresses.
+    base = config()["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active:
         return
-    settings = config()
-    base = settings["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     separator = "&" if "?" in base else "?"
 
     def send() -> None:
@@ -169,11 +169,12 @@ def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
         _set_email(user_id, new_email, verified=False)
         return {"message": "Email changed", "verificationRequired": False}
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/verify-change-email/"
     delivery.limit_sends(new_email)
     tokens.retire(tokens.CHANGE_EMAIL, user_id)
     token = tokens.issue(tokens.CHANGE_EMAIL, user_id, {"email": new_email})
     db.session.commit()
-    delivery.send_mail(new_email, "ChangeEmailVerification", f"{delivery.host_url()}{HOOK}/verify-change-email/{token}")
+    delivery.send_mail(new_email, "ChangeEmailVerification", link_base + token)
     return {"message": "Open the link sent to the new address to complete the change", "verificationRequired": True}
 
 
@@ -211,12 +212,12 @@ def _require_magic_link() -> dict[str, Any]:
 def send_magic_link(email: str) -> None:
     _require_magic_link()
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/magic-link/"  # refused or not, the same for every address
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active:
         return
-    link_base = f"{delivery.host_url()}{HOOK}/magic-link/"
 
     def send() -> None:
         token = tokens.issue(tokens.MAGIC_LINK, user.id)

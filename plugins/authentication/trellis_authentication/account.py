@@ -115,7 +115,8 @@ def forgot_password(email: str) -> None:
 
 
 def reset_password(token: str, password: str) -> None:
-    """New password, every session ended. A bad token or password changes nothing (the old one works)."""
+    """New password, every session and every other reset, magic-link and change-email link ended. A bad
+    token or password changes nothing (the old one works)."""
     _check_password(password)
     row = tokens.find(tokens.RESET_PASSWORD, token)
     if row is None:
@@ -129,6 +130,7 @@ def reset_password(token: str, password: str) -> None:
         db.session.rollback()
         raise bad_request("This password reset token is unknown, used or expired", {"passwordResetToken": ["Invalid."]})
     db.session.execute(update(User).where(User.id == user_id).values(password_hash=new_hash, updated_at=db.utcnow()))
+    tokens.retire(tokens.PASSWORD_BOUND, user_id)  # link B of two resets, a magic link … end with it
     revoke_sessions(user_id)
     db.session.commit()
     log.info("user %s reset their password; every session ended", user_id)
@@ -148,11 +150,13 @@ def _require_password(user_id: str, password: str, message: str) -> User:
 
 
 def change_password(user_id: str, session_id: str, old_password: str, new_password: str) -> None:
-    """401 for a wrong old password; the other sessions end, this one stays."""
+    """401 for a wrong old password; the other sessions and every reset, magic-link and change-email link
+    end, this session stays."""
     _check_password(new_password, "newPassword")
     _require_password(user_id, old_password, "The old password is wrong")
     new_hash = hash_password(new_password)
     db.session.execute(update(User).where(User.id == user_id).values(password_hash=new_hash, updated_at=db.utcnow()))
+    tokens.retire(tokens.PASSWORD_BOUND, user_id)  # a reset link mailed before still set a password
     revoke_sessions(user_id, keep=session_id)
     db.session.commit()
     log.info("user %s changed their password; other sessions ended", user_id)

@@ -140,11 +140,17 @@ def count_wrong_try(row: AuthToken) -> int:
     return max(0, MAX_TRIES - (row.tries + 1))
 
 
-def retire(kind: str, user_id: str) -> None:
-    """Use up every open token of ``kind`` of a user (a new one replaces them; the caller commits)."""
+# The links that act for whoever holds the account's password: a new password ends them all.
+PASSWORD_BOUND = (RESET_PASSWORD, MAGIC_LINK, CHANGE_EMAIL)
+
+
+def retire(kind: str | tuple[str, ...], user_id: str) -> None:
+    """Use up every open token of ``kind`` (or of each of several kinds) of a user (a new one replaces
+    them, or a new password ends them; the caller commits)."""
+    kinds = (kind,) if isinstance(kind, str) else kind
     db.session.execute(
         update(AuthToken)
-        .where(AuthToken.kind == kind, AuthToken.user_id == user_id, AuthToken.consumed_at.is_(None))
+        .where(AuthToken.kind.in_(kinds), AuthToken.user_id == user_id, AuthToken.consumed_at.is_(None))
         .values(consumed_at=db.utcnow())
         .execution_options(synchronize_session=False)
     )

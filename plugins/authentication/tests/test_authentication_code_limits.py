@@ -16,8 +16,8 @@ from trellis_authentication import tokens as auth_tokens
 from trellis_authentication.models import AuthToken
 from trellis_authentication.testing import create_user_over_http
 
-from .conftest import fresh_phone
-from .test_authentication_twofa import PASSWORD, account, authorize, challenge, code_of_step, enrol_authenticator
+from .conftest import code_of_step, fresh_phone
+from .test_authentication_twofa import PASSWORD, account, authorize, challenge, enrol_authenticator
 
 LOCKOUT_SECONDS = int(auth_tokens.CODE_LOCKOUT.total_seconds())
 

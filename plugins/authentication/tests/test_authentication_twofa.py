@@ -7,7 +7,7 @@ import time
 import pyotp
 import pytest
 
-from .conftest import fresh_phone
+from .conftest import code_of_step, fresh_phone
 
 PASSWORD = "long-enough-1"
 
@@ -22,15 +22,6 @@ def account(api):
     email = api.fresh_email()
     assert api.register(email, PASSWORD).status_code == 201
     return email, api.login(email, PASSWORD).get_json()
-
-
-def code_of_step(totp: pyotp.TOTP, offset: int = 0) -> str:
-    """The code of the 30 s step ``offset`` steps from now. In the last second of a step it first waits
-    for the next one, so the server checks the code in the step it was computed in."""
-    left = 30 - time.time() % 30
-    if left < 1:
-        time.sleep(left + 0.05)
-    return totp.at(time.time() + 30 * offset)
 
 
 def enrol_authenticator(api, tokens, step: int = -1) -> tuple[pyotp.TOTP, list[str]]:

@@ -234,7 +234,7 @@ def count_code_try(subject: str, user_id: str | None) -> float | None:
     """
     db.session.commit()
     token_hash = _tries_hash(subject)
-    for _ in range(2):
+    for _ in range(3):  # update, or insert the first try; a lost race to insert updates the winner's row
         now = db.utcnow()
         stale = AuthToken.expires_at <= now
         row = db.session.execute(

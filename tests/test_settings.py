@@ -67,3 +67,18 @@ def test_secrets_made_of_digits_stay_strings(tmp_path, monkeypatch):
     app = make(tmp_path)
     assert app.config["MASTER_KEY"] == "123456"
     assert app.config["JWT_SECRET_KEY"] == "98765432109876543210987654321098"
+
+
+def test_trusted_hosts_and_public_url_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRELLIS_TRUSTED_HOSTS", "api.example.com, .example.org")
+    monkeypatch.setenv("TRELLIS_PUBLIC_URL", "https://api.example.com/")
+    app = make(tmp_path)
+    assert app.config["TRUSTED_HOSTS"] == ["api.example.com", ".example.org"]  # a list, as Flask expects
+    assert app.config["PUBLIC_URL"] == "https://api.example.com"
+
+
+@pytest.mark.parametrize("value", ["api.example.com", "ftp://api.example.com", "https://api.example.com/?x=1"])
+def test_a_public_url_that_is_not_an_absolute_http_url_is_refused(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("TRELLIS_PUBLIC_URL", value)
+    with pytest.raises(SettingsError, match="TRELLIS_PUBLIC_URL"):
+        make(tmp_path)

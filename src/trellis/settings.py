@@ -8,6 +8,7 @@ import os
 import secrets
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Flask
 
@@ -47,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     # The event log keeps events at least this long and at least this many per family (trellis.events).
     "EVENTS_RETENTION_SECONDS": 600,
     "EVENTS_RETENTION_COUNT": 10_000,
+    # The public base URL of links mailed to users; unset: the request's, when its host is trusted.
+    "PUBLIC_URL": None,
+    # Hosts the request's own base URL may come from (Flask's setting; unset: loopback names and HOST).
+    "TRUSTED_HOSTS": None,
 }
 
 
@@ -71,6 +76,7 @@ def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
         app.config["DATABASE_URL"] = f"sqlite:///{folder / 'trellis.db'}"
     if not app.config["STORAGE_PATH"]:
         app.config["STORAGE_PATH"] = str(folder / "storage")
+    _public_address(app)
     if app.config["CACHE_SHARED"] not in (True, False):  # from_prefixed_env decodes true/false only
         raise SettingsError("TRELLIS_CACHE_SHARED must be true or false")
     _ensure_secrets(app, folder)
@@ -85,6 +91,20 @@ def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
 
 def is_production(app: Flask) -> bool:
     return str(app.config.get("ENV", "")).lower() == "production"
+
+
+def _public_address(app: Flask) -> None:
+    """``TRUSTED_HOSTS`` as a list (the environment gives a comma-separated string, which Flask would read
+    letter by letter) and ``PUBLIC_URL`` an absolute http(s) URL without a trailing slash."""
+    hosts = app.config["TRUSTED_HOSTS"]
+    if isinstance(hosts, str):
+        app.config["TRUSTED_HOSTS"] = [host.strip() for host in hosts.split(",") if host.strip()] or None
+    public = app.config["PUBLIC_URL"]
+    if public:
+        parts = urlsplit(str(public))
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise SettingsError("TRELLIS_PUBLIC_URL must be an absolute http(s) URL, e.g. https://api.example.com")
+        app.config["PUBLIC_URL"] = str(public).rstrip("/")
 
 
 def _ensure_secrets(app: Flask, folder: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 import uuid
 from typing import Any
 
@@ -148,6 +149,15 @@ def link_in(mail: dict[str, Any]) -> str:
 def path_of(link: str) -> str:
     """The path (and query) of an absolute link, for the test client."""
     return re.sub(r"^https?://[^/]+", "", link)
+
+
+def code_of_step(totp: Any, offset: int = 0) -> str:
+    """The code of the 30 s step ``offset`` steps from now. In the last second of a step it first waits
+    for the next one, so the server checks the code in the step it was computed in."""
+    left = 30 - time.time() % 30
+    if left < 1:
+        time.sleep(left + 0.05)
+    return totp.at(time.time() + 30 * offset)
 
 
 def fresh_phone() -> str:

@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import select
+import pytest
+from sqlalchemy import func, select
 
 from trellis import db as trellis_db
 from trellis.models import EventRecord
 
 
-def recorded(prefix: str = "authentication.user.") -> list[tuple[str, dict]]:
-    """The events of this test's transaction (not committed, so not numbered yet), in insert order."""
+@pytest.fixture()
+def before(db) -> int:
+    """The last event row before the test: an earlier live-server test leaves its newest event in the table."""
+    return db.execute(select(func.coalesce(func.max(EventRecord.id), 0))).scalar_one()
+
+
+def recorded(before: int, prefix: str = "authentication.user.") -> list[tuple[str, dict]]:
+    """The events of this test's transaction, in insert order."""
     rows = trellis_db.session.execute(
         select(EventRecord.topic, EventRecord.payload)
-        .where(EventRecord.topic.startswith(prefix))
+        .where(EventRecord.topic.startswith(prefix), EventRecord.id > before)
         .order_by(EventRecord.id)
     )
     return [(topic, json.loads(payload)) for topic, payload in rows]
 
 
-def test_create_block_unblock_delete_are_recorded_with_the_user(client, admin_headers):
+def test_create_block_unblock_delete_are_recorded_with_the_user(client, admin_headers, before):
     created = client.post(
         "/authentication/users", json={"email": "Eve@Example.com", "password": "password1"}, headers=admin_headers
     ).get_json()
@@ -28,7 +35,7 @@ def test_create_block_unblock_delete_are_recorded_with_the_user(client, admin_he
     for action in ("block", "block", "unblock"):  # the second block changes nothing: no event
         assert client.put(f"/authentication/users/{user_id}/{action}", headers=admin_headers).status_code == 200
     assert client.delete(f"/authentication/users/{user_id}", headers=admin_headers).status_code == 200
-    events = recorded()
+    events = recorded(before)
     assert [topic for topic, _ in events] == [
         "authentication.user.create",
         "authentication.user.block",
@@ -41,7 +48,7 @@ def test_create_block_unblock_delete_are_recorded_with_the_user(client, admin_he
     assert all("password" not in json.dumps(payload).lower() for _, payload in events), "no secrets"
 
 
-def test_self_registration_is_recorded_and_a_refused_one_is_not(client):
+def test_self_registration_is_recorded_and_a_refused_one_is_not(client, before):
     body = {"email": "self@example.com", "password": "password1"}
     assert client.post("/authentication/local/new", json=body).status_code == 201
     assert client.post("/authentication/local/new", json=body).status_code == 409
@@ -49,4 +56,4 @@ def test_self_registration_is_recorded_and_a_refused_one_is_not(client):
         client.post("/authentication/local/new", json={**body, "email": "x@example.com", "password": "a"}).status_code
         == 400
     )
-    assert [payload["user"]["email"] for _, payload in recorded()] == ["self@example.com"]
+    assert [payload["user"]["email"] for _, payload in recorded(before)] == ["self@example.com"]

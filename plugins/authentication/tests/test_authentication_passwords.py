@@ -10,7 +10,7 @@ from sqlalchemy import update
 from trellis import db as trellis_db
 from trellis_authentication.models import AuthToken
 
-from .conftest import link_in
+from .conftest import link_in, path_of
 
 PASSWORD = "long-enough-1"
 
@@ -179,3 +179,66 @@ def test_hashes_of_older_parameters_still_verify_and_are_rehashed_at_sign_in(api
     stored = db.execute(select(User.password_hash).where(User.email == email)).scalar_one()
     assert stored != old_hash and "m=65536,t=3,p=4" not in stored
     assert api.login(email, PASSWORD).status_code == 200
+
+
+def links_of(api, email: str, template: str) -> list[str]:
+    return [link_in(m) for m in api.mails(email) if m["templateName"] == template]
+
+
+def outstanding_links(api, email: str, access_token: str) -> dict[str, str]:
+    """A second reset link, a magic link and a change-email link, all issued and unused."""
+    api.configure(magicLink={"enabled": True}, local={"verification": {"required": True}})
+    assert api.post("/authentication/forgot-password", {"email": email}).status_code == 200
+    assert api.post("/authentication/magic-link", {"email": email}).status_code == 200
+    new_email = api.fresh_email()
+    changed = api.post(
+        "/authentication/local/change-email", {"newEmail": new_email, "password": PASSWORD}, access_token
+    )
+    assert changed.status_code == 200 and changed.get_json()["verificationRequired"] is True
+    api.configure(local={"verification": {"required": False}})  # the unverified user may sign in again
+    return {
+        "reset": parse_qs(urlsplit(links_of(api, email, "ForgotPassword")[0]).query)["reset_token"][0],
+        "magic": path_of(links_of(api, email, "MagicLink")[0]),
+        "change-email": path_of(links_of(api, new_email, "ChangeEmailVerification")[0]),
+    }
+
+
+def assert_all_ended(api, links: dict[str, str]) -> None:
+    reused = reset(api, links["reset"], "set-by-an-old-link")
+    assert reused.status_code == 400 and "passwordResetToken" in reused.get_json()["errors"]
+    assert api.get(links["magic"]).status_code == 404
+    assert api.get(links["change-email"]).status_code == 404
+
+
+def test_a_reset_ends_every_other_reset_magic_and_change_email_link(api):
+    email, tokens = account(api)
+    first = reset_token(api, email)  # link A; outstanding_links asks for link B
+    links = outstanding_links(api, email, tokens["accessToken"])
+    assert links["reset"] != first
+    assert reset(api, first, "a-brand-new-password").status_code == 200
+    assert_all_ended(api, links)
+    assert api.login(email, "a-brand-new-password").status_code == 200
+    assert api.login(email, "set-by-an-old-link").status_code == 401
+
+
+def test_a_password_change_ends_the_reset_magic_and_change_email_links_issued_before(api):
+    email, tokens = account(api)
+    links = outstanding_links(api, email, tokens["accessToken"])
+    changed = api.post(
+        "/authentication/local/change-password",
+        {"oldPassword": PASSWORD, "newPassword": "a-brand-new-password"},
+        tokens["accessToken"],
+    )
+    assert changed.status_code == 200
+    assert_all_ended(api, links)
+    assert api.login(email, "a-brand-new-password").status_code == 200
+    assert api.login(email, "set-by-an-old-link").status_code == 401
+
+
+def test_links_issued_after_a_new_password_work(api):
+    email, tokens = account(api)
+    assert reset(api, reset_token(api, email), "a-brand-new-password").status_code == 200
+    api.configure(magicLink={"enabled": True})
+    assert api.post("/authentication/magic-link", {"email": email}).status_code == 200
+    signed_in = api.get(path_of(links_of(api, email, "MagicLink")[0]))
+    assert signed_in.status_code == 200 and "accessToken" in signed_in.get_json()

@@ -19,7 +19,7 @@ from trellis_authentication import providers
 from trellis_authentication.config import RESERVED_NAMES
 from trellis_authentication.models import AuthToken, Identity, User
 
-from .conftest import path_of
+from .conftest import code_of_step, path_of
 from .fake_providers import CLIENT_ID, CLIENT_SECRET, Account, FakeGithub, FakeOidc
 
 PASSWORD = "long-enough-1"
@@ -294,15 +294,13 @@ def test_two_factor_user_gets_the_challenge(api, client, oidc):
     secret = api.post("/authentication/twoFa/enable", {"method": "authenticator"}, tokens["accessToken"]).get_json()[
         "secret"
     ]
-    assert (
-        api.post("/authentication/twoFa/verify", {"code": pyotp.TOTP(secret).now()}, tokens["accessToken"]).status_code
-        == 200
-    )
+    verify = {"code": code_of_step(pyotp.TOTP(secret), -1)}  # the current code stays for the sign-in
+    assert api.post("/authentication/twoFa/verify", verify, tokens["accessToken"]).status_code == 200
     challenge = web_sign_in(client, "google")
     assert challenge.status_code == 202 and challenge.get_json()["twoFaRequired"] is True
     done = api.post(
         "/authentication/twoFa/authorize",
-        {"twoFaToken": challenge.get_json()["twoFaToken"], "code": pyotp.TOTP(secret).now()},
+        {"twoFaToken": challenge.get_json()["twoFaToken"], "code": code_of_step(pyotp.TOTP(secret))},
     )
     assert done.status_code == 200 and done.get_json()["userId"] == tokens["userId"]
 

@@ -64,12 +64,12 @@ def send_verification(user_id: str, email: str) -> None:
 def resend_verification(email: str) -> None:
     """Always the same answer; a new link only for an existing, active, unverified account."""
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/verify-email/"  # refused or not, the same for every address
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active or user.is_verified:
         return
-    link_base = f"{delivery.host_url()}{HOOK}/verify-email/"
 
     def send() -> None:
         tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
@@ -97,13 +97,13 @@ def verify_email(token: str) -> str | None:
 
 def forgot_password(email: str) -> None:
     delivery.require_module("email")
+    # Before the lookup: an untrusted Host is refused alike for known and unknown addresses.
+    base = config()["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active:
         return
-    settings = config()
-    base = settings["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     separator = "&" if "?" in base else "?"
 
     def send() -> None:
@@ -115,7 +115,8 @@ def forgot_password(email: str) -> None:
 
 
 def reset_password(token: str, password: str) -> None:
-    """New password, every session ended. A bad token or password changes nothing (the old one works)."""
+    """New password, every session and every other reset, magic-link and change-email link ended. A bad
+    token or password changes nothing (the old one works)."""
     _check_password(password)
     row = tokens.find(tokens.RESET_PASSWORD, token)
     if row is None:
@@ -129,6 +130,7 @@ def reset_password(token: str, password: str) -> None:
         db.session.rollback()
         raise bad_request("This password reset token is unknown, used or expired", {"passwordResetToken": ["Invalid."]})
     db.session.execute(update(User).where(User.id == user_id).values(password_hash=new_hash, updated_at=db.utcnow()))
+    tokens.retire(tokens.PASSWORD_BOUND, user_id)  # link B of two resets, a magic link … end with it
     revoke_sessions(user_id)
     db.session.commit()
     log.info("user %s reset their password; every session ended", user_id)
@@ -148,11 +150,13 @@ def _require_password(user_id: str, password: str, message: str) -> User:
 
 
 def change_password(user_id: str, session_id: str, old_password: str, new_password: str) -> None:
-    """401 for a wrong old password; the other sessions end, this one stays."""
+    """401 for a wrong old password; the other sessions and every reset, magic-link and change-email link
+    end, this session stays."""
     _check_password(new_password, "newPassword")
     _require_password(user_id, old_password, "The old password is wrong")
     new_hash = hash_password(new_password)
     db.session.execute(update(User).where(User.id == user_id).values(password_hash=new_hash, updated_at=db.utcnow()))
+    tokens.retire(tokens.PASSWORD_BOUND, user_id)  # a reset link mailed before still set a password
     revoke_sessions(user_id, keep=session_id)
     db.session.commit()
     log.info("user %s changed their password; other sessions ended", user_id)
@@ -169,11 +173,12 @@ def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
         _set_email(user_id, new_email, verified=False)
         return {"message": "Email changed", "verificationRequired": False}
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/verify-change-email/"
     delivery.limit_sends(new_email)
     tokens.retire(tokens.CHANGE_EMAIL, user_id)
     token = tokens.issue(tokens.CHANGE_EMAIL, user_id, {"email": new_email})
     db.session.commit()
-    delivery.send_mail(new_email, "ChangeEmailVerification", f"{delivery.host_url()}{HOOK}/verify-change-email/{token}")
+    delivery.send_mail(new_email, "ChangeEmailVerification", link_base + token)
     return {"message": "Open the link sent to the new address to complete the change", "verificationRequired": True}
 
 
@@ -211,12 +216,12 @@ def _require_magic_link() -> dict[str, Any]:
 def send_magic_link(email: str) -> None:
     _require_magic_link()
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/magic-link/"  # refused or not, the same for every address
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active:
         return
-    link_base = f"{delivery.host_url()}{HOOK}/magic-link/"
 
     def send() -> None:
         token = tokens.issue(tokens.MAGIC_LINK, user.id)

@@ -283,7 +283,10 @@ class AuthenticationConfig(ModuleConfigSchema):
     registrationOpen = fields.Boolean(
         load_default=True, metadata={"description": "false: POST /authentication/local/new answers 403"}
     )
-    hostUrl = _link("public base URL used in links sent by mail; default: the request's own base URL")
+    hostUrl = _link(
+        "public base URL used in links sent by mail; default: TRELLIS_PUBLIC_URL, else the request's own base "
+        "URL when its host is trusted (TRELLIS_TRUSTED_HOSTS; by default loopback names and HOST), else 400"
+    )
     local = fields.Nested(LocalSettings, load_default=lambda: LocalSettings().load({}))
     magicLink = fields.Nested(MagicLinkSettings, load_default=lambda: MagicLinkSettings().load({}))
     twoFa = fields.Nested(

@@ -11,10 +11,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, after_this_request, current_app, request
+from flask import Flask, after_this_request, current_app
 from sqlalchemy.exc import SQLAlchemyError
 
-from trellis import db
+from trellis import db, public_url
 from trellis.errors import APIError, bad_request, provider_error
 from trellis.module_config import get as get_config
 from trellis.ratelimit import check as rate_limit
@@ -104,8 +104,9 @@ def limit_sends(address: str) -> None:
 
 
 def host_url() -> str:
-    """``hostUrl`` from the config, else this request's own base URL (X-Forwarded-* when trusted)."""
-    return (get_config(MODULE)["hostUrl"] or request.host_url).rstrip("/")
+    """The base of mailed links: ``hostUrl`` from the config, else the server's public base URL
+    (``TRELLIS_PUBLIC_URL``, or the request's own when its host is trusted; 400 for any other host)."""
+    return (get_config(MODULE)["hostUrl"] or public_url.base_url()).rstrip("/")
 
 
 def send_mail(to: str, template: str, link: str) -> None:

@@ -17,7 +17,7 @@ from trellis.errors import forbidden, unauthorized
 from . import delivery, tokens
 from .models import User
 from .service import config, record_user_event, start_session
-from .twofa import check_code, second_factor_challenge
+from .twofa import check_code, limit_code_tries, second_factor_challenge
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ def verify(token: str, code: str) -> dict[str, Any]:
     if row is None:
         raise unauthorized("This token is unknown, used or expired; ask for a new code")
     number = row.data["phoneNumber"]
+    limit_code_tries(number, row.user_id)  # per number: the user may not exist yet
     check_code(row, code)
     user = db.session.execute(select(User).where(User.phone_number == number)).scalar_one_or_none()
     if user is None:
@@ -75,6 +76,7 @@ def verify(token: str, code: str) -> dict[str, Any]:
     elif not user.is_active:
         db.session.rollback()
         raise forbidden("This user is blocked")
+    tokens.clear_code_tries(number)
     db.session.commit()
     if user.two_fa_enabled and user.two_fa_method != "phone":  # an SMS code already was the second factor
         return second_factor_challenge(user.id)

@@ -157,6 +157,7 @@ def register(email: str, password: str) -> User:
     send = settings["local"]["verification"]["sendEmail"]
     if send:
         delivery.require_module("email")
+        delivery.host_url()  # an untrusted Host is refused before the account exists
         delivery.limit_sends(normalise_email(email))
     user = create_user(email, password)
     if send:

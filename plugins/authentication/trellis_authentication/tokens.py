@@ -14,7 +14,8 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import case, or_, select, update
+from sqlalchemy import case, delete, or_, select, update
+from sqlalchemy.exc import IntegrityError
 
 from trellis import db
 
@@ -30,6 +31,8 @@ TWO_FA_SETUP = "two-fa-setup"  # the SMS code that confirms a phone as second fa
 TWO_FA_DISABLE = "two-fa-disable"  # the SMS code that switches phone two-factor off
 RECOVERY_CODE = "recovery-code"
 OAUTH_STATE = "oauth-state"  # a provider sign-in between init and hook: its nonce and PKCE verifier
+TOTP_STEP = "totp-step"  # an accepted TOTP code (user and 30 s step): the same code is not accepted again
+CODE_TRIES = "code-tries"  # codes tried by one user (or phone number) since the last right one, in ``tries``
 
 # CONTRACT.md, "Authentication: account lifecycle"; None: valid until used (recovery codes).
 LIFETIMES: dict[str, timedelta | None] = {
@@ -43,8 +46,14 @@ LIFETIMES: dict[str, timedelta | None] = {
     TWO_FA_DISABLE: timedelta(minutes=10),
     RECOVERY_CODE: None,
     OAUTH_STATE: timedelta(minutes=10),
+    # Longer than a code is accepted (its own step and one either side: at most 90 s after it was taken).
+    TOTP_STEP: timedelta(minutes=3),
 }
 MAX_TRIES = 5
+# Codes one user may try on every route that takes one (two-factor, phone sign-in) before a lockout of
+# CODE_LOCKOUT; counted in the database, so every process sees the same count.
+MAX_CODE_TRIES = 5
+CODE_LOCKOUT = timedelta(minutes=15)
 
 
 def digest(token: str) -> str:
@@ -140,11 +149,17 @@ def count_wrong_try(row: AuthToken) -> int:
     return max(0, MAX_TRIES - (row.tries + 1))
 
 
-def retire(kind: str, user_id: str) -> None:
-    """Use up every open token of ``kind`` of a user (a new one replaces them; the caller commits)."""
+# The links that act for whoever holds the account's password: a new password ends them all.
+PASSWORD_BOUND = (RESET_PASSWORD, MAGIC_LINK, CHANGE_EMAIL)
+
+
+def retire(kind: str | tuple[str, ...], user_id: str) -> None:
+    """Use up every open token of ``kind`` (or of each of several kinds) of a user (a new one replaces
+    them, or a new password ends them; the caller commits)."""
+    kinds = (kind,) if isinstance(kind, str) else kind
     db.session.execute(
         update(AuthToken)
-        .where(AuthToken.kind == kind, AuthToken.user_id == user_id, AuthToken.consumed_at.is_(None))
+        .where(AuthToken.kind.in_(kinds), AuthToken.user_id == user_id, AuthToken.consumed_at.is_(None))
         .values(consumed_at=db.utcnow())
         .execution_options(synchronize_session=False)
     )
@@ -170,3 +185,103 @@ def take(kind: str, token: str) -> AuthToken | None:
     if result.rowcount != 1:
         return None
     return db.session.execute(select(AuthToken).where(AuthToken.token_hash == token_hash)).scalar_one()
+
+
+def claim(kind: str, user_id: str, token: str) -> bool:
+    """Record ``token`` as used, once: False when it was recorded before (by any process). The unique index
+    on the digest decides; call it in a fresh transaction (its INSERT first), and on False the transaction
+    is rolled back."""
+    now = db.utcnow()
+    db.session.add(
+        AuthToken(
+            id=db.new_id(),
+            kind=kind,
+            token_hash=digest(token),
+            user_id=user_id,
+            data={},
+            tries=0,
+            created_at=now,
+            expires_at=now + LIFETIMES[kind],  # type: ignore[operator]
+            consumed_at=now,
+        )
+    )
+    try:
+        db.session.flush()
+    except IntegrityError:
+        db.session.rollback()
+        return False
+    # Earlier claims of the user that can no longer match a code go with it.
+    db.session.execute(
+        delete(AuthToken)
+        .where(AuthToken.kind == kind, AuthToken.user_id == user_id, AuthToken.expires_at <= now)
+        .execution_options(synchronize_session=False)
+    )
+    return True
+
+
+def _tries_hash(subject: str) -> str:
+    return digest(f"{CODE_TRIES}:{subject}")
+
+
+def count_code_try(subject: str, user_id: str | None) -> float | None:
+    """Count one code about to be checked for ``subject`` (a user id, or the phone number of a sign-in)
+    and commit; the seconds until codes are taken again when this one is over the limit, else None.
+
+    The try is counted before the code is checked, in one UPDATE, so concurrent guesses cannot slip past
+    the limit; a right code clears the count (:func:`clear_code_tries`). The count starts again after
+    ``CODE_LOCKOUT`` without tries; the ``MAX_CODE_TRIES``-th try starts a full lockout. Ends the current
+    transaction first: the UPDATE must be the first statement of its own (SQLite then waits for the lock).
+    """
+    db.session.commit()
+    token_hash = _tries_hash(subject)
+    for _ in range(3):  # update, or insert the first try; a lost race to insert updates the winner's row
+        now = db.utcnow()
+        stale = AuthToken.expires_at <= now
+        row = db.session.execute(
+            update(AuthToken)
+            .where(AuthToken.token_hash == token_hash, AuthToken.kind == CODE_TRIES)
+            .values(
+                tries=case((stale, 1), else_=AuthToken.tries + 1),
+                expires_at=case(
+                    (stale, now + CODE_LOCKOUT),
+                    (AuthToken.tries + 1 == MAX_CODE_TRIES, now + CODE_LOCKOUT),
+                    else_=AuthToken.expires_at,
+                ),
+            )
+            .returning(AuthToken.tries, AuthToken.expires_at)
+            .execution_options(synchronize_session=False)
+        ).one_or_none()
+        if row is None:
+            db.session.add(
+                AuthToken(
+                    id=db.new_id(),
+                    kind=CODE_TRIES,
+                    token_hash=token_hash,
+                    user_id=user_id,
+                    data={},
+                    tries=1,
+                    created_at=now,
+                    expires_at=now + CODE_LOCKOUT,
+                )
+            )
+            try:
+                db.session.commit()
+            except IntegrityError:  # another request counted the first try at the same moment
+                db.session.rollback()
+                continue
+            return None
+        db.session.commit()
+        tries, until = row
+        if tries > MAX_CODE_TRIES:
+            return max(1.0, (until - now).total_seconds())
+        return None
+    raise RuntimeError("the count of code tries was neither updated nor inserted")
+
+
+def clear_code_tries(subject: str) -> None:
+    """A right code: the count starts again (in the caller's transaction)."""
+    db.session.execute(
+        delete(AuthToken)
+        .where(AuthToken.token_hash == _tries_hash(subject), AuthToken.kind == CODE_TRIES)
+        .execution_options(synchronize_session=False)
+    )

@@ -6,12 +6,20 @@ by SMS, and ten single-use recovery codes.
 codes. From then on a right password yields a ``twoFaToken`` (10 minutes, 5 wrong codes) instead of
 tokens, and ``twoFa/authorize`` exchanges it with a code for the token pair. Users who enrolled keep
 their second factor if the administrator later switches ``twoFa.enabled`` off; only enrolling stops.
+
+Every route that takes a code counts it against the user (``tokens.count_code_try``, in the database so
+it holds across processes): after ``MAX_CODE_TRIES`` codes without a right one, 429 with ``Retry-After``
+until ``CODE_LOCKOUT`` has passed. A TOTP code is accepted once: its step is claimed for the user, and the
+same code again within its window is 401.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
+import math
 import secrets
+import time
 from typing import Any
 
 import pyotp
@@ -19,7 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from trellis import db
-from trellis.errors import bad_request, conflict, forbidden, unauthorized
+from trellis.errors import APIError, bad_request, conflict, forbidden, unauthorized
 
 from . import delivery, tokens
 from .models import AuthToken, User
@@ -90,9 +98,38 @@ def _use_recovery_code(user_id: str, code: str) -> bool:
     return row is not None and tokens.consume(row)
 
 
-def _totp_ok(user: User, code: str) -> bool:
-    # valid_window=1: the previous and the next 30 s step also pass (clock drift, typing time).
-    return bool(user.two_fa_secret) and pyotp.TOTP(user.two_fa_secret).verify(code.strip(), valid_window=1)
+def limit_code_tries(subject: str, user_id: str | None) -> None:
+    """Count a code about to be checked for ``subject`` (a user id, a phone number); 429 when over the
+    limit. Call it before the code is checked and before any write of the request (it commits)."""
+    wait = tokens.count_code_try(subject, user_id)
+    if wait is not None:
+        seconds = math.ceil(wait)
+        raise APIError(429, f"Too many wrong codes; try again in {seconds} s", headers={"Retry-After": str(seconds)})
+
+
+def _totp_step(user: User, code: str) -> int | None:
+    """The 30 s step whose code ``code`` is: this one, or the previous or next one (clock drift, typing
+    time); None when it is none of them."""
+    if not user.two_fa_secret:
+        return None
+    totp = pyotp.TOTP(user.two_fa_secret)
+    current = totp.timecode(time.time())
+    given = code.strip().encode()  # bytes: compare_digest refuses str with other than ASCII letters
+    for step in (current - 1, current, current + 1):
+        if hmac.compare_digest(totp.generate_otp(step).encode(), given):
+            return step
+    return None
+
+
+def _totp_accepted(user: User, code: str) -> bool:
+    """A right TOTP code, used for the first time: its step is claimed for the user (one INSERT, decided
+    by a unique index, so two processes cannot both accept it). 401 for a code accepted before."""
+    step = _totp_step(user, code)
+    if step is None:
+        return False
+    if not tokens.claim(tokens.TOTP_STEP, user.id, f"{user.id}:{step}"):
+        raise unauthorized("This code was already used; wait for the next one")
+    return True
 
 
 def verify(user_id: str, code: str) -> list[str]:
@@ -102,18 +139,21 @@ def verify(user_id: str, code: str) -> list[str]:
     if user.two_fa_enabled:
         raise conflict("Two-factor sign-in is already on")
     if user.two_fa_method == AUTHENTICATOR:
-        if not _totp_ok(user, code):
+        limit_code_tries(user_id, user_id)
+        if not _totp_accepted(user, code):
             raise unauthorized("Wrong code")
     elif user.two_fa_method == PHONE:
         row = tokens.latest_for_user(tokens.TWO_FA_SETUP, user_id)
         if row is None:
             raise bad_request("No code is pending (or it expired); call /authentication/twoFa/enable again")
+        limit_code_tries(user_id, user_id)
         check_code(row, code)
         user.phone_number = row.data["phoneNumber"]
     else:
         raise bad_request("Start with /authentication/twoFa/enable")
     user.two_fa_enabled = True
     user.updated_at = db.utcnow()
+    tokens.clear_code_tries(user_id)
     codes = _new_recovery_codes(user_id)
     try:
         db.session.commit()
@@ -154,12 +194,14 @@ def authorize(two_fa_token: str, code: str) -> dict[str, str]:
     user = get_user(row.user_id)
     if not user.is_active:
         raise forbidden("This user is blocked")
-    if user.two_fa_method == AUTHENTICATOR and _totp_ok(user, code) or _use_recovery_code(user.id, code):
+    limit_code_tries(user.id, user.id)
+    if user.two_fa_method == AUTHENTICATOR and _totp_accepted(user, code) or _use_recovery_code(user.id, code):
         if not tokens.consume(row):
             db.session.rollback()
             raise unauthorized("This twoFaToken was already used; sign in again")
     else:
         check_code(row, code)  # the SMS code kept with the token (none for an authenticator: a wrong try)
+    tokens.clear_code_tries(user.id)
     db.session.commit()
     return start_session(user.id)
 
@@ -175,7 +217,8 @@ def disable(user_id: str, code: str | None) -> dict[str, Any]:
             raise bad_request("Send a code from the authenticator app or a recovery code", {"code": ["Required."]})
         _sms_code(user.phone_number or "", tokens.TWO_FA_DISABLE, user_id)
         return {"message": "A code was sent by SMS; send it in code to switch two-factor off", "twoFaEnabled": True}
-    if not (user.two_fa_method == AUTHENTICATOR and _totp_ok(user, code) or _use_recovery_code(user_id, code)):
+    limit_code_tries(user_id, user_id)
+    if not (user.two_fa_method == AUTHENTICATOR and _totp_accepted(user, code) or _use_recovery_code(user_id, code)):
         row = tokens.latest_for_user(tokens.TWO_FA_DISABLE, user_id) if user.two_fa_method == PHONE else None
         if row is None:
             raise unauthorized("Wrong code")
@@ -183,6 +226,7 @@ def disable(user_id: str, code: str | None) -> dict[str, Any]:
     user.two_fa_enabled, user.two_fa_method, user.two_fa_secret = False, None, None
     user.updated_at = db.utcnow()
     tokens.retire(tokens.RECOVERY_CODE, user_id)
+    tokens.clear_code_tries(user_id)
     db.session.commit()
     log.info("user %s turned two-factor off", user_id)
     return {"message": "Two-factor sign-in is off", "twoFaEnabled": False}

@@ -11,10 +11,10 @@ from trellis import ConsolePage, Module, OwnedSchema
 from trellis.hooks import hookimpl
 
 from .admin import blp as admin_blp
-from .backends import S3Clients, remove_stale_parts
+from .backends import S3Clients
 from .config import StorageConfig
 from .routes import blp
-from .service import StorageState, delete_user_data
+from .service import StorageState, delete_user_data, start_sweeper
 
 
 class _UserHooks:
@@ -57,8 +57,6 @@ OWNED_SCHEMAS = (
 
 def _init_app(app: Flask) -> None:
     app.extensions["trellis_storage"] = StorageState(s3_clients=S3Clients())
-    # Uploads a killed process left behind (a configured local path is swept before its next upload).
-    remove_stale_parts(app.config["STORAGE_PATH"])
 
 
 # The files of the module's page in the admin console (see ConsolePage).
@@ -74,6 +72,8 @@ module = Module(
     hooks=(_UserHooks(),),
     owned_schemas=OWNED_SCHEMAS,
     init_app=_init_app,
+    # What killed processes left (part files, blobs without a record) is swept at start and every 10 minutes.
+    background=(start_sweeper,),
     description="Files and folders with public and signed URLs; local disk or S3",
 )
 

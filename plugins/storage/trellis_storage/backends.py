@@ -1,20 +1,22 @@
 """Where the bytes live. Two backends behind one small interface:
 
-``writer(key, content_type)`` → a :class:`Writer` (``write`` chunks, then ``commit`` or ``abort``);
-``read(key, start, stop)`` → an iterator of chunks; ``delete(key)``; ``keys()`` (what is stored, for
-checks and tests). Keys are made by :func:`key_for` from the file id: ``ab/cd/<id>``. Nothing here
-knows about records or requests.
+``writer(key, content_type)`` → a :class:`Writer` (``write`` chunks, then ``commit`` or ``abort``, and
+``close`` once the record is saved); ``read(key, start, stop)`` → an iterator of chunks; ``delete(key)``;
+``purge(key)`` (the blob and anything an unfinished upload of it left); ``writing(key)`` (whether a live
+writer holds it); ``keys()`` (what is stored, for checks and tests). Keys are made by :func:`key_for` from
+the file id: ``ab/cd/<id>``. Nothing here knows about records or requests.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import re
 import tempfile
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,8 +27,6 @@ CHUNK_SIZE = 256 * 1024
 S3_PART_SIZE = 8 * 1024 * 1024
 _KEY = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}$")
 TEMP_PREFIX = ".upload-"
-# An upload writes its temp file continuously; one untouched this long belongs to a killed process.
-STALE_PART_SECONDS = 3600.0
 
 
 class BackendError(Exception):
@@ -54,7 +54,11 @@ class Writer(Protocol):
 
     def commit(self) -> None: ...
 
-    def abort(self) -> None: ...
+    def abort(self) -> bool:
+        """Discard what was written; whether that worked (else the failure is logged)."""
+
+    def close(self) -> None:
+        """Done with the key (the record is saved, or the blob given up): a sweep may judge it now."""
 
 
 class Backend(Protocol):
@@ -66,6 +70,10 @@ class Backend(Protocol):
     def read(self, key: str, start: int = 0, stop: int | None = None) -> Chunks: ...
 
     def delete(self, key: str) -> None: ...
+
+    def purge(self, key: str) -> None: ...
+
+    def writing(self, key: str) -> contextlib.AbstractContextManager[bool | None]: ...
 
     def keys(self) -> list[str]: ...
 
@@ -109,7 +117,12 @@ class Chunks:
 
 
 class LocalBackend:
-    """Files under ``root``: written to a temp file in the final directory, then ``os.replace``d."""
+    """Files under ``root``: written to a temp file in the final directory, then ``os.replace``d.
+
+    Liveness is an exclusive ``flock`` the writing process holds on its file (the part, then the blob
+    it becomes) until ``close``: the kernel drops it when the process dies, so a sweep in any process
+    sharing the directory tells a running upload from a killed one by trying to take the lock.
+    """
 
     name = "local"
     location = None
@@ -129,11 +142,16 @@ class LocalBackend:
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # Same directory as the target, so the final os.replace is an atomic rename on one filesystem.
-            fd, temp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=".part")
+            for _ in range(3):
+                # Same directory as the target, so the final os.replace is an atomic rename on one filesystem.
+                fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f"{TEMP_PREFIX}{path.name}-", suffix=".part")
+                # A sweep may lock and remove a new file before we lock it: then take another one.
+                if _lock(fd) and _same_file(fd, Path(temp)):
+                    return LocalWriter(os.fdopen(fd, "wb"), Path(temp), path)
+                os.close(fd)
         except OSError as exc:
             raise BackendError(f"cannot write to the storage directory: {exc.strerror}") from None
-        return LocalWriter(os.fdopen(fd, "wb"), Path(temp), path)
+        raise BackendError("cannot write to the storage directory: its temp files keep being removed")
 
     def read(self, key: str, start: int = 0, stop: int | None = None) -> Chunks:
         try:
@@ -151,6 +169,29 @@ class LocalBackend:
         except OSError as exc:
             raise BackendError(f"cannot delete the stored file: {exc.strerror}") from None
 
+    def _files_of(self, key: str) -> list[Path]:
+        """The part files of ``key``'s uploads, then its blob: a writer renames its part to the blob, so
+        looking in this order cannot miss a live one."""
+        path = self.path(key)
+        return [*sorted(path.parent.glob(f"{TEMP_PREFIX}{path.name}-*.part")), path]
+
+    @contextlib.contextmanager
+    def writing(self, key: str) -> Iterator[bool]:
+        """Whether a live process holds ``key`` (writing it, or its record not yet saved). When it does not,
+        its files stay locked by us until the block ends."""
+        with contextlib.ExitStack() as claims:
+            if any(claims.enter_context(_claim(path)) is False for path in self._files_of(key)):
+                yield True
+            else:
+                yield False
+
+    def purge(self, key: str) -> None:
+        try:
+            for path in self._files_of(key):
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise BackendError(f"cannot delete the stored file: {exc.strerror}") from None
+
     def keys(self) -> list[str]:
         """Every file under the root, temp files included (relative POSIX paths)."""
         if not self.root.exists():
@@ -158,23 +199,53 @@ class LocalBackend:
         return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
 
 
-def remove_stale_parts(root: str | os.PathLike[str], older_than: float = STALE_PART_SECONDS) -> int:
-    """Delete temp files of uploads that never finished (``kill -9`` mid-upload); returns how many.
+def _lock(fd: int) -> bool:
+    """Take the exclusive ``flock`` of an open file without waiting; False if another open file holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
-    Temp files live next to their target (``ab/cd/.upload-*.part``); a running upload's file is fresh.
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed or renamed meanwhile)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+@contextlib.contextmanager
+def _claim(path: Path) -> Iterator[bool | None]:
+    """``path`` locked against writers: True while we hold it, False if a live writer does, None if it is gone."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        yield (_same_file(fd, path) or None) if _lock(fd) else False
+    finally:
+        os.close(fd)
+
+
+def remove_stale_parts(root: str | os.PathLike[str]) -> int:
+    """Delete the temp files of uploads whose process is gone (``kill -9`` mid-upload); returns how many.
+
+    Temp files live next to their target (``ab/cd/.upload-*.part``). A writer holds its file's lock
+    until it is done, so a part we can lock is dead whatever its age, and a locked one is left alone.
     """
     folder = Path(root)
     if not folder.is_dir():
         return 0
-    cutoff = time.time() - older_than
     removed = 0
     for part in folder.glob(f"*/*/{TEMP_PREFIX}*.part"):
         try:
-            if part.stat().st_mtime < cutoff:
-                part.unlink()
-                removed += 1
-        except FileNotFoundError:
-            continue  # committed or aborted meanwhile
+            with _claim(part) as free:
+                if free:
+                    part.unlink()
+                    removed += 1
         except OSError as exc:
             log.warning("could not remove a stale upload part: %s", exc.strerror)
     if removed:
@@ -183,6 +254,9 @@ def remove_stale_parts(root: str | os.PathLike[str], older_than: float = STALE_P
 
 
 class LocalWriter:
+    """Writes the locked temp file; ``commit`` renames it into place and keeps the lock (now on the blob)
+    until ``close``, so a sweep leaves the blob alone until its record is saved."""
+
     def __init__(self, handle: Any, temp: Path, target: Path) -> None:
         self._handle = handle
         self._temp = temp
@@ -198,15 +272,23 @@ class LocalWriter:
         try:
             self._handle.flush()
             os.fsync(self._handle.fileno())
-            self._handle.close()
             os.replace(self._temp, self._target)
         except OSError as exc:
             self.abort()
             raise BackendError(f"cannot store the file: {exc.strerror}") from None
 
-    def abort(self) -> None:
+    def abort(self) -> bool:
+        try:
+            self._temp.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("could not remove an upload's temp file: %s", exc.strerror)
+            return False
+        finally:
+            self.close()
+        return True
+
+    def close(self) -> None:
         self._handle.close()
-        self._temp.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------------- S3
@@ -237,6 +319,20 @@ class S3Backend:
     def delete(self, key: str) -> None:
         check_key(key)
         with s3_errors("delete"):
+            self.client.delete_object(Bucket=self.location, Key=key)
+
+    def writing(self, key: str) -> contextlib.AbstractContextManager[None]:
+        """S3 cannot tell whether a writer is alive (the caller judges by age)."""
+        return contextlib.nullcontext(None)
+
+    def purge(self, key: str) -> None:
+        """The object and the unfinished multipart uploads of ``key`` (a killed writer's parts)."""
+        check_key(key)
+        with s3_errors("delete"):
+            uploads = self.client.list_multipart_uploads(Bucket=self.location, Prefix=key).get("Uploads", [])
+            for upload in uploads:
+                if upload["Key"] == key:
+                    self.client.abort_multipart_upload(Bucket=self.location, Key=key, UploadId=upload["UploadId"])
             self.client.delete_object(Bucket=self.location, Key=key)
 
     def keys(self) -> list[str]:
@@ -323,15 +419,20 @@ class S3Writer:
             self.abort()
             raise
 
-    def abort(self) -> None:
+    def abort(self) -> bool:
         self._buffer = bytearray()
         if self._upload_id is None:
-            return
-        upload_id, self._upload_id = self._upload_id, None
+            return True
         try:
-            self._client.abort_multipart_upload(Bucket=self._backend.location, Key=self._key, UploadId=upload_id)
-        except Exception as exc:  # the upload already failed; S3 lifecycle rules reap what is left
+            self._client.abort_multipart_upload(Bucket=self._backend.location, Key=self._key, UploadId=self._upload_id)
+        except Exception as exc:  # the upload already failed; the sweep aborts what is left (service.sweep)
             log.warning("could not abort S3 multipart upload of %s: %s", self._key, exc.__class__.__name__)
+            return False
+        self._upload_id = None
+        return True
+
+    def close(self) -> None:
+        pass
 
 
 class s3_errors:

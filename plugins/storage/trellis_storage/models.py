@@ -45,3 +45,18 @@ class File(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
     __table_args__ = (Index("ix_storage_files_created_at_id", "created_at", "id"),)
+
+
+class PendingBlob(Base):
+    """A blob that may have no record: an upload's, from before its bytes are written until its record is
+    saved (removed in that transaction), or a deleted file's, from the deleting transaction until the blob
+    is gone. What a killed process leaves here, the sweep removes (``service.sweep``)."""
+
+    __tablename__ = "storage_pending_blobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    reason: Mapped[str] = mapped_column(String(8))  # "upload" | "delete"
+    backend: Mapped[str] = mapped_column(String(16))
+    location: Mapped[str | None] = mapped_column(String(255), default=None)
+    key: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)

@@ -5,6 +5,8 @@ Rules that hold everywhere here:
   after the blob is written deletes it);
 - blobs of deleted records are removed only after the transaction commits, so a rolled-back delete
   never loses data;
+- a blob that may have no record (an upload not yet recorded, a deleted file's) has an entry in the
+  journal (``PendingBlob``) until it is settled, so what a killed process leaves is found by ``sweep``;
 - a private file or folder of somebody else is reported as missing (404), never as forbidden.
 """
 
@@ -13,17 +15,19 @@ from __future__ import annotations
 import hashlib
 import logging
 import mimetypes
+import threading
 import time
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import filetype
-from flask import current_app, url_for
+from flask import Flask, current_app, url_for
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import event, select
+from sqlalchemy import delete, event, insert, select
 from sqlalchemy.orm import Session
 from werkzeug.utils import secure_filename
 
@@ -34,7 +38,7 @@ from trellis.module_config import get as get_config
 
 from .backends import Backend, BackendError, LocalBackend, S3Backend, S3Clients, key_for, remove_stale_parts
 from .config import type_allowed
-from .models import File, Folder
+from .models import File, Folder, PendingBlob
 
 log = logging.getLogger(__name__)
 
@@ -54,27 +58,11 @@ _clock = time.time
 # ------------------------------------------------------------------------------------------- backends
 
 
-# Stale upload parts are removed at start (``init_app``) and, at most this often, before an upload.
-SWEEP_EVERY_SECONDS = 600.0
-
-
 @dataclass
 class StorageState:
     """Per-app state, at ``app.extensions["trellis_storage"]``."""
 
     s3_clients: S3Clients
-    swept_at: dict[str, float] = field(default_factory=dict)  # local root → time.monotonic() of its sweep
-
-
-def sweep_stale_parts(backend: Backend) -> None:
-    """Remove stale ``.upload-*.part`` files of a local root now and then (see ``remove_stale_parts``)."""
-    if not isinstance(backend, LocalBackend):
-        return
-    state: StorageState = current_app.extensions["trellis_storage"]
-    root, now = str(backend.root), time.monotonic()
-    if now - state.swept_at.get(root, -SWEEP_EVERY_SECONDS) >= SWEEP_EVERY_SECONDS:
-        state.swept_at[root] = now
-        remove_stale_parts(root)
 
 
 def config() -> dict[str, Any]:
@@ -91,9 +79,12 @@ def active_backend() -> Backend:
 
 def backend_of(record: File) -> Backend:
     """The backend a stored file lives in, whatever the provider is now."""
-    cfg = config()
-    if record.backend == "s3":
-        return _s3(cfg, record.location or cfg["s3"]["bucket"])
+    return _backend_at(config(), record.backend, record.location)
+
+
+def _backend_at(cfg: dict[str, Any], name: str, location: str | None) -> Backend:
+    if name == "s3":
+        return _s3(cfg, location or cfg["s3"]["bucket"])
     return _local(cfg)
 
 
@@ -170,52 +161,66 @@ def store_upload(
     file_id = db.new_id()
     key = key_for(file_id)
     backend = active_backend()
-    sweep_stale_parts(backend)
-    digest = hashlib.sha256()
-    size = 0
     try:
-        writer = backend.writer(key, content_type)
-        try:
-            chunk = head
-            while chunk:
-                size += len(chunk)
-                if size > limit:  # the body may be under the request limit while the file part is not
-                    raise too_large(limit)
-                digest.update(chunk)
-                writer.write(chunk)
-                chunk = stream.read(READ_CHUNK)
-            writer.commit()
-        except BaseException:
-            writer.abort()
-            raise
+        writer = backend.writer(key, content_type)  # local: its part file exists, locked, from here on
     except BackendError as exc:
         raise provider_error(f"Storing the file failed: {exc}") from None
-
-    record = File(
-        id=file_id,
-        owner=owner,
-        name=safe_name(display),
-        display_name=display,
-        folder_id=folder.id if folder else None,
-        size=size,
-        content_type=content_type,
-        sha256=digest.hexdigest(),
-        is_public=bool(folder.is_public if is_public is None and folder else is_public),
-        backend=backend.name,
-        location=backend.location,
-        key=key,
-    )
+    pending: list[str] = []
+    stored = False
     try:
+        # Committed before a byte is stored, so a process killed from here on leaves an entry to sweep. The
+        # request's reads end first: SQLite refuses a write in a transaction whose snapshot another wrote past.
+        db.session.commit()
+        pending = _journal("upload", [(backend, key)])
+        db.session.commit()
+        size, sha256 = _copy(head, stream, writer, limit)
+        writer.commit()
+        stored = True
+        record = File(
+            id=file_id,
+            owner=owner,
+            name=safe_name(display),
+            display_name=display,
+            folder_id=folder.id if folder else None,
+            size=size,
+            content_type=content_type,
+            sha256=sha256,
+            is_public=bool(folder.is_public if is_public is None and folder else is_public),
+            backend=backend.name,
+            location=backend.location,
+            key=key,
+        )
         db.session.add(record)
+        db.session.execute(delete(PendingBlob).where(PendingBlob.id.in_(pending)))  # settled with the record
         db.session.flush()  # its timestamps, for the event
         record_file_events("create", [record])
         audit.record("storage", "file.create", file_id, {"name": display, "owner": owner})  # an admin's upload only
         db.session.commit()
-    except BaseException:
+    except BaseException as exc:
         db.session.rollback()
-        _delete_blob(backend, key)
+        if _delete_blob(backend, key) if stored else writer.abort():
+            _forget(pending)  # else the entry stays, for the sweep
+        if isinstance(exc, BackendError):
+            raise provider_error(f"Storing the file failed: {exc}") from None
         raise
+    finally:
+        writer.close()  # only now may a sweep take the blob for a dead upload's
     return record
+
+
+def _copy(head: bytes, stream: BinaryIO, writer: Any, limit: int) -> tuple[int, str]:
+    """Stream ``head`` and the rest of ``stream`` into ``writer``: (size, SHA-256); 413 past ``limit``."""
+    digest = hashlib.sha256()
+    size = 0
+    chunk = head
+    while chunk:
+        size += len(chunk)
+        if size > limit:  # the body may be under the request limit while the file part is not
+            raise too_large(limit)
+        digest.update(chunk)
+        writer.write(chunk)
+        chunk = stream.read(READ_CHUNK)
+    return size, digest.hexdigest()
 
 
 def store_form(form: dict[str, Any], owner: str) -> File:
@@ -225,12 +230,109 @@ def store_form(form: dict[str, Any], owner: str) -> File:
     return store_upload(upload.stream, upload.filename, owner=owner, folder=folder, is_public=form["isPublic"])
 
 
-def _delete_blob(backend: Backend, key: str) -> None:
+def _delete_blob(backend: Backend, key: str) -> bool:
+    """Whether the blob is gone; a failure is logged, and the journal keeps the entry for the sweep."""
     try:
         backend.delete(key)
     except BackendError as exc:
         # The record is gone (or was never written); an orphan blob is garbage, not data loss.
         log.error("could not delete stored blob %s from %s: %s", key, backend.name, exc)
+        return False
+    return True
+
+
+# -------------------------------------------------------------------------------------------- journal
+
+
+# S3 cannot tell a running upload from a killed one: an upload's entry is settled once it is this old
+# (no upload takes a day), and a killed upload's multipart parts wait that long.
+S3_UPLOAD_GRACE = timedelta(days=1)
+SWEEP_BATCH = 1000
+SWEEP_EVERY_SECONDS = 600.0
+
+
+def _journal(reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
+    """Journal entries for ``blobs`` in the session's transaction (the caller commits); their ids."""
+    rows = [
+        {
+            "id": db.new_id(),
+            "reason": reason,
+            "backend": b.name,
+            "location": b.location,
+            "key": k,
+            "created_at": db.utcnow(),
+        }
+        for b, k in blobs
+    ]
+    if rows:
+        db.session.execute(insert(PendingBlob), rows)
+    return [row["id"] for row in rows]
+
+
+def _forget(ids: list[str]) -> None:
+    """Drop settled journal entries in a short transaction of their own (the session's may have just ended)."""
+    if not ids:
+        return
+    try:
+        with db.reads().transaction() as connection:
+            connection.execute(delete(PendingBlob).where(PendingBlob.id.in_(ids)))
+    except Exception as exc:  # the sweep finds the entries again; settling twice is harmless
+        log.warning("could not drop %d storage journal entries: %s", len(ids), exc.__class__.__name__)
+
+
+def sweep() -> int:
+    """Remove what killed processes left: every local root's part files whose writer is gone, and the blobs of
+    journal entries nobody holds (a dead upload's, a deleted file's whose removal did not happen). Returns
+    how many entries were settled; entries a live process holds are left alone."""
+    cfg = config()
+    for root in {current_app.config["STORAGE_PATH"], cfg["local"].get("path")} - {None}:
+        remove_stale_parts(root)
+    # Plain rows, not ORM objects (the rollback would expire those), oldest first.
+    entries = db.session.execute(
+        select(*PendingBlob.__table__.columns).order_by(PendingBlob.created_at).limit(SWEEP_BATCH)
+    ).all()
+    db.session.rollback()  # each entry is judged in a transaction begun after its files are locked
+    return sum(_settle(entry, cfg) for entry in entries)
+
+
+def _settle(entry: Any, cfg: dict[str, Any]) -> bool:
+    backend = _backend_at(cfg, entry.backend, entry.location)
+    with backend.writing(entry.key) as live:
+        if live is None:  # S3: a deleted file's blob is garbage at once, an upload's once it is old enough
+            live = entry.reason == "upload" and entry.created_at > db.utcnow() - S3_UPLOAD_GRACE
+        if live:
+            return False
+        # Looked at only now: the upload may have saved its record, settling this entry, meanwhile.
+        open_entry = db.session.execute(select(PendingBlob.id).where(PendingBlob.id == entry.id)).first()
+        file_id = entry.key.rsplit("/", 1)[-1]
+        recorded = db.session.execute(select(File.id).where(File.id == file_id)).first()
+        db.session.rollback()  # the delete below starts afresh (SQLite: no write on an old read snapshot)
+        try:
+            if open_entry and not recorded:
+                backend.purge(entry.key)
+        except BackendError as exc:
+            log.warning("could not remove leftover blob %s from %s: %s", entry.key, entry.backend, exc)
+            return False
+        db.session.execute(delete(PendingBlob).where(PendingBlob.id == entry.id))
+        db.session.commit()
+    if open_entry and not recorded:
+        log.info("removed leftover blob %s (%s) from %s", entry.key, entry.reason, entry.backend)
+    return True
+
+
+def start_sweeper(app: Flask) -> None:
+    """``Module.background``: ``sweep`` at start and every ``SWEEP_EVERY_SECONDS`` in each serving process."""
+
+    def loop() -> None:
+        while True:
+            try:
+                with app.app_context():
+                    sweep()
+            except Exception as exc:  # the database is away, or not migrated yet: the next pass tries again
+                log.warning("storage sweep failed: %s: %s", exc.__class__.__name__, exc)
+            time.sleep(SWEEP_EVERY_SECONDS)
+
+    threading.Thread(target=loop, name="storage-sweep", daemon=True).start()
 
 
 # -------------------------------------------------------------------------------------------- access
@@ -325,7 +427,8 @@ def delete_folder(folder: Folder, recursive: bool) -> None:
 
 
 def delete_files(records: Iterable[File]) -> None:
-    """Delete records in the current transaction; their blobs go once it commits."""
+    """Delete records in the current transaction; their blobs go once it commits (journalled in it, so a
+    process killed before they are gone leaves entries for the sweep)."""
     records = list(records)
     record_file_events("delete", records)
     blobs = [(backend_of(r), r.key) for r in records]
@@ -333,7 +436,8 @@ def delete_files(records: Iterable[File]) -> None:
         db.session.delete(record)
     db.session.flush()
     if blobs:
-        _after_commit(db.session(), blobs)
+        ids = _journal("delete", blobs)
+        _after_commit(db.session(), [(b, k, i) for (b, k), i in zip(blobs, ids, strict=True)])
 
 
 def record_file_events(action: str, records: list[File]) -> None:
@@ -347,7 +451,7 @@ def record_file_events(action: str, records: list[File]) -> None:
 _PENDING = "trellis_storage_pending_blob_deletes"
 
 
-def _after_commit(session: Session, blobs: list[tuple[Backend, str]]) -> None:
+def _after_commit(session: Session, blobs: list[tuple[Backend, str, str]]) -> None:
     pending = session.info.get(_PENDING)
     if pending is None:
         pending = session.info[_PENDING] = []
@@ -359,8 +463,8 @@ def _after_commit(session: Session, blobs: list[tuple[Backend, str]]) -> None:
 
 
 def _run_pending(session: Session) -> None:
-    for backend, key in session.info.pop(_PENDING, []):
-        _delete_blob(backend, key)
+    gone = [entry for backend, key, entry in session.info.pop(_PENDING, []) if _delete_blob(backend, key)]
+    _forget(gone)
 
 
 def _drop_pending(session: Session) -> None:

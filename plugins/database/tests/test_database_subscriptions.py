@@ -401,3 +401,44 @@ def test_a_blocked_users_subscriptions_end(server, watchers):
     api.create(name, {"title": "after the block"})
     assert bystander.next()["document"]["title"] == "after the block"
     assert blocked.changes.empty()
+
+
+def test_a_replay_gives_each_event_as_it_came_live(server, watchers):
+    """Replayed after ``since`` (Socket.IO and SSE): every event with its own kind and document, the
+    change a live subscriber received, with and without a filter."""
+    api = Api(server.url)
+    name = api.schema({"title": "String", "price": "Number"})
+    live = watchers(server.url, ADMIN)
+    everything = live.subscribe(schema=name)
+    cheap = live.subscribe(schema=name, where={"price": {"$lt": 10}})
+    a = api.create(name, {"title": "a", "price": 5})
+    b = api.create(name, {"title": "b", "price": 50})
+    api.patch(name, b["_id"], {"price": 7})  # enters the filter
+    api.patch(name, a["_id"], {"price": 20})  # leaves it
+    api.delete(name, b["_id"])
+    got = live.take(9)
+
+    def seen(changes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return [(c["eventId"], c["event"], c["document"], c["at"]) for c in changes]
+
+    expected = {
+        "all": seen([c for c in got if c["subscriptionId"] == everything]),
+        "cheap": seen([c for c in got if c["subscriptionId"] == cheap]),
+    }
+    assert [kind for _, kind, _, _ in expected["all"]] == ["create", "create", "update", "update", "delete"]
+    assert [kind for _, kind, _, _ in expected["cheap"]] == ["create", "enter", "leave", "delete"]
+    since = expected["all"][0][0] - 1
+
+    later = watchers(server.url, ADMIN)
+    replayed_all = later.subscribe(schema=name, since=since)
+    replayed_cheap = later.subscribe(schema=name, where={"price": {"$lt": 10}}, since=since)
+    replayed = later.take(9)
+    later.quiet()
+    assert seen([c for c in replayed if c["subscriptionId"] == replayed_all]) == expected["all"]
+    assert seen([c for c in replayed if c["subscriptionId"] == replayed_cheap]) == expected["cheap"]
+
+    url = f"{server.url}/database/{name}/changes"
+    for key, params in (("all", {}), ("cheap", {"price[$lt]": 10})):
+        with requests.get(url, params={**params, "since": since}, headers=ADMIN, stream=True, timeout=WAIT) as response:
+            found, _ = _sse_events(response.iter_lines(decode_unicode=True), len(expected[key]))
+        assert [(int(e["id"]), e["event"], e["data"]) for e in found] == [c[:3] for c in expected[key]]

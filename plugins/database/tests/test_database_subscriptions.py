@@ -442,3 +442,36 @@ def test_a_replay_gives_each_event_as_it_came_live(server, watchers):
         with requests.get(url, params={**params, "since": since}, headers=ADMIN, stream=True, timeout=WAIT) as response:
             found, _ = _sse_events(response.iter_lines(decode_unicode=True), len(expected[key]))
         assert [(int(e["id"]), e["event"], e["data"]) for e in found] == [c[:3] for c in expected[key]]
+
+
+def test_last_event_id_wins_over_since(server):
+    """An ``EventSource`` opened with ``?since=N`` reconnects to the same URL with ``Last-Event-ID``: the
+    header is where it stopped, so the replay starts there (not at N again)."""
+    api = Api(server.url)
+    name = api.schema({"n": "Number"})
+    url = f"{server.url}/database/{name}/changes"
+    with requests.get(url, params={"since": 0}, stream=True, timeout=WAIT) as response:
+        lines = response.iter_lines(decode_unicode=True)
+        for n in range(3):
+            api.create(name, {"n": n})
+        first, _ = _sse_events(lines, 3)
+    with requests.get(
+        url, params={"since": 0}, headers={"Last-Event-ID": first[1]["id"]}, stream=True, timeout=WAIT
+    ) as response:
+        again, _ = _sse_events(response.iter_lines(decode_unicode=True), 1)
+    assert again[0]["id"] == first[2]["id"] and again[0]["data"]["n"] == 2
+    bad = requests.get(url, params={"since": 0}, headers={"Last-Event-ID": "x"}, timeout=WAIT)
+    assert bad.status_code == 400 and "Last-Event-ID" in bad.json()["errors"]
+
+    # A browser's EventSource polyfill sends the header itself: the preflight must allow it.
+    preflight = requests.options(
+        url,
+        headers={
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "last-event-id",
+        },
+        timeout=WAIT,
+    )
+    allowed = {h.strip().lower() for h in preflight.headers.get("Access-Control-Allow-Headers", "").split(",")}
+    assert "last-event-id" in allowed, preflight.headers

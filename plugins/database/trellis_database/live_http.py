@@ -1,7 +1,8 @@
 """Server-Sent Events for clients without Socket.IO: ``GET /database/{schemaName}/changes``.
 
-The list's credentials and filters (``field[$op]=v`` …), ``since`` or the ``Last-Event-ID`` header;
-the stream carries ``id: <eventId>``, ``event: <create|update|delete|enter|leave>``, ``data: <document>``,
+The list's credentials and filters (``field[$op]=v`` …), ``since`` or the ``Last-Event-ID`` header (the
+header wins: an ``EventSource`` opened with ``?since=N`` keeps that URL, and its reconnects carry the last
+id it received); the stream carries ``id: <eventId>``, ``event: <create|update|delete|enter|leave>``, ``data: <document>``,
 and a comment line every ``TRELLIS_SSE_HEARTBEAT_SECONDS`` (15) so proxies keep it open and a gone
 client is noticed. The replay is read before the response starts; afterwards the stream only waits on
 its queue (a green queue under eventlet) and holds no database connection.
@@ -35,8 +36,8 @@ ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 @changes_blp.doc(
     operationId="streamDocumentChanges",
     summary="Changes of a schema's documents as Server-Sent Events",
-    description="The list's credentials and field filters; `since` (or `Last-Event-ID`) replays the events "
-    "after that eventId first; `events` keeps some of create, update, delete, enter, leave.",
+    description="The list's credentials and field filters; `Last-Event-ID` (or, without it, `since`) replays "
+    "the events after that eventId first; `events` keeps some of create, update, delete, enter, leave.",
     security=[{}, {"bearerAuth": []}, {"masterkey": []}],
     parameters=[
         {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": 0}},
@@ -61,7 +62,7 @@ def stream_changes(schemaName: str) -> Response:
     filters = MultiDict([(key, value) for key, value in request.args.items(multi=True) if key not in STREAM_PARAMS])
     predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters))
     kinds = parse_kinds(request.args.get("events"))
-    since = parse_since(request.args.get("since", request.headers.get("Last-Event-ID")))
+    since = _since()
     if since is not None:
         check_replayable(since, schema.name)
     inbox: queue.Queue = queue.Queue()
@@ -93,6 +94,14 @@ def stream_changes(schemaName: str) -> Response:
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
     return response
+
+
+def _since() -> int | None:
+    """``Last-Event-ID`` (a reconnect: the last id the client received), else ``since``."""
+    header = request.headers.get("Last-Event-ID", "").strip()
+    if header:
+        return parse_since(header, "Last-Event-ID")
+    return parse_since(request.args.get("since"))
 
 
 def _canonical(filters: MultiDict) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -475,3 +476,64 @@ def test_last_event_id_wins_over_since(server):
     )
     allowed = {h.strip().lower() for h in preflight.headers.get("Access-Control-Allow-Headers", "").split(",")}
     assert "last-event-id" in allowed, preflight.headers
+
+
+def _raw_stream(port: int, path: str, headers: dict[str, str]) -> socket.socket:
+    """An HTTP/1.0 GET (a plain body, ended by closing) on a socket with a small receive buffer, its
+    response head read."""
+    reader = socket.socket()
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server fills it fast
+    reader.settimeout(WAIT)
+    reader.connect(("127.0.0.1", port))
+    head = "".join(f"{key}: {value}\r\n" for key, value in headers.items())
+    reader.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n{head}\r\n".encode())
+    received = b""
+    while not (b": subscribed" in received and received.endswith(b"\n\n")):
+        received += reader.recv(4096)
+    assert received.startswith(b"HTTP/1.1 200"), received
+    return reader
+
+
+def _complete_events(body: bytes) -> list[dict[str, Any]]:
+    """The events of an SSE body that ended (a last event cut by the end is dropped, as a client does)."""
+    frames = body.decode().split("\n\n")[:-1]
+    found = []
+    for frame in frames:
+        fields = dict(line.split(": ", 1) for line in frame.split("\n") if not line.startswith(":") and line)
+        if fields:
+            found.append({"id": int(fields["id"]), "data": json.loads(fields["data"])})
+    return found
+
+
+def test_a_stream_whose_client_stops_reading_is_disconnected_and_resumes(live_server_factory):
+    """A client that stops reading falls behind by more than the stream's buffer: the server ends its
+    stream (nothing more piles up for it), and the client resumes as an ``EventSource`` does, from the same
+    URL with ``Last-Event-ID`` when it received an event (``since`` otherwise), missing nothing."""
+    server = live_server_factory(TRELLIS_SSE_BUFFER_BYTES=str(64 * 1024))
+    api = Api(server.url)
+    name = api.schema({"n": "Number", "text": {"type": "String", "index": False}})
+    path = f"/database/{name}/changes?since=0"
+    reader = _raw_stream(server.port, path, ADMIN)
+    filler = "x" * 10_000
+    total = 400  # 4 MB: more than the buffer and the sockets' buffers hold
+    for start in range(0, total, 2):
+        docs = [{"n": n, "text": filler} for n in range(start, start + 2)]
+        response = api.http.post(f"{server.url}/database/{name}/many", json={"docs": docs}, headers=ADMIN, timeout=WAIT)
+        assert response.status_code == 201, response.text
+
+    body = b""
+    deadline = time.monotonic() + WAIT  # heartbeats would keep an open stream's reads from timing out
+    with reader:
+        while chunk := reader.recv(65536):  # until the server closes it
+            body += chunk
+            assert time.monotonic() < deadline, "the stream of a client that fell behind stayed open"
+    first = _complete_events(body)
+    assert len(first) < total
+    assert [event["data"]["n"] for event in first] == list(range(len(first)))
+
+    headers = {**ADMIN, "Last-Event-ID": str(first[-1]["id"])} if first else ADMIN
+    with requests.get(server.url + path, headers=headers, stream=True, timeout=WAIT) as response:
+        rest, _ = _sse_events(response.iter_lines(decode_unicode=True), total - len(first))
+    assert [event["data"]["n"] for event in first + rest] == list(range(total))
+    ids = [event["id"] for event in first] + [int(event["id"]) for event in rest]
+    assert ids == sorted(set(ids))

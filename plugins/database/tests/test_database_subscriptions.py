@@ -1,6 +1,7 @@
 """Live data over real sockets and streams: Socket.IO clients and an SSE reader against running servers
 (eventlet) on the test database — every event kind, filters with enter/leave, permissions, bad input,
-replay across a reconnect, two workers sharing Redis, Server-Sent Events, a blocked user's end."""
+replay across a reconnect (each event as it came live), two workers sharing Redis, Server-Sent Events
+(Last-Event-ID over since, a client that stops reading), a blocked user's end, Socket.IO's own origin."""
 
 from __future__ import annotations
 
@@ -33,11 +34,12 @@ REDIS_URL = os.environ.get("TRELLIS_TEST_DATABASE_REDIS_URL", "redis://127.0.0.1
 class Watcher:
     """A Socket.IO client on ``/database/`` recording every ``change`` it receives."""
 
-    def __init__(self, url: str, auth: dict[str, Any] | None, namespace: str = "/database/") -> None:
+    def __init__(self, url: str, auth: dict[str, Any] | None, namespace: str = "/database/", **websocket: Any) -> None:
+        """``websocket``: options of the websocket connection (``origin``, ``header``)."""
         self.namespace = namespace
         self.changes: queue.Queue = queue.Queue()
         self.disconnected: queue.Queue = queue.Queue()
-        self.client = socketio.Client(reconnection=False)
+        self.client = socketio.Client(reconnection=False, websocket_extra_options=websocket)
         self.client.on("change", self.changes.put, namespace=namespace)
         self.client.on("disconnect", lambda *reason: self.disconnected.put(reason), namespace=namespace)
         self.client.connect(
@@ -79,8 +81,10 @@ class Watcher:
 def watchers():
     opened: list[Watcher] = []
 
-    def connect(url: str, auth: dict[str, Any] | None = None, namespace: str = "/database/") -> Watcher:
-        watcher = Watcher(url, auth, namespace)
+    def connect(
+        url: str, auth: dict[str, Any] | None = None, namespace: str = "/database/", **websocket: Any
+    ) -> Watcher:
+        watcher = Watcher(url, auth, namespace, **websocket)
         opened.append(watcher)
         return watcher
 
@@ -537,3 +541,25 @@ def test_a_stream_whose_client_stops_reading_is_disconnected_and_resumes(live_se
     assert [event["data"]["n"] for event in first + rest] == list(range(total))
     ids = [event["id"] for event in first] + [int(event["id"]) for event in rest]
     assert ids == sorted(set(ids))
+
+
+def test_socketio_accepts_its_own_origin_when_cors_origins_are_listed(live_server_factory, watchers):
+    """python-socketio sends ``Origin: <server URL>`` on the websocket upgrade: same-origin is accepted
+    whatever ``TRELLIS_CORS_ORIGINS`` lists (behind a trusted proxy, the forwarded address is the server's);
+    a listed origin is accepted, any other refused."""
+    listed = "https://app.example"
+    server = live_server_factory(TRELLIS_CORS_ORIGINS=listed, TRELLIS_PROXY_COUNT="1")
+    api = Api(server.url)
+    name = api.schema({"n": "Number"})
+    proxied = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "api.example"}
+    own = watchers(server.url, ADMIN)  # websocket only: no polling to fall back on
+    behind_proxy = watchers(server.url, ADMIN, origin="https://api.example", header=proxied)
+    from_listed = watchers(server.url, ADMIN, origin=listed)
+    for watcher in (own, behind_proxy, from_listed):
+        watcher.subscribe(schema=name)
+    api.create(name, {"n": 1})
+    for watcher in (own, behind_proxy, from_listed):
+        assert watcher.next()["document"]["n"] == 1
+    for origin, header in (("https://evil.example", {}), ("https://evil.example", proxied), (server.url, proxied)):
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            watchers(server.url, ADMIN, origin=origin, header=header)

@@ -90,7 +90,9 @@ def test_default_allows_any_origin(client):
 def test_one_parsing_for_http_and_socketio(app_config, app, db):
     listed = create_app({**app_config, "CORS_ORIGINS": "https://a.example,https://b.example"})
     assert allowed_origins(listed) == ["https://a.example", "https://b.example"]
-    assert listed.extensions["socketio"].server.eio.cors_allowed_origins == ["https://a.example", "https://b.example"]
+    socket_check = listed.extensions["socketio"].server.eio.cors_allowed_origins  # the list, and same-origin
+    elsewhere = {"wsgi.url_scheme": "http", "HTTP_HOST": "api.example"}
+    assert socket_check("https://b.example", elsewhere) and not socket_check("https://c.example", elsewhere)
     assert allowed_origins(app) == "*"
 
 

@@ -13,7 +13,7 @@ from flask import Flask, Response, request
 from flask_cors import CORS
 
 # The headers a browser app sends: credentials (admin key or Bearer token) and a JSON body.
-ALLOWED_HEADERS = ("Authorization", "Content-Type", "masterkey", "X-Request-ID", "Range")
+ALLOWED_HEADERS = ("Authorization", "Content-Type", "masterkey", "X-Request-ID", "Range", "Last-Event-ID")
 EXPOSED_HEADERS = ("X-Request-ID", "Retry-After", "Content-Range", "Content-Disposition")
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 # Browsers cap this (Chromium: 2 h, Firefox: 24 h); 10 minutes spares most preflights.

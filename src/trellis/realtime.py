@@ -12,6 +12,7 @@ import redis
 import socketio as python_socketio
 from flask import Flask, current_app
 from flask_socketio import SocketIO
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import db, reads
 from .cors import allowed_origins
@@ -89,12 +90,50 @@ def init_socketio(app: Flask) -> SocketIO:
         path=SOCKET_PATH,
         async_mode=app.config["ASYNC_MODE"],
         client_manager=_RedisQueue(app, url) if url else FanOutManager(),
-        cors_allowed_origins=allowed_origins(app),
+        cors_allowed_origins=socket_origins(app),
         logger=False,
         engineio_logger=False,
     )
     install_websocket(socketio.server)
     return socketio
+
+
+def socket_origins(app: Flask) -> str | Callable[[str | None, dict[str, Any]], bool]:
+    """Socket.IO's origin check: ``"*"``, or the ``TRELLIS_CORS_ORIGINS`` list and always the server's own
+    origin. Engine.IO checks the ``Origin`` of every request against the list it is given, the server's
+    own included: python-socketio's client sends its server URL as ``Origin`` on the websocket upgrade, a
+    page served by this server sends its own, and neither is a cross-origin request."""
+    origins = allowed_origins(app)
+    if origins == "*":
+        return "*"
+    listed = frozenset(origins)
+    proxies = int(app.config.get("PROXY_COUNT") or 0)
+    # Engine.IO sees the environ before the app's ProxyFix: read the forwarded address the same way.
+    forwarded = ProxyFix(_environ_of, x_proto=proxies, x_host=proxies, x_port=proxies) if proxies else None
+
+    def allowed(origin: str | None, environ: dict[str, Any]) -> bool:
+        if origin is None:
+            return False
+        if origin in listed:
+            return True
+        seen = forwarded(dict(environ), None) if forwarded is not None else environ
+        host = seen.get("HTTP_HOST")
+        return bool(host) and origin.lower() == own_origin(seen.get("wsgi.url_scheme", "http"), host)
+
+    return allowed
+
+
+def own_origin(scheme: str, host: str) -> str:
+    """``scheme://host`` as a browser writes an origin: lower case, without the scheme's default port."""
+    scheme, host = scheme.lower(), host.lower()
+    default = {"http": ":80", "https": ":443"}.get(scheme)
+    if default and host.endswith(default):
+        host = host[: -len(default)]
+    return f"{scheme}://{host}"
+
+
+def _environ_of(environ: dict[str, Any], start_response: Any) -> Any:
+    return environ
 
 
 def socketio() -> SocketIO:

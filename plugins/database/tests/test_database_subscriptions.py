@@ -1,12 +1,14 @@
 """Live data over real sockets and streams: Socket.IO clients and an SSE reader against running servers
 (eventlet) on the test database — every event kind, filters with enter/leave, permissions, bad input,
-replay across a reconnect, two workers sharing Redis, Server-Sent Events, a blocked user's end."""
+replay across a reconnect (each event as it came live), two workers sharing Redis, Server-Sent Events
+(Last-Event-ID over since, a client that stops reading), a blocked user's end, Socket.IO's own origin."""
 
 from __future__ import annotations
 
 import json
 import os
 import queue
+import socket
 import threading
 import time
 import uuid
@@ -32,11 +34,12 @@ REDIS_URL = os.environ.get("TRELLIS_TEST_DATABASE_REDIS_URL", "redis://127.0.0.1
 class Watcher:
     """A Socket.IO client on ``/database/`` recording every ``change`` it receives."""
 
-    def __init__(self, url: str, auth: dict[str, Any] | None, namespace: str = "/database/") -> None:
+    def __init__(self, url: str, auth: dict[str, Any] | None, namespace: str = "/database/", **websocket: Any) -> None:
+        """``websocket``: options of the websocket connection (``origin``, ``header``)."""
         self.namespace = namespace
         self.changes: queue.Queue = queue.Queue()
         self.disconnected: queue.Queue = queue.Queue()
-        self.client = socketio.Client(reconnection=False)
+        self.client = socketio.Client(reconnection=False, websocket_extra_options=websocket)
         self.client.on("change", self.changes.put, namespace=namespace)
         self.client.on("disconnect", lambda *reason: self.disconnected.put(reason), namespace=namespace)
         self.client.connect(
@@ -78,8 +81,10 @@ class Watcher:
 def watchers():
     opened: list[Watcher] = []
 
-    def connect(url: str, auth: dict[str, Any] | None = None, namespace: str = "/database/") -> Watcher:
-        watcher = Watcher(url, auth, namespace)
+    def connect(
+        url: str, auth: dict[str, Any] | None = None, namespace: str = "/database/", **websocket: Any
+    ) -> Watcher:
+        watcher = Watcher(url, auth, namespace, **websocket)
         opened.append(watcher)
         return watcher
 
@@ -401,3 +406,160 @@ def test_a_blocked_users_subscriptions_end(server, watchers):
     api.create(name, {"title": "after the block"})
     assert bystander.next()["document"]["title"] == "after the block"
     assert blocked.changes.empty()
+
+
+def test_a_replay_gives_each_event_as_it_came_live(server, watchers):
+    """Replayed after ``since`` (Socket.IO and SSE): every event with its own kind and document, the
+    change a live subscriber received, with and without a filter."""
+    api = Api(server.url)
+    name = api.schema({"title": "String", "price": "Number"})
+    live = watchers(server.url, ADMIN)
+    everything = live.subscribe(schema=name)
+    cheap = live.subscribe(schema=name, where={"price": {"$lt": 10}})
+    a = api.create(name, {"title": "a", "price": 5})
+    b = api.create(name, {"title": "b", "price": 50})
+    api.patch(name, b["_id"], {"price": 7})  # enters the filter
+    api.patch(name, a["_id"], {"price": 20})  # leaves it
+    api.delete(name, b["_id"])
+    got = live.take(9)
+
+    def seen(changes: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        return [(c["eventId"], c["event"], c["document"], c["at"]) for c in changes]
+
+    expected = {
+        "all": seen([c for c in got if c["subscriptionId"] == everything]),
+        "cheap": seen([c for c in got if c["subscriptionId"] == cheap]),
+    }
+    assert [kind for _, kind, _, _ in expected["all"]] == ["create", "create", "update", "update", "delete"]
+    assert [kind for _, kind, _, _ in expected["cheap"]] == ["create", "enter", "leave", "delete"]
+    since = expected["all"][0][0] - 1
+
+    later = watchers(server.url, ADMIN)
+    replayed_all = later.subscribe(schema=name, since=since)
+    replayed_cheap = later.subscribe(schema=name, where={"price": {"$lt": 10}}, since=since)
+    replayed = later.take(9)
+    later.quiet()
+    assert seen([c for c in replayed if c["subscriptionId"] == replayed_all]) == expected["all"]
+    assert seen([c for c in replayed if c["subscriptionId"] == replayed_cheap]) == expected["cheap"]
+
+    url = f"{server.url}/database/{name}/changes"
+    for key, params in (("all", {}), ("cheap", {"price[$lt]": 10})):
+        with requests.get(url, params={**params, "since": since}, headers=ADMIN, stream=True, timeout=WAIT) as response:
+            found, _ = _sse_events(response.iter_lines(decode_unicode=True), len(expected[key]))
+        assert [(int(e["id"]), e["event"], e["data"]) for e in found] == [c[:3] for c in expected[key]]
+
+
+def test_last_event_id_wins_over_since(server):
+    """An ``EventSource`` opened with ``?since=N`` reconnects to the same URL with ``Last-Event-ID``: the
+    header is where it stopped, so the replay starts there (not at N again)."""
+    api = Api(server.url)
+    name = api.schema({"n": "Number"})
+    url = f"{server.url}/database/{name}/changes"
+    with requests.get(url, params={"since": 0}, stream=True, timeout=WAIT) as response:
+        lines = response.iter_lines(decode_unicode=True)
+        for n in range(3):
+            api.create(name, {"n": n})
+        first, _ = _sse_events(lines, 3)
+    with requests.get(
+        url, params={"since": 0}, headers={"Last-Event-ID": first[1]["id"]}, stream=True, timeout=WAIT
+    ) as response:
+        again, _ = _sse_events(response.iter_lines(decode_unicode=True), 1)
+    assert again[0]["id"] == first[2]["id"] and again[0]["data"]["n"] == 2
+    bad = requests.get(url, params={"since": 0}, headers={"Last-Event-ID": "x"}, timeout=WAIT)
+    assert bad.status_code == 400 and "Last-Event-ID" in bad.json()["errors"]
+
+    # A browser's EventSource polyfill sends the header itself: the preflight must allow it.
+    preflight = requests.options(
+        url,
+        headers={
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Headers": "last-event-id",
+        },
+        timeout=WAIT,
+    )
+    allowed = {h.strip().lower() for h in preflight.headers.get("Access-Control-Allow-Headers", "").split(",")}
+    assert "last-event-id" in allowed, preflight.headers
+
+
+def _raw_stream(port: int, path: str, headers: dict[str, str]) -> socket.socket:
+    """An HTTP/1.0 GET (a plain body, ended by closing) on a socket with a small receive buffer, its
+    response head read."""
+    reader = socket.socket()
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server fills it fast
+    reader.settimeout(WAIT)
+    reader.connect(("127.0.0.1", port))
+    head = "".join(f"{key}: {value}\r\n" for key, value in headers.items())
+    reader.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n{head}\r\n".encode())
+    received = b""
+    while not (b": subscribed" in received and received.endswith(b"\n\n")):
+        received += reader.recv(4096)
+    assert received.startswith(b"HTTP/1.1 200"), received
+    return reader
+
+
+def _complete_events(body: bytes) -> list[dict[str, Any]]:
+    """The events of an SSE body that ended (a last event cut by the end is dropped, as a client does)."""
+    frames = body.decode().split("\n\n")[:-1]
+    found = []
+    for frame in frames:
+        fields = dict(line.split(": ", 1) for line in frame.split("\n") if not line.startswith(":") and line)
+        if fields:
+            found.append({"id": int(fields["id"]), "data": json.loads(fields["data"])})
+    return found
+
+
+def test_a_stream_whose_client_stops_reading_is_disconnected_and_resumes(live_server_factory):
+    """A client that stops reading falls behind by more than the stream's buffer: the server ends its
+    stream (nothing more piles up for it), and the client resumes as an ``EventSource`` does, from the same
+    URL with ``Last-Event-ID`` when it received an event (``since`` otherwise), missing nothing."""
+    server = live_server_factory(TRELLIS_SSE_BUFFER_BYTES=str(64 * 1024))
+    api = Api(server.url)
+    name = api.schema({"n": "Number", "text": {"type": "String", "index": False}})
+    path = f"/database/{name}/changes?since=0"
+    reader = _raw_stream(server.port, path, ADMIN)
+    filler = "x" * 10_000
+    total = 400  # 4 MB: more than the buffer and the sockets' buffers hold
+    for start in range(0, total, 2):
+        docs = [{"n": n, "text": filler} for n in range(start, start + 2)]
+        response = api.http.post(f"{server.url}/database/{name}/many", json={"docs": docs}, headers=ADMIN, timeout=WAIT)
+        assert response.status_code == 201, response.text
+
+    body = b""
+    deadline = time.monotonic() + WAIT  # heartbeats would keep an open stream's reads from timing out
+    with reader:
+        while chunk := reader.recv(65536):  # until the server closes it
+            body += chunk
+            assert time.monotonic() < deadline, "the stream of a client that fell behind stayed open"
+    first = _complete_events(body)
+    assert len(first) < total
+    assert [event["data"]["n"] for event in first] == list(range(len(first)))
+
+    headers = {**ADMIN, "Last-Event-ID": str(first[-1]["id"])} if first else ADMIN
+    with requests.get(server.url + path, headers=headers, stream=True, timeout=WAIT) as response:
+        rest, _ = _sse_events(response.iter_lines(decode_unicode=True), total - len(first))
+    assert [event["data"]["n"] for event in first + rest] == list(range(total))
+    ids = [event["id"] for event in first] + [int(event["id"]) for event in rest]
+    assert ids == sorted(set(ids))
+
+
+def test_socketio_accepts_its_own_origin_when_cors_origins_are_listed(live_server_factory, watchers):
+    """python-socketio sends ``Origin: <server URL>`` on the websocket upgrade: same-origin is accepted
+    whatever ``TRELLIS_CORS_ORIGINS`` lists (behind a trusted proxy, the forwarded address is the server's);
+    a listed origin is accepted, any other refused."""
+    listed = "https://app.example"
+    server = live_server_factory(TRELLIS_CORS_ORIGINS=listed, TRELLIS_PROXY_COUNT="1")
+    api = Api(server.url)
+    name = api.schema({"n": "Number"})
+    proxied = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "api.example"}
+    own = watchers(server.url, ADMIN)  # websocket only: no polling to fall back on
+    behind_proxy = watchers(server.url, ADMIN, origin="https://api.example", header=proxied)
+    from_listed = watchers(server.url, ADMIN, origin=listed)
+    for watcher in (own, behind_proxy, from_listed):
+        watcher.subscribe(schema=name)
+    api.create(name, {"n": 1})
+    for watcher in (own, behind_proxy, from_listed):
+        assert watcher.next()["document"]["n"] == 1
+    for origin, header in (("https://evil.example", {}), ("https://evil.example", proxied), (server.url, proxied)):
+        with pytest.raises(socketio.exceptions.ConnectionError):
+            watchers(server.url, ADMIN, origin=origin, header=header)

@@ -6,10 +6,13 @@ distinct filter once (``Compiler.predicate``, the list's own conditions) on the 
 after, and sends ``create``/``update``/``delete``, or ``enter``/``leave`` when an update makes a
 document start or stop matching.
 
-A subscription starts *paused*: live events are buffered while the events after ``since`` are read
-from the log; then the replayed events go out, then the buffered ones whose id is higher than the last
-replayed (no gap, no duplicate at the seam), then live ones. Nothing here holds a database connection
-between events.
+A subscription with ``since`` replays first: the events after it are read from the log a page at a
+time (:meth:`LiveHub.replay`, a generator, so a stream reads the next page only when its client has taken
+the last one), and live events meanwhile are left to those reads. Once a read comes back short, live
+events are held, the log is read once more (what was left to the reads while the last one ran), then
+the held ones whose id is higher than the last replayed go out (no gap, no duplicate at the seam), then
+live ones. A replayed event is turned into a change exactly as a live one. Nothing here holds a database
+connection between events.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +39,7 @@ log = logging.getLogger(__name__)
 
 EXTENSION = "trellis_database_live"
 KINDS = frozenset({"create", "update", "delete", "enter", "leave"})
-REPLAY_PAGE = 1000
+REPLAY_PAGE = 200  # events read at a time: one page in memory per replaying subscription
 
 
 def resync_required(since: int) -> APIError:
@@ -62,7 +65,11 @@ class Subscription:
     since: int | None
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     last: int = 0  # the highest eventId passed (sent or filtered out): nothing at or below it again
-    pending: list[events.Event] | None = field(default_factory=list)  # live events held during replay
+    pending: list[events.Event] | None = field(default_factory=list)  # live events held until it goes live
+    replaying: bool = False  # reading the log after ``since``: live events are left to those reads
+
+    def __post_init__(self) -> None:
+        self.replaying = self.since is not None
 
 
 def parse_since(raw: Any, key: str = "since") -> int | None:
@@ -205,23 +212,44 @@ class LiveHub:
             self._by_schema.setdefault(subscription.schema, {})[subscription.id] = subscription
 
     def start(self, subscription: Subscription) -> None:
-        """Replay the events after ``since`` (read now), then what was held, then go live."""
-        replay: list[events.Event] = []
-        if subscription.since is not None:
-            after = subscription.since
-            subscription.last = after
-            while page := events.read(after, family=f"database.{subscription.schema}", limit=REPLAY_PAGE):
-                replay += page
-                after = page[-1].id
-                if len(page) < REPLAY_PAGE:
-                    break
-        cache: dict[Any, Any] = {}
-        for event in replay:
-            self._pass(subscription, event, cache)
+        """Send the replay, then what was held, then go live."""
+        for change in self.replay(subscription):
+            self._send(subscription, change)
+        self.go_live(subscription)
+
+    def replay(self, subscription: Subscription) -> Iterator[dict[str, Any]]:
+        """The changes after ``since``, read from the log a page at a time (see the module docstring);
+        ends early when the subscription is removed meanwhile."""
+        if subscription.since is None:
+            return
+        subscription.last = max(subscription.last, subscription.since)
+        family = f"database.{subscription.schema}"
+        holding = False
+        while self._active(subscription):
+            with self._app.app_context():  # a stream reads its pages after its request has ended
+                page = events.read(subscription.last, family=family, limit=REPLAY_PAGE)
+            for event in page:
+                change = self._change(subscription, event, {})
+                if change is not None:
+                    yield change
+            if len(page) == REPLAY_PAGE:
+                continue
+            if holding:
+                return
+            with self._lock:  # from here live events are held; the next read takes what was left to this one
+                subscription.replaying = False
+            holding = True
+
+    def go_live(self, subscription: Subscription) -> None:
+        """After the replay: send what was held (above the last replayed id), then every event as it comes."""
         with self._lock:
+            subscription.replaying = False
             held, subscription.pending = subscription.pending or [], None
             for event in held:
                 self._pass(subscription, event, {})
+
+    def _active(self, subscription: Subscription) -> bool:
+        return self._by_schema.get(subscription.schema, {}).get(subscription.id) is subscription
 
     def remove(self, owner: str, subscription_id: str | None = None) -> bool:
         """End one subscription of ``owner`` (or all of them); False when there was none."""
@@ -251,35 +279,45 @@ class LiveHub:
             subscriptions = list(self._by_schema.get(schema_name, {}).values())
             cache: dict[str, Any] = {}  # filter key → the change it makes (one evaluation per distinct filter)
             for subscription in subscriptions:
+                if subscription.replaying:
+                    continue  # the replay reads it from the log
                 if subscription.pending is not None:
                     subscription.pending.append(event)
                 else:
                     self._pass(subscription, event, cache)
 
     def _pass(self, subscription: Subscription, event: events.Event, cache: dict[str, Any]) -> None:
+        change = self._change(subscription, event, cache)
+        if change is not None:
+            self._send(subscription, change)
+
+    def _change(self, subscription: Subscription, event: events.Event, cache: dict[str, Any]) -> dict[str, Any] | None:
+        """What ``event`` is for the subscription (None: nothing, or already passed). ``cache``: the kinds
+        this one event makes for the filters met so far (one evaluation per distinct filter and event)."""
         if event.id <= subscription.last:
-            return  # replayed already, or a duplicate
+            return None  # replayed already, or a duplicate
         subscription.last = event.id
         key = subscription.filter_key
         if key not in cache:
             cache[key] = _change_kind(event, subscription.predicate)
         kind = cache[key]
         if kind is None or kind not in subscription.kinds:
-            return
-        document = event.payload.get("document")
+            return None
+        return {
+            "subscriptionId": subscription.id,
+            "eventId": event.id,
+            "event": kind,
+            "schema": subscription.schema,
+            "document": event.payload.get("document"),
+            "at": event.created_at,
+        }
+
+    @staticmethod
+    def _send(subscription: Subscription, change: dict[str, Any]) -> None:
         try:
-            subscription.send(
-                {
-                    "subscriptionId": subscription.id,
-                    "eventId": event.id,
-                    "event": kind,
-                    "schema": subscription.schema,
-                    "document": document,
-                    "at": event.created_at,
-                }
-            )
+            subscription.send(change)
         except Exception:
-            log.exception("live subscription %s: sending event %d failed", subscription.id, event.id)
+            log.exception("live subscription %s: sending event %d failed", subscription.id, change["eventId"])
 
 
 def _change_kind(event: events.Event, predicate: Callable[[dict[str, Any]], bool] | None) -> str | None:

@@ -1,17 +1,25 @@
 """Server-Sent Events for clients without Socket.IO: ``GET /database/{schemaName}/changes``.
 
-The list's credentials and filters (``field[$op]=v`` …), ``since`` or the ``Last-Event-ID`` header;
-the stream carries ``id: <eventId>``, ``event: <create|update|delete|enter|leave>``, ``data: <document>``,
-and a comment line every ``TRELLIS_SSE_HEARTBEAT_SECONDS`` (15) so proxies keep it open and a gone
-client is noticed. The replay is read before the response starts; afterwards the stream only waits on
-its queue (a green queue under eventlet) and holds no database connection.
+The list's credentials and filters (``field[$op]=v`` …), ``since`` or the ``Last-Event-ID`` header (the
+header wins: an ``EventSource`` opened with ``?since=N`` keeps that URL, and its reconnects carry the last
+id it received); the stream carries ``id: <eventId>``, ``event: <create|update|delete|enter|leave>``,
+``data: <document>``, and a comment line every ``TRELLIS_SSE_HEARTBEAT_SECONDS`` (15) so proxies keep it
+open and a gone client is noticed.
+
+The replay is read a page at a time as the client takes it. Live changes then wait in the stream's
+:class:`Outbox`, at most ``TRELLIS_SSE_BUFFER_BYTES`` (4 MiB) of them: a client that falls further behind
+(it stopped reading, or reads slower than the changes come) is disconnected, and its reconnect resumes
+with ``Last-Event-ID`` from the log. Between reads the stream holds no database connection.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import queue
-from collections.abc import Iterator
+import socket
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask import Response, current_app, request
@@ -24,6 +32,8 @@ from .live import Subscription, check_replayable, compile_filter, hub, parse_kin
 from .query import parse_filters
 from .registry import snapshot_having
 
+log = logging.getLogger(__name__)
+
 changes_blp = Blueprint("database-changes", __name__, description="Database: live changes as Server-Sent Events")
 
 STREAM_PARAMS = ("since", "events")
@@ -35,8 +45,9 @@ ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 @changes_blp.doc(
     operationId="streamDocumentChanges",
     summary="Changes of a schema's documents as Server-Sent Events",
-    description="The list's credentials and field filters; `since` (or `Last-Event-ID`) replays the events "
-    "after that eventId first; `events` keeps some of create, update, delete, enter, leave.",
+    description="The list's credentials and field filters; `Last-Event-ID` (or, without it, `since`) replays "
+    "the events after that eventId first; `events` keeps some of create, update, delete, enter, leave. A client "
+    "that falls behind by more than the stream's buffer is disconnected; it resumes with `Last-Event-ID`.",
     security=[{}, {"bearerAuth": []}, {"masterkey": []}],
     parameters=[
         {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": 0}},
@@ -61,58 +72,156 @@ def stream_changes(schemaName: str) -> Response:
     filters = MultiDict([(key, value) for key, value in request.args.items(multi=True) if key not in STREAM_PARAMS])
     predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters))
     kinds = parse_kinds(request.args.get("events"))
-    since = parse_since(request.args.get("since", request.headers.get("Last-Event-ID")))
+    since = _since()
     if since is not None:
         check_replayable(since, schema.name)
-    inbox: queue.Queue = queue.Queue()
     user_id = identity.id if identity is not None and identity.kind == "user" else None
+    live = hub()
+    outbox = Outbox(int(current_app.config.get("SSE_BUFFER_BYTES", 4 * 1024 * 1024)))
     subscription = Subscription(
         schema=schema.name,
         kinds=kinds,
         predicate=predicate,
         filter_key=filter_key,
-        send=inbox.put,
+        send=outbox.put,
         owner="",
         user_id=user_id,
         since=since,
     )
     subscription.owner = f"sse {subscription.id}"
-    live = hub()
+    connection = getattr(request.environ.get("eventlet.input"), "_sock", None)  # eventlet's WSGI server
+    outbox.on_overflow = lambda: _fell_behind(live, subscription, connection)
     live.add(subscription)
     if user_id is not None:
-        live.attach_user(user_id, subscription.owner, lambda: inbox.put(_END))
-    try:
-        live.start(subscription)  # the replay goes into the queue now, before the response starts
-    except BaseException:
-        live.detach(subscription.owner, user_id)
-        raise
+        live.attach_user(user_id, subscription.owner, outbox.end)
     heartbeat = float(current_app.config.get("SSE_HEARTBEAT_SECONDS", 15))
-    response = Response(
-        _stream(inbox, subscription, heartbeat, live, user_id),
+    return Response(
+        _stream(outbox, subscription, heartbeat, live),
         mimetype="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
-    return response
+
+
+def _since() -> int | None:
+    """``Last-Event-ID`` (a reconnect: the last id the client received), else ``since``."""
+    header = request.headers.get("Last-Event-ID", "").strip()
+    if header:
+        return parse_since(header, "Last-Event-ID")
+    return parse_since(request.args.get("since"))
 
 
 def _canonical(filters: MultiDict) -> str:
     return json.dumps(sorted(filters.items(multi=True)), separators=(",", ":")) if filters else ""
 
 
-def _stream(
-    inbox: queue.Queue, subscription: Subscription, heartbeat: float, live: Any, user_id: str | None
-) -> Iterator[str]:
+def _frame(change: dict[str, Any]) -> bytes:
+    document = json.dumps(change["document"], ensure_ascii=False, separators=(",", ":"))
+    return f"id: {change['eventId']}\nevent: {change['event']}\ndata: {document}\n\n".encode()
+
+
+class _SharedFrames:
+    """The frames of the event being delivered, shared by every stream it goes to: one encoding per event
+    and kind, and one copy in memory however many streams hold it. Keyed by the eventId and the document object
+    (each event has its own), so events of two apps in one process are never mixed up."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event: tuple[int, Any] | None = None  # the eventId and the document object
+        self._frames: dict[str, bytes] = {}
+
+    def frame(self, change: dict[str, Any]) -> bytes:
+        with self._lock:
+            event = self._event
+            if event is None or event[0] != change["eventId"] or event[1] is not change["document"]:
+                self._event, self._frames = (change["eventId"], change["document"]), {}
+            frame = self._frames.get(change["event"])
+            if frame is None:
+                frame = self._frames[change["event"]] = _frame(change)
+            return frame
+
+
+_shared = _SharedFrames()
+
+
+class Outbox:
+    """A stream's changes waiting to be written, as frames, at most ``limit`` bytes of them.
+
+    ``put`` runs on the event log's delivery thread and never blocks. A change that does not fit means
+    the client fell behind: what waits is dropped, the stream ends and ``on_overflow`` runs (once).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.on_overflow: Callable[[], None] = lambda: None
+        self._queue: queue.Queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._size = 0
+        self._ended = False
+
+    def put(self, change: dict[str, Any]) -> None:
+        frame = _shared.frame(change)
+        with self._lock:
+            if self._ended:
+                return
+            if self._size + len(frame) <= self.limit:
+                self._size += len(frame)
+                self._queue.put(frame)
+                return
+        if self.end():
+            self.on_overflow()
+
+    def end(self) -> bool:
+        """No more changes: what waits is dropped, the stream ends at its next read. False when it had
+        ended already."""
+        with self._lock:
+            if self._ended:
+                return False
+            self._ended, self._size = True, 0
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            self._queue.put(_END)
+            return True
+
+    def get(self, timeout: float) -> bytes | object:
+        """The next frame, or ``_END``; ``queue.Empty`` after ``timeout`` seconds without one."""
+        item = self._queue.get(timeout=timeout)
+        if item is not _END:
+            with self._lock:
+                self._size -= len(item)
+        return item
+
+
+def _fell_behind(live: Any, subscription: Subscription, connection: Any) -> None:
+    """Disconnect a client that fell behind. Its stream's writer is probably blocked on the full socket:
+    shutting the socket down wakes it (the write fails, eventlet ends the response); the bytes the kernel
+    already holds still reach the client, which drops a last, cut frame and reconnects from the id before."""
+    log.info("live stream %s fell behind its buffer; disconnecting it", subscription.id)
+    live.detach(subscription.owner, subscription.user_id)
+    if connection is not None:
+        try:
+            connection.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed by the peer
+            pass
+
+
+def _stream(outbox: Outbox, subscription: Subscription, heartbeat: float, live: Any) -> Iterator[bytes]:
     try:
-        yield f": subscribed {subscription.id}\n\n"
+        yield f": subscribed {subscription.id}\n\n".encode()
+        try:
+            for change in live.replay(subscription):
+                yield _frame(change)
+        except Exception as exc:  # the database failed while replaying: the client reconnects from its last id
+            log.warning("live stream %s: replay failed (%s)", subscription.id, exc.__class__.__name__)
+            return
+        live.go_live(subscription)
         while True:
             try:
-                change = inbox.get(timeout=heartbeat)
+                frame = outbox.get(heartbeat)
             except queue.Empty:
-                yield ": heartbeat\n\n"
+                yield b": heartbeat\n\n"
                 continue
-            if change is _END:
+            if frame is _END:
                 return
-            document = json.dumps(change["document"], ensure_ascii=False, separators=(",", ":"))
-            yield f"id: {change['eventId']}\nevent: {change['event']}\ndata: {document}\n\n"
-    finally:  # the client went away (a write failed) or the user was blocked
-        live.detach(subscription.owner, user_id)
+            yield frame
+    finally:  # the client went away (a write failed), fell behind, or the user was blocked
+        live.detach(subscription.owner, subscription.user_id)

@@ -8,6 +8,7 @@ generations' fallback read all come through here. The test fixtures replace an a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -33,6 +34,8 @@ class ReadProvider(Protocol):
 
     def close(self, connection: Connection) -> None: ...
 
+    def transaction(self) -> contextlib.AbstractContextManager[Connection]: ...
+
 
 class ReadConnections:
     """The production provider: a pooled connection that needs no transaction.
@@ -49,6 +52,7 @@ class ReadConnections:
     retryable = True  # a statement on its own is safe to run again on a fresh connection
 
     def __init__(self, engine: Engine) -> None:
+        self.base = engine
         self.engine = engine
         if db.is_postgresql(engine):
             self.engine = create_engine(
@@ -65,6 +69,9 @@ class ReadConnections:
 
     def close(self, connection: Connection) -> None:
         connection.close()
+
+    def transaction(self) -> contextlib.AbstractContextManager[Connection]:
+        return self.base.begin()
 
 
 _READ_KEY = "trellis_read_connection"
@@ -90,6 +97,12 @@ def release() -> None:
     connection = g.pop(_READ_KEY, None)
     if connection is not None:
         provider().close(connection)
+
+
+def transaction() -> contextlib.AbstractContextManager[Connection]:
+    """A short transaction of its own on the main engine, outside the session's: bookkeeping after the
+    session committed (an after-commit callback cannot use the session)."""
+    return provider().transaction()
 
 
 def reading(func: Callable[[Connection], T]) -> T:

@@ -27,11 +27,10 @@ from urllib.parse import quote
 import filetype
 from flask import Flask, current_app, url_for
 from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import delete, event, insert, select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, insert, select
 from werkzeug.utils import secure_filename
 
-from trellis import audit, db, events
+from trellis import audit, db, events, reads
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
 from trellis.module_config import get as get_config
@@ -274,7 +273,7 @@ def _forget(ids: list[str]) -> None:
     if not ids:
         return
     try:
-        with db.reads().transaction() as connection:
+        with reads.transaction() as connection:
             connection.execute(delete(PendingBlob).where(PendingBlob.id.in_(ids)))
     except Exception as exc:  # the sweep finds the entries again; settling twice is harmless
         log.warning("could not drop %d storage journal entries: %s", len(ids), exc.__class__.__name__)
@@ -437,7 +436,8 @@ def delete_files(records: Iterable[File]) -> None:
     db.session.flush()
     if blobs:
         ids = _journal("delete", blobs)
-        _after_commit(db.session(), [(b, k, i) for (b, k), i in zip(blobs, ids, strict=True)])
+        pending = [(b, k, i) for (b, k), i in zip(blobs, ids, strict=True)]
+        db.after_commit(lambda: _delete_committed(pending))
 
 
 def record_file_events(action: str, records: list[File]) -> None:
@@ -448,27 +448,9 @@ def record_file_events(action: str, records: list[File]) -> None:
         events.record_many(f"storage.file.{action}", FileSchema(many=True).dump(records))
 
 
-_PENDING = "trellis_storage_pending_blob_deletes"
-
-
-def _after_commit(session: Session, blobs: list[tuple[Backend, str, str]]) -> None:
-    pending = session.info.get(_PENDING)
-    if pending is None:
-        pending = session.info[_PENDING] = []
-        # Once per session (sessions live for one app context); the handlers do nothing when idle.
-        if not event.contains(session, "after_commit", _run_pending):
-            event.listen(session, "after_commit", _run_pending)
-            event.listen(session, "after_rollback", _drop_pending)
-    pending.extend(blobs)
-
-
-def _run_pending(session: Session) -> None:
-    gone = [entry for backend, key, entry in session.info.pop(_PENDING, []) if _delete_blob(backend, key)]
-    _forget(gone)
-
-
-def _drop_pending(session: Session) -> None:
-    session.info.pop(_PENDING, None)
+def _delete_committed(blobs: list[tuple[Backend, str, str]]) -> None:
+    """After the deleting transaction commits: the blobs, then the journal entries of those gone."""
+    _forget([entry for backend, key, entry in blobs if _delete_blob(backend, key)])
 
 
 def delete_user_data(user_id: str) -> None:

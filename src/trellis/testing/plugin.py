@@ -118,6 +118,9 @@ class SessionReads:
 
     retryable = False  # inside a transaction: a failed statement has aborted it
 
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection  # the one the session is bound to
+
     def open(self) -> Any:
         from trellis import db as trellis_db
 
@@ -126,15 +129,19 @@ class SessionReads:
     def close(self, connection: Any) -> None:
         pass
 
+    def transaction(self) -> Any:
+        # The test's connection itself: an after-commit callback cannot use the session.
+        return contextlib.nullcontext(self.connection)
+
 
 @contextlib.contextmanager
-def reads_in_session() -> Iterator[None]:
+def reads_in_session(connection: Any) -> Iterator[None]:
     """Within this block every app whose context is pushed reads through the session (the provider is
     swapped as each context is pushed, and put back afterwards)."""
     from flask import appcontext_pushed
 
     replaced: dict[int, tuple[Any, Any]] = {}  # id(state) → (state, its own provider)
-    session_reads = SessionReads()
+    session_reads = SessionReads(connection)
 
     def swap(application: Any, **_extra: Any) -> None:
         state = application.extensions.get("trellis")
@@ -167,7 +174,7 @@ def db(app) -> Iterator[Any]:
     trellis_db.session.configure(bind=connection, join_transaction_mode="create_savepoint")
     try:
         # Every app (this one and any a test builds) reads through the session: the test's transaction.
-        with reads_in_session(), app.app_context():
+        with reads_in_session(connection), app.app_context():
             yield trellis_db.session
     finally:
         trellis_db.session.remove()

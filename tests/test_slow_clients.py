@@ -46,6 +46,25 @@ def test_a_crowd_of_partial_requests_leaves_health_answering(live_server_factory
             sock.close()
 
 
+def test_at_the_cap_the_connections_waiting_longest_make_room_in_order(live_server_factory):
+    server = live_server_factory(TRELLIS_MAX_CONNECTIONS="5", TRELLIS_HEADER_TIMEOUT="600")
+    crowd = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(8)]
+    try:
+        for sock in crowd:  # a burst: all eight arrive before the server has run any of them
+            sock.sendall(PARTIAL)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as health:
+            health.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert read_until_closed(health).startswith(b"HTTP/1.1 200 ")
+        # Nine connections for five places: the four oldest were closed, the newest four finish their request.
+        assert [read_until_closed(sock) for sock in crowd[:4]] == [b""] * 4
+        for sock in crowd[4:]:
+            sock.sendall(b"st: x\r\nConnection: close\r\n\r\n")
+            assert read_until_closed(sock).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for sock in crowd:
+            sock.close()
+
+
 @pytest.fixture(scope="module")
 def impatient_server(app, app_config, tmp_path_factory):
     from trellis.testing.plugin import running_servers

@@ -77,7 +77,11 @@ class ConnectionGuard:
     def make_room(self) -> None:
         """At the cap, close the connection that has waited longest (a connection in a request is never
         closed: with none waiting, the new one waits for a free place as in eventlet)."""
-        if self.pool.free() == 0 and self.waiting:
+        if self.pool.free() != 0:
+            return
+        if not self.waiting:
+            eventlet.sleep(0)  # connections accepted in a burst register once they have run to their first read
+        if self.waiting:
             oldest = next(iter(self.waiting))
             del self.waiting[oldest]
             eventlet.greenthread.kill(oldest)  # GreenletExit ends its protocol; eventlet closes the socket

@@ -6,12 +6,11 @@ eventlet's ``HttpProtocol`` inherits ``parse_request`` from the standard library
 ``bench/results/peer.md``). :class:`FastHttpProtocol` replaces only that method. It keeps what the
 standard library decides from the request line and headers: the version checks (400, 505), HTTP/0.9
 ``GET`` only, ``//`` reduced to ``/`` at the start of the path, keep-alive from the version and
-``Connection``, at most 100 header lines (431), and eventlet's own limits on a header line and on the
-whole block (its ``FileObjectForHeaders`` wraps ``rfile`` while this runs: 400). Body handling (length,
-chunked, ``100-continue``), the WSGI environ (``eventlet.input`` for the websocket upgrade) and the
-response are eventlet's, unchanged. A header line over eventlet's 8 KiB, or a header block over its
-64 KiB, is a 431 (eventlet answered a bare 400 without a body). A header line without a colon, or with whitespace before it, is a
-400 (RFC 9112 §5.1); the ``email`` parser silently dropped it and every header after it. Its refusals
+``Connection``, at most 100 header lines (431), and eventlet's own limits on a header line (8 KiB) and
+on the whole block (64 KiB; its ``FileObjectForHeaders`` wraps ``rfile`` while this runs), answered 431
+here where eventlet sent a bare 400. Body handling (length, chunked, ``100-continue``), the WSGI
+environ (``eventlet.input`` for the websocket upgrade) and the response are eventlet's, unchanged. A
+header line without a colon, or with whitespace before it, is a 400 (RFC 9112 §5.1); the ``email`` parser silently dropped it and every header after it. Its refusals
 are the contract's error shape with a status line (the standard library sent an HTML page, and none
 at all, HTTP/0.9 style, for an unsupported version).
 

@@ -29,5 +29,10 @@ app = create_app()
 if __name__ == "__main__":
     host = os.environ.get("HOST", "127.0.0.1")
     port = int(os.environ.get("PORT", "3000"))
-    print(f"Trellis serving on http://{host}:{port} (swagger: http://{host}:{port}/swagger)", flush=True)
-    serve(app, host, port, log_output=os.environ.get("TRELLIS_ACCESS_LOG") == "1")
+    serve(
+        app,
+        host,
+        port,
+        log_output=os.environ.get("TRELLIS_ACCESS_LOG") == "1",
+        banner=f"Trellis serving on http://{host}:{port} (swagger: http://{host}:{port}/swagger)",
+    )

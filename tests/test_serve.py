@@ -4,10 +4,14 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import pytest
+import requests
 
 from trellis.serve import NoDelayListener, nodelay_enabled
+from trellis.testing.plugin import live_server_env
 
 
 def test_accepted_connections_have_nodelay():
@@ -34,3 +38,22 @@ def test_nodelay_setting(monkeypatch, value, enabled):
     else:
         monkeypatch.setenv("TRELLIS_TCP_NODELAY", value)
     assert nodelay_enabled() is enabled
+
+
+@pytest.mark.live
+def test_a_second_server_on_a_used_port_exits_naming_the_port(live_server, app_config, tmp_path):
+    # eventlet's listen() sets SO_REUSEPORT: the second process used to start, and the kernel split the
+    # connections between the two.
+    second = subprocess.run(
+        [sys.executable, "-m", "trellis.testing.server"],
+        env=live_server_env(app_config, tmp_path, live_server.port),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode == 1
+    assert second.stderr.strip().splitlines()[-1] == (
+        f"Trellis cannot serve on 127.0.0.1:{live_server.port}: the port is already in use"
+    )
+    assert "Traceback" not in second.stderr
+    assert requests.get(f"{live_server.url}/health", timeout=30).status_code == 200

@@ -82,3 +82,19 @@ def test_a_public_url_that_is_not_an_absolute_http_url_is_refused(tmp_path, monk
     monkeypatch.setenv("TRELLIS_PUBLIC_URL", value)
     with pytest.raises(SettingsError, match="TRELLIS_PUBLIC_URL"):
         make(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("HEADER_TIMEOUT", "0"), ("IDLE_TIMEOUT", "-1"), ("IDLE_TIMEOUT", "soon"), ("MAX_CONNECTIONS", "10.5")],
+)
+def test_connection_limits_must_be_positive_numbers(tmp_path, monkeypatch, name, value):
+    monkeypatch.setenv(f"TRELLIS_{name}", value)
+    with pytest.raises(SettingsError, match=f"TRELLIS_{name} must be a"):
+        make(tmp_path)
+
+
+def test_connection_limits_read_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRELLIS_HEADER_TIMEOUT", "2.5")
+    app = make(tmp_path)
+    assert (app.config["HEADER_TIMEOUT"], app.config["IDLE_TIMEOUT"], app.config["MAX_CONNECTIONS"]) == (2.5, 75, 1024)

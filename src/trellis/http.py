@@ -11,6 +11,7 @@ from marshmallow import INCLUDE, Schema, fields, validate
 from sqlalchemy import Select, func, select
 from webargs import core
 from webargs.flaskparser import FlaskParser, is_json_request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from . import db
 from .errors import APIError
@@ -66,11 +67,16 @@ def apply_body_limit() -> None:
             raise too_large
         request.max_content_length = limit
     elif has_body(request):
-        # A chunked body: werkzeug stops reading at the limit without saying so; read one byte more
-        # to tell a body of exactly ``limit`` bytes from a longer one (JSON bodies are read anyway).
+        # A chunked body: werkzeug refuses reads past ``max_content_length``; one byte more tells a body of
+        # exactly ``limit`` bytes from a longer one (JSON bodies are read here, the others as they are used).
         request.max_content_length = limit + 1
-        if request.is_json and len(request.get_data(cache=True)) > limit:
-            raise too_large
+        if request.is_json:
+            try:
+                length = len(request.get_data(cache=True))
+            except RequestEntityTooLarge:
+                raise too_large from None
+            if length > limit:
+                raise too_large
 
 
 class Blueprint(flask_smorest.Blueprint):

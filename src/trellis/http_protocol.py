@@ -6,11 +6,11 @@ eventlet's ``HttpProtocol`` inherits ``parse_request`` from the standard library
 ``bench/results/peer.md``). :class:`FastHttpProtocol` replaces only that method. It keeps what the
 standard library decides from the request line and headers: the version checks (400, 505), HTTP/0.9
 ``GET`` only, ``//`` reduced to ``/`` at the start of the path, keep-alive from the version and
-``Connection``, at most 100 header lines (431), and eventlet's own limits on a header line and on the
-whole block (its ``FileObjectForHeaders`` wraps ``rfile`` while this runs: 400). Body handling (length,
-chunked, ``100-continue``), the WSGI environ (``eventlet.input`` for the websocket upgrade) and the
-response are eventlet's, unchanged. A header line without a colon, or with whitespace before it, is a
-400 (RFC 9112 §5.1); the ``email`` parser silently dropped it and every header after it. Its refusals
+``Connection``, at most 100 header lines (431), and eventlet's own limits on a header line (8 KiB) and
+on the whole block (64 KiB; its ``FileObjectForHeaders`` wraps ``rfile`` while this runs), answered 431
+here where eventlet sent a bare 400. Body handling (length, chunked, ``100-continue``), the WSGI
+environ (``eventlet.input`` for the websocket upgrade) and the response are eventlet's, unchanged. A
+header line without a colon, or with whitespace before it, is a 400 (RFC 9112 §5.1); the ``email`` parser silently dropped it and every header after it. Its refusals
 are the contract's error shape with a status line (the standard library sent an HTML page, and none
 at all, HTTP/0.9 style, for an unsupported version).
 
@@ -19,20 +19,88 @@ this one in alternating runs on the same busy machine): the bare Flask route (th
 median 309 to 244 µs; py-spy's share of request-line and header parsing in a get by id from 6-9% to
 1-2% (see ``bench/results/peer.md``). ``httptools`` (C) was not needed: what is left of parsing is
 eventlet's ``get_environ`` and ``readline`` calls, ~3%.
+
+Slow clients (:class:`ConnectionGuard`): a request's line and headers must arrive within
+``TRELLIS_HEADER_TIMEOUT`` seconds of its first byte (408 otherwise), a new connection must send that
+first byte within the same time, and a kept-alive connection may wait ``TRELLIS_IDLE_TIMEOUT`` for its
+next request. Eventlet's own server has none of these (a partial request waits forever), and its pool
+of connections, once full, stops accepting: ~1,000 clients that each sent half a request line made the
+server unreachable. Here a new connection arriving at the cap (``TRELLIS_MAX_CONNECTIONS``) closes the
+connection that has waited longest for its next request or for the rest of its headers, so only
+connections inside a request (being answered, a websocket, an event stream) can fill the pool. The
+common request costs one ``peek`` of bytes already read, a search for the blank line in them and a
+deadline in a dict; one sweeper per process closes the connections past their deadlines.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from http import HTTPStatus
 from typing import Any
 
+import eventlet
 import eventlet.wsgi
+import greenlet
+from eventlet.support import get_errno
 
 from .errors import body
 
 MAX_HEADERS = 100  # the standard library's limit (http.client._MAXHEADERS)
-_NAMES = {431: "REQUEST_HEADER_FIELDS_TOO_LARGE", 505: "HTTP_VERSION_NOT_SUPPORTED"}
+_NAMES = {408: "REQUEST_TIMEOUT", 431: "REQUEST_HEADER_FIELDS_TOO_LARGE", 505: "HTTP_VERSION_NOT_SUPPORTED"}
+
+_GONE = eventlet.wsgi.BROKEN_SOCK | eventlet.wsgi.BAD_SOCK
+
+
+class HeaderTimeout(Exception):
+    """Raised into a connection's green thread when its request line and headers are overdue."""
+
+
+class ConnectionGuard:
+    """One server's limits on slow and idle clients, and its pool of connections (one green thread each).
+
+    ``waiting`` maps the green thread of each connection that waits for a request, or for the rest of
+    its head, to its deadline and what ends it then; oldest first, so :meth:`make_room` closes the one
+    that waited longest. One sweeper enforces every deadline (:meth:`sweep`): a socket timeout or an
+    ``eventlet.Timeout`` per wait would put a timer in the hub for every request."""
+
+    def __init__(self, header_timeout: float, idle_timeout: float, max_connections: int) -> None:
+        self.header_timeout = header_timeout
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
+        self.pool = eventlet.GreenPool(max_connections)
+        self.waiting: dict[greenlet.greenlet, tuple[float, type[BaseException]]] = {}
+        # A deadline is met at most this late.
+        self.sweep_interval = min(1.0, header_timeout / 4, idle_timeout / 4)
+
+    def make_room(self) -> None:
+        """At the cap, close the connection that has waited longest (a connection in a request is never
+        closed: with none waiting, the new one waits for a free place as in eventlet)."""
+        if self.pool.free() != 0:
+            return
+        if not self.waiting:
+            eventlet.sleep(0)  # connections accepted in a burst register once they have run to their first read
+        if self.waiting:
+            oldest = next(iter(self.waiting))
+            del self.waiting[oldest]
+            eventlet.greenthread.kill(oldest)  # GreenletExit ends its protocol; eventlet closes the socket
+
+    def sweep(self) -> None:
+        """End every connection past its deadline, every ``sweep_interval`` seconds, forever."""
+        while True:
+            eventlet.sleep(self.sweep_interval)
+            now = time.monotonic()
+            overdue = [(thread, end) for thread, (deadline, end) in self.waiting.items() if deadline <= now]
+            for thread, end in overdue:
+                if self.waiting.pop(thread, None) is not None:  # not gone meanwhile
+                    eventlet.greenthread.kill(thread, end)
+
+    def start(self) -> None:
+        eventlet.spawn(self.sweep)
+
+    def protocol(self) -> type[FastHttpProtocol]:
+        """The protocol class the server runs for this guard's connections."""
+        return type("GuardedHttpProtocol", (FastHttpProtocol,), {"guard": self})
 
 
 class Headers:
@@ -67,9 +135,65 @@ class Headers:
 
 
 class FastHttpProtocol(eventlet.wsgi.HttpProtocol):
-    """``eventlet.wsgi.HttpProtocol`` whose ``parse_request`` does not go through the ``email`` package."""
+    """``eventlet.wsgi.HttpProtocol`` whose ``parse_request`` does not go through the ``email`` package,
+    with the timeouts of its :class:`ConnectionGuard` (``ConnectionGuard.protocol()`` sets it)."""
+
+    guard: ConnectionGuard
+    _answered = False  # a request of this connection got as far as its headers: the next one is "idle"
+
+    def handle(self) -> None:
+        self._greenlet = greenlet.getcurrent()
+        try:
+            super().handle()
+        except HeaderTimeout:
+            self.send_error(
+                HTTPStatus.REQUEST_TIMEOUT, f"The request headers took longer than {self.guard.header_timeout} s"
+            )
+        finally:
+            self.guard.waiting.pop(self._greenlet, None)
+
+    def _read_request_line(self) -> bytes:
+        """eventlet's, with deadlines: the first byte within the idle timeout (a new connection: the header
+        timeout; past it the connection is closed without an answer), the rest of the head within the
+        header timeout from there (408)."""
+        rfile, guard, waiting = self.rfile, self.guard, self.guard.waiting
+        if rfile.closed:
+            self.close_connection = True
+            return b""
+        waiting[self._greenlet] = (
+            time.monotonic() + (guard.idle_timeout if self._answered else guard.header_timeout),
+            greenlet.GreenletExit,
+        )
+        try:
+            ahead = rfile.peek(1)  # what the first read brought (b"": the client closed)
+            if ahead and b"\n\r\n" not in ahead and b"\n\n" not in ahead:  # the head is still coming
+                waiting[self._greenlet] = (time.monotonic() + guard.header_timeout, HeaderTimeout)
+            return rfile.readline(self.server.url_length_limit)
+        except OSError as exc:  # as eventlet: a reset connection ends quietly
+            if get_errno(exc) in _GONE:
+                return b""
+            raise
 
     def parse_request(self) -> bool:
+        try:
+            return self._parse_request()
+        except eventlet.wsgi.HeaderLineTooLong:  # eventlet's limits, raised by its reader of the head
+            self.send_error(
+                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                f"A header line is longer than {eventlet.wsgi.MAX_HEADER_LINE} bytes",
+            )
+            return False
+        except eventlet.wsgi.HeadersTooLarge:
+            self.send_error(
+                HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                f"The headers are larger than {eventlet.wsgi.MAX_TOTAL_HEADER_SIZE} bytes",
+            )
+            return False
+        finally:  # the head is read (or never will be): no deadline, and no longer to be evicted
+            self._answered = True
+            self.guard.waiting.pop(self._greenlet, None)
+
+    def _parse_request(self) -> bool:
         self.command = None
         self.request_version = self.default_request_version
         self.close_connection = True

@@ -62,8 +62,8 @@ class SafetyNet:
 
 
 def eventlet_server_options() -> dict[str, Any]:
-    """Keyword arguments for ``socketio.run`` under eventlet: no traceback bodies, a JSON 414, no write
-    buffering."""
+    """Keyword arguments for eventlet's server: no traceback bodies, a JSON 414, no write buffering, chunked
+    request bodies readable."""
     import eventlet.wsgi
 
     status, headers, payload = error_response(
@@ -74,4 +74,11 @@ def eventlet_server_options() -> dict[str, Any]:
     # minimum_chunk_size 0: a streamed body's pieces leave as they come (eventlet gathers 4 KiB by default,
     # which holds back every Server-Sent Event; Flask-SocketIO copies the environ, so the per-request
     # ``eventlet.minimum_write_chunk_size`` cannot be set from a view). Downloads stream 256 KiB pieces.
-    return {"url_length_limit": EVENTLET_URL_LENGTH_LIMIT, "debug": False, "minimum_chunk_size": 0}
+    # wsgi.input_terminated: eventlet's input ends where the body does (Content-Length, the last chunk, or
+    # empty without either); werkzeug reads a chunked body only when told so, else it sees an empty one.
+    return {
+        "url_length_limit": EVENTLET_URL_LENGTH_LIMIT,
+        "debug": False,
+        "minimum_chunk_size": 0,
+        "environ": {"wsgi.input_terminated": True},
+    }

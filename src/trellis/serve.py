@@ -9,18 +9,35 @@ Why TCP_NODELAY: a Socket.IO acknowledgement or event often leaves as two small 
 header and payload, or an event then its ack). With Nagle's algorithm the second write waits for the
 client's delayed ACK, ~40 ms on Linux. Measured by ``bench/chat_bench.py --nodelay-rounds``; see
 ``bench/results/chat_nodelay.md``.
+
+Slow and idle clients are bounded by :class:`trellis.http_protocol.ConnectionGuard` (its settings:
+``TRELLIS_HEADER_TIMEOUT``, ``TRELLIS_IDLE_TIMEOUT``, ``TRELLIS_MAX_CONNECTIONS``). The port is bound
+without ``SO_REUSEPORT`` (eventlet's default sets it): a second server on a used port would otherwise
+start and the kernel would split the connections between two processes.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import resource
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 
 from . import events
 from .safety import eventlet_server_options
+from .settings import DEFAULTS
+
+if TYPE_CHECKING:  # eventlet is imported only when serving with it
+    from .http_protocol import ConnectionGuard
+
+log = logging.getLogger(__name__)
+# Descriptors a process needs besides its clients' connections: database and Redis connections,
+# files being uploaded or served, the listener, logs.
+SPARE_FILES = 256
 
 
 class NoDelayListener:
@@ -41,6 +58,63 @@ class NoDelayListener:
         return getattr(self._listener, name)
 
 
+class GuardedListener:
+    """The listening socket as eventlet's accept loop sees it: each new connection first makes room at
+    the connection cap (:meth:`ConnectionGuard.make_room`); everything else is the wrapped socket's."""
+
+    def __init__(self, listener: Any, guard: ConnectionGuard) -> None:
+        self._listener = listener
+        self._guard = guard
+
+    def accept(self) -> tuple[Any, Any]:
+        accepted = self._listener.accept()
+        self._guard.make_room()
+        return accepted
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._listener, name)
+
+
+def connection_guard(config: Any) -> ConnectionGuard:
+    """The guard from the app's settings (the benchmarks' bare Flask app has none: the defaults)."""
+    from .http_protocol import ConnectionGuard
+
+    return ConnectionGuard(
+        *(config.get(key, DEFAULTS[key]) for key in ("HEADER_TIMEOUT", "IDLE_TIMEOUT", "MAX_CONNECTIONS"))
+    )
+
+
+def ensure_file_limit(connections: int) -> None:
+    """Raise the soft limit on open files so that the connection cap is reached first: eventlet's accept
+    loop ends the server when an accept fails for want of a descriptor (systemd's soft limit is 1,024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = connections + SPARE_FILES
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+    if raised < needed:
+        log.warning(
+            "the open-file limit (%d) is below TRELLIS_MAX_CONNECTIONS + %d; raise LimitNOFILE", hard, SPARE_FILES
+        )
+
+
+def listen(host: str, port: int) -> Any:
+    """The listening socket, without SO_REUSEPORT; a used port ends the process with one line naming it."""
+    import eventlet
+    import eventlet.green.socket
+
+    addresses = eventlet.green.socket.getaddrinfo(host, port)
+    if not addresses:
+        raise RuntimeError(f"Could not resolve {host!r}")
+    try:
+        return eventlet.listen(addresses[0][4], addresses[0][0], reuse_port=False)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise SystemExit(f"Trellis cannot serve on {host}:{port}: the port is already in use") from None
+        raise
+
+
 def nodelay_enabled() -> bool:
     """``TRELLIS_TCP_NODELAY=0`` turns it off (only to measure the difference)."""
     return os.environ.get("TRELLIS_TCP_NODELAY", "1").strip().lower() not in ("0", "false", "no", "off")
@@ -53,30 +127,31 @@ def start_background(app: Flask) -> None:
             start(app)
 
 
-def serve(app: Flask, host: str, port: int, log_output: bool = False) -> None:
+def serve(app: Flask, host: str, port: int, log_output: bool = False, banner: str | None = None) -> None:
     """Serve REST and Socket.IO on ``host:port`` until the process is stopped (modules' background
-    work included: it runs in serving processes only, never in the CLI)."""
+    work included: it runs in serving processes only, never in the CLI). ``banner`` is printed once the
+    port is bound."""
     socketio = app.extensions["socketio"]
+    eventlet_mode = socketio.server.eio.async_mode == "eventlet"
+    listener = listen(host, port) if eventlet_mode else None  # before any work starts: the port may be taken
+    if banner:
+        print(banner, flush=True)
     if "trellis" in app.extensions:  # a Trellis app (the benchmarks also serve a bare Flask app here)
         events.start(app)  # the start-up pass numbers what a stopped process left unnumbered
         start_background(app)
-    if socketio.server.eio.async_mode != "eventlet":
+    if listener is None:
         socketio.run(app, host=host, port=port, log_output=log_output, allow_unsafe_werkzeug=True)
         return
-    import eventlet
-    import eventlet.green.socket
     import eventlet.wsgi
 
-    addresses = eventlet.green.socket.getaddrinfo(host, port)
-    if not addresses:
-        raise RuntimeError(f"Could not resolve {host!r}")
-    from .http_protocol import FastHttpProtocol
-
-    listener = eventlet.listen(addresses[0][4], addresses[0][0])
+    guard = connection_guard(app.config)
+    ensure_file_limit(guard.max_connections)
+    guard.start()
     eventlet.wsgi.server(
-        NoDelayListener(listener) if nodelay_enabled() else listener,
+        GuardedListener(NoDelayListener(listener) if nodelay_enabled() else listener, guard),
         app,
         log_output=log_output,
-        protocol=FastHttpProtocol,
+        protocol=guard.protocol(),
+        custom_pool=guard.pool,
         **eventlet_server_options(),
     )

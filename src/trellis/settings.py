@@ -52,7 +52,14 @@ DEFAULTS: dict[str, Any] = {
     "PUBLIC_URL": None,
     # Hosts the request's own base URL may come from (Flask's setting; unset: loopback names and HOST).
     "TRUSTED_HOSTS": None,
+    # Slow and idle clients (trellis.http_protocol.ConnectionGuard): seconds for a request's line and
+    # headers, seconds a kept-alive connection waits for its next request, connections per process.
+    "HEADER_TIMEOUT": 10,
+    "IDLE_TIMEOUT": 75,
+    "MAX_CONNECTIONS": 1024,
 }
+# Settings that must be positive numbers (MAX_CONNECTIONS a whole one).
+POSITIVE = ("HEADER_TIMEOUT", "IDLE_TIMEOUT", "MAX_CONNECTIONS")
 
 
 class SettingsError(RuntimeError):
@@ -79,6 +86,12 @@ def load_settings(app: Flask, overrides: dict[str, Any] | None = None) -> None:
     _public_address(app)
     if app.config["CACHE_SHARED"] not in (True, False):  # from_prefixed_env decodes true/false only
         raise SettingsError("TRELLIS_CACHE_SHARED must be true or false")
+    for key in POSITIVE:
+        value = app.config[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise SettingsError(f"TRELLIS_{key} must be a positive number (got {value!r})")
+        if key == "MAX_CONNECTIONS" and not isinstance(value, int):
+            raise SettingsError(f"TRELLIS_{key} must be a whole number (got {value!r})")
     _ensure_secrets(app, folder)
     for key in GENERATED_SECRETS:  # from_prefixed_env JSON-decodes: a key of digits arrives as an int
         app.config[key] = str(app.config[key])

@@ -392,6 +392,18 @@ def test_file_over_max_size_is_a_413_and_leaves_nothing(client, storage, user, u
     assert len(storage.keys()) == 1
 
 
+def test_form_limits_are_413_saying_which_limit(client, user, upload, admin_headers):
+    # Over werkzeug's 1,000 parts, and a text field over 500,000 bytes: the body is within the upload
+    # limit, so "the file is larger than …" would be wrong.
+    response = upload(user.headers, b"small", **{f"extra{i}": "x" for i in range(1000)})
+    assert response.status_code == 413
+    assert response.get_json()["message"] == "The form has more than 1000 fields"
+    response = upload(user.headers, b"small", note="x" * 600_000)
+    assert response.status_code == 413
+    assert response.get_json()["message"] == "A form field is larger than 500000 bytes"
+    assert record_count(client, admin_headers) == 0
+
+
 class CountingInput(io.RawIOBase):
     """A request body that records how much of it the server read."""
 

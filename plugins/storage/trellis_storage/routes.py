@@ -14,6 +14,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from trellis import audit, db
 from trellis.credentials import Identity, identify, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema, not_found, unauthorized
+from trellis.formbody import FormLimitExceeded
 from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted, paginate
 
 from . import service
@@ -42,6 +43,8 @@ class _Parser(Blueprint.ARGUMENTS_PARSER.__class__):
     def load_multipart(self, req: Any, schema: Any) -> Any:
         try:
             return self._makeproxy(CombinedMultiDict([req.files, req.form]), schema)
+        except FormLimitExceeded:
+            raise  # too many fields, or a text field too large: its own message
         except RequestEntityTooLarge:
             raise service.too_large(service.config()["maxFileSize"]) from None
 
@@ -63,7 +66,11 @@ class StorageBlueprint(Blueprint):
             for decorator in (
                 self.alt_response(500, schema=ErrorSchema, description="PROVIDER_ERROR: the storage backend failed"),
                 self.alt_response(415, schema=ErrorSchema, description="The (sniffed) type is not in allowedTypes"),
-                self.alt_response(413, schema=ErrorSchema, description="The file is larger than maxFileSize"),
+                self.alt_response(
+                    413,
+                    schema=ErrorSchema,
+                    description="The file is larger than maxFileSize, or the form has over 1,000 fields",
+                ),
                 self.arguments(form, location="multipart"),
                 body_limit(upload_limit),
             ):

@@ -10,6 +10,8 @@ from typing import Any
 from trellis import db
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, not_found, unauthorized
+from trellis.fields import MAX_ITEMS
+from trellis.http import DEFAULT_LIMIT, MAX_LIMIT, MAX_SKIP
 
 from . import documents
 from .access import check_permission
@@ -103,6 +105,8 @@ def _collect_inputs(endpoint: CompiledEndpoint, body: Any, args: Any, segments: 
             if item["array"]:
                 if not isinstance(raw, list):
                     raise FieldError("Must be an array")
+                if len(raw) > MAX_ITEMS:  # before converting each element (and binding each in SQL)
+                    raise FieldError(f"Longer than maximum length {MAX_ITEMS}.")
                 values[name] = [convert(field, v) for v in raw]
             else:
                 if isinstance(raw, list) and item["type"] != "JSON":
@@ -174,8 +178,8 @@ def _get(
 ) -> dict[str, Any]:
     skip, limit = 0, MAX_AFFECTED
     if endpoint.paginated:
-        skip = _int_arg(args, "skip", 0, 0, None)
-        limit = _int_arg(args, "limit", 25, 1, 1000)
+        skip = _int_arg(args, "skip", 0, 0, MAX_SKIP)
+        limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     sort = args.get("sort") if endpoint.sorted else None
     tree = parse_populate(snap, schema, args.get("populate"))
     docs, count = documents.find(schema, where, sort, skip, limit)
@@ -184,7 +188,7 @@ def _get(
     return {"documents": docs, "count": count}
 
 
-def _int_arg(args: Any, name: str, default: int, low: int, high: int | None) -> int:
+def _int_arg(args: Any, name: str, default: int, low: int, high: int) -> int:
     raw = args.get(name)
     if raw is None:
         return default
@@ -195,7 +199,7 @@ def _int_arg(args: Any, name: str, default: int, low: int, high: int | None) -> 
     if value < low or (high is not None and value > high):
         raise bad_request(
             f"{name} out of range",
-            {name: [f"Must be between {low} and {high}." if high else f"Must be at least {low}."]},
+            {name: [f"Must be greater than or equal to {low} and less than or equal to {high}."]},
         )
     return value
 

@@ -8,6 +8,7 @@ import pytest
 
 from trellis.fields import MAX_ITEMS
 from trellis.http import MAX_SKIP
+from trellis_database.fields import MAX_ARRAY_LENGTH
 
 TOO_BIG = 2**63  # one past a bigint: PostgreSQL "bigint out of range", SQLite cannot bind it
 
@@ -76,33 +77,43 @@ def test_numbers_past_their_range_are_a_400_wherever_they_reach_sql(dbapi, price
     assert body["data"] == {"Priced": []}
 
 
-def test_a_custom_endpoint_array_input_is_bounded(dbapi, prices):
+def test_arrays_are_bounded_before_their_elements_are_checked(dbapi, prices):
+    """A document's array field and a custom endpoint's array input: at most MAX_ARRAY_LENGTH elements;
+    values to match with ``$in``/``$nin`` (each bound in SQL): at most MAX_ITEMS, in every query form."""
+    too_long = [5] * (MAX_ARRAY_LENGTH + 1)  # elements of the wrong type: refused on the length alone
+    length_error = [f"Longer than maximum length {MAX_ARRAY_LENGTH}."]
+    response = dbapi.client.post("/database/Priced", json={"tags": too_long}, headers=dbapi.admin)
+    assert response.status_code == 400 and response.get_json()["errors"] == {"tags": length_error}
+    assert dbapi.post("Priced", {"tags": ["x"] * MAX_ARRAY_LENGTH})["tags"] == ["x"] * MAX_ARRAY_LENGTH
+
+    titles_in = {"schemaField": "title", "operation": "in", "comparisonField": {"type": "Input", "value": "titles"}}
     _endpoint(
         dbapi,
         prices,
         name="pick",
         operation="DELETE",
         inputs=[{"name": "titles", "type": "String", "location": "body", "array": True}],
-        query={
-            "AND": [
-                {"schemaField": "title", "operation": "in", "comparisonField": {"type": "Input", "value": "titles"}}
-            ]
-        },
+        query={"AND": [titles_in]},
     )
-    too_many = {"titles": [f"t{n}" for n in range(MAX_ITEMS + 1)]}
-    response = dbapi.client.delete("/database/function/pick", json=too_many, headers=dbapi.admin)
+    response = dbapi.client.delete("/database/function/pick", json={"titles": too_long}, headers=dbapi.admin)
+    assert response.status_code == 400 and response.get_json()["errors"] == {"titles": length_error}
+    many = [f"t{n}" for n in range(MAX_ITEMS + 1)]
+    response = dbapi.client.delete("/database/function/pick", json={"titles": many}, headers=dbapi.admin)
     assert response.status_code == 400, response.get_json()
-    assert response.get_json()["errors"] == {"titles": [f"Longer than maximum length {MAX_ITEMS}."]}
+    assert "at most 1000 values" in response.get_json()["message"]
     fine = dbapi.client.delete("/database/function/pick", json={"titles": ["t0"]}, headers=dbapi.admin)
     assert fine.status_code == 200 and fine.get_json()["count"] == 1
 
-
-def test_graphql_variables_with_a_too_long_array_are_a_400(dbapi, prices):
+    response = dbapi.client.get("/database/Priced?title[$in]=" + ",".join(many), headers=dbapi.admin)
+    assert response.status_code == 400 and "at most 1000 values" in response.get_json()["message"]
     query = "query($t: [String!]) { Priced(where: {title_in: $t}) { title } }"
     assert dbapi.graphql(query, {"t": ["t1"]})["data"] == {"Priced": [{"title": "t1"}]}
+    refused = dbapi.graphql(query, {"t": many})
+    assert refused["data"] is None and refused["errors"][0]["extensions"]["code"] == "INVALID_ARGUMENTS"
+    # Past a document array's bound, variables are refused before GraphQL coerces their elements.
     response = dbapi.client.post(
         "/graphql",
-        json={"query": query, "variables": {"t": ["x"] * (MAX_ITEMS + 1)}},
+        json={"query": query, "variables": {"t": ["x"] * (MAX_ARRAY_LENGTH + 1)}},
         headers={**dbapi.admin, "Accept": "application/graphql-response+json"},
     )
     assert response.status_code == 400

@@ -10,13 +10,12 @@ from typing import Any
 from trellis import db
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, not_found, unauthorized
-from trellis.fields import MAX_ITEMS
 from trellis.http import DEFAULT_LIMIT, MAX_LIMIT, MAX_SKIP
 
 from . import documents
 from .access import check_permission
 from .endpoint_definitions import assigned_field, coerce, schema_field
-from .fields import Field, FieldError, check_scalar
+from .fields import Field, FieldError, check_array_length, check_scalar
 from .query import Condition, Group, parse_populate, split_list
 from .registry import CompiledEndpoint, CompiledSchema, Snapshot
 
@@ -105,8 +104,7 @@ def _collect_inputs(endpoint: CompiledEndpoint, body: Any, args: Any, segments: 
             if item["array"]:
                 if not isinstance(raw, list):
                     raise FieldError("Must be an array")
-                if len(raw) > MAX_ITEMS:  # before converting each element (and binding each in SQL)
-                    raise FieldError(f"Longer than maximum length {MAX_ITEMS}.")
+                check_array_length(raw)  # before converting each element
                 values[name] = [convert(field, v) for v in raw]
             else:
                 if isinstance(raw, list) and item["type"] != "JSON":

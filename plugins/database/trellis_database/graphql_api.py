@@ -49,12 +49,11 @@ from graphql.utilities import get_operation_ast, value_from_ast_untyped
 from trellis import db
 from trellis.credentials import identify
 from trellis.errors import APIError
-from trellis.fields import MAX_ITEMS
 from trellis.http import deleted
 
 from . import documents
 from .access import allowed, check_permission
-from .fields import Field
+from .fields import MAX_ARRAY_LENGTH, Field
 from .query import MAX_POPULATE_DEPTH, Condition, Group
 from .registry import CompiledSchema, Snapshot
 
@@ -468,7 +467,7 @@ def run(
     if problems:
         return Outcome({"errors": [_format(p, "GRAPHQL_VALIDATION_FAILED") for p in problems[:20]]}, 400)
     if _long_list(variables):
-        return _request_error(f"A variable holds an array longer than {MAX_ITEMS} elements", "INVALID_ARGUMENTS")
+        return _request_error(f"A variable holds an array longer than {MAX_ARRAY_LENGTH} elements", "INVALID_ARGUMENTS")
     result = execute(schema, document, variable_values=variables, operation_name=operation_name)
     if result.data is None and result.errors and all(error.path is None for error in result.errors):
         # An unknown operation name or variables that do not fit their types (errors without a path):
@@ -490,13 +489,14 @@ def missing_query(extensions: dict[str, Any] | None) -> Outcome:
 
 
 def _long_list(value: Any) -> bool:
-    """Whether a JSON value holds an array longer than MAX_ITEMS (variables: each element would be coerced,
-    and an ``_in`` list bound in SQL, one by one)."""
+    """Whether a JSON value holds an array longer than a document's array field may be (variables: GraphQL
+    would coerce each element before anything else looks at them; ``_in`` lists have their own, lower
+    bound in the query compiler)."""
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, list):
-            if len(item) > MAX_ITEMS:
+            if len(item) > MAX_ARRAY_LENGTH:
                 return True
             pending.extend(item)
         elif isinstance(item, dict):

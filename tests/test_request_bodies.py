@@ -67,16 +67,19 @@ def test_json_bodies_document_415_and_database_writes_document_409(client):
         ("/admin/database/customEndpoints", "post"),
         ("/admin/database/customEndpoints/{endpointId}", "put"),
         ("/admin/database/customEndpoints/{endpointId}", "patch"),
+        ("/admin/database/schemas/{schemaId}/extensions", "post"),
+        ("/database/function/{endpointName}", "post"),
     ]:
         assert "409" in paths[path][method]["responses"], (method, path)
 
 
 def test_graphql_documents_both_media_types(client):
     graphql = client.get("/openapi.json").get_json()["paths"]["/graphql"]
-    for method, statuses in (("post", ("200", "400", "401")), ("get", ("200", "400", "401", "405"))):
+    for method, statuses in (("post", ("200", "400", "401", "415")), ("get", ("200", "400", "401", "405"))):
         for status in statuses:
             content = graphql[method]["responses"][status]["content"]
             assert {"application/json", "application/graphql-response+json"} <= set(content), (method, status)
+            assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/GraphQLResponse"}
 
 
 @pytest.fixture()

@@ -39,11 +39,12 @@ def _both_media_types(*statuses: int) -> dict[str, Any]:
 
 
 @graphql_blp.route("/graphql", methods=["POST"], endpoint="graphql_post")
-@graphql_blp.doc(security=ANY_CALLER, **_both_media_types(200, 400, 401))
+@graphql_blp.doc(security=ANY_CALLER, **_both_media_types(200, 400, 401, 415))
 @graphql_blp.arguments(GraphQLRequestSchema())
 @graphql_blp.response(200, GraphQLResponseSchema)
 @graphql_blp.alt_response(400, schema=GraphQLResponseSchema, description="The request cannot be executed")
 @graphql_blp.alt_response(401, schema=GraphQLResponseSchema, description="An invalid credential was sent")
+@graphql_blp.alt_response(415, schema=GraphQLResponseSchema, description="The body is not declared JSON")
 def graphql(body: dict[str, Any]):
     """GraphQL over the CMS-enabled schemas: a query field per schema (``where``, ``skip``, ``limit``,
     ``sort``) and ``create<Name>``, ``update<Name>``, ``delete<Name>`` mutations; the same access rules as

@@ -121,7 +121,7 @@ def _generic_function_paths(out: dict[str, Any]) -> None:
                     401,
                     404,
                     405,
-                    *((415,) if method != "get" else ()),
+                    *((409, 415) if method in ("post", "put", "patch") else ((415,) if method == "delete" else ())),
                 ),
             }
             if method != "get":
@@ -427,7 +427,9 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
         "tags": ["database: custom endpoints"],
         "security": USER_OR_ADMIN if endpoint.authentication else ANYONE,
         "parameters": params,
-        "responses": _responses(status, result, "Result", 400, 401, 404),
+        "responses": _responses(
+            status, result, "Result", 400, 401, 404, *((409,) if endpoint.operation in ("POST", "PUT", "PATCH") else ())
+        ),
     }
     if body_props:
         spec["responses"].update(_responses(status, result, "Result", 415))

@@ -186,6 +186,9 @@ def admin_delete_schema(args: dict[str, Any], schemaId: str):
 @admin_required
 @schemas_blp.arguments(ExtensionBody)
 @schemas_blp.response(200, SchemaRecordSchema)
+@schemas_blp.alt_response(
+    409, schema=ErrorSchema, description="Documents break a new unique field, or a custom endpoint uses a dropped one"
+)
 def admin_set_extension(body: dict[str, Any], schemaId: str):
     """Set the admin's extension fields of an extendable (or ``ExtensionOnly``) schema; ``{}`` removes them."""
     return schema_service.set_extension(schemaId, body["fields"])

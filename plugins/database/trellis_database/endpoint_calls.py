@@ -194,7 +194,7 @@ def _int_arg(args: Any, name: str, default: int, low: int, high: int) -> int:
         value = int(raw)
     except ValueError:
         raise bad_request(f"{name} must be an integer", {name: ["Not a valid integer."]}) from None
-    if value < low or (high is not None and value > high):
+    if not low <= value <= high:
         raise bad_request(
             f"{name} out of range",
             {name: [f"Must be greater than or equal to {low} and less than or equal to {high}."]},

@@ -121,7 +121,7 @@ def _generic_function_paths(out: dict[str, Any]) -> None:
                     401,
                     404,
                     405,
-                    *((409, 415) if method in ("post", "put", "patch") else ((415,) if method == "delete" else ())),
+                    *{"get": (), "delete": (415,)}.get(method, (409, 415)),
                 ),
             }
             if method != "get":
@@ -421,18 +421,20 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
             200,
         ),
     }[endpoint.operation]
+    errors = [400, 401, 404]
+    if endpoint.operation in ("POST", "PUT", "PATCH"):
+        errors.append(409)  # the documents written must keep unique fields unique
+    if body_props:
+        errors.append(415)
     spec: dict[str, Any] = {
         "operationId": f"customEndpoint{endpoint.name[:1].upper()}{endpoint.name[1:]}",
         "summary": f"Custom endpoint {endpoint.name} on {schema.name}",
         "tags": ["database: custom endpoints"],
         "security": USER_OR_ADMIN if endpoint.authentication else ANYONE,
         "parameters": params,
-        "responses": _responses(
-            status, result, "Result", 400, 401, 404, *((409,) if endpoint.operation in ("POST", "PUT", "PATCH") else ())
-        ),
+        "responses": _responses(status, result, "Result", *errors),
     }
     if body_props:
-        spec["responses"].update(_responses(status, result, "Result", 415))
         spec["requestBody"] = {
             "required": bool(body_required),
             "content": {

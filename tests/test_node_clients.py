@@ -1,5 +1,6 @@
 """The official JavaScript clients against a live server: socket.io-client (connect, a chat message with its
-acknowledgement and the pushed event) and Apollo Client (a mutation, a query, an error). Their versions are
+acknowledgement and the pushed event) and Apollo Client (a mutation, a query, an error, and a query through its
+persisted-query link, which falls back to sending the query). Their versions are
 declared in ``tests/node/package.json`` and installed with npm into a cache folder. Skipped only where Node
 is not installed."""
 
@@ -93,3 +94,7 @@ def test_socketio_client_and_apollo_client(live_server):
     assert apollo["created"]["title"] == "from apollo" and apollo["created"]["stars"] == 4
     assert [n["title"] for n in apollo["listed"]] == ["already there", "from apollo"]
     assert apollo["failure"]["codes"] == ["GRAPHQL_VALIDATION_FAILED"], apollo["failure"]
+    # Apollo's persisted-query link: the hash alone is not found, so the link sends the query with it.
+    persisted = seen["persisted"]
+    assert [n["title"] for n in persisted["listed"]] == ["already there", "from apollo"]
+    assert persisted["sent"] == [{"query": False, "hash": True}, {"query": True, "hash": True}]

@@ -35,6 +35,11 @@ STATUS_NAMES = {
 }
 
 
+# At most this many reasons in one error body: a body with a million bad elements would otherwise answer
+# one reason per element (tens of megabytes built and sent by a cooperative server).
+MAX_ERRORS = 100
+
+
 class ErrorSchema(Schema):
     """The error body, for the OpenAPI document."""
 
@@ -42,6 +47,9 @@ class ErrorSchema(Schema):
     status = fields.Integer(required=True, metadata={"example": 404})
     message = fields.String(required=True)
     errors = fields.Dict(metadata={"description": "field name → list of reasons (validation errors)"})
+    errorsOmitted = fields.Integer(
+        metadata={"description": f"reasons left out of `errors` (it holds at most {MAX_ERRORS})"}
+    )
     requestId = fields.String()
 
 
@@ -92,18 +100,42 @@ def provider_error(message: str) -> APIError:
 def body(status: int, message: str, errors: Any = None, name: str | None = None) -> dict[str, Any]:
     payload: dict[str, Any] = {"name": name or STATUS_NAMES.get(status, "ERROR"), "status": status, "message": message}
     if errors:
-        payload["errors"] = _text_keys(errors)
+        budget = [MAX_ERRORS]
+        payload["errors"] = _bounded(errors, budget)
+        if budget[0] < 0:
+            omitted = -budget[0]
+            payload["errorsOmitted"] = omitted
+            payload["message"] = f"{message} ({omitted} more error(s) left out)"
     request_id = g.get("request_id") if g else None
     if request_id:
         payload["requestId"] = request_id
     return payload
 
 
-def _text_keys(errors: Any) -> Any:
-    """Field names as text: a multipart part without a name is keyed None, which sorted JSON cannot mix with str."""
+def _bounded(errors: Any, budget: list[int]) -> Any:
+    """The first ``budget[0]`` reasons of ``errors``, in order; ``budget[0]`` ends negative by the number
+    left out. Field names become text: a multipart part without a name is keyed None, which sorted JSON
+    cannot mix with str."""
     if isinstance(errors, dict):
-        return {"" if key is None else str(key): _text_keys(value) for key, value in errors.items()}
+        kept = {}
+        for key, value in errors.items():
+            if budget[0] <= 0:
+                budget[0] -= _count(value)
+                continue
+            kept["" if key is None else str(key)] = _bounded(value, budget)
+        return kept
+    if isinstance(errors, list):
+        kept_items = errors[: max(budget[0], 0)]
+        budget[0] -= len(errors)
+        return kept_items
+    budget[0] -= 1
     return errors
+
+
+def _count(errors: Any) -> int:
+    if isinstance(errors, dict):
+        return sum(_count(value) for value in errors.values())
+    return len(errors) if isinstance(errors, list) else 1
 
 
 def _render(status: int, message: str, errors: Any = None, name: str | None = None, headers: Any = None):

@@ -14,11 +14,14 @@ from webargs.flaskparser import FlaskParser, is_json_request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from . import db
-from .errors import APIError
+from .errors import APIError, ErrorSchema, bad_request
 from .jsonbody import has_body, unsupported_media_type
 
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 25
+# Offsets reach SQL as integers: past a bigint PostgreSQL fails (bigint out of range) and SQLite cannot bind
+# them, so every skip is capped (as the contract's lists do) with a 400.
+MAX_SKIP = 2**31 - 1
 
 
 class _Parser(FlaskParser):
@@ -29,6 +32,10 @@ class _Parser(FlaskParser):
         """The core's parser (``request.get_json``, already run before the route), not webargs' own; a
         body that is not declared JSON is a 415 rather than "Missing data for required field"."""
         if not has_body(req):
+            if req.method in ("PUT", "PATCH"):
+                # Without this an all-optional schema loads {}: a silent 200 that changed nothing (or, for
+                # a replacing PUT, everything).
+                raise bad_request(f"A {req.method} on this route needs a JSON body")
             return core.missing
         if not is_json_request(req):
             raise unsupported_media_type()
@@ -84,6 +91,24 @@ class Blueprint(flask_smorest.Blueprint):
 
     ARGUMENTS_PARSER = _Parser()
 
+    def arguments(self, schema: Any, *, location: str = "json", **kwargs: Any) -> Callable[[F], F]:
+        """flask-smorest's ``arguments``; a JSON body also documents the 415 the parser answers when the
+        body is not declared JSON (unless the route documents its own 415)."""
+        load = super().arguments(schema, location=location, **kwargs)
+        if location != "json":
+            return load
+        refused = self.alt_response(
+            415, schema=ErrorSchema, description="The body is not declared JSON (Content-Type: application/json)"
+        )
+
+        def decorate(func: F) -> F:
+            func = load(func)
+            if 415 in getattr(func, "_apidoc", {}).get("response", {}).get("responses", {}):
+                return func
+            return refused(func)
+
+        return decorate
+
 
 class PageBlueprint(flask_smorest.Blueprint):
     """A blueprint of browser pages and their assets (the admin console).
@@ -100,7 +125,7 @@ class PageBlueprint(flask_smorest.Blueprint):
 class ListArgs(Schema):
     """``skip``/``limit`` of every list route (limit above 1000 → 400)."""
 
-    skip = fields.Integer(load_default=0, validate=validate.Range(min=0, max=2**31 - 1))
+    skip = fields.Integer(load_default=0, validate=validate.Range(min=0, max=MAX_SKIP))
     limit = fields.Integer(load_default=DEFAULT_LIMIT, validate=validate.Range(min=1, max=MAX_LIMIT))
 
 

@@ -17,6 +17,7 @@ from marshmallow import Schema, ValidationError, fields, pre_load
 
 from . import audit, db
 from .errors import bad_request, not_found
+from .fields import JsonBoolean
 from .models import ModuleConfig
 from .redact import drop_masked, redact
 
@@ -26,7 +27,7 @@ GENERATION = "module-config"
 class ModuleConfigSchema(Schema):
     """Base of every module's config schema: the ``active`` flag its public routes honour."""
 
-    active = fields.Boolean(load_default=True, metadata={"description": "public routes answer 404 when false"})
+    active = JsonBoolean(load_default=True, metadata={"description": "public routes answer 404 when false"})
 
 
 class ConfigStore:

@@ -1,7 +1,9 @@
 // Runs the official Socket.IO client and Apollo Client against a live Trellis server.
 // Input (environment): TRELLIS_URL, TRELLIS_USER_TOKEN, TRELLIS_ROOM_ID, TRELLIS_MASTER_KEY.
 // Output: one JSON line with what each client saw; the Python test asserts on it.
+import { createHash } from "node:crypto";
 import { ApolloClient, HttpLink, InMemoryCache, gql } from "@apollo/client";
+import { PersistedQueryLink } from "@apollo/client/link/persisted-queries";
 import { io } from "socket.io-client";
 
 const url = process.env.TRELLIS_URL;
@@ -41,6 +43,28 @@ async function apolloCheck() {
   return { created: created.data.createNote, listed: listed.data.Note, failure };
 }
 
-const result = { socket: await socketCheck(), apollo: await apolloCheck() };
+// Automatic persisted queries: the link sends the hash alone first, and the query when the server does not know it.
+async function persistedCheck() {
+  const sent = [];
+  const logged = (uri, options) => {
+    const body = JSON.parse(options.body);
+    sent.push({ query: typeof body.query === "string", hash: Boolean(body.extensions?.persistedQuery?.sha256Hash) });
+    return fetch(uri, options);
+  };
+  const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+  const client = new ApolloClient({
+    link: new PersistedQueryLink({ sha256 }).concat(
+      new HttpLink({ uri: `${url}/graphql`, headers: { masterkey: process.env.TRELLIS_MASTER_KEY }, fetch: logged }),
+    ),
+    cache: new InMemoryCache(),
+  });
+  const listed = await client.query({
+    query: gql`query Titles { Note(sort: "title") { _id title } }`,
+    fetchPolicy: "network-only",
+  });
+  return { listed: listed.data.Note, sent };
+}
+
+const result = { socket: await socketCheck(), apollo: await apolloCheck(), persisted: await persistedCheck() };
 clearTimeout(deadline);
 console.log(JSON.stringify(result));

@@ -7,6 +7,7 @@ from typing import Any
 from limits import parse_many
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from trellis.fields import BoundedList, JsonBoolean
 from trellis.module_config import ModuleConfigSchema
 
 
@@ -22,10 +23,10 @@ def _rate(value: str) -> None:
 class PasswordRules(Schema):
     minLength = fields.Integer(load_default=8, validate=validate.Range(min=1, max=1024))
     maxLength = fields.Integer(load_default=256, validate=validate.Range(min=8, max=1024))
-    requireLetter = fields.Boolean(load_default=False)
-    requireDigit = fields.Boolean(load_default=False)
-    requireUppercase = fields.Boolean(load_default=False)
-    requireSymbol = fields.Boolean(load_default=False)
+    requireLetter = JsonBoolean(load_default=False)
+    requireDigit = JsonBoolean(load_default=False)
+    requireUppercase = JsonBoolean(load_default=False)
+    requireSymbol = JsonBoolean(load_default=False)
 
     @validates_schema
     def _ordered(self, data: dict[str, Any], **_kwargs: Any) -> None:
@@ -64,8 +65,8 @@ def _link(description: str) -> fields.Url:
 
 
 class Verification(Schema):
-    required = fields.Boolean(load_default=False, metadata={"description": "unverified users cannot sign in (403)"})
-    sendEmail = fields.Boolean(load_default=True, metadata={"description": "send EmailVerification on register"})
+    required = JsonBoolean(load_default=False, metadata={"description": "unverified users cannot sign in (403)"})
+    sendEmail = JsonBoolean(load_default=True, metadata={"description": "send EmailVerification on register"})
     redirectUri = _link("where the verification link sends the browser (302) instead of a JSON answer")
 
 
@@ -77,12 +78,12 @@ class LocalSettings(Schema):
 
 
 class MagicLinkSettings(Schema):
-    enabled = fields.Boolean(load_default=False)
+    enabled = JsonBoolean(load_default=False)
     redirectUri = _link("where the magic link sends the browser (302, tokens in the URL fragment)")
 
 
 class Switch(Schema):
-    enabled = fields.Boolean(load_default=False)
+    enabled = JsonBoolean(load_default=False)
 
 
 # --- sign-in with external providers (CONTRACT.md, "Authentication: sign-in with external providers") ---
@@ -145,18 +146,18 @@ def _client_fields() -> dict[str, fields.Field]:
             "page of your app the browser is sent to after sign-in, the tokens in the URL fragment; "
             "null: the hook answers with JSON"
         ),
-        "scopes": fields.List(
+        "scopes": BoundedList(
             fields.String(validate=validate.Length(min=1, max=200)),
             allow_none=True,
             load_default=None,
-            validate=validate.Length(max=50),
+            max_items=50,
             metadata={"description": "null: the provider's usual sign-in scopes"},
         ),
     }
 
 
 class _Provider(Schema):
-    enabled = fields.Boolean(load_default=False)
+    enabled = JsonBoolean(load_default=False)
 
     @validates_schema
     def _registered(self, data: dict[str, Any], **_kwargs: Any) -> None:
@@ -167,10 +168,10 @@ class _Provider(Schema):
 class _OidcPreset(_Provider):
     """Google and Microsoft: OpenID Connect with known endpoints (each overridable)."""
 
-    audiences = fields.List(
+    audiences = BoundedList(
         fields.String(validate=validate.Length(min=1, max=512)),
         load_default=list,
-        validate=validate.Length(max=20),
+        max_items=20,
         metadata={
             "description": "client ids of your other apps (Android, iOS) whose ID tokens the native sign-in accepts"
         },
@@ -225,12 +226,12 @@ class _Oidc(Schema):
         validate=validate.Regexp(PROVIDER_NAME, error="Lower-case letters, digits and -, at most 32."),
         metadata={"description": "the {provider} of /authentication/init/{provider}"},
     )
-    enabled = fields.Boolean(load_default=True)
+    enabled = JsonBoolean(load_default=True)
     issuer = fields.Url(required=True, require_tld=False, schemes={"http", "https"}, validate=validate.Length(max=2000))
-    audiences = fields.List(
+    audiences = BoundedList(
         fields.String(validate=validate.Length(min=1, max=512)),
         load_default=list,
-        validate=validate.Length(max=20),
+        max_items=20,
         metadata={"description": "client ids of your other apps whose ID tokens the native sign-in accepts"},
     )
 
@@ -250,10 +251,10 @@ class OAuthSettings(Schema):
     google = fields.Nested(GoogleSettings, load_default=lambda: GoogleSettings().load({}))
     github = fields.Nested(GithubSettings, load_default=lambda: GithubSettings().load({}))
     microsoft = fields.Nested(MicrosoftSettings, load_default=lambda: MicrosoftSettings().load({}))
-    oidc = fields.List(
+    oidc = BoundedList(
         fields.Nested(OidcProvider),
         load_default=list,
-        validate=validate.Length(max=50),
+        max_items=50,
         metadata={"description": "generic OpenID Connect providers: [{name, issuer, clientId, clientSecret, scopes?}]"},
     )
     timeoutSeconds = fields.Float(
@@ -280,7 +281,7 @@ class AuthenticationConfig(ModuleConfigSchema):
         validate=validate.Range(min=1, max=365),
         metadata={"description": "refresh token lifetime; each renew starts it again"},
     )
-    registrationOpen = fields.Boolean(
+    registrationOpen = JsonBoolean(
         load_default=True, metadata={"description": "false: POST /authentication/local/new answers 403"}
     )
     hostUrl = _link(

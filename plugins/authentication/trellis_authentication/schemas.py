@@ -6,6 +6,7 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, fields, post_dump, validate
 
+from trellis.fields import JsonBoolean
 from trellis.http import ListArgs, list_schema
 from trellis_sms.service import PhoneNumber  # the SMS module's service API (a required module)
 
@@ -170,7 +171,7 @@ class PhoneVerifySchema(Schema):
 
 class AdminUserChangesSchema(Schema):
     email = NormalisedEmail(allow_none=True, validate=validate.Length(max=254))
-    isVerified = fields.Boolean()
+    isVerified = JsonBoolean()
     phoneNumber = PhoneNumber(allow_none=True)
 
 

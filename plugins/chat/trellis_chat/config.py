@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from marshmallow import fields, validate
 
+from trellis.fields import JsonBoolean
 from trellis.module_config import ModuleConfigSchema
 
 
@@ -13,7 +14,7 @@ class ChatConfig(ModuleConfigSchema):
         validate=validate.Range(min=1, max=100_000),
         metadata={"description": "longest message text accepted (REST and socket), in characters"},
     )
-    allowMessageDelete = fields.Boolean(
+    allowMessageDelete = JsonBoolean(
         load_default=True,
         metadata={"description": "whether senders may delete their messages (administrators always may)"},
     )

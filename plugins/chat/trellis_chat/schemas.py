@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
+from trellis.fields import BoundedList
 from trellis.http import list_schema
 
 MAX_USERS_PER_REQUEST = 1000
 
-_user_ids = fields.List(
+_user_ids = BoundedList(
     fields.String(validate=validate.Length(min=1, max=64)),
     required=True,
-    validate=validate.Length(max=MAX_USERS_PER_REQUEST),
+    max_items=MAX_USERS_PER_REQUEST,
     metadata={"description": "user ids (``_id`` of Authentication users)"},
 )
 
@@ -26,10 +27,11 @@ class ChatRoomCreatedSchema(Schema):
 
 
 class ChatAddUsersSchema(Schema):
-    users = fields.List(
+    users = BoundedList(
         fields.String(validate=validate.Length(min=1, max=64)),
         required=True,
-        validate=validate.Length(min=1, max=MAX_USERS_PER_REQUEST),
+        min_items=1,
+        max_items=MAX_USERS_PER_REQUEST,
     )
 
 

@@ -10,11 +10,12 @@ from typing import Any
 from trellis import db
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, not_found, unauthorized
+from trellis.http import DEFAULT_LIMIT, MAX_LIMIT, MAX_SKIP
 
 from . import documents
 from .access import check_permission
 from .endpoint_definitions import assigned_field, coerce, schema_field
-from .fields import Field, FieldError, check_scalar
+from .fields import Field, FieldError, check_array_length, check_scalar
 from .query import Condition, Group, parse_populate, split_list
 from .registry import CompiledEndpoint, CompiledSchema, Snapshot
 
@@ -103,6 +104,7 @@ def _collect_inputs(endpoint: CompiledEndpoint, body: Any, args: Any, segments: 
             if item["array"]:
                 if not isinstance(raw, list):
                     raise FieldError("Must be an array")
+                check_array_length(raw)  # before converting each element
                 values[name] = [convert(field, v) for v in raw]
             else:
                 if isinstance(raw, list) and item["type"] != "JSON":
@@ -174,8 +176,8 @@ def _get(
 ) -> dict[str, Any]:
     skip, limit = 0, MAX_AFFECTED
     if endpoint.paginated:
-        skip = _int_arg(args, "skip", 0, 0, None)
-        limit = _int_arg(args, "limit", 25, 1, 1000)
+        skip = _int_arg(args, "skip", 0, 0, MAX_SKIP)
+        limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     sort = args.get("sort") if endpoint.sorted else None
     tree = parse_populate(snap, schema, args.get("populate"))
     docs, count = documents.find(schema, where, sort, skip, limit)
@@ -184,7 +186,7 @@ def _get(
     return {"documents": docs, "count": count}
 
 
-def _int_arg(args: Any, name: str, default: int, low: int, high: int | None) -> int:
+def _int_arg(args: Any, name: str, default: int, low: int, high: int) -> int:
     raw = args.get(name)
     if raw is None:
         return default
@@ -192,10 +194,10 @@ def _int_arg(args: Any, name: str, default: int, low: int, high: int | None) -> 
         value = int(raw)
     except ValueError:
         raise bad_request(f"{name} must be an integer", {name: ["Not a valid integer."]}) from None
-    if value < low or (high is not None and value > high):
+    if not low <= value <= high:
         raise bad_request(
             f"{name} out of range",
-            {name: [f"Must be between {low} and {high}." if high else f"Must be at least {low}."]},
+            {name: [f"Must be greater than or equal to {low} and less than or equal to {high}."]},
         )
     return value
 

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from trellis import audit, db
 from trellis.db import new_id, utcnow
 from trellis.errors import bad_request, conflict, not_found
+from trellis.fields import BoundedList, JsonBoolean
 from trellis.http import list_schema
 
 from .fields import TYPES, Field, FieldError, check_json, coerce_query_value, format_datetime
@@ -84,15 +85,15 @@ class EndpointAssignedValueSchema(Schema):
 
 
 class EndpointComparedValueSchema(EndpointAssignedValueSchema):
-    like = ma.Boolean(metadata={"description": "on `eq` of a String field: case-insensitive substring"})
+    like = JsonBoolean(metadata={"description": "on `eq` of a String field: case-insensitive substring"})
 
 
 class EndpointQueryNodeSchema(Schema):
     """A group ``{AND: [node, …]}`` / ``{OR: [node, …]}``, or a condition ``{schemaField, operation,
     comparisonField}``."""
 
-    AND = ma.List(ma.Nested(lambda: EndpointQueryNodeSchema()))
-    OR = ma.List(ma.Nested(lambda: EndpointQueryNodeSchema()))
+    AND = BoundedList(ma.Nested(lambda: EndpointQueryNodeSchema()))
+    OR = BoundedList(ma.Nested(lambda: EndpointQueryNodeSchema()))
     schemaField = ma.String(metadata={"description": "a field of the schema, `_id`, `createdAt` or `updatedAt`"})
     operation = ConduitChoice(COMPARISONS)
     comparisonField = ma.Nested(EndpointComparedValueSchema)
@@ -124,8 +125,8 @@ class EndpointInputSchema(Schema):
     )
     type = ma.String(required=True, validate=validate.OneOf(INPUT_TYPES))
     location = ConduitChoice(LOCATIONS, required=True)
-    optional = ma.Boolean(load_default=False)
-    array = ma.Boolean(load_default=False, metadata={"description": "query: `a,b` or the parameter repeated"})
+    optional = JsonBoolean(load_default=False)
+    array = JsonBoolean(load_default=False, metadata={"description": "query: `a,b` or the parameter repeated"})
 
     @validates_schema
     def _url_parameter_is_single(self, data: dict[str, Any], **_: Any) -> None:
@@ -173,7 +174,7 @@ class EndpointBody(PathErrorsSchema):
     operation = ConduitChoice(OPERATIONS, required=True)
     selectedSchema = ma.String(metadata={"description": "schema id or name"})
     selectedSchemaName = ma.String(metadata={"description": "Conduit's name for selectedSchema"})
-    inputs = ma.List(
+    inputs = BoundedList(
         ma.Nested(EndpointInputSchema), metadata={"description": "URL parameters follow the name, in order"}
     )
     query = ma.Nested(
@@ -181,13 +182,13 @@ class EndpointBody(PathErrorsSchema):
         allow_none=True,
         metadata={"description": "GET: optional; PUT, PATCH, DELETE: needed; POST: none"},
     )
-    assignments = ma.List(
+    assignments = BoundedList(
         ma.Nested(EndpointAssignmentSchema), metadata={"description": "POST (set only), PUT, PATCH: at least one"}
     )
-    authentication = ma.Boolean(metadata={"description": "callers need a user Bearer token"})
-    paginated = ma.Boolean(metadata={"description": "GET: `skip` and `limit`"})
-    sorted = ma.Boolean(metadata={"description": "GET: `sort`"})
-    enabled = ma.Boolean()
+    authentication = JsonBoolean(metadata={"description": "callers need a user Bearer token"})
+    paginated = JsonBoolean(metadata={"description": "GET: `skip` and `limit`"})
+    sorted = JsonBoolean(metadata={"description": "GET: `sort`"})
+    enabled = JsonBoolean()
 
     @pre_load
     def _empty_query_is_none(self, data: Any, **_: Any) -> Any:
@@ -247,10 +248,10 @@ class EndpointRecordSchema(Schema):
     inputs = ma.List(ma.Nested(EndpointInputSchema))
     query = ma.Nested(EndpointQueryNodeSchema, allow_none=True)
     assignments = ma.List(ma.Nested(EndpointAssignmentSchema))
-    authentication = ma.Boolean()
-    paginated = ma.Boolean()
-    sorted = ma.Boolean()
-    enabled = ma.Boolean()
+    authentication = JsonBoolean()
+    paginated = JsonBoolean()
+    sorted = JsonBoolean()
+    enabled = JsonBoolean()
     path = ma.String(metadata={"description": "where the endpoint is served"})
     createdAt = ma.String(allow_none=True)
     updatedAt = ma.String(allow_none=True)

@@ -53,7 +53,7 @@ from trellis.http import deleted
 
 from . import documents
 from .access import allowed, check_permission
-from .fields import Field
+from .fields import MAX_ARRAY_LENGTH, Field
 from .query import MAX_POPULATE_DEPTH, Condition, Group
 from .registry import CompiledSchema, Snapshot
 
@@ -466,6 +466,8 @@ def run(
     problems = validate(schema, document)
     if problems:
         return Outcome({"errors": [_format(p, "GRAPHQL_VALIDATION_FAILED") for p in problems[:20]]}, 400)
+    if _long_list(variables):
+        return _request_error(f"A variable holds an array longer than {MAX_ARRAY_LENGTH} elements", "INVALID_ARGUMENTS")
     result = execute(schema, document, variable_values=variables, operation_name=operation_name)
     if result.data is None and result.errors and all(error.path is None for error in result.errors):
         # An unknown operation name or variables that do not fit their types (errors without a path):
@@ -475,6 +477,31 @@ def run(
     if result.errors:
         out["errors"] = [_format(error, "INVALID_ARGUMENTS") for error in result.errors]
     return Outcome(out)
+
+
+def missing_query(extensions: dict[str, Any] | None) -> Outcome:
+    """A request without ``query``. Apollo's automatic persisted queries send only a hash first; with no
+    store of persisted queries the answer is always "not found", in the shape Apollo's link recognises
+    (message and code), so it sends the query again in full."""
+    if isinstance(extensions, dict) and isinstance(extensions.get("persistedQuery"), dict):
+        return _request_error("PersistedQueryNotFound", "PERSISTED_QUERY_NOT_FOUND")
+    return _request_error("query: Missing data for required field.", "INVALID_ARGUMENTS")
+
+
+def _long_list(value: Any) -> bool:
+    """Whether a JSON value holds an array longer than a document's array field may be (variables: GraphQL
+    would coerce each element before anything else looks at them; ``_in`` lists have their own, lower
+    bound in the query compiler)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, list):
+            if len(item) > MAX_ARRAY_LENGTH:
+                return True
+            pending.extend(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+    return False
 
 
 def _format(error: GraphQLError, code: str) -> dict[str, Any]:

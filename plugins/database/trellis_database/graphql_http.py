@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from flask import Response, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from trellis.credentials import identify
 from trellis.errors import APIError, handle_http_exception
@@ -32,21 +32,34 @@ ANY_CALLER = [{}, {"bearerAuth": []}, {"masterkey": []}]
 graphql_blp = Blueprint("database-graphql", __name__, description="Database: GraphQL")
 
 
+def _both_media_types(*statuses: int) -> dict[str, Any]:
+    """Each answer is also served as ``application/graphql-response+json`` when Accept asks for it."""
+    ref = {"schema": {"$ref": "#/components/schemas/GraphQLResponse"}}
+    return {"responses": {status: {"content": {GRAPHQL_RESPONSE: ref}} for status in statuses}}
+
+
 @graphql_blp.route("/graphql", methods=["POST"], endpoint="graphql_post")
-@graphql_blp.doc(security=ANY_CALLER)
+@graphql_blp.doc(security=ANY_CALLER, **_both_media_types(200, 400, 401, 415))
 @graphql_blp.arguments(GraphQLRequestSchema())
 @graphql_blp.response(200, GraphQLResponseSchema)
 @graphql_blp.alt_response(400, schema=GraphQLResponseSchema, description="The request cannot be executed")
 @graphql_blp.alt_response(401, schema=GraphQLResponseSchema, description="An invalid credential was sent")
+@graphql_blp.alt_response(415, schema=GraphQLResponseSchema, description="The body is not declared JSON")
 def graphql(body: dict[str, Any]):
     """GraphQL over the CMS-enabled schemas: a query field per schema (``where``, ``skip``, ``limit``,
     ``sort``) and ``create<Name>``, ``update<Name>``, ``delete<Name>`` mutations; the same access rules as
     the REST routes. Errors come back as GraphQL ``errors`` with ``extensions.code``."""
-    return _answer(body["query"], body.get("variables"), body.get("operationName"), read_only=False)
+    return _answer(
+        body.get("query"),
+        body.get("variables"),
+        body.get("operationName"),
+        read_only=False,
+        extensions=body.get("extensions"),
+    )
 
 
 @graphql_blp.route("/graphql", methods=["GET"], endpoint="graphql_get")
-@graphql_blp.doc(security=ANY_CALLER)
+@graphql_blp.doc(security=ANY_CALLER, **_both_media_types(200, 400, 401, 405))
 @graphql_blp.arguments(GraphQLQueryArgs(), location="query")
 @graphql_blp.response(200, GraphQLResponseSchema)
 @graphql_blp.alt_response(400, schema=GraphQLResponseSchema, description="The request cannot be executed")
@@ -55,15 +68,27 @@ def graphql(body: dict[str, Any]):
 def graphql_query(args: dict[str, Any]):
     """A GraphQL query as URL parameters (``?query=…&variables=…``); mutations need POST."""
     variables = _json_object(args.get("variables"), "variables")
-    _json_object(args.get("extensions"), "extensions")
-    return _answer(args["query"], variables, args.get("operationName"), read_only=True)
+    extensions = _json_object(args.get("extensions"), "extensions")
+    return _answer(args.get("query"), variables, args.get("operationName"), read_only=True, extensions=extensions)
 
 
-def _answer(query: str, variables: dict[str, Any] | None, operation_name: str | None, read_only: bool) -> Response:
+def _answer(
+    query: str | None,
+    variables: dict[str, Any] | None,
+    operation_name: str | None,
+    read_only: bool,
+    extensions: dict[str, Any] | None = None,
+) -> Response:
     identify()  # a bad credential is a 401, as everywhere (answered as a GraphQL error below)
-    limits = graphql_api.Limits(get_config("database"))
-    outcome = graphql_api.run(snapshot(), query, variables, operation_name, limits, read_only=read_only)
-    status = outcome.status if outcome.status == 405 or _wants_graphql_response() else 200
+    if query is None:
+        # Not a well-formed GraphQL-over-HTTP request: a 400 whatever the Accept header (an Apollo link
+        # that sent a bare hash retries with the query either way).
+        outcome = graphql_api.missing_query(extensions)
+        status = outcome.status
+    else:
+        limits = graphql_api.Limits(get_config("database"))
+        outcome = graphql_api.run(snapshot(), query, variables, operation_name, limits, read_only=read_only)
+        status = outcome.status if outcome.status == 405 or _wants_graphql_response() else 200
     response = _response(outcome.body, status)
     if status == 405:
         response.headers["Allow"] = "POST"
@@ -118,6 +143,14 @@ def _http_error(error: HTTPException) -> Response:
     contract = handle_http_exception(error)
     keep = {k: v for k, v in contract.headers.items() if k in ("Allow", "Retry-After")}
     return _as_graphql_error(contract.status_code, contract.get_json(), keep)
+
+
+@graphql_blp.app_errorhandler(MethodNotAllowed)
+def _method_not_allowed(error: MethodNotAllowed) -> Response:
+    # Routing refuses PUT /graphql before the blueprint is known, so its own handlers do not see it.
+    if request.path.rstrip("/") == "/graphql":
+        return _http_error(error)
+    return handle_http_exception(error)
 
 
 @graphql_blp.errorhandler(RecursionError)

@@ -80,7 +80,9 @@ def _responses(status: int, content: dict[str, Any] | None, description: str, *e
         401: "A user token is needed",
         403: "Not allowed by the schema's permissions",
         404: "Not found",
+        405: "The endpoint answers another method (see Allow)",
         409: "A unique value is taken",
+        415: "The body is not declared JSON (Content-Type: application/json)",
         410: "RESYNC_REQUIRED: the event log no longer holds every event after since",
     }
     for code in errors:
@@ -118,6 +120,8 @@ def _generic_function_paths(out: dict[str, Any]) -> None:
                     400,
                     401,
                     404,
+                    405,
+                    *{"get": (), "delete": (415,)}.get(method, (409, 415)),
                 ),
             }
             if method != "get":
@@ -192,7 +196,7 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
             "create",
             f"Create a {schema.name} document",
             requestBody=body,
-            responses=_responses(201, ref, "The created document", 400, 401, 403, 404, 409),
+            responses=_responses(201, ref, "The created document", 400, 401, 403, 404, 409, 415),
         ),
     }
     out["paths"][f"{collection}/many"] = {
@@ -230,6 +234,7 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
                 403,
                 404,
                 409,
+                415,
             ),
         ),
     }
@@ -249,14 +254,14 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
         "replace",
         f"Replace a {schema.name} document",
         requestBody=body,
-        responses=_responses(200, ref, "The new document", 400, 401, 404, 409),
+        responses=_responses(200, ref, "The new document", 400, 401, 404, 409, 415),
     )
     single["patch"] = operation(
         "update",
         "update",
         f"Change fields of a {schema.name} document (null removes)",
         requestBody=patch_body,
-        responses=_responses(200, ref, "The new document", 400, 401, 404, 409),
+        responses=_responses(200, ref, "The new document", 400, 401, 404, 409, 415),
     )
     single["delete"] = operation(
         "delete",
@@ -416,13 +421,18 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
             200,
         ),
     }[endpoint.operation]
+    errors = [400, 401, 404]
+    if endpoint.operation in ("POST", "PUT", "PATCH"):
+        errors.append(409)  # the documents written must keep unique fields unique
+    if body_props:
+        errors.append(415)
     spec: dict[str, Any] = {
         "operationId": f"customEndpoint{endpoint.name[:1].upper()}{endpoint.name[1:]}",
         "summary": f"Custom endpoint {endpoint.name} on {schema.name}",
         "tags": ["database: custom endpoints"],
         "security": USER_OR_ADMIN if endpoint.authentication else ANYONE,
         "parameters": params,
-        "responses": _responses(status, result, "Result", 400, 401, 404),
+        "responses": _responses(status, result, "Result", *errors),
     }
     if body_props:
         spec["requestBody"] = {

@@ -27,6 +27,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from werkzeug.datastructures import MultiDict
 
 from trellis.errors import APIError, bad_request
+from trellis.fields import MAX_ITEMS
 
 from .fields import Field, FieldError, coerce_query_value, parse_datetime
 from .registry import CompiledSchema
@@ -111,6 +112,15 @@ def split_list(value: Any) -> list[Any]:
     if isinstance(value, str):
         return [] if value == "" else value.split(",")
     return [value]
+
+
+def _listed(value: Any, key: str) -> list[Any]:
+    """The values of ``$in``/``$nin``, at most MAX_ITEMS of them (each is bound in SQL), counted before any
+    is converted."""
+    items = split_list(value)
+    if len(items) > MAX_ITEMS:
+        raise query_error(f"$in and $nin take at most {MAX_ITEMS} values", key)
+    return items
 
 
 _LOGIC = {"$and": "and", "$or": "or", "AND": "and", "OR": "or"}
@@ -221,7 +231,7 @@ class Compiler:
             element = Field(name=field.name, type=field.type)
             if field.type == "JSON" or cond.op in COMPARISONS:
                 raise query_error(f"{cond.field} is an array: use equality, $contains, $in, $nin, $ne or $exists", key)
-            items = split_list(cond.value) if cond.op in ("in", "nin") else [cond.value]
+            items = _listed(cond.value, key) if cond.op in ("in", "nin") else [cond.value]
             coerced = [self.value(element, item, key) for item in items]
             if self.pg:
                 values.extend([item] for item in coerced)  # each one a JSON array for @>
@@ -231,7 +241,7 @@ class Compiler:
         if field.type == "JSON" or column is None:
             raise query_error(f"{cond.field} ({field.type}) can only be filtered with $exists", key)
         if cond.op in ("in", "nin"):
-            coerced = [self.value(field, item, key) for item in split_list(cond.value)]
+            coerced = [self.value(field, item, key) for item in _listed(cond.value, key)]
             if coerced:
                 values.append(coerced)
             return ("cond", field.name, cond.op, bool(coerced))

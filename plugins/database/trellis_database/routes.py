@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 
 from trellis import db, jsonbody
 from trellis.credentials import admin_required, current_user, identify
-from trellis.errors import bad_request, not_found, unauthorized
+from trellis.errors import ErrorSchema, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
@@ -129,6 +129,7 @@ def list_schemas(args: dict[str, Any]):
 @admin_required
 @schemas_blp.arguments(SchemaBody)
 @schemas_blp.response(201, SchemaRecordSchema)
+@schemas_blp.alt_response(409, schema=ErrorSchema, description="A schema of that name exists")
 def admin_create_schema(body: dict[str, Any]):
     """Create a schema; its document routes exist at once, in every worker."""
     return schema_service.create(body)
@@ -138,6 +139,7 @@ def admin_create_schema(body: dict[str, Any]):
 @admin_required
 @schemas_blp.arguments(SchemaBody)
 @schemas_blp.response(201, SchemaRecordSchema)
+@schemas_blp.alt_response(409, schema=ErrorSchema, description="A schema of that name exists")
 def create_schema(body: dict[str, Any]):
     """Create a schema (same as ``POST /admin/database/schemas``)."""
     return schema_service.create(body)
@@ -156,6 +158,11 @@ def admin_get_schema(schemaId: str):
 @admin_required
 @schemas_blp.arguments(SchemaChangesBody)
 @schemas_blp.response(200, SchemaRecordSchema)
+@schemas_blp.alt_response(
+    409,
+    schema=ErrorSchema,
+    description="The name is taken, documents break a new unique field, or a custom endpoint uses a dropped field",
+)
 def admin_update_schema(body: dict[str, Any], schemaId: str):
     """Rename, replace the fields (add, drop, change), or change options; documents stay readable."""
     return schema_service.update(schemaId, body)
@@ -165,6 +172,11 @@ def admin_update_schema(body: dict[str, Any], schemaId: str):
 @admin_required
 @schemas_blp.arguments(DeleteSchemaArgs, location="query")
 @schemas_blp.response(200, DeletedSchema)
+@schemas_blp.alt_response(
+    409,
+    schema=ErrorSchema,
+    description="The schema has documents (add ?deleteData=true) or another has a Relation to it",
+)
 def admin_delete_schema(args: dict[str, Any], schemaId: str):
     """Delete a schema; one with documents needs ``?deleteData=true`` (409 otherwise)."""
     return deleted(schema_service.delete(schemaId, args["deleteData"]))
@@ -174,6 +186,9 @@ def admin_delete_schema(args: dict[str, Any], schemaId: str):
 @admin_required
 @schemas_blp.arguments(ExtensionBody)
 @schemas_blp.response(200, SchemaRecordSchema)
+@schemas_blp.alt_response(
+    409, schema=ErrorSchema, description="Documents break a new unique field, or a custom endpoint uses a dropped one"
+)
 def admin_set_extension(body: dict[str, Any], schemaId: str):
     """Set the admin's extension fields of an extendable (or ``ExtensionOnly``) schema; ``{}`` removes them."""
     return schema_service.set_extension(schemaId, body["fields"])
@@ -344,6 +359,7 @@ def get_endpoint(endpointId: str):
 @admin_required
 @endpoints_blp.arguments(EndpointBody)
 @endpoints_blp.response(201, EndpointRecordSchema)
+@endpoints_blp.alt_response(409, schema=ErrorSchema, description="A custom endpoint of that name exists")
 def create_endpoint(body: dict[str, Any]):
     """Create a custom endpoint, served at ``/database/function/{name}`` with its operation's method."""
     return endpoint_definitions.create(body)
@@ -353,6 +369,7 @@ def create_endpoint(body: dict[str, Any]):
 @admin_required
 @endpoints_blp.arguments(EndpointChangesBody)
 @endpoints_blp.response(200, EndpointRecordSchema)
+@endpoints_blp.alt_response(409, schema=ErrorSchema, description="Another custom endpoint has that name")
 def update_endpoint(body: dict[str, Any], endpointId: str):
     """Change a custom endpoint (the body is merged over the current definition, then checked)."""
     return endpoint_definitions.update(endpointId, body)

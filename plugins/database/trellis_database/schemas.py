@@ -11,6 +11,7 @@ from __future__ import annotations
 from marshmallow import INCLUDE, Schema, validate
 from marshmallow import fields as ma
 
+from trellis.fields import BoundedList
 from trellis.http import ListArgs, list_schema
 
 from .definitions import CAN_MODIFY, default_options
@@ -167,7 +168,7 @@ DocumentListSchema = Schema.from_dict(
 
 
 class ManyBodySchema(Schema):
-    docs = ma.List(ma.Dict(), required=True, validate=validate.Length(min=1, max=1000))
+    docs = BoundedList(ma.Dict(), required=True, min_items=1, max_items=1000)
 
 
 class ManyResultSchema(Schema):
@@ -187,22 +188,29 @@ class FunctionResultSchema(Schema):
         unknown = INCLUDE
 
 
+_QUERY_DOC = (
+    "the GraphQL document; needed (400) unless `extensions.persistedQuery` is sent: there is no persisted "
+    "query store, so a hash alone answers PERSISTED_QUERY_NOT_FOUND and Apollo's link sends the query"
+)
+_EXTENSIONS_DOC = "accepted, not used (e.g. Apollo's clientLibrary, persistedQuery)"
+
+
 class GraphQLRequestSchema(Schema):
     """A GraphQL-over-HTTP POST body; ``extensions`` is accepted and its keys are ignored."""
 
-    query = ma.String(required=True)
+    query = ma.String(metadata={"description": _QUERY_DOC})
     variables = ma.Dict(allow_none=True)
     operationName = ma.String(allow_none=True)
-    extensions = ma.Dict(allow_none=True, metadata={"description": "accepted, not used (e.g. Apollo's clientLibrary)"})
+    extensions = ma.Dict(allow_none=True, metadata={"description": _EXTENSIONS_DOC})
 
 
 class GraphQLQueryArgs(Schema):
     """``GET /graphql?query=…&variables=…``: queries only; ``variables`` and ``extensions`` are JSON text."""
 
-    query = ma.String(required=True)
+    query = ma.String(metadata={"description": _QUERY_DOC})
     variables = ma.String(allow_none=True, metadata={"description": "a JSON object"})
     operationName = ma.String(allow_none=True)
-    extensions = ma.String(allow_none=True, metadata={"description": "a JSON object; accepted, not used"})
+    extensions = ma.String(allow_none=True, metadata={"description": "a JSON object; " + _EXTENSIONS_DOC})
 
 
 class GraphQLErrorSchema(Schema):

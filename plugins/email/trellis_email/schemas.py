@@ -6,6 +6,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from trellis.fields import BoundedList
 from trellis.http import ListArgs, list_schema
 
 STATUSES = ("pending", "sent", "failed")
@@ -52,14 +53,14 @@ class EmailTemplateCreateSchema(Schema):
         validate=validate.Length(min=1),
         metadata={"description": "HTML with `{{variable}}` placeholders"},
     )
-    variables = fields.List(fields.String(), metadata={"description": _VARIABLES_DOC})
+    variables = BoundedList(fields.String(), metadata={"description": _VARIABLES_DOC})
 
 
 class EmailTemplateUpdateSchema(Schema):
     name = fields.String(validate=validate.Length(min=1, max=200))
     subject = fields.String(validate=validate.Length(min=1, max=998))
     body = fields.String(validate=validate.Length(min=1))
-    variables = fields.List(fields.String(), metadata={"description": _VARIABLES_DOC})
+    variables = BoundedList(fields.String(), metadata={"description": _VARIABLES_DOC})
 
 
 class EmailTemplateSchema(Schema):

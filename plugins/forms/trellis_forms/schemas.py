@@ -7,6 +7,7 @@ from typing import Any
 from email_validator import EmailNotValidError, validate_email
 from marshmallow import INCLUDE, Schema, ValidationError, fields, post_load, validate, validates_schema
 
+from trellis.fields import BoundedList, JsonBoolean
 from trellis.http import ListArgs, list_schema
 
 from .validation import FIELD_TYPES
@@ -29,7 +30,7 @@ def _forward_address(value: str | None) -> None:
 class FormFieldSchema(Schema):
     name = fields.String(required=True, validate=FIELD_NAME)
     type = fields.String(required=True, validate=validate.OneOf(FIELD_TYPES))
-    required = fields.Boolean(load_default=False)
+    required = JsonBoolean(load_default=False)
 
 
 def _unique_names(form_fields: list[dict[str, Any]]) -> None:
@@ -53,26 +54,30 @@ class _FormBodySchema(Schema):
 class FormCreateSchema(_FormBodySchema):
     name = fields.String(required=True, validate=FORM_NAME)
     # data_key/attribute: a class attribute named `fields` would hide marshmallow's `fields` module below it.
-    form_fields = fields.List(
+    form_fields = BoundedList(
         fields.Nested(FormFieldSchema),
         required=True,
         data_key="fields",
         attribute="fields",
-        validate=[validate.Length(min=1, max=100), _unique_names],
+        min_items=1,
+        max_items=100,
+        validate=_unique_names,
     )
-    enabled = fields.Boolean(load_default=True)
+    enabled = JsonBoolean(load_default=True)
     forwardTo = fields.String(allow_none=True, validate=_forward_address, metadata=_FORWARD_DOC)
 
 
 class FormUpdateSchema(_FormBodySchema):
     name = fields.String(validate=FORM_NAME)
-    form_fields = fields.List(
+    form_fields = BoundedList(
         fields.Nested(FormFieldSchema),
         data_key="fields",
         attribute="fields",
-        validate=[validate.Length(min=1, max=100), _unique_names],
+        min_items=1,
+        max_items=100,
+        validate=_unique_names,
     )
-    enabled = fields.Boolean()
+    enabled = JsonBoolean()
     forwardTo = fields.String(allow_none=True, validate=_forward_address, metadata=_FORWARD_DOC)
 
     @validates_schema
@@ -85,7 +90,7 @@ class FormSchema(Schema):
     _id = fields.String(required=True)
     name = fields.String(required=True)
     form_fields = fields.List(fields.Nested(FormFieldSchema), required=True, data_key="fields", attribute="fields")
-    enabled = fields.Boolean(required=True)
+    enabled = JsonBoolean(required=True)
     forwardTo = fields.String(allow_none=True)
     createdAt = fields.String(metadata={"format": "date-time"})
     updatedAt = fields.String(metadata={"format": "date-time"})

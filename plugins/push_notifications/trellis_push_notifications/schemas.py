@@ -7,6 +7,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates, validates_schema
 
+from trellis.fields import BoundedList
 from trellis.http import ListArgs, list_schema
 
 from .models import FAILED, MAX_TOKEN_LENGTH, MAX_TOPIC_LENGTH, PLATFORMS, SENT
@@ -89,10 +90,11 @@ class PushSendSchema(_PushMessageSchema):
 
 
 class PushSendManySchema(_PushMessageSchema):
-    userIds = fields.List(
+    userIds = BoundedList(
         fields.String(validate=validate.Length(min=1, max=64)),
         required=True,
-        validate=validate.Length(min=1, max=MAX_USER_IDS),
+        min_items=1,
+        max_items=MAX_USER_IDS,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
+from trellis.fields import BoundedList
 from trellis.http import ListArgs, list_schema
 
 from .models import FAILED, SENT
@@ -20,10 +21,11 @@ class SmsSendSchema(Schema):
 
 
 class SmsSendManySchema(Schema):
-    to = fields.List(
+    to = BoundedList(
         PhoneNumber(),
         required=True,
-        validate=validate.Length(min=1, max=MAX_RECIPIENTS),
+        min_items=1,
+        max_items=MAX_RECIPIENTS,
         metadata={"description": "recipients; one invalid number rejects the whole request"},
     )
     message = fields.String(required=True, validate=validate.Length(min=1, max=MAX_MESSAGE_LENGTH))

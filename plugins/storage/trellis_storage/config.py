@@ -7,6 +7,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from trellis.fields import BoundedList
 from trellis.module_config import ModuleConfigSchema
 
 MiB = 1024 * 1024
@@ -40,7 +41,7 @@ class StorageConfig(ModuleConfigSchema):
     maxFileSize = fields.Integer(
         load_default=DEFAULT_MAX_FILE_SIZE, validate=validate.Range(min=1), metadata={"description": "bytes"}
     )
-    allowedTypes = fields.List(
+    allowedTypes = BoundedList(
         fields.String(validate=validate.Regexp(_MEDIA_TYPE, error="not a media type pattern such as image/*")),
         load_default=list,
         metadata={"description": "media types or patterns (image/*); empty allows every type"},

@@ -10,6 +10,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from werkzeug.datastructures import FileStorage
 
 from trellis.db import isoformat
+from trellis.fields import JsonBoolean
 from trellis.http import ListArgs
 
 from .models import File, Folder
@@ -86,7 +87,7 @@ class FileSchema(Schema):
 
 class FolderCreateSchema(Schema):
     name = fields.String(required=True, validate=validate.Regexp(_FOLDER_NAME, error="Not a valid folder name"))
-    isPublic = fields.Boolean(load_default=False)
+    isPublic = JsonBoolean(load_default=False)
     parent = fields.String(load_default=None, allow_none=True, metadata={"description": "id of a folder of yours"})
 
 

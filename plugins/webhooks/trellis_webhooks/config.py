@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from marshmallow import fields
-
+from trellis.fields import JsonBoolean
 from trellis.module_config import ModuleConfigSchema
 
 
 class WebhooksConfigSchema(ModuleConfigSchema):
-    allowPrivateTargets = fields.Boolean(
+    allowPrivateTargets = JsonBoolean(
         load_default=False,
         metadata={
             "description": "let webhooks target loopback, private, link-local and metadata addresses "

@@ -6,6 +6,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from trellis.fields import BoundedList, JsonBoolean
 from trellis.http import ListArgs, list_schema
 
 from .models import DELIVERED, FAILED, PENDING
@@ -41,26 +42,30 @@ _SECRET_DOC = {"description": "signs every delivery (HMAC-SHA256); generated whe
 
 class WebhookCreateSchema(Schema):
     url = fields.String(required=True, validate=_url, metadata=_URL_DOC)
-    events = fields.List(
+    events = BoundedList(
         fields.String(validate=validate.Length(min=1, max=255)),
         required=True,
-        validate=[validate.Length(min=1, max=50), _patterns],
+        min_items=1,
+        max_items=50,
+        validate=_patterns,
         metadata=_EVENTS_DOC,
     )
     secret = fields.String(validate=SECRET_LENGTH, metadata=_SECRET_DOC)
-    active = fields.Boolean(load_default=True, metadata={"description": "false: nothing is queued or sent"})
+    active = JsonBoolean(load_default=True, metadata={"description": "false: nothing is queued or sent"})
     description = fields.String(allow_none=True, validate=validate.Length(max=500))
 
 
 class WebhookUpdateSchema(Schema):
     url = fields.String(validate=_url, metadata=_URL_DOC)
-    events = fields.List(
+    events = BoundedList(
         fields.String(validate=validate.Length(min=1, max=255)),
-        validate=[validate.Length(min=1, max=50), _patterns],
+        min_items=1,
+        max_items=50,
+        validate=_patterns,
         metadata=_EVENTS_DOC,
     )
     secret = fields.String(validate=SECRET_LENGTH, metadata=_SECRET_DOC)
-    active = fields.Boolean()
+    active = JsonBoolean()
     description = fields.String(allow_none=True, validate=validate.Length(max=500))
 
     @validates_schema
@@ -77,7 +82,7 @@ class WebhookSchema(Schema):
         required=True,
         metadata={"description": "shown when created or replaced; `********` in every other answer", "secret": True},
     )
-    active = fields.Boolean(required=True)
+    active = JsonBoolean(required=True)
     description = fields.String(allow_none=True)
     createdAt = fields.String(metadata={"format": "date-time"})
     updatedAt = fields.String(metadata={"format": "date-time"})

@@ -22,7 +22,7 @@ if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet" and "flask" no
     eventlet.monkey_patch()
 
 from trellis import create_app  # noqa: E402
-from trellis.serve import serve  # noqa: E402
+from trellis.server.serve import serve  # noqa: E402
 
 app = create_app()
 

@@ -182,7 +182,7 @@ def redis_child() -> Iterator[str]:
 
 @contextlib.contextmanager
 def ceiling_server() -> Iterator[Server]:
-    """A minimal Flask app with one JSON route, served exactly like Trellis: ``trellis.serve.serve``
+    """A minimal Flask app with one JSON route, served exactly like Trellis: ``trellis.server.serve.serve``
     (eventlet, its HTTP parser and TCP_NODELAY, Socket.IO's middleware), one process."""
     port = _free_port()
     code = (
@@ -194,7 +194,7 @@ def ceiling_server() -> Iterator[Server]:
         "def item():\n"
         "    return {'_id': 'abc', 'title': 'hello', 'price': 10}\n"
         "SocketIO(app, async_mode='eventlet')\n"
-        "from trellis.serve import serve\n"
+        "from trellis.server.serve import serve\n"
         f"serve(app, '127.0.0.1', {port})\n"
     )
     with tempfile.TemporaryDirectory() as tmp:

@@ -132,7 +132,7 @@ def test_the_token_reader_speaks_to_redis_with_the_clients_settings(tmp_path):
     import subprocess
     import time
 
-    from trellis.token_reader import TokenReader
+    from trellis.server.token_reader import TokenReader
 
     binary = shutil.which("redis-server")
     if binary is None:

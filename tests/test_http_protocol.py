@@ -1,4 +1,4 @@
-"""The server's own request-line and header parser (``trellis.http_protocol``), over raw sockets against
+"""The server's own request-line and header parser (``trellis.server.http_protocol``), over raw sockets against
 the real server: what the standard library's parser decided is decided the same way."""
 
 from __future__ import annotations

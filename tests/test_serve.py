@@ -10,7 +10,7 @@ import sys
 import pytest
 import requests
 
-from trellis.serve import NoDelayListener, nodelay_enabled
+from trellis.server.serve import NoDelayListener, nodelay_enabled
 from trellis.testing.plugin import live_server_env
 
 

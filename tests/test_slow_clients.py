@@ -1,4 +1,4 @@
-"""Slow and idle clients against a real server process (``trellis.http_protocol.ConnectionGuard``): a crowd
+"""Slow and idle clients against a real server process (``trellis.server.http_protocol.ConnectionGuard``): a crowd
 of half-sent requests cannot make the server unreachable, and partial or idle connections are closed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one-frame fan-out of Socket.IO emits (``trellis.socket_fanout``): frames a websocket client parses,
+"""The one-frame fan-out of Socket.IO emits (``trellis.server.socket_fanout``): frames a websocket client parses,
 and a server that declines permessage-deflate (the frame is then the same bytes for every socket)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import socket
 import pytest
 from wsproto.frame_protocol import FrameProtocol, Opcode
 
-from trellis.socket_fanout import websocket_frame
+from trellis.server.socket_fanout import websocket_frame
 
 # eventlet announces its deprecation on first import (here, in the test process: the fixture below).
 EVENTLET_IMPORT = pytest.mark.filterwarnings(r"ignore:\s*Eventlet is deprecated")
@@ -60,7 +60,7 @@ def idle_socket():
     from eventlet.green import socket as green_socket
     from eventlet.websocket import RFC6455WebSocket
 
-    from trellis.socket_fanout import CONNECTION_ATTRIBUTE, install_websocket
+    from trellis.server.socket_fanout import CONNECTION_ATTRIBUTE, install_websocket
 
     server = socketio.Server(async_mode="eventlet")
     install_websocket(server)
@@ -77,7 +77,7 @@ def idle_socket():
 def test_a_frame_goes_straight_to_an_idle_socket_only(idle_socket):
     from engineio import packet
 
-    from trellis.socket_fanout import CONNECTION_ATTRIBUTE, write_now
+    from trellis.server.socket_fanout import CONNECTION_ATTRIBUTE, write_now
 
     eio_socket, client = idle_socket
     frame = websocket_frame('42["message","hi"]')
@@ -99,7 +99,7 @@ def test_a_frame_goes_straight_to_an_idle_socket_only(idle_socket):
 def test_a_frame_the_kernel_takes_in_part_is_finished_before_the_next(idle_socket):
     import eventlet
 
-    from trellis.socket_fanout import CONNECTION_ATTRIBUTE, write_now
+    from trellis.server.socket_fanout import CONNECTION_ATTRIBUTE, write_now
 
     eio_socket, client = idle_socket
     connection = getattr(eio_socket, CONNECTION_ATTRIBUTE)

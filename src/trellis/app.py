@@ -37,7 +37,7 @@ from .openapi import OpenAPIProvider, TrellisApi, init_api
 from .ratelimit import init_limiter
 from .reads import ReadConnections, ReadProvider
 from .realtime import init_socketio
-from .safety import SafetyNet
+from .server.safety import SafetyNet
 from .settings import instance_path, load_settings
 from .shared_redis import redis_client
 

@@ -48,7 +48,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from . import db, reads
 from .models import CacheGeneration
-from .token_reader import SharedReads, TokenReader
+from .server.token_reader import TokenReader
+from .shared_reads import SharedReads
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from flask import Request
 from flask.json.provider import DefaultJSONProvider
 
 from .errors import APIError
-from .formbody import FormParser
+from .server.formbody import FormParser
 
 MAX_DEPTH = 64
 # A JSON \u0000 escape, not preceded by an escaped backslash (the text "\\u0000" holds no NUL).
@@ -154,7 +154,7 @@ class StrictJSONProvider(DefaultJSONProvider):
 
 class TrellisRequest(Request):
     """Flask's request whose JSON errors are the contract's 400/415 in the error shape, and whose form
-    parser says which form limit a 413 is about (:mod:`trellis.formbody`)."""
+    parser says which form limit a 413 is about (:mod:`trellis.server.formbody`)."""
 
     form_data_parser_class = FormParser
 

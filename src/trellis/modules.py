@@ -75,7 +75,7 @@ class Module:
     hooks              objects with pluggy ``@hookimpl`` functions (see ``trellis.hooks``)
     openapi_paths      callable(app) -> {"paths": {...}, "schemas": {...}} computed per request
     init_app           callable(app) run once after the module's blueprints are registered
-    background         callables(app) started once in each process that serves HTTP (``trellis.serve``),
+    background         callables(app) started once in each process that serves HTTP (``trellis.server.serve``),
                        never in the CLI or in test apps: a module's background green threads
     console_pages      :class:`ConsolePage` objects: the module's pages in the admin console (none: no page)
     """

@@ -18,8 +18,8 @@ from . import db, reads
 from .cors import allowed_origins
 from .errors import APIError
 from .errors import body as error_body
+from .server.socket_fanout import FanOutManager, install_websocket
 from .shared_redis import make_pool, redis_options
-from .socket_fanout import FanOutManager, install_websocket
 
 SOCKET_PATH = "realtime"
 # python-socketio doubles its listener's retry delay up to 60 s: after a long Redis outage events would

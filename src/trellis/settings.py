@@ -52,7 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "PUBLIC_URL": None,
     # Hosts the request's own base URL may come from (Flask's setting; unset: loopback names and HOST).
     "TRUSTED_HOSTS": None,
-    # Slow and idle clients (trellis.http_protocol.ConnectionGuard): seconds for a request's line and
+    # Slow and idle clients (trellis.server.http_protocol.ConnectionGuard): seconds for a request's line and
     # headers, seconds a kept-alive connection waits for its next request, connections per process.
     "HEADER_TIMEOUT": 10,
     "IDLE_TIMEOUT": 75,

@@ -199,7 +199,7 @@ def test_an_inactive_module_refuses_sockets(chat_server, refused, sockets):
 
 def test_a_busy_socket_and_an_idle_one_receive_a_burst_in_the_same_order(chat_server, http, sockets):
     """Room emits are written straight to idle sockets and queued behind pending packets on busy ones
-    (``trellis.socket_fanout``): every socket of the room still gets every message in emit order."""
+    (``trellis.server.socket_fanout``): every socket of the room still gets every message in emit order."""
     api = http(chat_server.url)
     alice, bob = create_user_over_http(chat_server.url), create_user_over_http(chat_server.url)
     room = api.create_room(alice, [bob.id])

@@ -14,8 +14,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from trellis import audit, db
 from trellis.credentials import Identity, identify, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema, not_found, unauthorized
-from trellis.formbody import FormLimitExceeded
 from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted, paginate
+from trellis.server.formbody import FormLimitExceeded
 
 from . import service
 from .models import File, Folder

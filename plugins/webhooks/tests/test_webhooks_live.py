@@ -1,4 +1,4 @@
-"""Deliveries of real events by real server processes (eventlet, the background workers of ``trellis.serve``).
+"""Deliveries of real events by real server processes (eventlet, the background workers of ``trellis.server.serve``).
 
 The servers share the test database; events come from the Authentication module (users created over HTTP).
 Retry delays are shortened through ``TRELLIS_WEBHOOKS_RETRY_SECONDS``, as the README documents.

@@ -1,6 +1,6 @@
 """The background work of one serving process: queueing events as deliveries, and sending due deliveries.
 
-Green threads (``Module.background``, started by ``trellis.serve``), every process running the same ones;
+Green threads (``Module.background``, started by ``trellis.server.serve``), every process running the same ones;
 the database decides who does what:
 
 - the dispatcher turns new events of the log into delivery rows, woken by ``events.subscribe`` and a poll;

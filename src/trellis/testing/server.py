@@ -11,7 +11,7 @@ if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet":
     eventlet.monkey_patch()
 
 from trellis import create_app  # noqa: E402
-from trellis.serve import serve  # noqa: E402
+from trellis.server.serve import serve  # noqa: E402
 
 if __name__ == "__main__":
     serve(create_app(), os.environ.get("HOST", "127.0.0.1"), int(os.environ["PORT"]))

@@ -13,15 +13,22 @@ so concurrent requests share reads (:class:`SharedReads`): a request takes the r
 started after the request asked, never one already under way (which might predate a change the
 request must see), so sharing loses nothing of exactness. At 16 concurrent requests most of them
 share, and the cost per request falls to a green event wait.
+
+Checked against redis-py 7.4.1 (see :mod:`trellis.server`): the
+client's ``connection_pool.connection_kwargs`` (``host``, ``port``, ``db``, ``username``, ``password``,
+``socket_timeout``, ``socket_connect_timeout``) and its plain TCP connection class named ``Connection``.
+It lives in :mod:`trellis.server` for that reason; the sharing of reads, which depends on no library
+and which ``trellis.cache`` also uses for its table read, is :mod:`trellis.shared_reads`.
 """
 
 from __future__ import annotations
 
 import socket
-import threading
-from collections.abc import Callable
 from typing import Any
 
+from ..shared_reads import SharedReads
+
+CHECKED = {"redis": "7.4.1"}  # see trellis.server
 _PLAIN = "Connection"  # redis-py's TCP connection class: anything else (SSL, Unix) uses the client
 
 
@@ -108,46 +115,3 @@ def _more(sock: socket.socket) -> bytes:
     if not chunk:
         raise ConnectionError("Redis closed the connection")
     return chunk
-
-
-class _Read:
-    def __init__(self, number: int) -> None:
-        self.number = number
-        self.done = threading.Event()  # green under eventlet's monkey-patching
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-
-class SharedReads:
-    """At most one read under way; callers that arrive meanwhile share the next one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._started = 0
-        self._running: _Read | None = None
-
-    def read(self, fetch: Callable[[], Any]) -> Any:
-        with self._lock:
-            asked = self._started  # reads numbered above this one started after the caller asked
-        while True:
-            with self._lock:
-                current = self._running
-                lead = current is None
-                if lead:
-                    self._started += 1
-                    current = self._running = _Read(self._started)
-            if lead:
-                try:
-                    current.value = fetch()
-                except BaseException as exc:  # handed to every caller sharing this read
-                    current.error = exc
-                finally:
-                    with self._lock:
-                        self._running = None
-                    current.done.set()
-            else:
-                current.done.wait()
-            if current.number > asked:
-                if current.error is not None:
-                    raise current.error  # the same fault for every caller that shared the read
-                return current.value

@@ -15,6 +15,13 @@ only in part is finished by a green thread holding the socket's send lock, which
 Emits with an acknowledgement callback (a packet per recipient) keep python-socketio's path.
 
 Works under eventlet (the production server); other async modes keep the library's path.
+
+Checked against python-engineio 4.15.1, python-socketio 5.18.1 and eventlet 0.41.3 (see :mod:`trellis.server`): Engine.IO's driver table ``Server._async`` and its ``websocket``
+class, built with ``(handler, server)`` where ``handler`` is a bound method of the Engine.IO socket; the
+socket's ``closed``, ``closing``, ``upgrading``, ``upgraded``, ``queue`` and ``check_ping_timeout``;
+python-socketio's ``Manager.emit`` signature, ``get_participants``, ``Server._send_eio_packet`` and
+``packet_class``; eventlet's ``RFC6455WebSocket`` (``_sendlock`` taken by every send, ``websocket_closed``,
+``extensions``, ``_negotiate_permessage_deflate``, unmasked frames the same bytes as :func:`websocket_frame`).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import socketio as python_socketio
 from engineio import packet as eio_packet
 from socketio import packet as sio_packet
 
+CHECKED = {"python-engineio": "4.15.1", "python-socketio": "5.18.1", "eventlet": "0.41.3"}  # see trellis.server
 # The attribute under which each Engine.IO socket keeps its websocket connection.
 CONNECTION_ATTRIBUTE = "trellis_websocket"
 # eventlet's green socket class (set by ``install_websocket``): a connection of exactly this type is plain

@@ -4,6 +4,11 @@ Flask's error handlers cover a request's own code; this covers what runs outside
 the request's database connection is returned at teardown, the Socket.IO middleware, a bug in another
 middleware). Any exception escaping the app becomes the contract's error shape (500) and is logged;
 eventlet's default would send the traceback as the body.
+
+Checked against eventlet 0.41.3 (see :mod:`trellis.server`):
+``eventlet.wsgi.RESPONSE_414``, a module global ``HttpProtocol.handle_one_request`` reads at each
+over-long request line, and the server's ``url_length_limit``, ``debug``, ``minimum_chunk_size`` and
+``environ`` arguments.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+CHECKED = {"eventlet": "0.41.3"}  # see trellis.server
 log = logging.getLogger(__name__)
 
 MAX_URL_BYTES = 8 * 1024

@@ -1,5 +1,5 @@
 """Serving one process: eventlet's WSGI server with TCP_NODELAY on every accepted connection, and its
-request line and headers parsed by :class:`trellis.http_protocol.FastHttpProtocol` (not the ``email``
+request line and headers parsed by :class:`trellis.server.http_protocol.FastHttpProtocol` (not the ``email``
 package: ~38% of a get by id's CPU).
 
 Used by ``wsgi.py`` and the test/benchmark server (``trellis.testing.server``), so what is measured is
@@ -10,10 +10,14 @@ header and payload, or an event then its ack). With Nagle's algorithm the second
 client's delayed ACK, ~40 ms on Linux. Measured by ``bench/chat_bench.py --nodelay-rounds``; see
 ``bench/results/chat_nodelay.md``.
 
-Slow and idle clients are bounded by :class:`trellis.http_protocol.ConnectionGuard` (its settings:
+Slow and idle clients are bounded by :class:`trellis.server.http_protocol.ConnectionGuard` (its settings:
 ``TRELLIS_HEADER_TIMEOUT``, ``TRELLIS_IDLE_TIMEOUT``, ``TRELLIS_MAX_CONNECTIONS``). The port is bound
 without ``SO_REUSEPORT`` (eventlet's default sets it): a second server on a used port would otherwise
 start and the kernel would split the connections between two processes.
+
+Checked against eventlet 0.41.3 (see :mod:`trellis.server`):
+``eventlet.listen``'s ``reuse_port`` and the keyword arguments of ``eventlet.wsgi.server`` passed here
+(``protocol``, ``custom_pool``, ``log_output`` and those of :func:`trellis.server.safety.eventlet_server_options`).
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask
 
-from . import events
+from .. import events
+from ..settings import DEFAULTS
 from .safety import eventlet_server_options
-from .settings import DEFAULTS
 
 if TYPE_CHECKING:  # eventlet is imported only when serving with it
     from .http_protocol import ConnectionGuard
 
+CHECKED = {"eventlet": "0.41.3"}  # see trellis.server
 log = logging.getLogger(__name__)
 # Descriptors a process needs besides its clients' connections: database and Redis connections,
 # files being uploaded or served, the listener, logs.

@@ -30,6 +30,11 @@ connection that has waited longest for its next request or for the rest of its h
 connections inside a request (being answered, a websocket, an event stream) can fill the pool. The
 common request costs one ``peek`` of bytes already read, a search for the blank line in them and a
 deadline in a dict; one sweeper per process closes the connections past their deadlines.
+
+Checked against eventlet 0.41.3 (see :mod:`trellis.server`):
+``HttpProtocol.handle_one_request`` calls ``_read_request_line`` then ``parse_request`` with ``rfile``
+wrapped in ``FileObjectForHeaders`` (whose ``HeaderLineTooLong`` and ``HeadersTooLarge`` are answered
+here), and ``get_environ`` reads ``headers._headers``.
 """
 
 from __future__ import annotations
@@ -44,8 +49,9 @@ import eventlet.wsgi
 import greenlet
 from eventlet.support import get_errno
 
-from .errors import body
+from ..errors import body
 
+CHECKED = {"eventlet": "0.41.3"}  # see trellis.server
 MAX_HEADERS = 100  # the standard library's limit (http.client._MAXHEADERS)
 _NAMES = {408: "REQUEST_TIMEOUT", 431: "REQUEST_HEADER_FIELDS_TOO_LARGE", 505: "HTTP_VERSION_NOT_SUPPORTED"}
 

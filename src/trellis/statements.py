@@ -1,6 +1,10 @@
 """Statements run straight on the driver where SQLAlchemy's execution layer costs more than the round trip:
 one compiled statement with one row of parameters (:func:`execute_compiled`) and many rows in one
-``INSERT`` (:func:`insert_rows`). Both fall back to plain SQLAlchemy on SQLite (in-process)."""
+``INSERT`` (:func:`insert_rows`). Both fall back to plain SQLAlchemy on SQLite (in-process).
+
+A connection found dead invalidates the pool's older ones through SQLAlchemy's private
+``Pool._invalidate``, checked against SQLAlchemy 2.1.9 (``CHECKED``, as in :mod:`trellis.server`;
+``tests/test_server_libraries.py`` exercises it)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
+
+CHECKED = {"sqlalchemy": "2.1.9"}  # see trellis.server
 
 
 def execute_compiled(
@@ -51,7 +57,13 @@ def execute_compiled(
             return cursor.fetchall() if cursor.description else []
     except raw.Error as exc:  # psycopg2's base class, as the connection exposes it
         dead = connection.dialect.is_disconnect(exc, raw, None)
-        if dead:  # as SQLAlchemy does on a disconnect: this connection and every older one in the pool
+        if dead:
+            # As SQLAlchemy's own Connection does on a disconnect: this connection, and every older one of
+            # the pool recycled at its next checkout. Private, because no public API does that job:
+            # Connection.invalidate drops this connection only, and Engine.dispose replaces the whole pool,
+            # closing at once the fresh connections other requests opened since the restart (each of them,
+            # meeting its own dead connection, would dispose again: the race SQLAlchemy left dispose for,
+            # its issue 2985).
             connection.engine.pool._invalidate(connection.connection, exc)
         raise DBAPIError.instance(
             sql, values, exc, raw.Error, connection_invalidated=dead, dialect=connection.dialect

@@ -6,10 +6,9 @@ than ``MAX_FORM_MEMORY_SIZE`` (Flask: 500,000 bytes). A route that reads a file 
 Storage upload) reports the first as its file being too large; the other two are
 :class:`FormLimitExceeded`, a 413 whose message says which limit the form passed.
 
-Checked against werkzeug 3.1.9 (see :mod:`trellis.server`):
-``FormDataParser.parse``'s signature, and where its refusals come from: too many parts from a function
-named ``next_event`` (``MultipartDecoder``), a text field over the memory limit from elsewhere, and
-the body limit from reading the stream.
+Checked against werkzeug 3.1.9 (see :mod:`trellis.server`): ``FormDataParser.parse``'s signature, and where
+its refusals come from: too many parts from a function named ``next_event`` (``MultipartDecoder``), a text
+field over the memory limit from elsewhere, and the body limit from reading the stream.
 """
 
 from __future__ import annotations

@@ -31,10 +31,10 @@ connections inside a request (being answered, a websocket, an event stream) can 
 common request costs one ``peek`` of bytes already read, a search for the blank line in them and a
 deadline in a dict; one sweeper per process closes the connections past their deadlines.
 
-Checked against eventlet 0.41.3 (see :mod:`trellis.server`):
-``HttpProtocol.handle_one_request`` calls ``_read_request_line`` then ``parse_request`` with ``rfile``
-wrapped in ``FileObjectForHeaders`` (whose ``HeaderLineTooLong`` and ``HeadersTooLarge`` are answered
-here), and ``get_environ`` reads ``headers._headers``.
+Checked against eventlet 0.41.3 (see :mod:`trellis.server`): ``HttpProtocol.handle_one_request`` calls
+``_read_request_line`` then ``parse_request`` with ``rfile`` wrapped in ``FileObjectForHeaders`` (whose
+``HeaderLineTooLong`` and ``HeadersTooLarge`` are answered here), and ``get_environ`` reads
+``headers._headers``.
 """
 
 from __future__ import annotations

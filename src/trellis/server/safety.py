@@ -5,10 +5,9 @@ the request's database connection is returned at teardown, the Socket.IO middlew
 middleware). Any exception escaping the app becomes the contract's error shape (500) and is logged;
 eventlet's default would send the traceback as the body.
 
-Checked against eventlet 0.41.3 (see :mod:`trellis.server`):
-``eventlet.wsgi.RESPONSE_414``, a module global ``HttpProtocol.handle_one_request`` reads at each
-over-long request line, and the server's ``url_length_limit``, ``debug``, ``minimum_chunk_size`` and
-``environ`` arguments.
+Checked against eventlet 0.41.3 (see :mod:`trellis.server`): ``eventlet.wsgi.RESPONSE_414``, a module global
+``HttpProtocol.handle_one_request`` reads at each over-long request line, and the server's
+``url_length_limit``, ``debug``, ``minimum_chunk_size`` and ``environ`` arguments.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ Slow and idle clients are bounded by :class:`trellis.server.http_protocol.Connec
 without ``SO_REUSEPORT`` (eventlet's default sets it): a second server on a used port would otherwise
 start and the kernel would split the connections between two processes.
 
-Checked against eventlet 0.41.3 (see :mod:`trellis.server`):
-``eventlet.listen``'s ``reuse_port`` and the keyword arguments of ``eventlet.wsgi.server`` passed here
-(``protocol``, ``custom_pool``, ``log_output`` and those of :func:`trellis.server.safety.eventlet_server_options`).
+Checked against eventlet 0.41.3 (see :mod:`trellis.server`): ``eventlet.listen``'s ``reuse_port`` and the
+keyword arguments of ``eventlet.wsgi.server`` passed here (``protocol``, ``custom_pool``, ``log_output`` and
+those of :func:`trellis.server.safety.eventlet_server_options`).
 """
 
 from __future__ import annotations

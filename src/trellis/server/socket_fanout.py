@@ -16,12 +16,13 @@ Emits with an acknowledgement callback (a packet per recipient) keep python-sock
 
 Works under eventlet (the production server); other async modes keep the library's path.
 
-Checked against python-engineio 4.15.1, python-socketio 5.18.1 and eventlet 0.41.3 (see :mod:`trellis.server`): Engine.IO's driver table ``Server._async`` and its ``websocket``
-class, built with ``(handler, server)`` where ``handler`` is a bound method of the Engine.IO socket; the
-socket's ``closed``, ``closing``, ``upgrading``, ``upgraded``, ``queue`` and ``check_ping_timeout``;
-python-socketio's ``Manager.emit`` signature, ``get_participants``, ``Server._send_eio_packet`` and
-``packet_class``; eventlet's ``RFC6455WebSocket`` (``_sendlock`` taken by every send, ``websocket_closed``,
-``extensions``, ``_negotiate_permessage_deflate``, unmasked frames the same bytes as :func:`websocket_frame`).
+Checked against python-engineio 4.15.1, python-socketio 5.18.1 and eventlet 0.41.3 (see
+:mod:`trellis.server`): Engine.IO's driver table ``Server._async`` and its ``websocket`` class, built with
+``(handler, server)`` where ``handler`` is a bound method of the Engine.IO socket; the socket's ``closed``,
+``closing``, ``upgrading``, ``upgraded``, ``queue`` and ``check_ping_timeout``; python-socketio's
+``Manager.emit`` signature, ``get_participants``, ``Server._send_eio_packet`` and ``packet_class``; eventlet's
+``RFC6455WebSocket`` (``_sendlock`` taken by every send, ``websocket_closed``, ``extensions``,
+``_negotiate_permessage_deflate``, unmasked frames the same bytes as :func:`websocket_frame`).
 """
 
 from __future__ import annotations

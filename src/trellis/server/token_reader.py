@@ -9,16 +9,16 @@ Unix-socket Redis goes through the client itself. Any fault closes the connectio
 ``OSError``: the caller falls back to the database.
 
 Under eventlet a green socket that waits for its reply costs ~60 µs of CPU more (the hub's trampoline),
-so concurrent requests share reads (:class:`SharedReads`): a request takes the result of a read that
-started after the request asked, never one already under way (which might predate a change the
-request must see), so sharing loses nothing of exactness. At 16 concurrent requests most of them
+so concurrent requests share reads (:class:`trellis.shared_reads.SharedReads`): a request takes the
+result of a read that started after the request asked, never one already under way (which might predate
+a change the request must see), so sharing loses nothing of exactness. At 16 concurrent requests most of them
 share, and the cost per request falls to a green event wait.
 
-Checked against redis-py 7.4.1 (see :mod:`trellis.server`): the
-client's ``connection_pool.connection_kwargs`` (``host``, ``port``, ``db``, ``username``, ``password``,
-``socket_timeout``, ``socket_connect_timeout``) and its plain TCP connection class named ``Connection``.
-It lives in :mod:`trellis.server` for that reason; the sharing of reads, which depends on no library
-and which ``trellis.cache`` also uses for its table read, is :mod:`trellis.shared_reads`.
+Checked against redis-py 7.4.1 (see :mod:`trellis.server`): the client's ``connection_pool.connection_kwargs``
+(``host``, ``port``, ``db``, ``username``, ``password``, ``socket_timeout``, ``socket_connect_timeout``) and
+its plain TCP connection class named ``Connection``. It lives in :mod:`trellis.server` for that reason; the
+sharing of reads, which depends on no library and which ``trellis.cache`` also uses for its table read, is
+:mod:`trellis.shared_reads`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The account lifecycle by email: verification, forgotten and changed passwords, changed email, magic link,
 and the administrator's changes to a user (CONTRACT.md, "Authentication: account lifecycle").
 
-Routes that must not reveal whether an address has an account (resend-verification, forgot-password,
-magic-link) do the same work before answering for known and unknown addresses (one indexed read and the
-rate limits) and send after the answer has gone out (``delivery.after_response``).
+Mail is queued in the transaction of the token it carries (``delivery.queue_mail``) and sent by the Email
+module's background senders, so no answer waits for a mail server. Routes that must not reveal whether an
+address has an account (resend-verification, forgot-password, magic-link) do the same before answering for
+known and unknown addresses (one indexed read and the rate limits), then for a known one write the token
+and its queued mail in one transaction.
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ def _active_user_by_email(email: str) -> Any:
 
 
 def send_verification(user_id: str, email: str) -> None:
-    """Send ``EmailVerification`` now (the caller checked the Email module and the limits)."""
+    """Queue ``EmailVerification`` (the caller checked the Email module and the limits)."""
     link = f"{delivery.host_url()}{HOOK}/verify-email/{tokens.issue(tokens.VERIFY_EMAIL, user_id)}"
+    delivery.queue_mail(email, "EmailVerification", link)
     db.session.commit()
-    delivery.send_mail(email, "EmailVerification", link)
 
 
 def resend_verification(email: str) -> None:
@@ -69,15 +71,10 @@ def resend_verification(email: str) -> None:
     db.session.rollback()
     if user is None or not user.is_active or user.is_verified:
         return
-    link_base = f"{delivery.host_url()}{HOOK}/verify-email/"
-
-    def send() -> None:
-        tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
-        token = tokens.issue(tokens.VERIFY_EMAIL, user.id)
-        db.session.commit()
-        delivery.send_mail(user.email, "EmailVerification", link_base + token)
-
-    delivery.after_response(send)
+    tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
+    token = tokens.issue(tokens.VERIFY_EMAIL, user.id)
+    delivery.queue_mail(user.email, "EmailVerification", f"{delivery.host_url()}{HOOK}/verify-email/{token}")
+    db.session.commit()
 
 
 def verify_email(token: str) -> str | None:
@@ -105,13 +102,9 @@ def forgot_password(email: str) -> None:
     settings = config()
     base = settings["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     separator = "&" if "?" in base else "?"
-
-    def send() -> None:
-        token = tokens.issue(tokens.RESET_PASSWORD, user.id)
-        db.session.commit()
-        delivery.send_mail(user.email, "ForgotPassword", f"{base}{separator}reset_token={token}")
-
-    delivery.after_response(send)
+    token = tokens.issue(tokens.RESET_PASSWORD, user.id)
+    delivery.queue_mail(user.email, "ForgotPassword", f"{base}{separator}reset_token={token}")
+    db.session.commit()
 
 
 def reset_password(token: str, password: str) -> None:
@@ -172,8 +165,10 @@ def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
     delivery.limit_sends(new_email)
     tokens.retire(tokens.CHANGE_EMAIL, user_id)
     token = tokens.issue(tokens.CHANGE_EMAIL, user_id, {"email": new_email})
+    delivery.queue_mail(
+        new_email, "ChangeEmailVerification", f"{delivery.host_url()}{HOOK}/verify-change-email/{token}"
+    )
     db.session.commit()
-    delivery.send_mail(new_email, "ChangeEmailVerification", f"{delivery.host_url()}{HOOK}/verify-change-email/{token}")
     return {"message": "Open the link sent to the new address to complete the change", "verificationRequired": True}
 
 
@@ -216,14 +211,9 @@ def send_magic_link(email: str) -> None:
     db.session.rollback()
     if user is None or not user.is_active:
         return
-    link_base = f"{delivery.host_url()}{HOOK}/magic-link/"
-
-    def send() -> None:
-        token = tokens.issue(tokens.MAGIC_LINK, user.id)
-        db.session.commit()
-        delivery.send_mail(user.email, "MagicLink", link_base + token)
-
-    delivery.after_response(send)
+    token = tokens.issue(tokens.MAGIC_LINK, user.id)
+    delivery.queue_mail(user.email, "MagicLink", f"{delivery.host_url()}{HOOK}/magic-link/{token}")
+    db.session.commit()
 
 
 def sign_in_with_magic_link(token: str) -> tuple[dict[str, Any], str | None]:

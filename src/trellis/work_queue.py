@@ -127,6 +127,7 @@ class PollingWorker:
         self.threads = threads
         self.poll_seconds = poll_seconds
         self._wanted = threading.Event()
+        self._stopped = False
         self._warn = ThrottledWarning(name)
 
     def start(self) -> None:
@@ -136,8 +137,13 @@ class PollingWorker:
     def wake(self) -> None:
         self._wanted.set()
 
+    def stop(self) -> None:
+        """End the threads after their current step (an app being discarded, e.g. in tests)."""
+        self._stopped = True
+        self._wanted.set()
+
     def _loop(self) -> None:
-        while True:
+        while not self._stopped:
             worked = False
             try:
                 with self.app.app_context():

@@ -90,6 +90,7 @@ def test_a_failed_send_is_retried_later_then_given_up(client, admin_headers, con
     )
     db.session.commit()
     assert send_queued() == 1
+    db.session.expire_all()  # the test's requests share its session: forget the row as loaded above
     (failed,) = listed(client, admin_headers, "?status=failed")
     assert failed["attempts"] == len(RETRY_SECONDS) + 1 and failed["nextAttemptAt"] is None
     db.session.refresh(row)

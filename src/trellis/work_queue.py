@@ -114,9 +114,10 @@ class ThrottledWarning:
 
 
 class PollingWorker:
-    """``threads`` background threads, each running ``step(app)`` in an app context until it reports no work
+    """``threads`` background threads, each running ``step()`` in an app context until it reports no work
     done, then waiting for :meth:`wake` or ``poll_seconds``. A step that raises is logged (throttled) and
-    tried again on the next poll."""
+    tried again on the next poll. A wake rouses one waiting thread (work queued once wants one worker; all
+    of them would each run a claim that finds nothing)."""
 
     def __init__(
         self, app: Flask, name: str, step: Callable[[], bool], *, threads: int = 1, poll_seconds: float = 1.0
@@ -126,7 +127,7 @@ class PollingWorker:
         self.step = step
         self.threads = threads
         self.poll_seconds = poll_seconds
-        self._wanted = threading.Event()
+        self._wakes = threading.Semaphore(0)
         self._stopped = False
         self._warn = ThrottledWarning(name)
 
@@ -135,12 +136,12 @@ class PollingWorker:
             threading.Thread(target=self._loop, name=f"{self.name}-{n}", daemon=True).start()
 
     def wake(self) -> None:
-        self._wanted.set()
+        self._wakes.release()
 
     def stop(self) -> None:
         """End the threads after their current step (an app being discarded, e.g. in tests)."""
         self._stopped = True
-        self._wanted.set()
+        self._wakes.release(self.threads)
 
     def _loop(self) -> None:
         while not self._stopped:
@@ -151,8 +152,7 @@ class PollingWorker:
             except Exception:
                 self._warn()
             if not worked:
-                self._wanted.wait(self.poll_seconds)
-                self._wanted.clear()
+                self._wakes.acquire(timeout=self.poll_seconds)
 
 
 def positive_seconds(name: str, value: Any) -> float:

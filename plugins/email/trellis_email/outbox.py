@@ -51,8 +51,7 @@ _table = EmailMessage.__table__
 QUEUE = LeaseQueue(
     _table,
     _table.c.status == QUEUED,
-    (_table.c.id, _table.c.to, _table.c.sender, _table.c.subject, _table.c.body, _table.c.secret_content)
-    + (_table.c.attempts, _table.c.claim),
+    [_table.c[name] for name in ("id", "to", "sender", "subject", "body", "secret_content", "attempts", "claim")],
 )
 
 _WAKE = "trellis_email_queued"
@@ -235,7 +234,7 @@ def send_due(limit: int = 1) -> int:
 
 
 def send_queued() -> int:
-    """Send every message due now, in this thread (what the workers do; for tests and the CLI); how many."""
+    """Send every message due now, in this thread (what the background senders do; for tests); how many."""
     total = 0
     while count := send_due(10):
         total += count

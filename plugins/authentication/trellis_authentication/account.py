@@ -74,14 +74,15 @@ def send_verification(user_id: str, email: str) -> None:
 def resend_verification(email: str) -> None:
     """Always the same answer; a new link only for an existing, active, unverified account."""
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/verify-email/"  # refused or not, the same for every address
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active or user.is_verified:
-        return _rehearse(email, "EmailVerification", f"{delivery.host_url()}{HOOK}/verify-email/")
+        return _rehearse(email, "EmailVerification", link_base)
     tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
     token = tokens.issue(tokens.VERIFY_EMAIL, user.id)
-    delivery.queue_mail(user.email, "EmailVerification", f"{delivery.host_url()}{HOOK}/verify-email/{token}")
+    delivery.queue_mail(user.email, "EmailVerification", link_base + token)
     db.session.commit()
 
 
@@ -102,11 +103,11 @@ def verify_email(token: str) -> str | None:
 
 def forgot_password(email: str) -> None:
     delivery.require_module("email")
+    # Before the lookup: the link's base is made (or refused) alike for known and unknown addresses.
+    base = config()["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
-    settings = config()
-    base = settings["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     separator = "&" if "?" in base else "?"
     if user is None or not user.is_active:
         return _rehearse(email, "ForgotPassword", f"{base}{separator}reset_token=")
@@ -170,12 +171,11 @@ def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
         _set_email(user_id, new_email, verified=False)
         return {"message": "Email changed", "verificationRequired": False}
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/verify-change-email/"
     delivery.limit_sends(new_email)
     tokens.retire(tokens.CHANGE_EMAIL, user_id)
     token = tokens.issue(tokens.CHANGE_EMAIL, user_id, {"email": new_email})
-    delivery.queue_mail(
-        new_email, "ChangeEmailVerification", f"{delivery.host_url()}{HOOK}/verify-change-email/{token}"
-    )
+    delivery.queue_mail(new_email, "ChangeEmailVerification", link_base + token)
     db.session.commit()
     return {"message": "Open the link sent to the new address to complete the change", "verificationRequired": True}
 
@@ -214,13 +214,14 @@ def _require_magic_link() -> dict[str, Any]:
 def send_magic_link(email: str) -> None:
     _require_magic_link()
     delivery.require_module("email")
+    link_base = f"{delivery.host_url()}{HOOK}/magic-link/"  # refused or not, the same for every address
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active:
-        return _rehearse(email, "MagicLink", f"{delivery.host_url()}{HOOK}/magic-link/")
+        return _rehearse(email, "MagicLink", link_base)
     token = tokens.issue(tokens.MAGIC_LINK, user.id)
-    delivery.queue_mail(user.email, "MagicLink", f"{delivery.host_url()}{HOOK}/magic-link/{token}")
+    delivery.queue_mail(user.email, "MagicLink", link_base + token)
     db.session.commit()
 
 

@@ -51,11 +51,11 @@ TEMPLATES: dict[str, tuple[str, str]] = {
 }
 
 
-def ensure_templates() -> None:
+def ensure_templates(commit: bool = True) -> None:
     from trellis_email.service import ensure_template  # the Email module's service API (required module)
 
     for name, (subject, body) in TEMPLATES.items():
-        ensure_template(name, subject, body)
+        ensure_template(name, subject, body, commit=commit)
 
 
 # How long start-up may wait for another transaction that holds the rows or the database (SQLite).
@@ -119,7 +119,8 @@ def queue_mail(to: str, template: str, link: str) -> None:
     except APIError as exc:
         if exc.status != 404:
             raise
-        ensure_templates()  # deleted by an administrator, or never created: put the default back
+        # Deleted by an administrator, or never created: the default comes back with the token and its mail.
+        ensure_templates(commit=False)
         queue_template(to, template, {"link": link}, secret=("link",))
 
 

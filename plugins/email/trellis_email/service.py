@@ -188,10 +188,11 @@ def create_template(data: dict[str, Any]) -> EmailTemplate:
     return template
 
 
-def ensure_template(name: str, subject: str, body: str) -> bool:
+def ensure_template(name: str, subject: str, body: str, *, commit: bool = True) -> bool:
     """Create the template ``name`` unless one exists (an administrator's edits are kept); True if created.
 
-    For modules that send their own templates. Safe when several processes do it at once.
+    For modules that send their own templates. Safe when several processes do it at once. ``commit=False``
+    leaves it to the caller's transaction (one that is queueing a mail from it).
     """
     if db.session.execute(select(EmailTemplate.id).where(EmailTemplate.name == name)).first() is not None:
         return False
@@ -202,7 +203,8 @@ def ensure_template(name: str, subject: str, body: str) -> bool:
             )
     except IntegrityError:
         return False
-    db.session.commit()
+    if commit:
+        db.session.commit()
     return True
 
 

@@ -48,6 +48,19 @@ def test_a_queued_secret_is_listed_hidden_sent_in_clear_then_deleted(
     assert send_queued() == 0  # sent once
 
 
+def test_the_outbox_provider_delivers_the_secret_into_the_listing(client, admin_headers, reset_template):
+    """With the default provider the listing is the only mailbox: the delivered message carries the link."""
+    message_id = queue_template("ada@example.com", "Reset", {"name": "Ada", "link": LINK}, secret=("link",))
+    db.session.commit()
+    (queued,) = listed(client, admin_headers, "?status=queued")
+    assert "[hidden]" in queued["body"]  # hidden while it waits
+    assert send_queued() == 1
+    (sent,) = listed(client, admin_headers)
+    assert sent["status"] == "sent" and sent["provider"] == "outbox"
+    assert sent["body"] == f'<p>Hi Ada, <a href="{LINK.replace("&", "&amp;")}">go</a></p>'
+    assert db.session.get(EmailMessage, message_id).secret_content is None
+
+
 def test_a_rolled_back_transaction_queues_nothing(client, admin_headers, reset_template):
     queue_template("ada@example.com", "Reset", {"name": "Ada", "link": LINK}, secret=("link",))
     db.session.rollback()

@@ -26,7 +26,7 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import bindparam, false, insert, select, text
 
-from trellis import db
+from trellis import db, statements
 from trellis.errors import APIError, bad_request, not_found
 from trellis.module_config import get as get_config
 from trellis.work_queue import LeaseQueue, PollingWorker, positive_seconds, retry_at, seconds_list
@@ -39,6 +39,7 @@ from .rendering import render
 log = logging.getLogger(__name__)
 
 HIDDEN = "[hidden]"
+OUTBOX = "outbox"  # the provider that delivers into the listing
 # About 10 s, 30 s, 2 min, 10 min, 30 min, 1 h: seven attempts over ~1.7 h (a reset link lives one hour).
 RETRY_SECONDS = (10.0, 30.0, 120.0, 600.0, 1800.0, 3600.0)
 # A claimed message is due again after this long (or six provider timeouts, if longer): a process that
@@ -53,9 +54,6 @@ QUEUE = LeaseQueue(
     _table.c.status == QUEUED,
     [_table.c[name] for name in ("id", "to", "sender", "subject", "body", "secret_content", "attempts", "claim")],
 )
-
-_WAKE = "trellis_email_queued"
-db.after_outer_commit(_WAKE, lambda worker: worker.wake())
 
 
 @dataclass(frozen=True)
@@ -104,10 +102,10 @@ def queue_email(
     """
     row = _message_row(to, subject, html, from_, template_name, shown)
     # One core INSERT: the ORM's unit of work cost a request more CPU than the statement itself.
-    db.insert_rows(db.session.connection(), _table, [row])
+    statements.insert_rows(db.session.connection(), _table, [row])
     worker = current_app.extensions.get("trellis_email_worker")
     if worker is not None:  # this process's senders start on it once the transaction commits
-        db.session.info[_WAKE] = worker
+        db.after_commit(worker.wake, key=worker)
     return row["id"]
 
 
@@ -217,6 +215,10 @@ def send_due(limit: int = 1) -> int:
         except Exception:  # never the message in the log: it may carry a secret link
             log.exception("email %s could not be sent", row.id)
             values["error"] = "Internal error while sending (see the server log)"
+        if values.get("status") == SENT and provider.name == OUTBOX and row.secret_content:
+            # The outbox provider delivers into the listing itself: there the message is its only mailbox,
+            # so it shows what was sent (a development set-up; a real provider keeps the secret hidden).
+            values.update(subject=content["subject"], body=content["body"])
         again = None if values.get("status") == SENT else retry_at(settings.retry_seconds, row.attempts)
         if again is not None:
             values.update(status=QUEUED, next_attempt_at=again)

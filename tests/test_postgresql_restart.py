@@ -4,83 +4,23 @@ shared server. Pooled connections die with the restart; whatever a request meets
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from trellis import create_app
-from trellis.testing.plugin import TEST_MASTER_KEY, free_port
+from trellis.testing.pg_cluster import BINARIES
+from trellis.testing.plugin import TEST_MASTER_KEY
 
-BINARIES = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
 pytestmark = pytest.mark.skipif(not BINARIES, reason="PostgreSQL server binaries are not installed")
 
 
-class Cluster:
-    def __init__(self) -> None:
-        self.bin = os.path.dirname(BINARIES[-1])
-        self.folder = tempfile.mkdtemp(prefix="trellis-pg-")
-        self.port = free_port()
-        self.as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self.as_postgres:  # initdb refuses to run as root
-            shutil.chown(self.folder, "postgres")
-        self._run("initdb", "-D", self.folder, "-A", "trust", "-U", "postgres", "--no-sync")
-        self.url = f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/postgres"
-
-    def _run(self, tool: str, *args: str) -> None:
-        subprocess.run(
-            [*self.as_postgres, os.path.join(self.bin, tool), *args],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=120,
-        )
-
-    def pg_ctl(self, action: str) -> None:
-        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(
-            "pg_ctl",
-            "-D",
-            self.folder,
-            "-o",
-            options,
-            "-m",
-            "fast",
-            "-w",
-            "-l",
-            os.path.join(self.folder, "log"),
-            action,
-        )
-
-    def remove(self) -> None:
-        try:
-            self._run("pg_ctl", "-D", self.folder, "-m", "immediate", "-w", "stop")
-        except subprocess.CalledProcessError:
-            pass  # not running
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-@pytest.fixture()
-def cluster() -> Iterator[Cluster]:
-    made = Cluster()
-    try:
-        made.pg_ctl("start")
-        yield made
-    finally:
-        made.remove()
-
-
-def test_a_restart_under_reads_and_writes_answers_at_most_503(cluster, app_config, tmp_path):
+def test_a_restart_under_reads_and_writes_answers_at_most_503(pg_cluster, app_config, tmp_path):
     from trellis.admins import ensure_first_admin
     from trellis.migrate import upgrade
 
-    application = create_app({**app_config, "DATABASE_URL": cluster.url, "STORAGE_PATH": str(tmp_path)})
+    application = create_app({**app_config, "DATABASE_URL": pg_cluster.url, "STORAGE_PATH": str(tmp_path)})
     upgrade(application)
     with application.app_context():
         ensure_first_admin()
@@ -109,7 +49,7 @@ def test_a_restart_under_reads_and_writes_answers_at_most_503(cluster, app_confi
     try:
         time.sleep(1.0)
         before = len(answers)
-        cluster.pg_ctl("restart")
+        pg_cluster.pg_ctl("restart")
         time.sleep(2.0)
     finally:
         stop.set()

@@ -32,9 +32,10 @@ def bearer(token: str) -> dict[str, str]:
 class Api:
     """Thin calls to the module's routes through the Flask test client."""
 
-    def __init__(self, client: Any, admin_headers: dict[str, str]) -> None:
+    def __init__(self, client: Any, admin_headers: dict[str, str], smtp: Any) -> None:
         self.client = client
         self.admin = admin_headers
+        self.smtp = smtp
 
     fresh_ip = staticmethod(fresh_ip)
     fresh_email = staticmethod(fresh_email)
@@ -63,8 +64,7 @@ class Api:
     def call(
         self, method: str, path: str, json: Any = None, headers: dict[str, str] | None = None, ip: str | None = None
     ):
-        """One request; the response is closed (as a server does once it is sent), which runs the sends
-        some routes do after answering."""
+        """One request; the response is read and closed (as a server does once it is sent)."""
         response = self.client.open(
             path, method=method, json=json, headers=headers or {}, environ_base={"REMOTE_ADDR": ip or fresh_ip()}
         )
@@ -79,9 +79,22 @@ class Api:
         return self.call("GET", path, headers=bearer(token) if token else None)
 
     def mails(self, to: str) -> list[dict[str, Any]]:
-        """Messages the Email module recorded for ``to``, newest first."""
+        """Messages the Email module recorded for ``to``, newest first, once the queued ones are sent (what
+        a server's background senders do), each with the ``body`` the SMTP server received: the outbox
+        listing shows links hidden."""
+        from trellis_email.outbox import send_queued
+
+        send_queued()
         answer = self.client.get("/admin/email/outbox?limit=1000", headers=self.admin).get_json()
-        return [m for m in answer["messages"] if m["to"] == to]
+        received = {d.message["Message-ID"]: d.message for d in self.smtp.messages}
+        mails = []
+        for mail in answer["messages"]:
+            if mail["to"] == to:
+                delivered = received.get(mail["providerMessageId"])
+                if delivered is not None:
+                    mail = dict(mail, body=delivered.get_body(("html",)).get_content())
+                mails.append(mail)
+        return mails
 
     def texts(self, to: str) -> list[dict[str, Any]]:
         answer = self.client.get("/admin/sms/outbox", query_string={"to": to, "limit": 1000}, headers=self.admin)
@@ -103,8 +116,11 @@ class Api:
 
 
 @pytest.fixture()
-def api(client, admin_headers) -> Api:
-    return Api(client, admin_headers)
+def api(client, admin_headers, smtp_server) -> Api:
+    """The mail goes to a real SMTP server (aiosmtpd), as a deployment's would."""
+    made = Api(client, admin_headers, smtp_server)
+    made.module("email", **smtp_server.email_config())
+    return made
 
 
 class HookRecorder:

@@ -86,16 +86,21 @@ def test_resend_answers_the_same_for_known_and_unknown_addresses(api):
     assert len(api.mails(email)) == 2
 
 
-def test_resend_sends_after_the_answer(api, client):
-    """The mail goes out when the response is closed, so known and unknown addresses answer alike."""
+def test_resend_queues_the_mail_with_its_link_hidden(api, client, admin_headers):
+    """The answer leaves the mail queued (the background senders send it); the outbox never lists its link."""
     email = api.fresh_email()
     api.configure(local={"verification": {"sendEmail": False}})
     api.register(email)
     response = client.post("/authentication/local/resend-verification", json={"email": email})
     assert response.status_code == 200
-    assert api.mails(email) == []  # answered, nothing sent yet
-    response.close()
-    assert len(api.mails(email)) == 1
+    listed = client.get("/admin/email/outbox?status=queued", headers=admin_headers).get_json()["messages"]
+    queued = [m for m in listed if m["to"] == email]
+    assert len(queued) == 1 and "[hidden]" in queued[0]["body"] and "verify-email/" not in queued[0]["body"]
+    assert api.smtp.messages == []  # nothing sent while answering
+    sent = api.mails(email)
+    assert [m["status"] for m in sent] == ["sent"] and "/verify-email/" in link_in(sent[0])
+    listed = client.get("/admin/email/outbox", headers=admin_headers).get_json()["messages"]
+    assert "verify-email/" not in next(m for m in listed if m["to"] == email)["body"]
 
 
 def test_resend_with_a_malformed_email_is_400(api):
@@ -174,6 +179,8 @@ def test_verification_mail_through_a_real_smtp_server(api, client, admin_headers
     assert configured.status_code == 200, configured.get_json()
     email = api.fresh_email()
     assert api.register(email).status_code == 201
+    assert smtp_server.messages == []  # queued: the background senders send it
+    assert [m["status"] for m in api.mails(email)] == ["sent"]
     assert len(smtp_server.messages) == 1
     delivery = smtp_server.messages[0]
     assert delivery.rcpt_tos == [email]

@@ -1,14 +1,17 @@
 """The account lifecycle by email: verification, forgotten and changed passwords, changed email, magic link,
 and the administrator's changes to a user (CONTRACT.md, "Authentication: account lifecycle").
 
-Routes that must not reveal whether an address has an account (resend-verification, forgot-password,
-magic-link) do the same work before answering for known and unknown addresses (one indexed read and the
-rate limits) and send after the answer has gone out (``delivery.after_response``).
+Mail is queued in the transaction of the token it carries (``delivery.queue_mail``) and sent by the Email
+module's background senders, so no answer waits for a mail server. Routes that must not reveal whether an
+address has an account (resend-verification, forgot-password, magic-link) do the same before answering for
+known and unknown addresses (one indexed read and the rate limits), then for a known one write the token
+and its queued mail in one transaction.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Any
 
 from sqlalchemy import select, update
@@ -51,14 +54,21 @@ def _active_user_by_email(email: str) -> Any:
     ).one_or_none()
 
 
+def _rehearse(email: str, template: str, link_base: str) -> None:
+    """An unknown address: the known one's work (a token, its mail rendered, a commit that waits for the
+    disk), writing nothing, so the answer does not tell them apart."""
+    delivery.rehearse_mail(normalise_email(email), template, link_base + secrets.token_urlsafe(32))
+    db.session.commit()
+
+
 # --- verification ------------------------------------------------------------------------------------
 
 
 def send_verification(user_id: str, email: str) -> None:
-    """Send ``EmailVerification`` now (the caller checked the Email module and the limits)."""
+    """Queue ``EmailVerification`` (the caller checked the Email module and the limits)."""
     link = f"{delivery.host_url()}{HOOK}/verify-email/{tokens.issue(tokens.VERIFY_EMAIL, user_id)}"
+    delivery.queue_mail(email, "EmailVerification", link)
     db.session.commit()
-    delivery.send_mail(email, "EmailVerification", link)
 
 
 def resend_verification(email: str) -> None:
@@ -69,15 +79,11 @@ def resend_verification(email: str) -> None:
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active or user.is_verified:
-        return
-
-    def send() -> None:
-        tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
-        token = tokens.issue(tokens.VERIFY_EMAIL, user.id)
-        db.session.commit()
-        delivery.send_mail(user.email, "EmailVerification", link_base + token)
-
-    delivery.after_response(send)
+        return _rehearse(email, "EmailVerification", link_base)
+    tokens.retire(tokens.VERIFY_EMAIL, user.id)  # only the newest link works
+    token = tokens.issue(tokens.VERIFY_EMAIL, user.id)
+    delivery.queue_mail(user.email, "EmailVerification", link_base + token)
+    db.session.commit()
 
 
 def verify_email(token: str) -> str | None:
@@ -97,21 +103,17 @@ def verify_email(token: str) -> str | None:
 
 def forgot_password(email: str) -> None:
     delivery.require_module("email")
-    # Before the lookup: an untrusted Host is refused alike for known and unknown addresses.
+    # Before the lookup: the link's base is made (or refused) alike for known and unknown addresses.
     base = config()["local"]["forgotPasswordRedirectUri"] or f"{delivery.host_url()}/authentication/reset"
     delivery.limit_sends(normalise_email(email))
     user = _active_user_by_email(email)
     db.session.rollback()
-    if user is None or not user.is_active:
-        return
     separator = "&" if "?" in base else "?"
-
-    def send() -> None:
-        token = tokens.issue(tokens.RESET_PASSWORD, user.id)
-        db.session.commit()
-        delivery.send_mail(user.email, "ForgotPassword", f"{base}{separator}reset_token={token}")
-
-    delivery.after_response(send)
+    if user is None or not user.is_active:
+        return _rehearse(email, "ForgotPassword", f"{base}{separator}reset_token=")
+    token = tokens.issue(tokens.RESET_PASSWORD, user.id)
+    delivery.queue_mail(user.email, "ForgotPassword", f"{base}{separator}reset_token={token}")
+    db.session.commit()
 
 
 def reset_password(token: str, password: str) -> None:
@@ -177,8 +179,8 @@ def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
     delivery.limit_sends(new_email)
     tokens.retire(tokens.CHANGE_EMAIL, user_id)
     token = tokens.issue(tokens.CHANGE_EMAIL, user_id, {"email": new_email})
+    delivery.queue_mail(new_email, "ChangeEmailVerification", link_base + token)
     db.session.commit()
-    delivery.send_mail(new_email, "ChangeEmailVerification", link_base + token)
     return {"message": "Open the link sent to the new address to complete the change", "verificationRequired": True}
 
 
@@ -221,14 +223,10 @@ def send_magic_link(email: str) -> None:
     user = _active_user_by_email(email)
     db.session.rollback()
     if user is None or not user.is_active:
-        return
-
-    def send() -> None:
-        token = tokens.issue(tokens.MAGIC_LINK, user.id)
-        db.session.commit()
-        delivery.send_mail(user.email, "MagicLink", link_base + token)
-
-    delivery.after_response(send)
+        return _rehearse(email, "MagicLink", link_base)
+    token = tokens.issue(tokens.MAGIC_LINK, user.id)
+    delivery.queue_mail(user.email, "MagicLink", link_base + token)
+    db.session.commit()
 
 
 def sign_in_with_magic_link(token: str) -> tuple[dict[str, Any], str | None]:

@@ -1,17 +1,17 @@
 """Mail and SMS for the account lifecycle, through the Email and SMS modules' service functions.
 
 The four templates are created in the Email module when missing (at start and before a send), so an
-administrator can edit them; each uses the variable ``link``. Every route that sends is rate limited
+administrator can edit them; each uses the variable ``link``. Mail is queued in the transaction of the
+token it carries and sent by the Email module's background senders (``trellis_email.outbox``): no request
+waits for a mail server, and an answer means the mail is stored. Every route that sends is rate limited
 per client IP and per target address (``rateLimits.sendPerIp`` / ``sendPerAddress``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
 
-from flask import Flask, after_this_request, current_app
+from flask import Flask, current_app
 from sqlalchemy.exc import SQLAlchemyError
 
 from trellis import db, public_url
@@ -51,11 +51,11 @@ TEMPLATES: dict[str, tuple[str, str]] = {
 }
 
 
-def ensure_templates() -> None:
+def ensure_templates(commit: bool = True) -> None:
     from trellis_email.service import ensure_template  # the Email module's service API (required module)
 
     for name, (subject, body) in TEMPLATES.items():
-        ensure_template(name, subject, body)
+        ensure_template(name, subject, body, commit=commit)
 
 
 # How long start-up may wait for another transaction that holds the rows or the database (SQLite).
@@ -109,16 +109,28 @@ def host_url() -> str:
     return (get_config(MODULE)["hostUrl"] or public_url.base_url()).rstrip("/")
 
 
-def send_mail(to: str, template: str, link: str) -> None:
-    from trellis_email.service import send_template
+def queue_mail(to: str, template: str, link: str) -> None:
+    """Queue the mail in the current transaction (the caller commits it with the token the link carries):
+    the Email module's senders send it in the background, with retries. The link shows as hidden in the
+    Email module's outbox listing and is deleted once the mail is sent."""
+    from trellis_email.outbox import queue_template
 
     try:
-        send_template(to, template, {"link": link})
+        queue_template(to, template, {"link": link}, secret=("link",))
     except APIError as exc:
         if exc.status != 404:
             raise
-        ensure_templates()  # deleted by an administrator, or never created: put the default back
-        send_template(to, template, {"link": link})
+        # Deleted by an administrator, or never created: the default comes back with the token and its mail.
+        ensure_templates(commit=False)
+        queue_template(to, template, {"link": link}, secret=("link",))
+
+
+def rehearse_mail(to: str, template: str, link: str) -> None:
+    """For an unknown address: the work of :func:`queue_mail`, queueing nothing (the caller commits), so the
+    answer takes as long as for a known one."""
+    from trellis_email.outbox import rehearse_template
+
+    rehearse_template(to, template, {"link": link}, secret=("link",))
 
 
 def send_sms(number: str, text: str) -> None:
@@ -128,25 +140,3 @@ def send_sms(number: str, text: str) -> None:
     record = send([number], text)[0]
     if record.status == "failed":
         raise provider_error(f"SMS not sent: {record.error}")
-
-
-def after_response(work: Callable[[], None]) -> None:
-    """Run ``work`` once the response has gone out (when the server closes it), in a fresh app context.
-
-    The routes that must not tell known addresses from unknown ones answer first and send after, so
-    the answer takes the same time either way. A failure is logged; the client's answer is already sent.
-    """
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-
-    def run() -> None:
-        with app.app_context():
-            try:
-                work()
-            except Exception:
-                db.session.rollback()
-                log.exception("sending after the response failed")
-
-    @after_this_request
-    def attach(response: Any) -> Any:
-        response.call_on_close(run)
-        return response

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from trellis import ConsolePage, Module, OwnedSchema
 
+from . import outbox
 from .config import EmailConfigSchema
 from .routes import blp
 
@@ -30,5 +31,7 @@ module = Module(
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("email", "Email", str(CONSOLE / "email.html")),),
     owned_schemas=(TEMPLATE_SCHEMA,),
+    init_app=outbox.settings_of,  # the TRELLIS_EMAIL_* settings are checked at start-up
+    background=(outbox.start,),
     description="Sends raw and template e-mail through an outbox, SMTP, Mailgun or SendGrid",
 )

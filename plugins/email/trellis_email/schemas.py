@@ -9,7 +9,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 from trellis.fields import BoundedList
 from trellis.http import ListArgs, list_schema
 
-STATUSES = ("pending", "sent", "failed")
+STATUSES = ("pending", "queued", "sent", "failed")
 
 _VARIABLES_DOC = "optional; derived from the placeholders (a list that disagrees with them is a 400)"
 
@@ -80,12 +80,21 @@ class EmailMessageSchema(Schema):
     to = fields.String(required=True)
     from_ = fields.String(data_key="from", attribute="from", required=True)
     subject = fields.String(required=True)
-    body = fields.String(required=True, metadata={"description": "the rendered HTML body"})
+    body = fields.String(
+        required=True, metadata={"description": "the rendered HTML body; a sign-in or reset link shows as [hidden]"}
+    )
     templateName = fields.String(allow_none=True)
     provider = fields.String(required=True)
-    status = fields.String(required=True, metadata={"description": "pending | sent | failed"})
+    status = fields.String(
+        required=True,
+        metadata={"description": "pending (being sent now) | queued (waiting for a sender or a retry) | sent | failed"},
+    )
     providerMessageId = fields.String(allow_none=True)
-    error = fields.String(allow_none=True, metadata={"description": "why the provider failed"})
+    error = fields.String(allow_none=True, metadata={"description": "why the provider failed (the last attempt)"})
+    attempts = fields.Integer(metadata={"description": "attempts of a queued message so far"})
+    nextAttemptAt = fields.String(
+        allow_none=True, metadata={"format": "date-time", "description": "when a queued message is tried next"}
+    )
     createdAt = fields.String(metadata={"format": "date-time"})
 
 

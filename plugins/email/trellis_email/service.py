@@ -1,7 +1,9 @@
 """Email services: sending (raw and from templates), templates, provider upload and sync.
 
-Other modules send mail through :func:`send_email` (the Forms module forwards submissions with it) or
-:func:`send_template`, and provide the templates they send with :func:`ensure_template` (Authentication).
+Other modules send mail now through :func:`send_email` (the Forms module forwards submissions with it) or
+:func:`send_template`, queue it for the background senders through ``trellis_email.outbox`` (mail sent on
+behalf of a request: the Authentication module's links), and provide the templates they send with
+:func:`ensure_template`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from trellis.metrics import ModuleCounter
 from trellis.module_config import get as get_config
 
 from .addresses import Address, parse_recipient, parse_sender
-from .models import EmailMessage, EmailTemplate
+from .models import QUEUED, EmailMessage, EmailTemplate
 from .providers import Outgoing, Provider, ProviderFailure, RemoteTemplate, TemplatesUnsupported, for_config
 from .rendering import placeholders, render
 
@@ -103,6 +105,8 @@ def message_dict(record: EmailMessage) -> dict[str, Any]:
         "status": record.status,
         "providerMessageId": record.provider_message_id,
         "error": record.error,
+        "attempts": record.attempts or 0,
+        "nextAttemptAt": db.isoformat(record.next_attempt_at) if record.status == QUEUED else None,
         "createdAt": db.isoformat(record.created_at),
     }
 
@@ -184,10 +188,11 @@ def create_template(data: dict[str, Any]) -> EmailTemplate:
     return template
 
 
-def ensure_template(name: str, subject: str, body: str) -> bool:
+def ensure_template(name: str, subject: str, body: str, *, commit: bool = True) -> bool:
     """Create the template ``name`` unless one exists (an administrator's edits are kept); True if created.
 
-    For modules that send their own templates. Safe when several processes do it at once.
+    For modules that send their own templates. Safe when several processes do it at once. ``commit=False``
+    leaves it to the caller's transaction (one that is queueing a mail from it).
     """
     if db.session.execute(select(EmailTemplate.id).where(EmailTemplate.name == name)).first() is not None:
         return False
@@ -198,7 +203,8 @@ def ensure_template(name: str, subject: str, body: str) -> bool:
             )
     except IntegrityError:
         return False
-    db.session.commit()
+    if commit:
+        db.session.commit()
     return True
 
 

@@ -2,7 +2,9 @@
 
 Fixtures:
     smtp_server          aiosmtpd on 127.0.0.1 (plain SMTP); ``.messages`` are the parsed deliveries
-    smtp_server_factory  the same with aiosmtpd Controller options (``tls_context=…``, ``authenticator=…``)
+    smtp_server_factory  the same with aiosmtpd Controller options (``tls_context=…``, ``authenticator=…``),
+                         ``refuse={addresses}``, ``delay=seconds`` (a slow server: it waits that long
+                         before accepting each message) and ``port=`` (a server coming back where one was)
 
 Each server has ``.email_config(**overrides)``: the Email module's ``smtp`` provider settings for
 ``PUT /admin/email/config``. Imports nothing from the module itself (see ``trellis_email/__init__``).
@@ -10,6 +12,7 @@ Each server has ``.email_config(**overrides)``: the Email module's ``smtp`` prov
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email import policy
@@ -54,6 +57,8 @@ class SMTPServer:
 class _Recorder:
     refuse: set[str] = field(default_factory=set)
     deliveries: list[Delivery] = field(default_factory=list)
+    delay: float = 0.0  # seconds to wait before accepting a message (changeable while it runs)
+    receiving: int = 0  # messages whose DATA has begun (the client is waiting for the answer)
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: list) -> str:
         if address in self.refuse:
@@ -62,6 +67,11 @@ class _Recorder:
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        self.receiving += 1
+        if self.delay:
+            await asyncio.sleep(self.delay)
+            if server.transport is None or server.transport.is_closing():  # the client gave up or died
+                return "421 Too late"
         parsed = BytesParser(policy=policy.default).parsebytes(envelope.original_content or envelope.content)
         tls = server.transport.get_extra_info("ssl_object") is not None
         self.deliveries.append(
@@ -78,9 +88,11 @@ def smtp_server_factory() -> Iterator[Callable[..., SMTPServer]]:
 
     servers: list[SMTPServer] = []
 
-    def start(refuse: set[str] | None = None, **controller_options: Any) -> SMTPServer:
-        handler = _Recorder(refuse=set(refuse or ()))
-        port = free_port()
+    def start(
+        refuse: set[str] | None = None, delay: float = 0.0, port: int | None = None, **controller_options: Any
+    ) -> SMTPServer:
+        handler = _Recorder(refuse=set(refuse or ()), delay=delay)
+        port = port or free_port()
         controller = Controller(handler, hostname="127.0.0.1", port=port, **controller_options)
         controller.start()
         server = SMTPServer("127.0.0.1", port, controller, handler)

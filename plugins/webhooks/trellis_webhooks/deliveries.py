@@ -33,6 +33,7 @@ from sqlalchemy import and_, bindparam, not_, select, text, update
 from trellis import db
 from trellis.errors import conflict, not_found
 from trellis.metrics import ModuleCounter
+from trellis.work_queue import JITTER  # ±10 % on every delay: failures of one outage are not retried in one burst
 
 from .models import DELIVERED, FAILED, PENDING, Webhook, WebhookDelivery
 from .patterns import PING
@@ -46,8 +47,6 @@ DELIVERIES = ModuleCounter(
     ("status",),
 )
 RETRYING = "retrying"
-# ±10 % on every delay: deliveries that failed together (a receiver's outage) are not retried in one burst.
-JITTER = 0.1
 
 _sqlite_claims = threading.Lock()
 

@@ -7,11 +7,10 @@ contract fixes the retry schedule, and tests shorten it (``TRELLIS_WEBHOOKS_RETR
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from flask import Flask
 
-from trellis.settings import SettingsError
+from trellis.work_queue import positive_seconds, seconds_list
 
 # About 10 s, 1 min, 10 min, 1 h, 6 h: five retries after the first attempt, six attempts in all.
 RETRY_SECONDS = (10.0, 60.0, 600.0, 3600.0, 21600.0)
@@ -47,24 +46,10 @@ class DeliverySettings:
     def from_app(cls, app: Flask) -> DeliverySettings:
         config = app.config
         return cls(
-            retry_seconds=_seconds_list(config.get("WEBHOOKS_RETRY_SECONDS", RETRY_SECONDS)),
-            lease_seconds=_positive("WEBHOOKS_LEASE_SECONDS", config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS)),
-            senders=int(_positive("WEBHOOKS_SENDERS", config.get("WEBHOOKS_SENDERS", SENDERS))),
-            poll_seconds=_positive("WEBHOOKS_POLL_SECONDS", config.get("WEBHOOKS_POLL_SECONDS", POLL_SECONDS)),
+            retry_seconds=seconds_list("WEBHOOKS_RETRY_SECONDS", config.get("WEBHOOKS_RETRY_SECONDS", RETRY_SECONDS)),
+            lease_seconds=positive_seconds(
+                "WEBHOOKS_LEASE_SECONDS", config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS)
+            ),
+            senders=int(positive_seconds("WEBHOOKS_SENDERS", config.get("WEBHOOKS_SENDERS", SENDERS))),
+            poll_seconds=positive_seconds("WEBHOOKS_POLL_SECONDS", config.get("WEBHOOKS_POLL_SECONDS", POLL_SECONDS)),
         )
-
-
-def _positive(name: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"TRELLIS_{name} must be a number of seconds, not {value!r}") from None
-    if not number > 0:
-        raise SettingsError(f"TRELLIS_{name} must be more than 0")
-    return number
-
-
-def _seconds_list(value: Any) -> tuple[float, ...]:
-    """``"10,60,600"`` (environment text) or a list of numbers."""
-    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else [value]
-    return tuple(_positive("WEBHOOKS_RETRY_SECONDS", item) for item in items if str(item).strip())

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from flask import Flask
 
 from trellis.module_config import get as get_config
+from trellis.work_queue import ThrottledWarning
 
 from . import deliveries
 from .deliveries import Claimed, Runtime
@@ -34,7 +35,6 @@ from .sender import Outcome
 from .settings import SEND_TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
-WARN_EVERY_SECONDS = 60.0
 
 
 # Woken by an event, the dispatcher waits this long so the events of a burst share one pass (a pass
@@ -43,20 +43,6 @@ DISPATCH_COALESCE_SECONDS = 0.05
 # Woken by an outcome, the recorder waits this long so that the outcomes of a burst share one transaction
 # (the log shows a delivery's outcome that much later; its receiver got it at once).
 RECORD_COALESCE_SECONDS = 0.05
-
-
-class _Warner:
-    """Logs a failing loop's error at most once a minute (a database outage must not flood the log)."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self._at = -WARN_EVERY_SECONDS
-
-    def __call__(self) -> None:
-        now = time.monotonic()
-        if now - self._at >= WARN_EVERY_SECONDS:
-            self._at = now
-            log.warning("webhooks: %s failed; trying again (warned once a minute)", self.what, exc_info=True)
 
 
 class Worker:
@@ -91,7 +77,7 @@ class Worker:
     # --- sending ---------------------------------------------------------------------------------------
 
     def _claim_loop(self) -> None:
-        warn = _Warner("claiming due deliveries")
+        warn = ThrottledWarning("webhooks: claiming due deliveries")
         most = self.settings.claim_ahead
         while True:
             self.delivery_wanted.clear()
@@ -182,7 +168,7 @@ class Worker:
             return Outcome(False, None, "Internal error while sending (see the server log)")
 
     def _record_loop(self) -> None:
-        warn = _Warner("recording delivery outcomes")
+        warn = ThrottledWarning("webhooks: recording delivery outcomes")
         while True:
             self.outcomes_ready.wait()
             time.sleep(RECORD_COALESCE_SECONDS)
@@ -219,7 +205,7 @@ class Worker:
     def _dispatch_loop(self) -> None:
         from .dispatcher import subscribe
 
-        warn = _Warner("queueing events as deliveries")
+        warn = ThrottledWarning("webhooks: queueing events as deliveries")
         unsubscribe: Callable[[], None] | None = None
         while unsubscribe is None:
             try:

@@ -13,6 +13,7 @@ Fixtures:
     live_server     starts the real server (eventlet) in a subprocess; data it writes is committed
                     and wiped after the test (``live_server_factory`` for several, with extra env;
                     ``module_live_server`` for one shared by a test module)
+    pg_cluster      a throwaway PostgreSQL cluster of its own, to restart (``trellis.testing.pg_cluster``)
 """
 
 from __future__ import annotations
@@ -322,6 +323,22 @@ def module_live_server(app, app_config, tmp_path_factory) -> Iterator[LiveServer
 @pytest.fixture()
 def live_server(live_server_factory) -> LiveServer:
     return live_server_factory()
+
+
+@pytest.fixture()
+def pg_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster of its own, started (``trellis.testing.pg_cluster``); skips the test
+    when the server binaries are not installed."""
+    from .pg_cluster import BINARIES, Cluster
+
+    if not BINARIES:
+        pytest.skip("PostgreSQL server binaries are not installed")
+    made = Cluster()
+    try:
+        made.pg_ctl("start")
+        yield made
+    finally:
+        made.remove()
 
 
 def wipe_data(app) -> None:

@@ -6,7 +6,6 @@ as for the modules under plugins/); the revision generated for it must pass ``ru
 ``ruff format --check`` under those settings, untouched.
 """
 
-import os
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ def run(command: list[str], env: dict[str, str], cwd: Path | None = None) -> sub
     return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
-def test_a_generated_revision_passes_ruff_check_and_format(tmp_path, empty_database_url):
+def test_a_generated_revision_passes_ruff_check_and_format(tmp_path, module_cli_env):
     source = tmp_path / "tiny_module"
     shutil.copytree(ROOT / "tests" / "tiny_module", source)
     package = source / "trellis_tiny" / "__init__.py"
@@ -34,22 +33,8 @@ def test_a_generated_revision_passes_ruff_check_and_format(tmp_path, empty_datab
     code = code.replace("from pathlib import Path\n", "from datetime import datetime\nfrom pathlib import Path\n")
     package.write_text(code.replace(TEXT_COLUMN, TEXT_COLUMN + NEW_COLUMNS))
     (tmp_path / "pyproject.toml").write_text(f'[tool.ruff]\nextend = "{ROOT / "pyproject.toml"}"\n')
-    target = tmp_path / "site"
-    installed = run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(source)],
-        dict(os.environ),
-    )
-    assert installed.returncode == 0, installed.stderr
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(target),
-        "TRELLIS_DATABASE_URL": empty_database_url,
-        "TRELLIS_MASTER_KEY": "k",
-        "TRELLIS_SECRET_KEY": "s" * 40,
-        "TRELLIS_INSTANCE_PATH": str(tmp_path / "instance"),
-        "TRELLIS_ASYNC_MODE": "threading",
-        "TRELLIS_MODULES": "tiny",
-    }
+    env = module_cli_env(source)
+    target = tmp_path / "site"  # where module_cli_env installs it
     flask = [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis"]
     upgraded = run([*flask, "db", "upgrade"], env)
     assert upgraded.returncode == 0, upgraded.stderr

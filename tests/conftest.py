@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +106,29 @@ def empty_database_url(tmp_path, trellis_database_url):
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+@pytest.fixture()
+def module_cli_env(tmp_path, empty_database_url) -> Callable[..., dict[str, str]]:
+    """``make(*sources, modules="tiny")``: the environment of a ``flask trellis`` subprocess on an empty
+    database, with the module packages at ``sources`` pip-installed into a private folder (never into the
+    project's virtualenv) that it imports from."""
+
+    def make(*sources: Path, modules: str = "tiny") -> dict[str, str]:
+        env = {
+            **os.environ,
+            "TRELLIS_DATABASE_URL": empty_database_url,
+            "TRELLIS_MASTER_KEY": "k",
+            "TRELLIS_SECRET_KEY": "s" * 40,
+            "TRELLIS_INSTANCE_PATH": str(tmp_path / "instance"),
+            "TRELLIS_ASYNC_MODE": "threading",
+            "TRELLIS_MODULES": modules,
+        }
+        if sources:
+            target = tmp_path / "site"
+            pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target)]
+            subprocess.run([*pip, *map(str, sources)], check=True, capture_output=True)
+            env["PYTHONPATH"] = str(target)
+        return env
+
+    return make

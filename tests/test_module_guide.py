@@ -1,6 +1,6 @@
 """docs/modules.md and ``flask trellis module new``: the guide's example is the skeleton, file by file.
 
-The guide shows what ``module new greeter`` writes; the slow test (tests/test_module_scaffold.py)
+The guide shows what ``module new bookmarks`` writes; the slow test (tests/test_module_scaffold.py)
 installs such a skeleton and runs it, so the guide's example is tested code that cannot drift.
 """
 
@@ -21,7 +21,7 @@ def run(app, *args):
 
 def test_the_guide_shows_every_skeleton_file_as_module_new_writes_it():
     shown = {match["path"]: match["text"] for match in SHOWN_FILE.finditer(GUIDE.read_text())}
-    rendered = scaffold.render("greeter")
+    rendered = scaffold.render("bookmarks")
     assert sorted(shown) == sorted(rendered)
     for path, text in rendered.items():
         assert shown[path] == text, f"docs/modules.md shows an outdated {path}"
@@ -37,7 +37,7 @@ def test_module_new_writes_the_skeleton_with_the_name_substituted(app, tmp_path)
     pyproject = (target / "pyproject.toml").read_text()
     assert 'bird_watch = "trellis_bird_watch:module"' in pyproject
     models = (target / "trellis_bird_watch" / "models.py").read_text()
-    assert '__tablename__ = "bird_watch_greetings"' in models
+    assert '__tablename__ = "bird_watch_items"' in models
     assert "class BirdWatchConfig(" in (target / "trellis_bird_watch" / "config.py").read_text()
     assert not [p for p in written if "{{" in p or "{{" in (target / p).read_text()]
 

@@ -5,7 +5,6 @@ project's virtualenv) and a separate process sees it through the normal entry-po
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,33 +26,8 @@ print(json.dumps({"modules": [m.name for m in app.extensions["trellis"].modules]
 """
 
 
-def test_pip_installed_module_brings_routes_and_migrations(tmp_path, empty_database_url):
-    target = tmp_path / "site"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            str(target),
-            str(ROOT / "tests" / "tiny_module"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(target),
-        "TRELLIS_DATABASE_URL": empty_database_url,
-        "TRELLIS_MASTER_KEY": "k",
-        "TRELLIS_SECRET_KEY": "s" * 40,
-        "TRELLIS_INSTANCE_PATH": str(tmp_path / "instance"),
-        "TRELLIS_ASYNC_MODE": "threading",
-        "TRELLIS_MODULES": "tiny",
-    }
+def test_pip_installed_module_brings_routes_and_migrations(module_cli_env):
+    env = module_cli_env(ROOT / "tests" / "tiny_module")
     flask = [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis"]
     upgraded = subprocess.run([*flask, "db", "upgrade"], env=env, capture_output=True, text=True)
     assert upgraded.returncode == 0, upgraded.stderr
@@ -65,16 +39,8 @@ def test_pip_installed_module_brings_routes_and_migrations(tmp_path, empty_datab
     assert seen == {"modules": ["tiny"], "created": 201, "listed": [{"text": "installed"}], "documented": True}
 
 
-def test_without_the_package_the_module_is_absent(tmp_path, empty_database_url):
-    env = {
-        **os.environ,
-        "TRELLIS_DATABASE_URL": empty_database_url,
-        "TRELLIS_MASTER_KEY": "k",
-        "TRELLIS_SECRET_KEY": "s" * 40,
-        "TRELLIS_INSTANCE_PATH": str(tmp_path / "i"),
-        "TRELLIS_ASYNC_MODE": "threading",
-        "TRELLIS_MODULES": "tiny",
-    }
+def test_without_the_package_the_module_is_absent(module_cli_env):
+    env = module_cli_env()
     result = subprocess.run(
         [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis", "modules"],
         env=env,

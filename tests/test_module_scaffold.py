@@ -85,34 +85,34 @@ def test_a_new_module_installs_migrates_serves_and_passes_its_tests(tmp_path, em
     assert f"{NAME} (requires authentication)" in run([*flask, "modules"], env).splitlines()
 
     run([*flask, "db", "upgrade"], env)
-    assert columns(empty_database_url, f"{NAME}_greetings") == {"id", "user_id", "text", "created_at"}
+    assert columns(empty_database_url, f"{NAME}_items") == {"id", "user_id", "title", "url", "created_at"}
 
     # The author adds a column; a table of nobody's (here: made by hand) must not leak into the revision.
     models = skeleton / PACKAGE / "models.py"
     source = models.read_text()
-    assert "    text: Mapped[str] = mapped_column(Text)\n" in source
+    assert "    url: Mapped[str] = mapped_column(Text)\n" in source
     models.write_text(
         source.replace(
-            "    text: Mapped[str] = mapped_column(Text)\n",
-            "    text: Mapped[str] = mapped_column(Text)\n    mood: Mapped[str | None] = mapped_column(String(20))\n",
+            "    url: Mapped[str] = mapped_column(Text)\n",
+            "    url: Mapped[str] = mapped_column(Text)\n    note: Mapped[str | None] = mapped_column(String(20))\n",
         )
     )
     engine = create_engine(empty_database_url)
     with engine.begin() as connection:
         connection.execute(text("CREATE TABLE stray_notes (id INTEGER PRIMARY KEY)"))
     engine.dispose()
-    wrote = run([*flask, "db", "revision", "--module", NAME, "-m", "add mood"], env)
-    revision = skeleton / PACKAGE / "migrations" / "versions" / "0002_add_mood.py"
+    wrote = run([*flask, "db", "revision", "--module", NAME, "-m", "add note"], env)
+    revision = skeleton / PACKAGE / "migrations" / "versions" / "0002_add_note.py"
     assert str(revision) in wrote
     script = revision.read_text()
-    assert f"revision = '{NAME}_0002'" in script
-    assert f"down_revision = '{NAME}_0001'" in script
+    assert f'revision = "{NAME}_0002"' in script
+    assert f'down_revision = "{NAME}_0001"' in script
     assert "branch_labels = None" in script
-    assert "mood" in script and "add_column" in script
+    assert 'sa.Column("note"' in script and "add_column" in script
     assert "stray_notes" not in script and "auth_users" not in script
 
     run([*flask, "db", "upgrade"], env)
-    assert "mood" in columns(empty_database_url, f"{NAME}_greetings")
+    assert "note" in columns(empty_database_url, f"{NAME}_items")
 
     # Served by the real entry point (python wsgi.py, eventlet) from the throwaway environment.
     port = free_port()
@@ -121,16 +121,15 @@ def test_a_new_module_installs_migrates_serves_and_passes_its_tests(tmp_path, em
     try:
         server.wait_ready()
         user = create_user_over_http(server.url)
-        created = requests.post(
-            f"{server.url}/{NAME}/greetings", json={"text": "world"}, headers=user.headers, timeout=30
-        )
+        link = {"title": "Trellis", "url": "https://example.org/trellis"}
+        created = requests.post(f"{server.url}/{NAME}/items", json=link, headers=user.headers, timeout=30)
         assert created.status_code == 201, created.text
-        assert created.json()["text"] == "Hello, world"
-        listed = requests.get(f"{server.url}/{NAME}/greetings", timeout=30).json()
+        assert created.json()["url"] == link["url"]
+        listed = requests.get(f"{server.url}/{NAME}/items", headers=user.headers, timeout=30).json()
         assert listed["count"] == 1
         paths = requests.get(f"{server.url}/openapi.json", timeout=30).json()["paths"]
-        assert set(paths[f"/{NAME}/greetings"]) == {"get", "post"}
-        assert "400" in paths[f"/{NAME}/greetings"]["post"]["responses"]
+        assert set(paths[f"/{NAME}/items"]) == {"get", "post"}
+        assert {"400", "409"} <= set(paths[f"/{NAME}/items"]["post"]["responses"])
     finally:
         server.stop()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,7 @@ class RevisionError(RuntimeError):
 
 
 def module_package(module: Module) -> str:
-    """The top-level package behind a module's entry point (``trellis_greeter`` for ``greeter``)."""
+    """The top-level package behind a module's entry point (``trellis_bookmarks`` for ``bookmarks``)."""
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=module.name):
         return ep.module.partition(".")[0]
     raise RevisionError(f"module {module.name!r} is not installed through a {ENTRY_POINT_GROUP!r} entry point")
@@ -115,7 +117,33 @@ def revision(app: Flask, module_name: str, message: str) -> Path:
             rev_id=f"{module_name}_{number:04d}",
         )
     scripts = created if isinstance(created, list) else [created]
-    return Path(scripts[0].path)
+    path = Path(scripts[0].path)
+    tidy(path)
+    return path
+
+
+def ruff_executable() -> str | None:
+    """The ruff of this environment (the ``ruff`` package's binary, else one on ``PATH``), or None."""
+    try:
+        from ruff.__main__ import find_ruff_bin
+    except ImportError:
+        return shutil.which("ruff")
+    return find_ruff_bin()
+
+
+def tidy(path: Path) -> None:
+    """Lint-fix and format a generated revision with ruff, under the settings of the project it lives in.
+
+    Autogenerate writes single-quoted strings and cannot know whether ``trellis`` is first-party (a module
+    in this repository) or third-party (a module of its own): ruff, finding the nearest configuration, does.
+    Without ruff the file stays as Alembic wrote it.
+    """
+    ruff = ruff_executable()
+    if ruff is None:
+        return
+    for step in (["check", "--fix-only", "--quiet"], ["format", "--quiet"]):
+        # An explicit file is checked even where the configuration excludes migrations/versions.
+        subprocess.run([ruff, *step, str(path)], cwd=path.parent, check=False, capture_output=True)
 
 
 def include_object(tables: set[str] | None):

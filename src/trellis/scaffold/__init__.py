@@ -3,7 +3,7 @@
 Every file under ``template/`` ends in ``.tmpl`` (so neither ruff nor setuptools reads it as code) and
 carries two placeholders, in paths and contents alike: ``{{name}}`` (the module's name) and
 ``{{Name}}`` (its CamelCase form, for class names). ``docs/modules.md`` shows the skeleton rendered
-for ``greeter``; ``tests/test_module_guide.py`` keeps the two identical.
+for ``bookmarks``; ``tests/test_module_guide.py`` keeps the two identical.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def check_name(name: str) -> None:
     if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
         raise ScaffoldError(
             f"{name!r} is not a module name: use lower-case letters, digits and single underscores, "
-            f"starting with a letter, at most {MAX_NAME_LENGTH} characters (e.g. 'greeter' or 'bird_watch')"
+            f"starting with a letter, at most {MAX_NAME_LENGTH} characters (e.g. 'bookmarks' or 'bird_watch')"
         )
     if keyword.iskeyword(name):
         raise ScaffoldError(f"{name!r} is a Python keyword; choose another module name")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import re
 from collections import Counter
+from typing import Any
 
 import pytest
 import requests
@@ -44,22 +45,20 @@ def _duplicates(received: list[tuple[str, str]]) -> dict[str, int]:
     return {name: n for name, n in counts.items() if n > 1 and name not in LIST_HEADERS}
 
 
+def _upload(url: str, user: Any, name: str, content: bytes, public: bool) -> dict[str, Any]:
+    files = {"file": (name, content)}
+    data = {"isPublic": "true" if public else "false"}
+    return requests.post(f"{url}/storage/upload", files=files, data=data, headers=user.headers, timeout=30).json()
+
+
 def _targets(url: str) -> list[tuple[str, str, dict[str, str]]]:
     """(method, path, headers) of every operation in the OpenAPI document plus pages, assets and files."""
     user = create_user_over_http(url)
     schema = {"name": "Note", "fields": {"title": "String"}}
     assert requests.post(f"{url}/admin/database/schemas", json=schema, headers=ADMIN, timeout=30).status_code == 201
     note = requests.post(f"{url}/database/Note", json={"title": "hi"}, headers=user.headers, timeout=30).json()
-    upload = requests.post(
-        f"{url}/storage/upload",
-        files={"file": ("notes.txt", b"<script>alert(1)</script>", "text/plain")},
-        data={"isPublic": "true"},
-        headers=user.headers,
-        timeout=30,
-    ).json()
-    private = requests.post(
-        f"{url}/storage/upload", files={"file": ("p.html", b"<b>x</b>")}, headers=user.headers, timeout=30
-    ).json()
+    upload = _upload(url, user, "notes.txt", b"<script>alert(1)</script>", public=True)
+    private = _upload(url, user, "p.html", b"<b>x</b>", public=False)
     signed = requests.get(f"{url}/storage/getUrl/{private['id']}", headers=user.headers, timeout=30).json()["url"]
 
     targets: list[tuple[str, str, dict[str, str]]] = []
@@ -105,13 +104,7 @@ def test_no_single_valued_header_twice_and_nosniff_everywhere(live_server):
 def test_typed_answers_keep_their_one_content_type(live_server):
     """The concrete bug: a JSON answer and a text/plain upload each say exactly what they are."""
     user = create_user_over_http(live_server.url)
-    upload = requests.post(
-        f"{live_server.url}/storage/upload",
-        files={"file": ("x.txt", b"<img src=x onerror=alert(1)>", "text/plain")},
-        data={"isPublic": "true"},
-        headers=user.headers,
-        timeout=30,
-    ).json()
+    upload = _upload(live_server.url, user, "x.txt", b"<img src=x onerror=alert(1)>", public=True)
     for path, expected in (
         ("/health", "application/json"),
         (upload["url"].removeprefix(live_server.url), "text/plain"),

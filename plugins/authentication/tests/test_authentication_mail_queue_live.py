@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import requests
 
 from trellis.testing.plugin import TEST_MASTER_KEY, free_port
+from trellis.testing.waiting import wait_until
 from trellis_authentication.testing import create_user_over_http
 
 pytestmark = pytest.mark.live
@@ -29,16 +29,6 @@ def configure(base: str, module: str, **changes: Any) -> None:
 def account_without_verification_mail(base: str) -> str:
     configure(base, "authentication", local={"verification": {"sendEmail": False}})
     return create_user_over_http(base).email
-
-
-def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not within {seconds} s")
 
 
 def outbox(base: str, to: str) -> list[dict[str, Any]]:
@@ -108,7 +98,7 @@ def test_the_request_after_a_forgot_password_does_not_wait_for_the_mail_server(
         for asked, next_one in pairs:
             assert asked < SLOW_SMTP_SECONDS / 2 and next_one < SLOW_SMTP_SECONDS / 2, (email, timings)
     # The mails do go out, only later: two for the known address, none for the unknown one.
-    wait_for(lambda: len(smtp.messages) >= 2, 4 * SLOW_SMTP_SECONDS, "the known address's mails")
+    wait_until(lambda: len(smtp.messages) >= 2, "the known address's mails", 4 * SLOW_SMTP_SECONDS)
     assert sorted(d.rcpt_tos[0] for d in smtp.messages) == [known, known]
     assert outbox(server.url, unknown) == []
 
@@ -127,16 +117,16 @@ def test_mails_arrive_once_the_mail_server_is_back_each_once(live_server_factory
     for n, email in enumerate(emails):
         asked = requests.post(f"{servers[n % 2].url}/authentication/forgot-password", json={"email": email}, timeout=30)
         assert asked.status_code == 200
-    failing = wait_for(lambda: [m for m in outbox(base, emails[0]) if m["attempts"] >= 2], 30, "two failed attempts")
+    failing = wait_until(lambda: [m for m in outbox(base, emails[0]) if m["attempts"] >= 2], "two failed attempts", 30)
     assert failing[0]["status"] == "queued" and "Cannot reach SMTP server" in failing[0]["error"]
     assert "[hidden]" in failing[0]["body"] and "reset_token" not in failing[0]["body"]
 
     smtp = smtp_server_factory(port=port, delay=0.2)
-    wait_for(lambda: len(smtp.messages) >= len(emails), 60, "every mail once the server is back")
+    wait_until(lambda: len(smtp.messages) >= len(emails), "every mail once the server is back", 60)
     time.sleep(1.0)  # a second copy would come now
     assert sorted(d.rcpt_tos[0] for d in smtp.messages) == sorted(emails)
     assert all("reset_token=" in d.message.get_body(("html",)).get_content() for d in smtp.messages)
-    sent = wait_for(lambda: [m for m in outbox(base, emails[0]) if m["status"] == "sent"], 30, "status sent")[0]
+    sent = wait_until(lambda: [m for m in outbox(base, emails[0]) if m["status"] == "sent"], "status sent", 30)[0]
     assert sent["error"] is None and "reset_token" not in sent["body"]
 
 
@@ -149,14 +139,14 @@ def test_a_server_killed_before_sending_leaves_the_mail_to_the_next_one(live_ser
     email = account_without_verification_mail(first.url)
     asked = requests.post(f"{first.url}/authentication/forgot-password", json={"email": email}, timeout=30)
     assert asked.status_code == 200
-    wait_for(lambda: smtp.handler.receiving, 30, "the first process sending")
+    wait_until(lambda: smtp.handler.receiving, "the first process sending", 30)
     first.process.kill()
     first.process.wait(10)
     smtp.handler.delay = 0
     assert smtp.messages == []
 
     second = live_server_factory()
-    wait_for(lambda: smtp.messages, 60, "the mail, sent by the second process")
+    wait_until(lambda: smtp.messages, "the mail, sent by the second process", 60)
     time.sleep(1.0)  # a second copy would come now
     assert [d.rcpt_tos for d in smtp.messages] == [[email]]
     assert [m["status"] for m in outbox(second.url, email)] == ["sent"]

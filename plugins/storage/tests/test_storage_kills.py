@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +28,7 @@ from sqlalchemy import select, update
 
 from trellis import db as trellis_db
 from trellis.testing.plugin import live_server_env
+from trellis.testing.waiting import wait_until
 from trellis_authentication.testing import create_user_over_http
 from trellis_storage.backends import key_for
 from trellis_storage.models import File, PendingBlob
@@ -39,16 +39,6 @@ MiB = 1024 * 1024
 SIZE = 20 * MiB
 HALF = 10 * MiB  # fed to hold an upload mid-write: its first 9 MiB are stored (a part file, an S3 part)
 T = TypeVar("T")
-
-
-def wait_for(found: Callable[[], T], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = found()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"waited {timeout:.0f} s for {what}")
 
 
 class Piped:
@@ -190,16 +180,16 @@ def test_local_leftovers_of_killed_uploads_are_swept_at_start(live_server_factor
 
         # Two uploads held mid-write (part file written, journal entry committed); one of them runs on.
         running.feed(HALF)
-        running_part = wait_for(lambda: root.new_part(set(), 9 * MiB), "the running upload's part")
+        running_part = wait_until(lambda: root.new_part(set(), 9 * MiB), "the running upload's part")
         killed_writing.feed(HALF)
-        writing_part = wait_for(lambda: root.new_part({running_part}, 9 * MiB), "the second upload's part")
+        writing_part = wait_until(lambda: root.new_part({running_part}, 9 * MiB), "the second upload's part")
 
         # One killed with its blob in place, its record not saved: the record's insert waits for the lock.
         killed_recording.feed(SIZE - 1)
-        late_key = key_of_part(wait_for(lambda: root.new_part({running_part, writing_part}, 19 * MiB), "a part"))
+        late_key = key_of_part(wait_until(lambda: root.new_part({running_part, writing_part}, 19 * MiB), "a part"))
         with writes_held(app):
             killed_recording.end_input()
-            wait_for(lambda: late_key in root.blobs(), "the blob of the upload that is saving its record")
+            wait_until(lambda: late_key in root.blobs(), "the blob of the upload that is saving its record")
             killed_recording.kill()
         killed_writing.kill()
 
@@ -207,7 +197,7 @@ def test_local_leftovers_of_killed_uploads_are_swept_at_start(live_server_factor
         # entry waits for the lock; on SQLite that holds the whole process, so the others are mid-body).
         with writes_held(app):
             sockets = [raw_upload(victim.port, user.access_token, os.urandom(SIZE)) for _ in range(3)]
-            victim_part = wait_for(lambda: root.new_part({running_part, writing_part}), "the server's part file")
+            victim_part = wait_until(lambda: root.new_part({running_part, writing_part}), "the server's part file")
             victim.process.send_signal(signal.SIGKILL)
             victim.process.wait(30)
         for sock in sockets:
@@ -219,7 +209,7 @@ def test_local_leftovers_of_killed_uploads_are_swept_at_start(live_server_factor
         assert rows(app, select(File.id)) == []
 
         live_server_factory(**env)  # a new server on the same root and database: it sweeps at start
-        wait_for(
+        wait_until(
             lambda: root.parts() == {running_part} and not root.blobs() and journal(app) == {running_key},
             "the start-up sweep to leave only the running upload",
         )
@@ -251,14 +241,14 @@ def test_s3_leftovers_of_killed_uploads_are_swept_at_start(
     with uploaders(app_config, tmp_path, trellis_db.new_id()) as start:
         running, killed_writing, killed_recording = start(), start(), start()
         running.feed(HALF)  # 9 MiB stored: the first part of a multipart upload is up
-        running_key = wait_for(lambda: new_upload(set()), "the running upload's multipart upload")
+        running_key = wait_until(lambda: new_upload(set()), "the running upload's multipart upload")
         killed_writing.feed(HALF)
-        writing_key = wait_for(lambda: new_upload({running_key}), "the second multipart upload")
+        writing_key = wait_until(lambda: new_upload({running_key}), "the second multipart upload")
         killed_recording.feed(SIZE - 1)
-        late_key = wait_for(lambda: new_upload({running_key, writing_key}), "the third multipart upload")
+        late_key = wait_until(lambda: new_upload({running_key, writing_key}), "the third multipart upload")
         with writes_held(app):
             killed_recording.end_input()
-            wait_for(lambda: late_key in objects(), "the object of the upload that is saving its record")
+            wait_until(lambda: late_key in objects(), "the object of the upload that is saving its record")
             killed_recording.kill()
         killed_writing.kill()
         assert uploads() == {running_key, writing_key} and objects() == {late_key}
@@ -272,7 +262,7 @@ def test_s3_leftovers_of_killed_uploads_are_swept_at_start(
             connection.execute(update(PendingBlob).where(dead).values(created_at=old))
 
         live_server_factory()  # sweeps at start
-        wait_for(lambda: journal(app) == {running_key}, "the start-up sweep to leave only the running upload")
+        wait_until(lambda: journal(app) == {running_key}, "the start-up sweep to leave only the running upload")
         assert uploads() == {running_key} and objects() == set()  # aborted and deleted; the running one kept
 
         file_id = running.finish()

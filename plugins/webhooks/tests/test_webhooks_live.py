@@ -11,10 +11,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
 import requests
 
 from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis.testing.waiting import wait_until
 
 ADMIN = {"masterkey": TEST_MASTER_KEY}
 FAST = {
@@ -69,13 +69,15 @@ def test_an_event_is_delivered_signed_and_retried_after_a_500(live_server_factor
     assert second.headers["Trellis-Event"] == "authentication.user.create"
     assert readme_receiver["verify"](webhook["secret"], second.headers["Trellis-Signature"], second.body)
     # The outcome is recorded after the receiver answered (in a batch): wait for it.
-    (logged,) = _eventually(lambda: deliveries(server, webhook, status="delivered")["deliveries"])
+    (logged,) = wait_until(
+        lambda: deliveries(server, webhook, status="delivered")["deliveries"], "a delivered delivery", 30
+    )
     assert (logged["status"], logged["attempts"], logged["eventId"]) == ("delivered", 2, sent["id"])
     assert logged["_id"] == second.headers["Trellis-Delivery"]
 
     # Six attempts (the first and five retries), then failed, and nothing more.
     assert len(down.wait_for(6)) == 6
-    failed = _eventually(lambda: deliveries(server, doomed, status="failed")["deliveries"])
+    failed = wait_until(lambda: deliveries(server, doomed, status="failed")["deliveries"], "a failed delivery", 30)
     assert failed[0]["attempts"] == 6 and failed[0]["lastError"] == "Answered 500: ok"
     assert len(down.received) == 6
     assert deliveries(server, other)["count"] == 0, "a pattern that does not match queues nothing"
@@ -115,7 +117,9 @@ def test_a_delivery_in_flight_when_its_worker_dies_is_sent_after_a_restart(live_
     second = live_server_factory(**lease)
     _, again = receiver.wait_for(2, timeout=60)
     assert again.body == in_flight.body and again.headers["Trellis-Delivery"] == in_flight.headers["Trellis-Delivery"]
-    (logged,) = _eventually(lambda: deliveries(second, webhook, status="delivered")["deliveries"])
+    (logged,) = wait_until(
+        lambda: deliveries(second, webhook, status="delivered")["deliveries"], "a delivered delivery", 30
+    )
     assert logged["attempts"] == 2
 
 
@@ -134,13 +138,3 @@ def test_a_reactivated_webhook_gets_no_events_of_its_inactive_time(live_server_f
     emails = [r.json["data"]["user"]["email"] for r in receiver.received]
     assert emails == ["hook-before@example.com", "hook-after@example.com"]
     assert deliveries(server, webhook)["count"] == 2
-
-
-def _eventually(read: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = read()
-        if found:
-            return found
-        time.sleep(0.1)
-    pytest.fail(f"nothing after {timeout} s")

@@ -68,31 +68,17 @@ class Worker:
 
     def start(self) -> None:
         poll = self.settings.poll_seconds
-        # Not claimed: due deliveries stay due for the next claim.
-        start_loop(
-            "webhooks-claim",
-            "webhooks: claiming due deliveries",
-            self._claim_step,
-            ThrottledWarning(log),
-            retry_seconds=poll,
-            pause=self.delivery_wanted.wait,
+        loops = (
+            # Not claimed: due deliveries stay due for the next claim.
+            ("claim", "claiming due deliveries", self._claim_step, poll, self.delivery_wanted.wait),
+            # Not recorded: the claims run out and the deliveries are attempted again (the step waits for outcomes).
+            ("record", "recording delivery outcomes", self._record_step, 0.0, time.sleep),
+            ("dispatch", "queueing events as deliveries", self._dispatch_step, poll, self.dispatch_wanted.wait),
         )
-        # Not recorded: the claims run out and the deliveries are attempted again (the step waits for outcomes).
-        start_loop(
-            "webhooks-record",
-            "webhooks: recording delivery outcomes",
-            self._record_step,
-            ThrottledWarning(log),
-            retry_seconds=0.0,
-        )
-        start_loop(
-            "webhooks-dispatch",
-            "webhooks: queueing events as deliveries",
-            self._dispatch_step,
-            ThrottledWarning(log),
-            retry_seconds=poll,
-            pause=self.dispatch_wanted.wait,
-        )
+        for name, what, step, retry, pause in loops:
+            start_loop(
+                f"webhooks-{name}", f"webhooks: {what}", step, ThrottledWarning(log), retry_seconds=retry, pause=pause
+            )
         for n in range(self.settings.senders):
             threading.Thread(target=self._send_loop, name=f"webhooks-send-{n}", daemon=True).start()
 

@@ -46,7 +46,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from . import db, reads
+from . import background, db, reads
 from .models import CacheGeneration
 from .server.token_reader import TokenReader
 from .shared_reads import SharedReads
@@ -88,7 +88,7 @@ class Generations:
         self._unpublished = False  # a commit of ours whose token could not be set
         self._epoch = 0
         self._lock = threading.Lock()
-        self._last_warning = float("-inf")
+        self._warning = background.ThrottledWarning(log)  # with Redis down every request would log one
         self._reader: TokenReader | None = None
         self._table_reads = SharedReads()  # concurrent requests share a table read: one connection at most
         self._retry_at = float("-inf")
@@ -224,12 +224,9 @@ class Generations:
             time.sleep(self._lease)
 
     def _warn(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        if now - self._last_warning >= 60:  # with Redis down every request would log one
-            self._last_warning = now
-            log.warning(
-                "cache token unavailable (%s); reading cache generations from the database", exc.__class__.__name__
-            )
+        self._warning(
+            "cache token unavailable (%s); reading cache generations from the database", exc.__class__.__name__
+        )
         with self._lock:
             self._token = None  # when Redis answers again, re-read the table once
             self._retry_at = time.monotonic() + RETRY_SECONDS

@@ -23,6 +23,7 @@ Retention: every minute one process deletes the events that are both older than
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -39,7 +40,7 @@ import redis
 import sqlalchemy as sa
 from flask import Flask, current_app
 
-from . import db, statements
+from . import background, db, statements
 from .models import EventRecord
 from .shared_redis import redis_client, redis_options
 
@@ -249,6 +250,8 @@ class EventLog:
         self._consumers: list[tuple[str, Callable[[Event], None]]] = []
         self._next_retention = 0.0
         self._next_poll = 0.0
+        self._warn_pass = background.ThrottledWarning(log)
+        self._warn_listen = background.ThrottledWarning(log)
 
     # public operations
 
@@ -308,13 +311,34 @@ class EventLog:
             if self._started:
                 return
             self._started = True
-        self._threads = [threading.Thread(target=_run, args=(weakref.ref(self),), daemon=True, name="trellis-events")]
-        if self.redis_url:
-            self._threads.append(
-                threading.Thread(target=_listen, args=(weakref.ref(self),), daemon=True, name="trellis-events-listen")
+        # The threads hold the log weakly: an app discarded without stop() ends them.
+        ref = weakref.ref(self)
+        stopped = functools.partial(_stopped, ref)
+        self._threads = [
+            # The database is down or restarting: the next pass, a second later, tries again.
+            background.start_loop(
+                "trellis-events",
+                "event log pass",
+                functools.partial(_pass, ref),
+                self._warn_pass,
+                retry_seconds=PERIOD_SECONDS,
+                stopped=stopped,
+                pause=self._wake.wait,
             )
-        for thread in self._threads:
-            thread.start()
+        ]
+        if self.redis_url:
+            app = self._app()
+            listener = background.RedisListener(
+                self.redis_url,
+                self.channel,
+                "event log",  # meanwhile the 1 s poll delivers from the table
+                self._warn_listen,
+                connect_timeout=redis_options(app)["socket_connect_timeout"] if app is not None else 0.25,
+                retry_seconds=LISTEN_RETRY_SECONDS,
+                poll_seconds=PERIOD_SECONDS,  # wakes up to notice a stop
+                stopped=stopped,
+            )
+            self._threads.append(listener.start("trellis-events-listen", functools.partial(_offer, ref)))
 
     def stop(self) -> None:
         """End this process's background threads (an app being discarded); :meth:`start` starts them again."""
@@ -510,60 +534,26 @@ def _stamp(value: Any) -> str:
     return db.isoformat(value) if value is not None and not isinstance(value, str) else value
 
 
-def _run(ref: weakref.ref) -> None:
-    """The background loop: a pass when poked, and at least one a second (the first at start-up)."""
-    warned_at = -60.0
-    while True:
-        log_ = ref()
-        if log_ is None or log_._stopping:
-            return
-        wake = log_._wake
-        try:
-            wake.clear()
-            log_.tick()
-        except Exception as exc:  # the database is down or restarting: try again on the next pass
-            if time.monotonic() - warned_at >= 60:
-                warned_at = time.monotonic()
-                log.warning("event log pass failed (%s: %s); retrying every second", exc.__class__.__name__, exc)
-        del log_
-        if wake.wait(PERIOD_SECONDS):
-            time.sleep(COALESCE_SECONDS)
+def _pass(ref: weakref.ref) -> None:
+    """One turn of the background loop: a pass, then wait to be poked, or a second (the first at start-up)."""
+    log_ = ref()
+    if log_ is None:
+        return
+    wake = log_._wake
+    wake.clear()
+    log_.tick()
+    del log_
+    if wake.wait(PERIOD_SECONDS):
+        time.sleep(COALESCE_SECONDS)
 
 
-def _listen(ref: weakref.ref) -> None:
-    """The Redis side of the receiver: numbered batches published by any process."""
-    warned_at = -60.0
-    while True:
-        log_ = ref()
-        if log_ is None or log_._stopping:
-            return
-        app = log_._app()
-        url, channel = log_.redis_url, log_.channel
-        options = redis_options(app) if app is not None else {}
-        del log_, app
-        pubsub = None
-        try:
-            listener = redis.Redis.from_url(
-                url,
-                socket_connect_timeout=options.get("socket_connect_timeout", 0.25),
-                socket_keepalive=True,
-                health_check_interval=30,
-            )
-            pubsub = listener.pubsub(ignore_subscribe_messages=True)
-            pubsub.subscribe(channel)
-            while True:
-                message = pubsub.get_message(timeout=PERIOD_SECONDS)  # wakes up to notice a stop
-                log_ = ref()
-                if log_ is None or log_._stopping:
-                    return
-                if message is not None:
-                    log_.offer([Event(*item) for item in json.loads(message["data"])])
-                del log_
-        except Exception as exc:  # Redis lost: the 1 s poll delivers from the table meanwhile
-            if time.monotonic() - warned_at >= 60:
-                warned_at = time.monotonic()
-                log.warning("event log: cannot receive from Redis (%s); retrying every second", exc)
-            time.sleep(LISTEN_RETRY_SECONDS)
-        finally:
-            if pubsub is not None:
-                pubsub.close()
+def _stopped(ref: weakref.ref) -> bool:
+    log_ = ref()
+    return log_ is None or log_._stopping
+
+
+def _offer(ref: weakref.ref, message: dict[str, Any]) -> None:
+    """A numbered batch published by any process, handed to this process's receiver."""
+    log_ = ref()
+    if log_ is not None:
+        log_.offer([Event(*item) for item in json.loads(message["data"])])

@@ -22,8 +22,9 @@ from limits.errors import StorageError
 from limits.storage import MemoryStorage, storage_from_string
 from limits.strategies import FixedWindowRateLimiter, RateLimiter
 
+from .background import ThrottledWarning
 from .errors import APIError
-from .shared_redis import WARN_EVERY_SECONDS, redis_client
+from .shared_redis import redis_client
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +48,13 @@ class _Fallback:
 
     def __init__(self) -> None:
         self.limiter = FixedWindowRateLimiter(MemoryStorage())
-        self.warned_at = -WARN_EVERY_SECONDS
+        self.warning = ThrottledWarning(log)
 
     def use(self, error: Exception) -> RateLimiter:
-        now = time.monotonic()
-        if now - self.warned_at >= WARN_EVERY_SECONDS:
-            self.warned_at = now
-            log.warning(
-                "rate limits counted in memory: the Redis storage failed (%s); warned once a minute",
-                error.__class__.__name__,
-            )
+        self.warning(
+            "rate limits counted in memory: the Redis storage failed (%s); warned once a minute",
+            error.__class__.__name__,
+        )
         return self.limiter
 
 

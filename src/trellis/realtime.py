@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,7 +13,7 @@ from flask import Flask, current_app
 from flask_socketio import SocketIO
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import db, reads
+from . import background, db, reads
 from .cors import allowed_origins
 from .errors import APIError
 from .errors import body as error_body
@@ -22,9 +21,6 @@ from .server.socket_fanout import FanOutManager, install_websocket
 from .shared_redis import make_pool, redis_options
 
 SOCKET_PATH = "realtime"
-# python-socketio doubles its listener's retry delay up to 60 s: after a long Redis outage events would
-# stop crossing processes for up to a minute after Redis is back. A fixed short delay costs one connect
-# attempt per interval while Redis is down.
 LISTEN_RETRY_SECONDS = 1.0
 
 log = logging.getLogger(__name__)
@@ -44,35 +40,23 @@ class _RedisQueue(python_socketio.RedisManager, FanOutManager):
     def __init__(self, app: Flask, url: str) -> None:
         super().__init__(url, channel="flask-socketio")
         self._app = app
+        self._warn_listen = background.ThrottledWarning(log)
 
     def _redis_connect(self) -> None:
         self.redis = redis.Redis(connection_pool=make_pool(self._app, self.redis_url))
-        options = redis_options(self._app)
-        listener = redis.Redis.from_url(
-            self.redis_url,
-            socket_connect_timeout=options["socket_connect_timeout"],
-            socket_keepalive=True,
-            health_check_interval=30,
-        )
-        self.pubsub = listener.pubsub(ignore_subscribe_messages=True)
         self.connected = True
 
     def _redis_listen_with_retries(self) -> Iterator[Any]:
-        warned_at = -60.0
-        while True:
-            try:
-                self._redis_connect()
-                self.pubsub.subscribe(self.channel)
-                yield from self.pubsub.listen()
-            except Exception as exc:  # any failure of the listening connection: reconnect shortly
-                if time.monotonic() - warned_at >= 60:
-                    warned_at = time.monotonic()
-                    log.warning(
-                        "Socket.IO queue: cannot receive from Redis (%s); retrying every %.0f s (warned once a minute)",
-                        exc.__class__.__name__,
-                        LISTEN_RETRY_SECONDS,
-                    )
-                time.sleep(LISTEN_RETRY_SECONDS)
+        # python-socketio doubles its listener's retry delay up to 60 s: after a long Redis outage events
+        # would stop crossing processes for up to a minute after Redis is back.
+        return background.RedisListener(
+            self.redis_url,
+            self.channel,
+            "Socket.IO queue",
+            self._warn_listen,
+            connect_timeout=redis_options(self._app)["socket_connect_timeout"],
+            retry_seconds=LISTEN_RETRY_SECONDS,
+        ).messages()
 
     def _publish(self, data: Any) -> Any:
         try:

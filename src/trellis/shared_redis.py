@@ -17,7 +17,6 @@ the Socket.IO message queue).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -26,10 +25,11 @@ from flask import Flask, current_app
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from .background import ThrottledWarning
+
 log = logging.getLogger(__name__)
 
 _KEY = "trellis_redis"
-WARN_EVERY_SECONDS = 60.0
 
 
 class CircuitBreaker:
@@ -38,27 +38,20 @@ class CircuitBreaker:
     def __init__(self, open_seconds: float) -> None:
         self.open_seconds = open_seconds
         self.open_until = 0.0
-        self._warned_at = -WARN_EVERY_SECONDS
-        self._lock = threading.Lock()
+        self._warning = ThrottledWarning(log)
 
     def check(self) -> None:
         if time.monotonic() < self.open_until:
             raise redis.ConnectionError("Redis is unavailable (circuit open after a recent failure)")
 
     def trip(self, error: BaseException) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self.open_until = now + self.open_seconds
-            warn = now - self._warned_at >= WARN_EVERY_SECONDS
-            if warn:
-                self._warned_at = now
-        if warn:
-            log.warning(
-                "Redis failed (%s: %s); commands fail fast for %.0f s at a time (warned once a minute)",
-                error.__class__.__name__,
-                error,
-                self.open_seconds,
-            )
+        self.open_until = time.monotonic() + self.open_seconds
+        self._warning(
+            "Redis failed (%s: %s); commands fail fast for %.0f s at a time (warned once a minute)",
+            error.__class__.__name__,
+            error,
+            self.open_seconds,
+        )
 
 
 _FAULTS = (redis.ConnectionError, redis.TimeoutError, OSError)

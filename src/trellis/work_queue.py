@@ -9,33 +9,27 @@ process lock keeps this process's threads from queueing for it. The outcome is w
 token still matches. A worker that dies leaves its row claimed until the lease ends, then it is due again:
 every row is worked at least once, by one worker at a time.
 
-:class:`PollingWorker` runs such a queue's work in background threads (green under eventlet): woken by
-:meth:`PollingWorker.wake` (e.g. once a transaction that queued work commits) and by a poll.
+``trellis.background.PollingWorker`` runs such a queue's work in background threads (green under eventlet):
+woken by its ``wake`` (e.g. once a transaction that queued work commits) and by a poll.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Flask
 from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from trellis import db
 from trellis.settings import SettingsError
 
-log = logging.getLogger(__name__)
-
 # ±10 % on every delay: rows that failed together (a provider's outage) are not retried in one burst.
 JITTER = 0.1
-WARN_EVERY_SECONDS = 60.0
 
 
 class LeaseQueue:
@@ -97,62 +91,6 @@ def retry_at(schedule: Sequence[float], attempts: int) -> datetime | None:
         return None
     delay = schedule[attempts - 1] * random.uniform(1 - JITTER, 1 + JITTER)
     return db.utcnow() + timedelta(seconds=delay)
-
-
-class ThrottledWarning:
-    """Logs a failing loop's error at most once a minute (a database outage must not flood the log)."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-        self._at = -WARN_EVERY_SECONDS
-
-    def __call__(self) -> None:
-        now = time.monotonic()
-        if now - self._at >= WARN_EVERY_SECONDS:
-            self._at = now
-            log.warning("%s failed; trying again (warned once a minute)", self.what, exc_info=True)
-
-
-class PollingWorker:
-    """``threads`` background threads, each running ``step()`` in an app context until it reports no work
-    done, then waiting for :meth:`wake` or ``poll_seconds``. A step that raises is logged (throttled) and
-    tried again on the next poll. A wake rouses one waiting thread (work queued once wants one worker; all
-    of them would each run a claim that finds nothing)."""
-
-    def __init__(
-        self, app: Flask, name: str, step: Callable[[], bool], *, threads: int = 1, poll_seconds: float = 1.0
-    ) -> None:
-        self.app = app
-        self.name = name
-        self.step = step
-        self.threads = threads
-        self.poll_seconds = poll_seconds
-        self._wakes = threading.Semaphore(0)
-        self._stopped = False
-        self._warn = ThrottledWarning(name)
-
-    def start(self) -> None:
-        for n in range(self.threads):
-            threading.Thread(target=self._loop, name=f"{self.name}-{n}", daemon=True).start()
-
-    def wake(self) -> None:
-        self._wakes.release()
-
-    def stop(self) -> None:
-        """End the threads after their current step (an app being discarded, e.g. in tests)."""
-        self._stopped = True
-        self._wakes.release(self.threads)
-
-    def _loop(self) -> None:
-        while not self._stopped:
-            worked = False
-            try:
-                with self.app.app_context():
-                    worked = self.step()
-            except Exception:
-                self._warn()
-            if not worked:
-                self._wakes.acquire(timeout=self.poll_seconds)
 
 
 def positive_seconds(name: str, value: Any) -> float:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +35,7 @@ from flask import Flask, current_app
 from redis.exceptions import RedisError
 
 from trellis import events
+from trellis.background import ThrottledWarning
 from trellis.shared_redis import redis_client
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class CountCache:
         database = app.extensions["trellis"].engine.url.render_as_string(hide_password=True)
         self.prefix = "trellis:" + hashlib.sha1(database.encode()).hexdigest()[:12] + ":dbcount:"
         self._store: Any = None
-        self._last_warning = float("-inf")
+        self._warning = ThrottledWarning(log)  # with Redis down, every list would log one
 
     @staticmethod
     def change_column(schema_name: str) -> Any:
@@ -82,7 +82,7 @@ class CountCache:
         try:
             known = redis.hget(key, field)
         except RedisError as exc:  # Redis only accelerates lists: never fail one for it
-            self._warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); counting in the database")
+            self._warning("count cache unavailable (%s); counting in the database", exc.__class__.__name__)
             return compute()
         if known is not None:
             return int(known)
@@ -92,15 +92,8 @@ class CountCache:
                 self._store = redis.register_script(_STORE)
             self._store(keys=[key], args=[field, total, TTL_SECONDS, MAX_COUNTS])
         except RedisError as exc:
-            self._warn_now_and_then(f"count cache unavailable ({exc.__class__.__name__}); count not kept")
+            self._warning("count cache unavailable (%s); count not kept", exc.__class__.__name__)
         return total
-
-    def _warn_now_and_then(self, message: str) -> None:
-        """One warning a minute per app: with Redis down, every list would log one."""
-        now = time.monotonic()
-        if now - self._last_warning >= 60:
-            self._last_warning = now
-            log.warning(message)
 
 
 def family(schema_name: str) -> str:

@@ -27,9 +27,10 @@ from flask import Flask, current_app
 from sqlalchemy import bindparam, false, insert, select, text
 
 from trellis import db, statements
+from trellis.background import PollingWorker
 from trellis.errors import APIError, bad_request, not_found
 from trellis.module_config import get as get_config
-from trellis.work_queue import LeaseQueue, PollingWorker, positive_seconds, retry_at, seconds_list
+from trellis.work_queue import LeaseQueue, positive_seconds, retry_at, seconds_list
 
 from .addresses import parse_recipient, parse_sender
 from .models import FAILED, QUEUED, SENT, EmailMessage, EmailTemplate
@@ -247,7 +248,12 @@ def start(app: Flask) -> None:
     """``Module.background``: this process's senders."""
     settings = settings_of(app)
     worker = PollingWorker(
-        app, "email-senders", lambda: send_due(1) > 0, threads=settings.senders, poll_seconds=settings.poll_seconds
+        app,
+        "email-senders",
+        lambda: send_due(1) > 0,
+        threads=settings.senders,
+        poll_seconds=settings.poll_seconds,
+        logger=log,
     )
     app.extensions["trellis_email_worker"] = worker
     worker.start()

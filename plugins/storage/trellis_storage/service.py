@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import mimetypes
-import threading
 import time
 import unicodedata
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from sqlalchemy import delete, insert, select
 from werkzeug.utils import secure_filename
 
 from trellis import audit, db, events, reads
+from trellis.background import ThrottledWarning, start_loop
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
 from trellis.module_config import get as get_config
@@ -322,16 +322,13 @@ def _settle(entry: Any, cfg: dict[str, Any]) -> bool:
 def start_sweeper(app: Flask) -> None:
     """``Module.background``: ``sweep`` at start and every ``SWEEP_EVERY_SECONDS`` in each serving process."""
 
-    def loop() -> None:
-        while True:
-            try:
-                with app.app_context():
-                    sweep()
-            except Exception as exc:  # the database is away, or not migrated yet: the next pass tries again
-                log.warning("storage sweep failed: %s: %s", exc.__class__.__name__, exc)
-            time.sleep(SWEEP_EVERY_SECONDS)
+    def step() -> None:
+        with app.app_context():
+            sweep()
+        time.sleep(SWEEP_EVERY_SECONDS)
 
-    threading.Thread(target=loop, name="storage-sweep", daemon=True).start()
+    # The database is away, or not migrated yet: the next pass tries again.
+    start_loop("storage-sweep", "storage sweep", step, ThrottledWarning(log), retry_seconds=SWEEP_EVERY_SECONDS)
 
 
 # -------------------------------------------------------------------------------------------- access

@@ -26,8 +26,8 @@ from collections.abc import Callable
 
 from flask import Flask
 
+from trellis.background import ThrottledWarning, start_loop
 from trellis.module_config import get as get_config
-from trellis.work_queue import ThrottledWarning
 
 from . import deliveries
 from .deliveries import Claimed, Runtime
@@ -64,47 +64,50 @@ class Worker:
         # the claimer as they free up. Otherwise it claims on its poll and at retries' times only; claiming
         # after every outcome was ~10% of the server's samples while delivering, mostly empty claims.
         self._backlog = False
+        self._unsubscribe: Callable[[], None] | None = None  # the dispatcher's subscription to the event log
 
     def start(self) -> None:
-        for target, name in (
-            (self._claim_loop, "webhooks-claim"),
-            (self._record_loop, "webhooks-record"),
-            (self._dispatch_loop, "webhooks-dispatch"),
-            *((self._send_loop, f"webhooks-send-{n}") for n in range(self.settings.senders)),
-        ):
-            threading.Thread(target=target, name=name, daemon=True).start()
+        poll = self.settings.poll_seconds
+        loops = (
+            # Not claimed: due deliveries stay due for the next claim.
+            ("claim", "claiming due deliveries", self._claim_step, poll, self.delivery_wanted.wait),
+            # Not recorded: the claims run out and the deliveries are attempted again (the step waits for outcomes).
+            ("record", "recording delivery outcomes", self._record_step, 0.0, time.sleep),
+            ("dispatch", "queueing events as deliveries", self._dispatch_step, poll, self.dispatch_wanted.wait),
+        )
+        for name, what, step, retry, pause in loops:
+            start_loop(
+                f"webhooks-{name}", f"webhooks: {what}", step, ThrottledWarning(log), retry_seconds=retry, pause=pause
+            )
+        for n in range(self.settings.senders):
+            threading.Thread(target=self._send_loop, name=f"webhooks-send-{n}", daemon=True).start()
 
     # --- sending ---------------------------------------------------------------------------------------
 
-    def _claim_loop(self) -> None:
-        warn = ThrottledWarning("webhooks: claiming due deliveries")
-        most = self.settings.claim_ahead
-        while True:
-            self.delivery_wanted.clear()
-            # Claim in chunks of at least one per sender (or when idle): a claim per freed sender was a
-            # transaction per delivery or two.
-            free = self._reserve(at_least=min(self.settings.senders, most))
-            claimed: list[Claimed] = []
-            if free:
-                self._backlog = False  # this claim takes what is due: senders finishing meanwhile need not wake us
-                try:
-                    with self.app.app_context():
-                        config = get_config("webhooks")
-                        if config["active"]:
-                            claimed = deliveries.claim_due(free)
-                            self._hand_to_senders(claimed, bool(config["allowPrivateTargets"]))
-                except Exception:
-                    warn()
-                finally:
-                    self._give_back(free - len(claimed))
-                if len(claimed) == free:  # due deliveries may be left behind: claim again as senders free up
-                    self._backlog = True
-            if claimed and len(claimed) == free:  # all claimed: the senders wake us as they free up
-                self.delivery_wanted.wait(self.settings.poll_seconds)
-            elif not claimed and self._in_flight:  # waiting for the senders to free room
-                self.delivery_wanted.wait(self.settings.poll_seconds)
-            else:
-                self.delivery_wanted.wait(self._idle_seconds())
+    def _claim_step(self) -> None:
+        self.delivery_wanted.clear()
+        # Claim in chunks of at least one per sender (or when idle): a claim per freed sender was a
+        # transaction per delivery or two.
+        free = self._reserve(at_least=min(self.settings.senders, self.settings.claim_ahead))
+        claimed: list[Claimed] = []
+        if free:
+            self._backlog = False  # this claim takes what is due: senders finishing meanwhile need not wake us
+            try:
+                with self.app.app_context():
+                    config = get_config("webhooks")
+                    if config["active"]:
+                        claimed = deliveries.claim_due(free)
+                        self._hand_to_senders(claimed, bool(config["allowPrivateTargets"]))
+            finally:
+                self._give_back(free - len(claimed))
+            if len(claimed) == free:  # due deliveries may be left behind: claim again as senders free up
+                self._backlog = True
+        if claimed and len(claimed) == free:  # all claimed: the senders wake us as they free up
+            self.delivery_wanted.wait(self.settings.poll_seconds)
+        elif not claimed and self._in_flight:  # waiting for the senders to free room
+            self.delivery_wanted.wait(self.settings.poll_seconds)
+        else:
+            self.delivery_wanted.wait(self._idle_seconds())
 
     def _reserve(self, at_least: int = 1) -> int:
         """Room for new claims, counted in flight at once (the claimer and the dispatcher both claim): all
@@ -167,17 +170,12 @@ class Worker:
             log.exception("webhooks: delivery %s could not be attempted", claimed.id)
             return Outcome(False, None, "Internal error while sending (see the server log)")
 
-    def _record_loop(self) -> None:
-        warn = ThrottledWarning("webhooks: recording delivery outcomes")
-        while True:
-            self.outcomes_ready.wait()
-            time.sleep(RECORD_COALESCE_SECONDS)
-            self.outcomes_ready.clear()
-            try:
-                if self._record_once():
-                    self.delivery_wanted.set()  # the claimer's next wait ends by the earliest retry
-            except Exception:  # not recorded: the claims run out and the deliveries are attempted again
-                warn()
+    def _record_step(self) -> None:
+        self.outcomes_ready.wait()
+        time.sleep(RECORD_COALESCE_SECONDS)
+        self.outcomes_ready.clear()
+        if self._record_once():
+            self.delivery_wanted.set()  # the claimer's next wait ends by the earliest retry
 
     def _record_once(self) -> bool:
         """Write the outcomes that have come in (one transaction) and give back the unattempted claims;
@@ -202,28 +200,17 @@ class Worker:
 
     # --- queueing events -----------------------------------------------------------------------------------
 
-    def _dispatch_loop(self) -> None:
+    def _dispatch_step(self) -> None:
         from .dispatcher import subscribe
 
-        warn = ThrottledWarning("webhooks: queueing events as deliveries")
-        unsubscribe: Callable[[], None] | None = None
-        while unsubscribe is None:
-            try:
-                with self.app.app_context():
-                    unsubscribe = subscribe(self.dispatch_wanted.set)
-            except Exception:
-                warn()
-                time.sleep(self.settings.poll_seconds)
-        while True:
-            self.dispatch_wanted.clear()
-            busy = False
-            try:
-                busy = self._dispatch_once()
-            except Exception:
-                warn()
-            # Another process holds the cursor: it may be finishing just before our event, so look again soon.
-            if self.dispatch_wanted.wait(0.02 if busy else self.settings.poll_seconds) and not busy:
-                time.sleep(DISPATCH_COALESCE_SECONDS)  # a burst of events: one pass, not one per event
+        if self._unsubscribe is None:
+            with self.app.app_context():
+                self._unsubscribe = subscribe(self.dispatch_wanted.set)
+        self.dispatch_wanted.clear()
+        busy = self._dispatch_once()
+        # Another process holds the cursor: it may be finishing just before our event, so look again soon.
+        if self.dispatch_wanted.wait(0.02 if busy else self.settings.poll_seconds) and not busy:
+            time.sleep(DISPATCH_COALESCE_SECONDS)  # a burst of events: one pass, not one per event
 
     def _dispatch_once(self) -> bool:
         """Queue every event after the cursor, pass by pass, sending what each pass claimed; whether another

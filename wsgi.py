@@ -33,6 +33,6 @@ if __name__ == "__main__":
         app,
         host,
         port,
-        log_output=os.environ.get("TRELLIS_ACCESS_LOG") == "1",
+        log_output=app.config["ACCESS_LOG"],
         banner=f"Trellis serving on http://{host}:{port} (swagger: http://{host}:{port}/swagger)",
     )

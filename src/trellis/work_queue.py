@@ -29,7 +29,6 @@ from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from trellis import db
-from trellis.settings import SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -153,20 +152,3 @@ class PollingWorker:
                 self._warn()
             if not worked:
                 self._wakes.acquire(timeout=self.poll_seconds)
-
-
-def positive_seconds(name: str, value: Any) -> float:
-    """A setting in seconds (``TRELLIS_<name>``), more than 0."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"TRELLIS_{name} must be a number of seconds, not {value!r}") from None
-    if not number > 0:
-        raise SettingsError(f"TRELLIS_{name} must be more than 0")
-    return number
-
-
-def seconds_list(name: str, value: Any) -> tuple[float, ...]:
-    """A schedule setting: ``"10,60,600"`` (environment text) or a list of numbers."""
-    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else [value]
-    return tuple(positive_seconds(name, item) for item in items if str(item).strip())

@@ -16,7 +16,8 @@ import warnings
 # notice is not something an operator can act on (the tests filter it the same way).
 warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
-if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet" and "flask" not in sys.modules:
+# Read before any import (trellis.settings imports Flask), the way its table reads it: any case, spaces trimmed.
+if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet").strip().lower() == "eventlet" and "flask" not in sys.modules:
     import eventlet
 
     eventlet.monkey_patch()
@@ -33,6 +34,6 @@ if __name__ == "__main__":
         app,
         host,
         port,
-        log_output=os.environ.get("TRELLIS_ACCESS_LOG") == "1",
+        log_output=app.config["ACCESS_LOG"],
         banner=f"Trellis serving on http://{host}:{port} (swagger: http://{host}:{port}/swagger)",
     )

@@ -1,6 +1,7 @@
 """Settings from TRELLIS_* variables; secrets generated once into instance/, refused in production."""
 
 import json
+import re
 
 import pytest
 from flask import Flask
@@ -98,3 +99,105 @@ def test_connection_limits_read_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("TRELLIS_HEADER_TIMEOUT", "2.5")
     app = make(tmp_path)
     assert (app.config["HEADER_TIMEOUT"], app.config["IDLE_TIMEOUT"], app.config["MAX_CONNECTIONS"]) == (2.5, 75, 1024)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [(word, True) for word in ("true", "TRUE", "1", "yes", "Yes", "on", " ON ")]
+    + [(word, False) for word in ("false", "False", "0", "no", "NO", "off", "Off ")],
+)
+def test_one_boolean_reading_for_every_boolean_setting(tmp_path, monkeypatch, text, expected):
+    from trellis.settings import BOOL, CORE
+
+    for setting in CORE:
+        if setting.kind is BOOL:
+            monkeypatch.setenv(setting.variable, text)
+    app = make(tmp_path)
+    assert {setting.name: app.config[setting.name] for setting in CORE if setting.kind is BOOL} == {
+        setting.name: expected for setting in CORE if setting.kind is BOOL
+    }
+
+
+@pytest.mark.parametrize("text", ["", "sometimes", "2", "y", "t", "truee", "enabled", "1.0"])
+def test_anything_else_is_not_a_boolean(tmp_path, monkeypatch, text):
+    from trellis.settings import parse_bool
+
+    with pytest.raises(ValueError):
+        parse_bool(text)
+    monkeypatch.setenv("TRELLIS_METRICS", text)
+    with pytest.raises(SettingsError, match="TRELLIS_METRICS must be true or false"):
+        make(tmp_path)
+
+
+def _bad_values():
+    """One value each setting of the core refuses, by kind (any text is a text or a list)."""
+    from trellis import settings
+
+    bad = {
+        settings.BOOL: "sometimes",
+        settings.INT: "-1",
+        settings.COUNT: "0",
+        settings.NUMBER: "soon",
+        settings.SECONDS: "nan",
+        settings.SECONDS_OR_ZERO: "-0.5",
+        settings.URL: "ftp://api.example.com",
+    }
+    for setting in settings.CORE:
+        if setting.kind not in (settings.TEXT, settings.LIST):
+            yield setting.name, bad.get(setting.kind, "no-such-option")  # the rest are choices
+
+
+@pytest.mark.parametrize(("name", "value"), list(_bad_values()))
+def test_a_bad_value_of_each_kind_stops_the_start_naming_the_variable(tmp_path, monkeypatch, name, value):
+    monkeypatch.setenv(f"TRELLIS_{name}", value)
+    with pytest.raises(SettingsError, match=f"^TRELLIS_{name} must be .*, not {re.escape(repr(value))}$"):
+        make(tmp_path)
+    assert not (tmp_path / "instance").exists()  # refused before anything is generated
+
+
+def test_a_module_declares_its_own_settings(app_config, db, monkeypatch):
+    """Read like the core's: the environment, else the default; a bad value names the variable; a name
+    the core declares is refused."""
+    from trellis import Module, create_app
+    from trellis.settings import COUNT, SECONDS_LIST, Setting
+
+    knobs = Module(
+        name="knobs",
+        settings=(
+            Setting("KNOBS_LIMIT", COUNT, 3, "how many knobs"),
+            Setting("KNOBS_DELAYS", SECONDS_LIST, (1.0, 2.0), "delays between turns"),
+        ),
+    )
+    app = create_app(app_config, modules=[knobs])
+    assert (app.config["KNOBS_LIMIT"], app.config["KNOBS_DELAYS"]) == (3, (1.0, 2.0))
+    monkeypatch.setenv("TRELLIS_KNOBS_LIMIT", "7")
+    monkeypatch.setenv("TRELLIS_KNOBS_DELAYS", "0.5, 4")
+    app = create_app(app_config, modules=[knobs])
+    assert (app.config["KNOBS_LIMIT"], app.config["KNOBS_DELAYS"]) == (7, (0.5, 4.0))
+    assert create_app({**app_config, "KNOBS_LIMIT": 9}, modules=[knobs]).config["KNOBS_LIMIT"] == 9
+    monkeypatch.setenv("TRELLIS_KNOBS_DELAYS", "0.5,soon")
+    with pytest.raises(SettingsError, match="TRELLIS_KNOBS_DELAYS must be a comma-separated list of seconds"):
+        create_app(app_config, modules=[knobs])
+    taken = Module(name="taken", settings=(Setting("REDIS_URL", COUNT, 1, "a second Redis"),))
+    with pytest.raises(SettingsError, match="TRELLIS_REDIS_URL is declared by the core and by taken"):
+        create_app(app_config, modules=[taken])
+
+
+def test_the_readme_tables_are_the_declared_settings():
+    from trellis.settings_doc import COMMAND, documents, stale
+
+    differing = stale(documents())
+    assert not differing, f"settings tables out of date in {', '.join(map(str, differing))}; run: {COMMAND}"
+
+
+def test_a_readme_table_that_differs_is_found_and_rewritten(tmp_path):
+    from trellis.settings import CORE
+    from trellis.settings_doc import BEGIN, END, stale, write
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n{BEGIN}\n| `TRELLIS_GONE` | text | unset | gone |\n{END}\nafter\n")
+    assert stale({readme: CORE}) == [readme]
+    assert write({readme: CORE}) == [readme]
+    text = readme.read_text()
+    assert "TRELLIS_GONE" not in text and text.count("| `TRELLIS_") == len(CORE) and text.endswith(f"{END}\nafter\n")
+    assert stale({readme: CORE}) == []

@@ -38,7 +38,7 @@ from .ratelimit import init_limiter
 from .reads import ReadConnections, ReadProvider
 from .realtime import init_socketio
 from .server.safety import SafetyNet
-from .settings import instance_path, load_settings
+from .settings import instance_path, load_module_settings, load_settings
 from .shared_redis import redis_client
 
 log = logging.getLogger("trellis")
@@ -88,9 +88,9 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         app.wsgi_app = ProxyFix(  # type: ignore[method-assign]
             app.wsgi_app, x_for=proxies, x_proto=proxies, x_host=proxies, x_port=proxies
         )
-    allow = app.config.get("MODULES")
     # An explicit module list (tests of the loader) is taken as given; discovery honours the allow-list.
-    loaded = resolve(modules) if modules is not None else load_modules(allow or "")
+    loaded = resolve(modules) if modules is not None else load_modules(app.config["MODULES"])
+    load_module_settings(app, loaded, config)
 
     JWTManager(app)
     # An API of bearer tokens keeps no cookie session: skip Flask's per-request signing set-up.
@@ -121,7 +121,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     events.init_app(app)
     api.register_blueprint(routes.blp)
     api.register_blueprint(audit.blp)
-    if _enabled(app.config["METRICS"]):
+    if app.config["METRICS"]:
         api.register_blueprint(metrics_blp)
         # Inside Socket.IO's wrapper (installed next): /realtime polling is not counted as HTTP requests.
         app.wsgi_app = MetricsMiddleware(app.wsgi_app, trellis.metrics)  # type: ignore[method-assign]
@@ -136,11 +136,6 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     app.cli.add_command(cli)
     app.wsgi_app = SafetyNet(app.wsgi_app)  # type: ignore[method-assign]  # outermost: Socket.IO's included
     return app
-
-
-def _enabled(value: Any) -> bool:
-    """A boolean setting given as a Python value or as environment text ("false", "0", "off")."""
-    return value if isinstance(value, bool) else str(value).strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def _install(app: Flask, trellis: Trellis, module: Module, cli: AppGroup) -> None:
@@ -246,4 +241,4 @@ def _configure_logging(app: Flask) -> None:
         handler.addFilter(_RequestIdFilter())
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s [%(request_id)s] %(name)s: %(message)s"))
         root.addHandler(handler)
-    logging.getLogger("trellis").setLevel(app.config.get("LOG_LEVEL", "INFO"))
+    logging.getLogger("trellis").setLevel(app.config["LOG_LEVEL"])

@@ -228,12 +228,12 @@ class EventLog:
         # Reads of the log need no transaction: PostgreSQL's autocommit pool spares BEGIN/ROLLBACK.
         self.read_engine = getattr(reads, "engine", self.engine)
         self.postgresql = self.engine.dialect.name == "postgresql"
-        self.retention_seconds = float(app.config.get("EVENTS_RETENTION_SECONDS", 600))
-        self.retention_count = int(app.config.get("EVENTS_RETENTION_COUNT", 10_000))
+        self.retention_seconds = app.config["EVENTS_RETENTION_SECONDS"]
+        self.retention_count = app.config["EVENTS_RETENTION_COUNT"]
         self.redis_url = app.config.get("REDIS_URL") or None
         # TRELLIS_EVENTS=false records nothing: only to price the log (bench/live_bench.py); live data,
         # webhooks and replay then see no change.
-        self.enabled = str(app.config.get("EVENTS", True)).strip().lower() not in ("0", "false", "no", "off")
+        self.enabled = app.config["EVENTS"]
         # One channel per database: several deployments (or test runs) may share one Redis.
         self.channel = (
             "trellis:events:"

@@ -21,12 +21,8 @@ from .modules import ENTRY_POINT_GROUP, Module
 DEFAULT_SCRIPT_LOCATION = Path(__file__).resolve().parents[2] / "migrations"
 
 
-def script_location() -> Path:
-    return Path(os.environ.get("TRELLIS_MIGRATIONS_PATH", DEFAULT_SCRIPT_LOCATION))
-
-
 def alembic_config(app: Flask) -> Config:
-    location = script_location()
+    location = Path(app.config["MIGRATIONS_PATH"] or DEFAULT_SCRIPT_LOCATION)
     if not (location / "env.py").exists():
         raise RuntimeError(f"No Alembic environment at {location}; set TRELLIS_MIGRATIONS_PATH")
     cfg = Config()

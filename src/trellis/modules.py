@@ -7,12 +7,14 @@ the declarations below. See ``docs/modules.md``.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .settings import Setting
 
 ENTRY_POINT_GROUP = "trellis.modules"
 
@@ -78,6 +80,8 @@ class Module:
     background         callables(app) started once in each process that serves HTTP (``trellis.server.serve``),
                        never in the CLI or in test apps: a module's background green threads
     console_pages      :class:`ConsolePage` objects: the module's pages in the admin console (none: no page)
+    settings           :class:`trellis.settings.Setting` entries: the module's ``TRELLIS_*`` process settings,
+                       read into ``app.config`` and checked at start like the core's
     """
 
     name: str
@@ -93,6 +97,7 @@ class Module:
     init_app: Callable[[Any], None] | None = None
     background: Sequence[Callable[[Any], None]] = ()
     console_pages: Sequence[ConsolePage] = ()
+    settings: Sequence[Setting] = ()
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -172,9 +177,7 @@ def resolve(modules: Iterable[Module], allow: set[str] | None = None) -> list[Mo
 
 
 def load_modules(allow: str | Iterable[str] | None = None) -> list[Module]:
-    """Discover installed modules and resolve them against ``allow`` (default: ``TRELLIS_MODULES``)."""
-    if allow is None:
-        allow = os.environ.get("TRELLIS_MODULES")
+    """Discover installed modules and resolve them against ``allow`` (``TRELLIS_MODULES``; None: all)."""
     allowed = parse_allow_list(allow)
     names = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
     if allowed is not None and allowed - names:

@@ -33,7 +33,6 @@ _FALLBACK = "trellis_ratelimit_fallback"
 
 
 def init_limiter(app: Flask) -> RateLimiter:
-    app.config.setdefault("RATELIMIT_ENABLED", True)
     app.extensions[_FALLBACK] = _Fallback()
     client = redis_client(app)
     if client is None:
@@ -73,7 +72,7 @@ def client_ip() -> str:
 
 def check(scope: str, key: str, limit: str) -> None:
     """Count one hit of ``key`` in ``scope`` against ``limit`` (e.g. ``"10/minute"``); 429 when over."""
-    if not current_app.config.get("RATELIMIT_ENABLED", True):
+    if not current_app.config["RATELIMIT_ENABLED"]:
         return
     item = parse(limit)
     allowed, limiter = _hit(item, scope, key)

@@ -91,8 +91,8 @@ def _connection_class(breaker: CircuitBreaker, base: type[redis.Connection]) -> 
 def redis_options(app: Flask) -> dict[str, Any]:
     """Keyword arguments for ``redis.Redis.from_url``: short timeouts, no retries."""
     return {
-        "socket_connect_timeout": float(app.config.get("REDIS_CONNECT_TIMEOUT", 0.25)),
-        "socket_timeout": float(app.config.get("REDIS_TIMEOUT", 0.5)),
+        "socket_connect_timeout": app.config["REDIS_CONNECT_TIMEOUT"],
+        "socket_timeout": app.config["REDIS_TIMEOUT"],
         "retry": Retry(NoBackoff(), 0),
     }
 
@@ -101,9 +101,7 @@ def make_pool(app: Flask, url: str) -> redis.ConnectionPool:
     """A connection pool for ``url`` with the app's timeouts and its circuit breaker."""
     breaker = app.extensions.get("trellis_redis_breaker")
     if breaker is None:
-        breaker = app.extensions["trellis_redis_breaker"] = CircuitBreaker(
-            float(app.config.get("REDIS_BREAKER_SECONDS", 5.0))
-        )
+        breaker = app.extensions["trellis_redis_breaker"] = CircuitBreaker(app.config["REDIS_BREAKER_SECONDS"])
     pool = redis.ConnectionPool.from_url(url, **redis_options(app))
     pool.connection_class = _connection_class(breaker, pool.connection_class)
     return pool

@@ -26,7 +26,6 @@ from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from trellis import db
-from trellis.settings import SettingsError
 
 # ±10 % on every delay: rows that failed together (a provider's outage) are not retried in one burst.
 JITTER = 0.1
@@ -91,20 +90,3 @@ def retry_at(schedule: Sequence[float], attempts: int) -> datetime | None:
         return None
     delay = schedule[attempts - 1] * random.uniform(1 - JITTER, 1 + JITTER)
     return db.utcnow() + timedelta(seconds=delay)
-
-
-def positive_seconds(name: str, value: Any) -> float:
-    """A setting in seconds (``TRELLIS_<name>``), more than 0."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise SettingsError(f"TRELLIS_{name} must be a number of seconds, not {value!r}") from None
-    if not number > 0:
-        raise SettingsError(f"TRELLIS_{name} must be more than 0")
-    return number
-
-
-def seconds_list(name: str, value: Any) -> tuple[float, ...]:
-    """A schedule setting: ``"10,60,600"`` (environment text) or a list of numbers."""
-    items = value.split(",") if isinstance(value, str) else list(value) if isinstance(value, list | tuple) else [value]
-    return tuple(positive_seconds(name, item) for item in items if str(item).strip())

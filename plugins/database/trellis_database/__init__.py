@@ -20,7 +20,7 @@ from . import (
     models,  # noqa: F401  (the tables belong to the shared metadata)
 )
 from .graphql_http import graphql_blp
-from .live_http import changes_blp
+from .live_http import SETTINGS, changes_blp
 from .live_sockets import LiveUserEvents, namespace_factories
 from .openapi import paths as openapi_paths
 from .registry import Registry
@@ -78,6 +78,7 @@ module = Module(
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("database", "Database", str(CONSOLE / "database.html"), str(CONSOLE / "database.js")),),
     openapi_paths=openapi_paths,
+    settings=SETTINGS,
     init_app=init_app,
     description="Schemas, documents, custom endpoints and GraphQL",
 )

@@ -26,6 +26,7 @@ from flask import Response, current_app, request
 from werkzeug.datastructures import MultiDict
 
 from trellis.http import Blueprint
+from trellis.settings import COUNT, SECONDS, Setting
 
 from .access import authorize
 from .live import Subscription, check_replayable, compile_filter, hub, parse_kinds, parse_since
@@ -37,6 +38,23 @@ log = logging.getLogger(__name__)
 changes_blp = Blueprint("database-changes", __name__, description="Database: live changes as Server-Sent Events")
 
 STREAM_PARAMS = ("since", "events")
+SETTINGS = (
+    Setting(
+        "SSE_HEARTBEAT_SECONDS",
+        SECONDS,
+        15,
+        "a change stream (`/database/{schemaName}/changes`) sends a comment line this often, so proxies keep "
+        "it open and a gone client is noticed",
+    ),
+    Setting(
+        "SSE_BUFFER_BYTES",
+        COUNT,
+        4 * 1024 * 1024,
+        "changes a stream's client has not taken yet, at most; a client further behind is disconnected and "
+        "resumes from the log",
+        shown="4 MiB",
+    ),
+)
 _END = object()
 ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 
@@ -77,7 +95,7 @@ def stream_changes(schemaName: str) -> Response:
         check_replayable(since, schema.name)
     user_id = identity.id if identity is not None and identity.kind == "user" else None
     live = hub()
-    outbox = Outbox(int(current_app.config.get("SSE_BUFFER_BYTES", 4 * 1024 * 1024)))
+    outbox = Outbox(current_app.config["SSE_BUFFER_BYTES"])
     subscription = Subscription(
         schema=schema.name,
         kinds=kinds,
@@ -94,7 +112,7 @@ def stream_changes(schemaName: str) -> Response:
     live.add(subscription)
     if user_id is not None:
         live.attach_user(user_id, subscription.owner, outbox.end)
-    heartbeat = float(current_app.config.get("SSE_HEARTBEAT_SECONDS", 15))
+    heartbeat = current_app.config["SSE_HEARTBEAT_SECONDS"]
     return Response(
         _stream(outbox, subscription, heartbeat, live),
         mimetype="text/event-stream",

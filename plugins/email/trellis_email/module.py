@@ -31,7 +31,8 @@ module = Module(
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("email", "Email", str(CONSOLE / "email.html")),),
     owned_schemas=(TEMPLATE_SCHEMA,),
-    init_app=outbox.settings_of,  # the TRELLIS_EMAIL_* settings are checked at start-up
+    settings=outbox.SETTINGS,
+    init_app=outbox.settings_of,
     background=(outbox.start,),
     description="Sends raw and template e-mail through an outbox, SMTP, Mailgun or SendGrid",
 )

@@ -30,7 +30,8 @@ from trellis import db, statements
 from trellis.background import PollingWorker
 from trellis.errors import APIError, bad_request, not_found
 from trellis.module_config import get as get_config
-from trellis.work_queue import LeaseQueue, positive_seconds, retry_at, seconds_list
+from trellis.settings import COUNT, SECONDS, SECONDS_LIST, Setting
+from trellis.work_queue import LeaseQueue, retry_at
 
 from .addresses import parse_recipient, parse_sender
 from .models import FAILED, QUEUED, SENT, EmailMessage, EmailTemplate
@@ -48,6 +49,28 @@ RETRY_SECONDS = (10.0, 30.0, 120.0, 600.0, 1800.0, 3600.0)
 LEASE_SECONDS = 120.0
 SENDERS = 4  # messages in flight at once per process: a slow mail server holds up one, not the others
 POLL_SECONDS = 1.0
+# Process settings, not module config: they shape each process's senders, and tests shorten them.
+SETTINGS = (
+    Setting(
+        "EMAIL_RETRY_SECONDS",
+        SECONDS_LIST,
+        RETRY_SECONDS,
+        "delays before the 2nd, 3rd … attempt (7 attempts over ~1.7 h)",
+    ),
+    Setting(
+        "EMAIL_LEASE_SECONDS",
+        SECONDS,
+        LEASE_SECONDS,
+        "how long a claim holds a message (at least 6 × the provider's `timeout`)",
+    ),
+    Setting(
+        "EMAIL_SENDERS",
+        COUNT,
+        SENDERS,
+        "messages in flight at once per process (a slow server holds up one sender)",
+    ),
+    Setting("EMAIL_POLL_SECONDS", SECONDS, POLL_SECONDS, "how often idle senders look for due messages"),
+)
 
 _table = EmailMessage.__table__
 QUEUE = LeaseQueue(
@@ -70,10 +93,10 @@ class QueueSettings:
     def from_app(cls, app: Flask) -> QueueSettings:
         config = app.config
         return cls(
-            retry_seconds=seconds_list("EMAIL_RETRY_SECONDS", config.get("EMAIL_RETRY_SECONDS", RETRY_SECONDS)),
-            lease_seconds=positive_seconds("EMAIL_LEASE_SECONDS", config.get("EMAIL_LEASE_SECONDS", LEASE_SECONDS)),
-            senders=int(positive_seconds("EMAIL_SENDERS", config.get("EMAIL_SENDERS", SENDERS))),
-            poll_seconds=positive_seconds("EMAIL_POLL_SECONDS", config.get("EMAIL_POLL_SECONDS", POLL_SECONDS)),
+            retry_seconds=config["EMAIL_RETRY_SECONDS"],
+            lease_seconds=config["EMAIL_LEASE_SECONDS"],
+            senders=config["EMAIL_SENDERS"],
+            poll_seconds=config["EMAIL_POLL_SECONDS"],
         )
 
 

@@ -10,6 +10,7 @@ from . import worker
 from .config import WebhooksConfigSchema
 from .deliveries import runtime_of
 from .routes import blp
+from .settings import SETTINGS
 
 
 def _init_app(app: Flask) -> None:
@@ -21,6 +22,7 @@ module = Module(
     blueprints=(blp,),
     config_schema=WebhooksConfigSchema,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    settings=SETTINGS,
     init_app=_init_app,
     background=(worker.start,),
     description="Signed, retried, logged deliveries of the modules' events to URLs that admins register",

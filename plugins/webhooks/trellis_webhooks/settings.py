@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from flask import Flask
 
-from trellis.work_queue import positive_seconds, seconds_list
+from trellis.settings import COUNT, SECONDS, SECONDS_LIST, Setting
 
 # About 10 s, 1 min, 10 min, 1 h, 6 h: five retries after the first attempt, six attempts in all.
 RETRY_SECONDS = (10.0, 60.0, 600.0, 3600.0, 21600.0)
@@ -20,6 +20,35 @@ LEASE_SECONDS = 60.0
 SENDERS = 16  # deliveries in flight at once per process
 POLL_SECONDS = 1.0  # how often idle workers look for due deliveries and new events
 SEND_TIMEOUT_SECONDS = 10.0  # the contract's limit on one attempt
+
+SETTINGS = (
+    Setting(
+        "WEBHOOKS_RETRY_SECONDS",
+        SECONDS_LIST,
+        RETRY_SECONDS,
+        "delays before each retry (attempts = delays + 1)",
+    ),
+    Setting(
+        "WEBHOOKS_LEASE_SECONDS",
+        SECONDS,
+        LEASE_SECONDS,
+        "how long a claimed delivery is held before another worker may send it again",
+    ),
+    Setting(
+        "WEBHOOKS_SENDERS",
+        COUNT,
+        SENDERS,
+        "attempts in flight at once per process (sender threads); a process holds up to 3× as many "
+        "deliveries claimed ahead of them (1× with a lease under 40 s), so that each is still sent well "
+        "within its lease",
+    ),
+    Setting(
+        "WEBHOOKS_POLL_SECONDS",
+        SECONDS,
+        POLL_SECONDS,
+        "how often idle workers look for due deliveries and missed events",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -46,10 +75,8 @@ class DeliverySettings:
     def from_app(cls, app: Flask) -> DeliverySettings:
         config = app.config
         return cls(
-            retry_seconds=seconds_list("WEBHOOKS_RETRY_SECONDS", config.get("WEBHOOKS_RETRY_SECONDS", RETRY_SECONDS)),
-            lease_seconds=positive_seconds(
-                "WEBHOOKS_LEASE_SECONDS", config.get("WEBHOOKS_LEASE_SECONDS", LEASE_SECONDS)
-            ),
-            senders=int(positive_seconds("WEBHOOKS_SENDERS", config.get("WEBHOOKS_SENDERS", SENDERS))),
-            poll_seconds=positive_seconds("WEBHOOKS_POLL_SECONDS", config.get("WEBHOOKS_POLL_SECONDS", POLL_SECONDS)),
+            retry_seconds=config["WEBHOOKS_RETRY_SECONDS"],
+            lease_seconds=config["WEBHOOKS_LEASE_SECONDS"],
+            senders=config["WEBHOOKS_SENDERS"],
+            poll_seconds=config["WEBHOOKS_POLL_SECONDS"],
         )

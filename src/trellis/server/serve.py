@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import resource
 import socket
 from typing import TYPE_CHECKING, Any
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask
 
 from .. import events
-from ..settings import DEFAULTS
+from ..settings import core_value
 from .safety import eventlet_server_options
 
 if TYPE_CHECKING:  # eventlet is imported only when serving with it
@@ -84,9 +83,7 @@ def connection_guard(config: Any) -> ConnectionGuard:
     """The guard from the app's settings (the benchmarks' bare Flask app has none: the defaults)."""
     from .http_protocol import ConnectionGuard
 
-    return ConnectionGuard(
-        *(config.get(key, DEFAULTS[key]) for key in ("HEADER_TIMEOUT", "IDLE_TIMEOUT", "MAX_CONNECTIONS"))
-    )
+    return ConnectionGuard(*(core_value(config, key) for key in ("HEADER_TIMEOUT", "IDLE_TIMEOUT", "MAX_CONNECTIONS")))
 
 
 def ensure_file_limit(connections: int) -> None:
@@ -120,9 +117,9 @@ def listen(host: str, port: int) -> Any:
         raise
 
 
-def nodelay_enabled() -> bool:
+def nodelay_enabled(config: Any = None) -> bool:
     """``TRELLIS_TCP_NODELAY=0`` turns it off (only to measure the difference)."""
-    return os.environ.get("TRELLIS_TCP_NODELAY", "1").strip().lower() not in ("0", "false", "no", "off")
+    return core_value(config or {}, "TCP_NODELAY")
 
 
 def start_background(app: Flask) -> None:
@@ -153,7 +150,7 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False, banner: st
     ensure_file_limit(guard.max_connections)
     guard.start()
     eventlet.wsgi.server(
-        GuardedListener(NoDelayListener(listener) if nodelay_enabled() else listener, guard),
+        GuardedListener(NoDelayListener(listener) if nodelay_enabled(app.config) else listener, guard),
         app,
         log_output=log_output,
         protocol=guard.protocol(),

@@ -5,7 +5,8 @@ import warnings
 
 warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 
-if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet") == "eventlet":
+# Read before any import, as in wsgi.py.
+if os.environ.get("TRELLIS_ASYNC_MODE", "eventlet").strip().lower() == "eventlet":
     import eventlet
 
     eventlet.monkey_patch()

@@ -1,6 +1,6 @@
 """Users: the lowest layer of the module (the model, its shape, creating and finding users).
 
-The module is built in layers, each importing only the ones below it (``tests/test_import_layers.py``
+The module is built in layers, each importing only the ones below it (``tests/test_import_graph.py``
 keeps it so): ``models``/``tokens``/``delivery`` → ``users`` → ``sessions`` → ``twofa`` → ``signin`` →
 ``account``/``phone``/``oauth`` → the routes. ``service`` is what other modules call.
 """

@@ -20,7 +20,7 @@ from limits.strategies import RateLimiter
 from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import audit, db, errors, events, routes
+from . import audit, db, errors, events, reads, routes
 from .cache import Generations, token_key
 from .cli import trellis_cli
 from .cors import init_cors
@@ -96,6 +96,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     # An API of bearer tokens keeps no cookie session: skip Flask's per-request signing set-up.
     app.session_interface = _NoCookieSessions()
     engine = db.init_app(app)
+    reads.init_app(app)
     api = init_api(app, __version__)
     errors.register(app)
     app.after_request(_common_headers)

@@ -200,9 +200,6 @@ def init_app(app: Flask) -> Engine:
 
     @app.teardown_appcontext
     def _remove_session(_exc: BaseException | None) -> None:
-        from trellis import reads  # reads builds on this module
-
-        reads.release()
         session.remove()
 
     return eng

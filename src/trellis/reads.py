@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from flask import current_app, g
+from flask import Flask, current_app, g
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -97,6 +97,12 @@ def release() -> None:
     connection = g.pop(_READ_KEY, None)
     if connection is not None:
         provider().close(connection)
+
+
+def init_app(app: Flask) -> None:
+    """Give the read connection back when the app context ends. Call it after ``db.init_app``: teardowns
+    run last registered first, so the read connection goes back before the session is removed."""
+    app.teardown_appcontext(lambda _exc: release())
 
 
 def transaction() -> contextlib.AbstractContextManager[Connection]:

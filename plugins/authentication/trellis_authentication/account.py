@@ -1,5 +1,6 @@
-"""The account lifecycle by email: verification, forgotten and changed passwords, changed email, magic link,
-and the administrator's changes to a user (CONTRACT.md, "Authentication: account lifecycle").
+"""Accounts: registration, verification, forgotten and changed passwords, changed email, magic link, and
+the administrator's changes to a user (create, block, delete, PATCH; CONTRACT.md, "Authentication:
+account lifecycle").
 
 Mail is queued in the transaction of the token it carries (``delivery.queue_mail``) and sent by the Email
 module's background senders, so no answer waits for a mail server. Routes that must not reveal whether an
@@ -14,38 +15,38 @@ import logging
 import secrets
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
 from trellis import audit, db
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
+from trellis.hooks import call as hooks
 from trellis.passwords import hash_password, verify_password
+from trellis.ratelimit import check as rate_limit
+from trellis.ratelimit import client_ip
 
 from . import delivery, tokens
+from .delivery import HOOK
 from .models import User
-from .service import (
+from .sessions import drop_connections, revoke_sessions
+from .signin import finish_sign_in
+from .users import (
+    check_password_rules,
     config,
-    drop_connections,
     get_user,
+    new_user,
     normalise_email,
-    password_problems,
-    revoke_sessions,
-    start_session,
+    record_user_event,
+    release_connection,
+    require_active,
+    taken,
 )
 
 log = logging.getLogger(__name__)
 
-HOOK = "/hook/authentication"
-
 
 def _taken(field: str = "email") -> APIError:
     return conflict("A user with this email already exists", {field: ["Already registered."]})
-
-
-def _check_password(password: str, field: str = "password") -> None:
-    problems = password_problems(password, config()["passwordRules"])
-    if problems:
-        raise bad_request("The password does not meet the password rules", {field: problems})
 
 
 def _active_user_by_email(email: str) -> Any:
@@ -59,6 +60,52 @@ def _rehearse(email: str, template: str, link_base: str) -> None:
     disk), writing nothing, so the answer does not tell them apart."""
     delivery.rehearse_mail(normalise_email(email), template, link_base + secrets.token_urlsafe(32))
     db.session.commit()
+
+
+# --- registration ------------------------------------------------------------------------------------
+
+
+def create_user(email: str, password: str) -> User:
+    """A new active, unverified user (409 when the email is taken, 400 when the password breaks the rules)."""
+    email = normalise_email(email)
+    check_password_rules(password)
+    # Checked first so a duplicate costs no argon2 hash; the unique index still decides races.
+    if taken(User.email, email):
+        raise _taken()
+    release_connection()
+    password_hash = hash_password(password)
+    try:
+        user = new_user(email=email, password_hash=password_hash)
+        audit.record("authentication", "user.create", user.id, {"email": email})  # only when an admin creates
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        raise _taken() from None
+    log.info("user %s registered", user.id)
+    return user
+
+
+def register(email: str, password: str) -> User:
+    """Self-registration: honours ``registrationOpen`` and the per-IP limit; sends ``EmailVerification``
+    when ``local.verification.sendEmail`` (the Email module must then be active: checked first)."""
+    settings = config()
+    if not settings["registrationOpen"]:
+        raise forbidden("Registration is closed")
+    rate_limit("auth-register-ip", client_ip(), settings["rateLimits"]["registerPerIp"])
+    send = settings["local"]["verification"]["sendEmail"]
+    if send:
+        delivery.require_module("email")
+        delivery.host_url()  # an untrusted Host is refused before the account exists
+        delivery.limit_sends(normalise_email(email))
+    user = create_user(email, password)
+    if send:
+        try:
+            send_verification(user.id, user.email)
+        except APIError as exc:  # e.g. the Email module's sender address does not validate
+            # The account exists either way; resend-verification sends the link once mail works.
+            db.session.rollback()
+            log.warning("verification mail for user %s not sent: %s", user.id, exc.message)
+    return user
 
 
 # --- verification ------------------------------------------------------------------------------------
@@ -119,7 +166,7 @@ def forgot_password(email: str) -> None:
 def reset_password(token: str, password: str) -> None:
     """New password, every session and every other reset, magic-link and change-email link ended. A bad
     token or password changes nothing (the old one works)."""
-    _check_password(password)
+    check_password_rules(password)
     row = tokens.find(tokens.RESET_PASSWORD, token)
     if row is None:
         raise bad_request("This password reset token is unknown, used or expired", {"passwordResetToken": ["Invalid."]})
@@ -154,7 +201,7 @@ def _require_password(user_id: str, password: str, message: str) -> User:
 def change_password(user_id: str, session_id: str, old_password: str, new_password: str) -> None:
     """401 for a wrong old password; the other sessions and every reset, magic-link and change-email link
     end, this session stays."""
-    _check_password(new_password, "newPassword")
+    check_password_rules(new_password, "newPassword")
     _require_password(user_id, old_password, "The old password is wrong")
     new_hash = hash_password(new_password)
     db.session.execute(update(User).where(User.id == user_id).values(password_hash=new_hash, updated_at=db.utcnow()))
@@ -169,7 +216,7 @@ def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
     """Change at once, or (verification required) send ``ChangeEmailVerification`` to the new address."""
     new_email = normalise_email(new_email)
     _require_password(user_id, password, "The password is wrong")
-    if db.session.execute(select(User.id).where(User.email == new_email)).first() is not None:
+    if taken(User.email, new_email):
         raise _taken("newEmail")
     if not config()["local"]["verification"]["required"]:
         _set_email(user_id, new_email, verified=False)
@@ -237,19 +284,39 @@ def sign_in_with_magic_link(token: str) -> tuple[dict[str, Any], str | None]:
         db.session.rollback()
         raise not_found("This sign-in link is unknown, used or expired")
     user = get_user(row.user_id)
-    if not user.is_active:
-        db.session.rollback()
-        raise forbidden("This user is blocked")
+    require_active(user)
     user.is_verified = True  # the link reached the mailbox
     db.session.commit()
-    if user.two_fa_enabled:
-        from .twofa import second_factor_challenge
-
-        return second_factor_challenge(user.id), settings["redirectUri"]
-    return start_session(user.id), settings["redirectUri"]
+    return finish_sign_in(user), settings["redirectUri"]
 
 
 # --- administrator -----------------------------------------------------------------------------------
+
+
+def set_active(user_id: str, active: bool) -> User:
+    """Block or unblock. Blocking also ends every session, so unblocking means signing in again."""
+    user = get_user(user_id)
+    if user.is_active != active:  # blocking a blocked user changes nothing: no event
+        user.is_active = active
+        record_user_event("unblock" if active else "block", user)
+    if not active:
+        revoke_sessions(user_id)
+    audit.record("authentication", "user.unblock" if active else "user.block", user_id)
+    db.session.commit()
+    log.info("user %s %s", user_id, "unblocked" if active else "blocked")
+    if not active:
+        drop_connections(user_id)
+    return user
+
+
+def delete_user(user_id: str) -> None:
+    record_user_event("delete", get_user(user_id))
+    # In the same transaction as the delete: other modules' clean-up commits with it, or nothing does.
+    hooks().trellis_user_deleted(user_id=user_id)
+    db.session.execute(delete(User).where(User.id == user_id))  # sessions go by ON DELETE CASCADE
+    audit.record("authentication", "user.delete", user_id)
+    db.session.commit()
+    log.info("user %s deleted", user_id)
 
 
 def admin_update(user_id: str, changes: dict[str, Any]) -> User:
@@ -257,7 +324,7 @@ def admin_update(user_id: str, changes: dict[str, Any]) -> User:
     user = get_user(user_id)
     for key, column in (("email", User.email), ("phoneNumber", User.phone_number)):
         value = changes.get(key)
-        if value is not None and db.session.execute(select(User.id).where(column == value, User.id != user_id)).first():
+        if value is not None and taken(column, value, user_id):
             raise conflict(f"Another user has this {key}", {key: ["Already taken."]})
     removes_phone = "phoneNumber" in changes and changes["phoneNumber"] is None
     if removes_phone and user.two_fa_enabled and user.two_fa_method == "phone":

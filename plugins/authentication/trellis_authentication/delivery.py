@@ -25,6 +25,7 @@ from .tokens import digest
 log = logging.getLogger(__name__)
 
 MODULE = "authentication"
+HOOK = "/hook/authentication"  # where mailed links and providers' redirects come back
 
 TEMPLATES: dict[str, tuple[str, str]] = {
     "EmailVerification": (

@@ -6,10 +6,10 @@ from typing import Any
 
 from trellis.hooks import hookimpl
 
-from . import service
+from . import sessions
 
 
 class UserTokens:
     @hookimpl
     def trellis_user_from_claims(self, claims: dict[str, Any]) -> dict[str, Any]:
-        return service.user_from_claims(claims)
+        return sessions.user_from_claims(claims)

@@ -12,7 +12,7 @@ from trellis.credentials import admin_required, require_user, user_required
 from trellis.errors import ErrorSchema
 from trellis.http import MessageSchema
 
-from . import account, phone, service, twofa
+from . import account, phone, twofa
 from .routes import blp, tokens_or_challenge
 from .schemas import (
     AdminUserChangesSchema,
@@ -35,6 +35,8 @@ from .schemas import (
     TwoFaStateSchema,
     UserTokensSchema,
 )
+from .sessions import session_of
+from .users import user_dict
 
 NOT_ACTIVE = "The Email (or SMS) module is not active: the message names it"
 LIMITED = "Too many messages from this address or to this target (rateLimits.sendPerIp, sendPerAddress)"
@@ -100,7 +102,7 @@ def reset_password(body: dict[str, Any]):
 def change_password(body: dict[str, Any]):
     """Change the password; the user's other sessions end, this one stays."""
     identity = require_user()
-    account.change_password(identity.id, service.session_of(identity.claims), body["oldPassword"], body["newPassword"])
+    account.change_password(identity.id, session_of(identity.claims), body["oldPassword"], body["newPassword"])
     return {"message": "Password changed"}
 
 
@@ -249,4 +251,4 @@ def phone_verify(body: dict[str, Any]):
 @blp.alt_response(409, schema=ErrorSchema, description="Another user has this email or phone number")
 def update_user(body: dict[str, Any], userId: str):
     """Set a user's `email`, `isVerified` or `phoneNumber` (null removes a phone number)."""
-    return service.user_dict(account.admin_update(userId, body))
+    return user_dict(account.admin_update(userId, body))

@@ -30,13 +30,14 @@ from trellis.ratelimit import check as rate_limit
 from trellis.ratelimit import client_ip
 
 from . import delivery, providers, tokens
+from .delivery import HOOK
 from .models import Identity, User
 from .providers import GITHUB, Profile, Provider, ProviderError
-from .service import config, drop_connections, record_user_event, revoke_sessions, start_session
+from .sessions import drop_connections, revoke_sessions
+from .signin import finish_sign_in
+from .users import config, new_user, require_active, taken
 
 log = logging.getLogger(__name__)
-
-HOOK = "/hook/authentication"
 
 
 def _provider(name: str) -> Provider:
@@ -132,12 +133,7 @@ def sign_in_native(name: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def sign_in(name: str, profile: Profile) -> dict[str, Any]:
-    user = _user_for(name, profile)
-    if user.two_fa_enabled:  # the provider is the first factor; an enrolled user still gives the second
-        from .twofa import second_factor_challenge
-
-        return second_factor_challenge(user.id)
-    return start_session(user.id)
+    return finish_sign_in(_user_for(name, profile))  # the provider is the first factor
 
 
 def _user_for(name: str, profile: Profile) -> User:
@@ -158,12 +154,6 @@ def _user_for(name: str, profile: Profile) -> User:
     raise conflict("This account was being signed in from elsewhere at the same moment; try again")
 
 
-def _require_active(user: User) -> None:
-    if not user.is_active:
-        db.session.rollback()
-        raise forbidden("This user is blocked")
-
-
 def _find_link_or_create(name: str, profile: Profile) -> User:
     found = db.session.execute(
         select(User, Identity)
@@ -172,7 +162,7 @@ def _find_link_or_create(name: str, profile: Profile) -> User:
     ).one_or_none()
     if found is not None:
         user, identity = found
-        _require_active(user)
+        require_active(user)
         if profile.email and identity.email != profile.email:
             identity.email = profile.email
         db.session.commit()
@@ -198,7 +188,7 @@ def _identity(user_id: str, name: str, profile: Profile) -> Identity:
 
 def _link(user: User, name: str, profile: Profile) -> User:
     """Link the provider account to the user who has its verified email."""
-    _require_active(user)
+    require_active(user)
     unproven = not user.is_verified and user.password_hash is not None
     if unproven:
         user.password_hash = None
@@ -224,31 +214,15 @@ def _create(name: str, profile: Profile) -> User:
     if not config()["registrationOpen"]:
         db.session.rollback()
         raise forbidden("Registration is closed")
-    if profile.email and db.session.execute(select(User.id).where(User.email == profile.email)).first():
+    if profile.email and taken(User.email, profile.email):
         db.session.rollback()
         # The provider does not vouch for the address, so it proves nothing about that account.
         raise conflict(
             f"A user with this email exists and {name} has not verified the address; sign in another way",
             {"email": ["Already registered."]},
         )
-    now = db.utcnow()
-    user = User(
-        id=db.new_id(),
-        email=profile.email,
-        password_hash=None,
-        is_active=True,
-        is_verified=profile.email_verified,
-        phone_number=None,
-        two_fa_enabled=False,
-        providers=[name],
-        extra={},
-        created_at=now,
-        updated_at=now,
-    )
-    db.session.add(user)
-    db.session.flush()  # the user row before the identity that refers to it
+    user = new_user(email=profile.email, is_verified=profile.email_verified, providers=[name])
     db.session.add(_identity(user.id, name, profile))
-    record_user_event("create", user)
     db.session.commit()
     log.info("user %s created by sign-in with %s", user.id, name)
     return user

@@ -16,8 +16,9 @@ from trellis.errors import forbidden, unauthorized
 
 from . import delivery, tokens
 from .models import User
-from .service import config, record_user_event, start_session
-from .twofa import check_code, limit_code_tries, second_factor_challenge
+from .signin import finish_sign_in
+from .twofa import check_code, limit_code_tries
+from .users import config, new_user, require_active
 
 log = logging.getLogger(__name__)
 
@@ -51,33 +52,14 @@ def verify(token: str, code: str) -> dict[str, Any]:
     check_code(row, code)
     user = db.session.execute(select(User).where(User.phone_number == number)).scalar_one_or_none()
     if user is None:
-        now = db.utcnow()
-        user = User(
-            id=db.new_id(),
-            email=None,
-            password_hash=None,
-            phone_number=number,
-            is_active=True,
-            is_verified=False,
-            two_fa_enabled=False,
-            providers=[],
-            extra={},
-            created_at=now,
-            updated_at=now,
-        )
-        db.session.add(user)
         try:
-            db.session.flush()
+            user = new_user(phone_number=number)
         except IntegrityError:  # two first sign-ins of one number at once: the other created it
             db.session.rollback()
             raise unauthorized("Signed in from elsewhere at the same moment; ask for a new code") from None
-        record_user_event("create", user)
         log.info("user %s created by phone sign-in", user.id)
-    elif not user.is_active:
-        db.session.rollback()
-        raise forbidden("This user is blocked")
+    else:
+        require_active(user)
     tokens.clear_code_tries(number)
     db.session.commit()
-    if user.two_fa_enabled and user.two_fa_method != "phone":  # an SMS code already was the second factor
-        return second_factor_challenge(user.id)
-    return start_session(user.id)
+    return finish_sign_in(user, by_phone_code=True)

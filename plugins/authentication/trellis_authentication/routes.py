@@ -11,7 +11,7 @@ from trellis.credentials import admin_required, bearer_token, current_user, requ
 from trellis.errors import ErrorSchema, unauthorized
 from trellis.http import Blueprint, DeletedSchema, MessageSchema, deleted
 
-from . import service
+from . import account, sessions, signin
 from .schemas import (
     AuthUserSchema,
     RenewTokenSchema,
@@ -23,6 +23,8 @@ from .schemas import (
     UserRegisteredSchema,
     UserTokensSchema,
 )
+from .users import list_users as find_users
+from .users import user_dict
 
 blp = Blueprint("authentication", __name__, description="Users, sign-in, tokens, blocking, account lifecycle")
 
@@ -47,7 +49,7 @@ def tokens_or_challenge(result: dict[str, Any], redirect_uri: str | None = None)
 def register(body: dict[str, Any]):
     """Register with email and password (the password rules are in the module config); sends the
     EmailVerification mail unless `local.verification.sendEmail` is false."""
-    return {"user": service.user_dict(service.register(body["email"], body["password"]))}
+    return {"user": user_dict(account.register(body["email"], body["password"]))}
 
 
 @blp.route("/authentication/local", methods=["POST"])
@@ -60,7 +62,7 @@ def register(body: dict[str, Any]):
 @blp.alt_response(429, schema=ErrorSchema, description="Too many attempts (per address or per email)")
 def login(body: dict[str, Any]):
     """Sign in: an access token (JWT) and a refresh token, or a two-factor challenge (202)."""
-    return tokens_or_challenge(service.login(body["email"], body["password"]))
+    return tokens_or_challenge(signin.login(body["email"], body["password"]))
 
 
 @blp.route("/authentication/renew", methods=["POST"])
@@ -73,7 +75,7 @@ def renew(body: dict[str, Any]):
     token = body.get("refreshToken") or bearer_token()
     if not token:
         raise unauthorized("Send the refresh token in the body (refreshToken) or as the Bearer token")
-    return service.renew(token)
+    return sessions.renew(token)
 
 
 @blp.route("/authentication/logout", methods=["POST"])
@@ -81,7 +83,7 @@ def renew(body: dict[str, Any]):
 @blp.response(200, MessageSchema)
 def logout():
     """End this session: its access and refresh tokens stop working at once."""
-    service.logout(service.session_of(require_user().claims))
+    sessions.logout(sessions.session_of(require_user().claims))
     return {"message": "Logged out"}
 
 
@@ -99,8 +101,8 @@ def me():
 @blp.response(200, UserListSchema)
 def list_users(args: dict[str, Any]):
     """Users, newest first; `search` matches part of the email, `isActive=false` lists blocked users."""
-    users, count = service.list_users(args["skip"], args["limit"], args.get("search"), args.get("isActive"))
-    return {"users": [service.user_dict(u) for u in users], "count": count}
+    users, count = find_users(args["skip"], args["limit"], args.get("search"), args.get("isActive"))
+    return {"users": [user_dict(u) for u in users], "count": count}
 
 
 @blp.route("/authentication/users", methods=["POST"])
@@ -110,7 +112,7 @@ def list_users(args: dict[str, Any]):
 @blp.alt_response(409, schema=ErrorSchema, description="The email is already registered")
 def create_user(body: dict[str, Any]):
     """Create a user (works whether or not self-registration is open)."""
-    return service.user_dict(service.create_user(body["email"], body["password"]))
+    return user_dict(account.create_user(body["email"], body["password"]))
 
 
 @blp.route("/authentication/users/<string:userId>/block", methods=["PUT"])
@@ -119,7 +121,7 @@ def create_user(body: dict[str, Any]):
 @blp.alt_response(404, schema=ErrorSchema, description="No such user")
 def block(userId: str):
     """Block a user: sign-in is refused and every session ends (open sockets are dropped)."""
-    return service.user_dict(service.set_active(userId, False))
+    return user_dict(account.set_active(userId, False))
 
 
 @blp.route("/authentication/users/<string:userId>/unblock", methods=["PUT"])
@@ -128,7 +130,7 @@ def block(userId: str):
 @blp.alt_response(404, schema=ErrorSchema, description="No such user")
 def unblock(userId: str):
     """Unblock a user (they sign in again; sessions ended by the block stay ended)."""
-    return service.user_dict(service.set_active(userId, True))
+    return user_dict(account.set_active(userId, True))
 
 
 @blp.route("/authentication/users/<string:userId>", methods=["DELETE"])
@@ -137,5 +139,5 @@ def unblock(userId: str):
 @blp.alt_response(404, schema=ErrorSchema, description="No such user")
 def delete_user(userId: str):
     """Delete a user and their sessions; other modules drop what belonged only to them."""
-    service.delete_user(userId)
+    account.delete_user(userId)
     return deleted(userId)

@@ -23,7 +23,6 @@ import time
 from typing import Any
 
 import pyotp
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from trellis import db
@@ -31,7 +30,8 @@ from trellis.errors import APIError, bad_request, conflict, forbidden, unauthori
 
 from . import delivery, tokens
 from .models import AuthToken, User
-from .service import config, get_user, start_session
+from .sessions import start_session
+from .users import config, get_user, require_active, taken
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def enable(user_id: str, method: str, phone_number: str | None) -> dict[str, Any
         return {"secret": secret, "otpauthUrl": pyotp.TOTP(secret).provisioning_uri(name=label, issuer_name=ISSUER)}
     if phone_number is None:
         raise bad_request("The phone method needs a phoneNumber", {"phoneNumber": ["Required when method is phone."]})
-    if db.session.execute(select(User.id).where(User.phone_number == phone_number, User.id != user_id)).first():
+    if taken(User.phone_number, phone_number, user_id):
         raise conflict("Another user has this phone number", {"phoneNumber": ["Already taken."]})
     user.two_fa_method, user.two_fa_secret = PHONE, None
     _sms_code(phone_number, tokens.TWO_FA_SETUP, user_id, {"phoneNumber": phone_number})
@@ -192,8 +192,7 @@ def authorize(two_fa_token: str, code: str) -> dict[str, str]:
     if row is None:
         raise unauthorized("This twoFaToken is unknown, used or expired; sign in again")
     user = get_user(row.user_id)
-    if not user.is_active:
-        raise forbidden("This user is blocked")
+    require_active(user)
     limit_code_tries(user.id, user.id)
     if user.two_fa_method == AUTHENTICATOR and _totp_accepted(user, code) or _use_recovery_code(user.id, code):
         if not tokens.consume(row):

@@ -16,7 +16,7 @@ from trellis import audit, db, events
 from trellis.errors import bad_request, forbidden, not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
-from trellis_authentication.models import User
+from trellis_authentication.service import existing_user_ids  # the module this one requires
 
 from .models import Message, Participant, Room
 
@@ -80,9 +80,7 @@ def _unique(ids: Iterable[str]) -> list[str]:
 
 def check_users_exist(user_ids: list[str]) -> None:
     """400 naming the ids that are not Authentication users."""
-    if not user_ids:
-        return
-    known = set(db.session.execute(select(User.id).where(User.id.in_(user_ids))).scalars())
+    known = existing_user_ids(user_ids)
     unknown = [user_id for user_id in user_ids if user_id not in known]
     if unknown:
         raise bad_request("Unknown user ids", {"users": [f"No user with id {user_id!r}." for user_id in unknown]})

@@ -9,13 +9,13 @@ import shutil
 import subprocess
 import tempfile
 
+from .ports import free_port
+
 BINARIES = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
 
 
 class Cluster:
     def __init__(self) -> None:
-        from .plugin import free_port
-
         self.bin = os.path.dirname(BINARIES[-1])
         self.folder = tempfile.mkdtemp(prefix="trellis-pg-")
         self.port = free_port()

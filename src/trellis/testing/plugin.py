@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy import delete, func, inspect, or_, select
+
+from .ports import free_port  # also imported from here by tests of every module
 
 TEST_MASTER_KEY = "test-master-key"
 TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"
@@ -218,12 +219,6 @@ def reachable_redis(url: str) -> str:
             pytest.fail(f"Redis at {url} is unreachable: {exc}", pytrace=False)
         pytest.skip(f"Redis at {url} is unreachable: {exc}")
     return url
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LiveServer:

@@ -1,0 +1,148 @@
+"""Sign-in sessions and their tokens.
+
+The access token is a flask-jwt-extended JWT with ``kind="user"`` (so it never passes as an admin token)
+and ``sid`` (the session). The refresh token is opaque random text; only its sha256 is stored. Renew
+rotates it; a rotated token presented again revokes its session (reuse detection).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from flask_jwt_extended import create_access_token
+from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import delete as sql_delete
+
+from trellis import db, reads
+from trellis.errors import forbidden, unauthorized
+from trellis.hooks import call as hooks
+
+from .models import RotatedToken, Session, User
+from .tokens import digest
+from .users import USER_COLUMNS, config, user_dict
+
+log = logging.getLogger(__name__)
+
+
+def _issue(user_id: str, session: Session, settings: dict[str, Any], now: datetime) -> dict[str, str]:
+    """A fresh refresh token for ``session`` and an access token bound to it (the caller commits)."""
+    refresh_token = secrets.token_urlsafe(32)
+    session.refresh_hash = digest(refresh_token)
+    session.expires_at = now + timedelta(days=settings["refreshTokenDays"])
+    access_token = create_access_token(
+        identity=user_id,
+        additional_claims={"kind": "user", "sid": session.id},
+        expires_delta=timedelta(minutes=settings["accessTokenMinutes"]),
+    )
+    return {"accessToken": access_token, "refreshToken": refresh_token, "userId": user_id}
+
+
+def start_session(user_id: str, settings: dict[str, Any] | None = None) -> dict[str, str]:
+    """A new session of the user and its token pair (commits)."""
+    now = db.utcnow()
+    session = Session(id=db.new_id(), user_id=user_id, created_at=now)
+    tokens = _issue(user_id, session, settings or config(), now)
+    db.session.add(session)
+    db.session.commit()
+    return tokens
+
+
+def renew(refresh_token: str) -> dict[str, str]:
+    """Exchange a refresh token for a new pair; the presented one is retired for good."""
+    settings = config()
+    token_hash = digest(refresh_token)
+    # Row lock (PostgreSQL): two renews of one token serialise, and the second sees it as reused.
+    found = db.session.execute(
+        select(Session, User.is_active)
+        .join(User, User.id == Session.user_id)
+        .where(Session.refresh_hash == token_hash)
+        .with_for_update(of=Session)
+    ).one_or_none()
+    if found is None:
+        rotated = db.session.get(RotatedToken, token_hash)
+        if rotated is None:
+            raise unauthorized("Invalid refresh token")
+        db.session.execute(update(Session).where(Session.id == rotated.session_id).values(revoked=True))
+        db.session.commit()
+        log.warning("refresh token reuse on session %s; session revoked", rotated.session_id)
+        raise unauthorized("This refresh token was already used; the session has been revoked")
+    session, active = found
+    now = db.utcnow()
+    if not active:  # before "revoked", as in user_from_claims: blocking revokes sessions too
+        raise forbidden("This user is blocked")
+    if session.revoked:
+        raise unauthorized("The session has ended; sign in again")
+    if session.expires_at <= now:
+        raise unauthorized("Refresh token expired; sign in again")
+    db.session.add(RotatedToken(token_hash=token_hash, session_id=session.id))
+    session.renewed_at = now
+    tokens = _issue(session.user_id, session, settings, now)
+    db.session.commit()
+    return tokens
+
+
+def logout(session_id: str) -> None:
+    db.session.execute(update(Session).where(Session.id == session_id).values(revoked=True))
+    db.session.commit()
+
+
+def revoke_sessions(user_id: str, keep: str | None = None) -> None:
+    """End every session of the user but ``keep`` (the caller commits, then calls drop_connections)."""
+    query = update(Session).where(Session.user_id == user_id, Session.revoked.is_(False))
+    if keep is not None:
+        query = query.where(Session.id != keep)
+    db.session.execute(query.values(revoked=True))
+
+
+def drop_connections(user_id: str) -> None:
+    """After a commit that blocked the user or ended sessions: listeners (chat sockets) drop the user's
+    live connections; the ones of a session still valid reconnect with their token."""
+    try:
+        hooks().trellis_user_blocked(user_id=user_id)
+    except Exception:
+        # The change is stored and every request already sees it; a listener that could not drop its
+        # connections must not turn that into an error for the caller.
+        log.exception("a trellis_user_blocked listener failed for user %s", user_id)
+
+
+def purge_sessions() -> int:
+    """Delete ended and expired sessions (their rotated tokens go with them); returns how many."""
+    result = db.session.execute(
+        sql_delete(Session).where(or_(Session.revoked.is_(True), Session.expires_at <= db.utcnow()))
+    )
+    db.session.commit()
+    return result.rowcount
+
+
+# Built once: every user request runs it.
+_USER_OF_SESSION = (
+    select(*USER_COLUMNS, Session.revoked, Session.expires_at)
+    .join(Session, Session.user_id == User.id)
+    .where(Session.id == bindparam("session_id"), User.id == bindparam("user_id"))
+)
+
+
+def user_from_claims(claims: dict[str, Any]) -> dict[str, Any]:
+    """The user of a verified access token: one primary-key lookup of the user joined to its session."""
+    user_id, session_id = claims.get("sub"), claims.get("sid")
+    if not isinstance(user_id, str) or not isinstance(session_id, str):
+        raise unauthorized("Invalid token")
+    row = reads.read_one(_USER_OF_SESSION, session_id=session_id, user_id=user_id)
+    if row is None:
+        raise unauthorized("The session of this token no longer exists")
+    # Blocked before revoked: blocking also revokes sessions, and the caller should learn why.
+    if not row.is_active:
+        raise forbidden("This user is blocked")
+    if row.revoked or row.expires_at <= db.utcnow():
+        raise unauthorized("The session of this token has ended; sign in again")
+    return user_dict(row)
+
+
+def session_of(claims: dict[str, Any]) -> str:
+    session_id = claims.get("sid")
+    if not isinstance(session_id, str):
+        raise unauthorized("Invalid token")
+    return session_id

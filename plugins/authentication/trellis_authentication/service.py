@@ -7,6 +7,7 @@ stored. Renew rotates it; a rotated token presented again revokes its session (r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import secrets
@@ -19,7 +20,7 @@ from sqlalchemy import Row, bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
-from trellis import audit, db, events, reads
+from trellis import audit, connections, db, events, reads
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
 from trellis.hooks import call as hooks
 from trellis.http import paginate
@@ -82,6 +83,12 @@ def record_user_event(action: str, user: User) -> None:
     """``authentication.user.<action>`` with the user as the API shows it (no secrets), in the current
     transaction: every path that creates, blocks, unblocks or deletes a user calls it before committing."""
     events.record(f"authentication.user.{action}", {"user": user_dict(user)})
+
+
+def user_id_of(event: events.Event) -> str | None:
+    """The user of an ``authentication.user.<action>`` event."""
+    user = event.payload.get("user") if isinstance(event.payload, dict) else None
+    return user.get("_id") if isinstance(user, dict) and isinstance(user.get("_id"), str) else None
 
 
 def _release_connection() -> None:
@@ -215,8 +222,10 @@ def revoke_sessions(user_id: str, keep: str | None = None) -> None:
 
 
 def drop_connections(user_id: str) -> None:
-    """After a commit that blocked the user or ended sessions: listeners (chat sockets) drop the user's
-    live connections; the ones of a session still valid reconnect with their token."""
+    """After a commit that blocked the user or ended sessions: the user's live connections in this process
+    end (``trellis.connections``; a block's event ends them in the others), and so do the ones
+    ``trellis_user_blocked`` listeners hold; the ones of a session still valid reconnect with their token."""
+    connections.end_user(user_id)
     try:
         hooks().trellis_user_blocked(user_id=user_id)
     except Exception:
@@ -229,6 +238,7 @@ def delete_user(user_id: str) -> None:
     record_user_event("delete", get_user(user_id))
     # In the same transaction as the delete: other modules' clean-up commits with it, or nothing does.
     hooks().trellis_user_deleted(user_id=user_id)
+    db.after_commit(functools.partial(connections.of().end_user, user_id))  # the other processes: by the event
     db.session.execute(sql_delete(User).where(User.id == user_id))  # sessions go by ON DELETE CASCADE
     audit.record("authentication", "user.delete", user_id)
     db.session.commit()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from trellis import Module, create_app
+from trellis import EventTopic, Module, create_app
 from trellis.modules import ModuleError, parse_allow_list, resolve
 
 
@@ -65,3 +65,36 @@ def test_module_routes_are_served_and_documented(greeter_client):
 def test_installed_modules_obey_trellis_modules_allow_list(app_config):
     with pytest.raises(ModuleError, match="not installed: nothing-like-this"):
         create_app({**app_config, "MODULES": "nothing-like-this"})
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda: EventTopic("greeter.hello", "two segments"), "must be <module>.<thing>.<action>"),
+        (lambda: EventTopic("*.hello.create", "any module"), "never the module"),
+        (lambda: EventTopic("greeter.hel lo.create", "a space"), "must be <module>.<thing>.<action>"),
+        (lambda: EventTopic("greeter.hello.create", " "), "needs a description"),
+        (lambda: Module("greeter", events=(EventTopic("chat.message.create", "not ours"),)), "begin with 'greeter'"),
+        (lambda: Module("greeter", events=("greeter.hello.create",)), "not an EventTopic"),
+        (
+            lambda: Module("greeter", events=(EventTopic("greeter.a.b", "one"), EventTopic("greeter.a.b", "two"))),
+            "twice",
+        ),
+    ],
+)
+def test_a_malformed_event_declaration_fails_fast(make, message):
+    with pytest.raises(ModuleError, match=message):
+        make()
+
+
+def test_a_module_records_only_the_topics_it_declares(app_config, db):
+    """Test apps refuse an undeclared topic of a loaded module: the suite's modules record what they declare."""
+    from trellis import events
+
+    declared = Module("greeter", events=(EventTopic("greeter.*.create", "A greeting was made"),))
+    app = create_app(app_config, modules=[declared])
+    with app.app_context():
+        events.record("greeter.hello.create", {"n": 1})  # a pattern's '*' takes any thing
+        with pytest.raises(ModuleError, match="records event 'greeter.hello.delete' without declaring it"):
+            events.record("greeter.hello.delete", {"n": 2})
+        assert [topic.pattern for topic in events.topics()] == ["greeter.*.create"]

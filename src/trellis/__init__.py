@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from .modules import ConsolePage, Module, OwnedSchema
+from .modules import ConsolePage, EventTopic, Module, OwnedSchema
 
-__all__ = ["create_app", "Trellis", "ConsolePage", "Module", "OwnedSchema"]
+__all__ = ["create_app", "Trellis", "ConsolePage", "EventTopic", "Module", "OwnedSchema"]
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,7 @@ from limits.strategies import RateLimiter
 from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import audit, db, errors, events, reads, routes
+from . import audit, connections, db, errors, events, reads, routes
 from .cache import Generations, token_key
 from .cli import trellis_cli
 from .cors import init_cors
@@ -120,6 +120,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     )
     app.extensions["trellis"] = trellis
     events.init_app(app)
+    connections.init_app(app)
     api.register_blueprint(routes.blp)
     api.register_blueprint(audit.blp)
     if app.config["METRICS"]:

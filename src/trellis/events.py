@@ -41,7 +41,8 @@ import sqlalchemy as sa
 from flask import Flask, current_app
 
 from . import background, db, statements
-from .models import EventRecord
+from .models import EventConsumer, EventRecord
+from .modules import EventTopic, ModuleError, declared_topic
 from .shared_redis import redis_client, redis_options
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,8 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     log_ = _log()
     if not log_.enabled:
         return
+    if log_.strict:
+        log_.check_declared(topic)
     family, now = family_of(topic), db.utcnow()
     rows = [{"topic": topic, "family": family, "payload": _text(payload), "created_at": now} for payload in payloads]
     session = db.session
@@ -156,6 +159,11 @@ def change_number(family: str) -> sa.ColumnElement[int]:
     highest = sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0)).where(_table.c.family == name)
     waiting = sa.select(sa.func.count()).select_from(_table).where(_table.c.family == name, _table.c.event_id.is_(None))
     return highest.scalar_subquery() + waiting.scalar_subquery()
+
+
+def topics() -> list[EventTopic]:
+    """The event topics the loaded modules declare (``Module.events``): what a consumer may name."""
+    return [topic for module in current_app.extensions["trellis"].modules for topic in module.events]
 
 
 def enabled() -> bool:
@@ -215,6 +223,58 @@ def matches(pattern: str, topic: str) -> bool:
     return len(wanted) == len(parts) and all(w in ("*", p) for w, p in zip(wanted, parts, strict=True))
 
 
+# ---- durable consumers --------------------------------------------------------------------------------
+
+_consumers = EventConsumer.__table__
+
+
+class Consumer:
+    """A named cursor over the log (a row of ``core_event_consumers``) that a consumer moves in the same
+    transaction as its work (``db.session``): an event is handled once, whichever process gets there
+    first, and after a restart the consumer resumes where its last commit left it. See
+    ``docs/modules.md`` ("A durable consumer")."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._where = _consumers.c.name == name
+        self._move = _consumers.update().where(self._where).values(last_event_id=sa.bindparam("to"))
+
+    def position(self) -> int | None:
+        """The last event handled, read without a lock (None: the consumer has never run)."""
+        return db.session.execute(sa.select(_consumers.c.last_event_id).where(self._where)).scalar()
+
+    def lock(self) -> int | None:
+        """Lock the cursor in the session's transaction and return its position, or None when another
+        process holds it (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: a write, which takes the one write
+        lock). A consumer's first lock creates it at 0: from the start of what the log keeps."""
+        if db.is_postgresql():
+            locked = sa.select(_consumers.c.last_event_id).where(self._where).with_for_update(skip_locked=True)
+            found = db.session.execute(locked).scalar_one_or_none()
+            if found is not None:
+                return found
+            if self.position() is not None:
+                return None  # locked by another process
+        else:
+            touch = _consumers.update().where(self._where).values(last_event_id=_consumers.c.last_event_id)
+            if db.session.execute(touch).rowcount:
+                return self.position()
+        try:
+            db.session.execute(_consumers.insert().values(name=self.name, last_event_id=0))
+        except sa.exc.IntegrityError:  # another process created it first: the transaction is rolled back
+            db.session.rollback()
+            return None
+        return 0
+
+    def advance(self, to: int) -> None:
+        """Move the locked cursor to ``to`` (the last event handled) in the session's transaction."""
+        db.session.execute(self._move, {"to": to})
+
+
+def consumer(name: str) -> Consumer:
+    """The durable cursor ``name`` (see :class:`Consumer`)."""
+    return Consumer(name)
+
+
 # ---- the per-process machinery -----------------------------------------------------------------------
 
 
@@ -239,6 +299,9 @@ class EventLog:
             "trellis:events:"
             + hashlib.sha1(self.engine.url.render_as_string(hide_password=True).encode()).hexdigest()[:12]
         )
+        # Tests refuse a topic a loaded module records without declaring it (Module.events); production
+        # pays nothing for the check. Topics outside every loaded module's name (the core's own tests) pass.
+        self.strict = bool(app.config.get("TESTING"))
         self._wake = threading.Event()
         self._started = False
         self._stopping = False
@@ -254,6 +317,14 @@ class EventLog:
         self._warn_listen = background.ThrottledWarning(log)
 
     # public operations
+
+    def check_declared(self, topic: str) -> None:
+        """Raise :class:`ModuleError` when ``topic`` begins with a loaded module's name that does not declare it."""
+        app = self._app()
+        modules = app.extensions["trellis"].modules if app is not None else []
+        owner = [m for m in modules if m.name == topic.split(".", 1)[0]]
+        if owner and declared_topic(owner, topic) is None:
+            raise ModuleError(f"module {owner[0].name!r} records event {topic!r} without declaring it (Module.events)")
 
     def poke(self) -> None:
         """A commit recorded events: number them soon (never blocks the caller)."""

@@ -1,5 +1,5 @@
 """The core's own tables: administrators, module configuration, shared cache generations, the audit log,
-the event log."""
+the event log and its durable consumers' cursors."""
 
 from __future__ import annotations
 
@@ -89,3 +89,13 @@ class EventRecord(Base):
     family: Mapped[str] = mapped_column(String(200))
     payload: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class EventConsumer(Base):
+    """How far a named consumer of the event log has got (``trellis.events.consumer``): one row, advanced
+    in the transaction of the consumer's work, so an event is handled once whatever process does it."""
+
+    __tablename__ = "core_event_consumers"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    last_event_id: Mapped[int] = mapped_column(BigInteger)

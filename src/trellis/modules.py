@@ -62,6 +62,47 @@ class ConsolePage:
             raise ModuleError(f"console page slug {self.slug!r} must match {_SLUG.pattern}")
 
 
+_TOPIC_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
+
+
+@dataclass(frozen=True)
+class EventTopic:
+    """An event topic a module records (``trellis.events.record``): what webhooks and consumers may name.
+
+    pattern      ``<module>.<thing>.<action>``, the module's own name first; ``*`` stands for one
+                 segment the module fills at run time (the Database module's ``database.*.create``:
+                 one ``<thing>`` per schema); segments of letters, digits, ``_`` and ``-``
+    description  what happened, for the people who subscribe to it
+    """
+
+    pattern: str
+    description: str
+
+    def __post_init__(self) -> None:
+        parts = self.pattern.split(".") if isinstance(self.pattern, str) else []
+        if len(parts) != 3 or not all(p == "*" or _TOPIC_SEGMENT.match(p) for p in parts) or parts[0] == "*":
+            raise ModuleError(
+                f"event topic {self.pattern!r} must be <module>.<thing>.<action> "
+                "(letters, digits, '_', '-'; '*' for a segment filled at run time, never the module)"
+            )
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ModuleError(f"event topic {self.pattern!r} needs a description")
+
+    @property
+    def module(self) -> str:
+        return self.pattern.split(".", 1)[0]
+
+    def matches(self, topic: str) -> bool:
+        """Whether ``topic`` (a recorded topic, or a subscription pattern) can name an event of this topic."""
+        return overlaps(self.pattern, topic)
+
+
+def overlaps(left: str, right: str) -> bool:
+    """Whether two dotted patterns (``*`` = any one segment) can name the same topic."""
+    a, b = left.split("."), right.split(".")
+    return len(a) == len(b) and all(x == y or x == "*" or y == "*" for x, y in zip(a, b, strict=True))
+
+
 @dataclass(frozen=True)
 class Module:
     """Declarative description of one module.
@@ -82,6 +123,7 @@ class Module:
     console_pages      :class:`ConsolePage` objects: the module's pages in the admin console (none: no page)
     settings           :class:`trellis.settings.Setting` entries: the module's ``TRELLIS_*`` process settings,
                        read into ``app.config`` and checked at start like the core's
+    events             :class:`EventTopic` objects: every topic the module records, named after the module
     """
 
     name: str
@@ -98,8 +140,26 @@ class Module:
     background: Sequence[Callable[[Any], None]] = ()
     console_pages: Sequence[ConsolePage] = ()
     settings: Sequence[Setting] = ()
+    events: Sequence[EventTopic] = ()
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for topic in self.events:
+            if not isinstance(topic, EventTopic):
+                raise ModuleError(f"module {self.name!r} declares an event that is not an EventTopic: {topic!r}")
+            if topic.module != self.name:
+                raise ModuleError(
+                    f"module {self.name!r} declares event topic {topic.pattern!r}: its topics begin with {self.name!r}"
+                )
+        patterns = [topic.pattern for topic in self.events]
+        if len(set(patterns)) != len(patterns):
+            raise ModuleError(f"module {self.name!r} declares an event topic twice")
+
+
+def declared_topic(modules: Iterable[Module], topic: str) -> EventTopic | None:
+    """The declaration among ``modules`` that names ``topic`` (a recorded topic or a pattern), if any."""
+    return next((t for m in modules for t in m.events if t.matches(topic)), None)
 
 
 def discover(allow: set[str] | None = None) -> list[Module]:

@@ -11,6 +11,7 @@ and its queued mail in one transaction.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 
-from trellis import audit, db
+from trellis import audit, connections, db
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, unauthorized
 from trellis.hooks import call as hooks
 from trellis.passwords import hash_password, verify_password
@@ -313,6 +314,7 @@ def delete_user(user_id: str) -> None:
     record_user_event("delete", get_user(user_id))
     # In the same transaction as the delete: other modules' clean-up commits with it, or nothing does.
     hooks().trellis_user_deleted(user_id=user_id)
+    db.after_commit(functools.partial(connections.of().end_user, user_id))  # the other processes: by the event
     db.session.execute(delete(User).where(User.id == user_id))  # sessions go by ON DELETE CASCADE
     audit.record("authentication", "user.delete", user_id)
     db.session.commit()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trellis import ConsolePage, Module, OwnedSchema
+from flask import Flask
+
+from trellis import ConsolePage, EventTopic, Module, OwnedSchema, connections
 
 from . import lifecycle_routes, oauth_routes  # noqa: F401  (add the lifecycle and provider routes to blp)
 from .cli import cli
@@ -12,6 +14,7 @@ from .config import AuthenticationConfig
 from .delivery import create_templates_on_start
 from .hooks import UserTokens
 from .routes import blp
+from .users import user_id_of
 
 USER_SCHEMA = OwnedSchema(
     name="User",
@@ -28,6 +31,14 @@ USER_SCHEMA = OwnedSchema(
     extendable=True,
 )
 
+
+def _init_app(app: Flask) -> None:
+    # A blocked or deleted user's sockets and streams end in every process (this one ends them at once).
+    for action in ("block", "delete"):
+        connections.end_users_on(app, f"authentication.user.{action}", user_id_of)
+    create_templates_on_start(app)
+
+
 # The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
@@ -43,5 +54,11 @@ module = Module(
     owned_schemas=(USER_SCHEMA,),
     hooks=(UserTokens(),),
     cli=cli,
-    init_app=create_templates_on_start,
+    init_app=_init_app,
+    events=(
+        EventTopic("authentication.user.create", "A user was created (sign-up, admin, phone or provider sign-in)"),
+        EventTopic("authentication.user.block", "A user was blocked: their sessions and connections end"),
+        EventTopic("authentication.user.unblock", "A blocked user was unblocked"),
+        EventTopic("authentication.user.delete", "A user was deleted"),
+    ),
 )

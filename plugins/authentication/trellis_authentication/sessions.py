@@ -16,7 +16,7 @@ from flask_jwt_extended import create_access_token
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 
-from trellis import db, reads
+from trellis import connections, db, reads
 from trellis.errors import forbidden, unauthorized
 from trellis.hooks import call as hooks
 
@@ -98,8 +98,10 @@ def revoke_sessions(user_id: str, keep: str | None = None) -> None:
 
 
 def drop_connections(user_id: str) -> None:
-    """After a commit that blocked the user or ended sessions: listeners (chat sockets) drop the user's
-    live connections; the ones of a session still valid reconnect with their token."""
+    """After a commit that blocked the user or ended sessions: the user's live connections in this process
+    end (``trellis.connections``; a block's event ends them in the others), and so do the ones
+    ``trellis_user_blocked`` listeners hold; the ones of a session still valid reconnect with their token."""
+    connections.end_user(user_id)
     try:
         hooks().trellis_user_blocked(user_id=user_id)
     except Exception:

@@ -63,6 +63,12 @@ def user_dict(user: User | Row[Any]) -> dict[str, Any]:
     return result
 
 
+def user_id_of(event: events.Event) -> str | None:
+    """The user of an ``authentication.user.<action>`` event."""
+    user = event.payload.get("user") if isinstance(event.payload, dict) else None
+    return user.get("_id") if isinstance(user, dict) and isinstance(user.get("_id"), str) else None
+
+
 def record_user_event(action: str, user: User) -> None:
     """``authentication.user.<action>`` with the user as the API shows it (no secrets), in the current
     transaction: every path that creates, blocks, unblocks or deletes a user calls it before committing."""

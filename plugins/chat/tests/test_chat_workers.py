@@ -54,7 +54,7 @@ def test_events_cross_workers(live_server_factory, redis_url, http, sockets):
     # The worker that held the socket forgets it: the registry does not grow with closed sockets.
     registry = redis.Redis.from_url(redis_url)
     deadline = time.monotonic() + 10
-    while registry.smembers(f"trellis:chat:sockets:{bob.id}") and time.monotonic() < deadline:
+    while registry.smembers(f"trellis:connections:{bob.id}") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert registry.smembers(f"trellis:chat:sockets:{bob.id}") == set()
-    assert len(registry.smembers(f"trellis:chat:sockets:{alice.id}")) == 1
+    assert registry.smembers(f"trellis:connections:{bob.id}") == set()
+    assert len(registry.smembers(f"trellis:connections:{alice.id}")) == 1

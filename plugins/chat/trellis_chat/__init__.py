@@ -1,14 +1,14 @@
 """Trellis Chat module: rooms, messages, and the Socket.IO channel (namespace ``/chat/``).
 
 Requires the Authentication module: participants are its users, sockets authenticate with its
-access tokens, and its block/delete hooks end a user's sockets.
+access tokens; a blocked or deleted user's sockets end through the core's registry of live connections.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from trellis import ConsolePage, Module, OwnedSchema
+from trellis import ConsolePage, EventTopic, Module, OwnedSchema
 
 from .config import ChatConfig
 from .hooks import ChatUserEvents
@@ -48,6 +48,7 @@ module = Module(
     console_pages=(ConsolePage("chat", "Chat", str(CONSOLE / "chat.html")),),
     socket_namespaces=namespace_factories(),
     owned_schemas=(ROOM_SCHEMA, MESSAGE_SCHEMA),
+    events=(EventTopic("chat.message.create", "A message was sent in a room"),),
     hooks=(ChatUserEvents(),),
     init_app=init_app,
 )

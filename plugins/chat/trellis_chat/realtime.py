@@ -2,7 +2,7 @@
 events, and operations on all sockets of a user in every worker.
 
 Socket rooms: each chat room is a Socket.IO room named by the room id; each socket is also in
-``user:<id>``. With Redis, each socket is also registered under its user (see ``UserSockets``).
+``user:<id>``. Each socket is also registered under its user with the core (see ``UserSockets``).
 """
 
 from __future__ import annotations
@@ -12,15 +12,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import redis
 from flask import Flask, current_app, request
 from flask_socketio import ConnectionRefusedError, Namespace, join_room, leave_room
 
-from trellis import db
+from trellis import connections, db
 from trellis.credentials import decode, identity_from_token
 from trellis.errors import APIError, bad_request, body, forbidden, not_found, unauthorized
 from trellis.realtime import socket_event, socketio
-from trellis.shared_redis import redis_client
 
 from . import service
 
@@ -49,60 +47,41 @@ def close_room(room_id: str) -> None:
 
 
 class UserSockets:
-    """Join, leave or disconnect all sockets of some users, whichever worker holds them.
+    """Join or leave all sockets of some users to a room, whichever worker holds them.
 
-    A worker only knows its own sockets. With Redis, every socket is registered under its user in a
-    Redis set (``namespace sid``), and operations go through python-socketio's own queue-aware
-    ``enter_room`` / ``leave_room`` / ``disconnect``: they travel on the same Redis channel as the
-    emits, so a user added to a room gets the next message and one who left does not. Without Redis
-    there is one process and the sockets are found through their ``user:<id>`` room.
-
-    Entries are removed when their socket disconnects. The sets have no expiry, so that a socket open for
-    weeks can still be found; entries left by a worker that crashed only cost a no-op when used.
+    A worker only knows its own sockets. Every socket is registered under its user with the core's
+    registry of live connections (``trellis.connections``), which with Redis finds a user's sockets in every
+    worker and ends them when the user is blocked or deleted. Joining and leaving go through python-socketio's
+    own queue-aware ``enter_room`` / ``leave_room``: they travel on the same Redis channel as the emits, so a
+    user added to a room gets the next message and one who left does not. Without Redis there is one process
+    and the sockets are found through their ``user:<id>`` room.
     """
 
     def __init__(self, app: Flask) -> None:
         self._socketio = app.extensions["socketio"]
-        self._redis: redis.Redis | None = redis_client(app)  # the app's shared client; connects on first use
+        self._connections = connections.of(app)
         self._owners: dict[tuple[str, str], str] = {}  # (namespace, sid) → user id, sockets of this worker
-
-    @staticmethod
-    def _key(user_id: str) -> str:
-        return f"trellis:chat:sockets:{user_id}"
 
     def register(self, user_id: str, namespace: str, sid: str) -> None:
         """Called while a socket connects, before its user is checked (so a block from now on finds it)."""
-        if self._redis is not None:
-            try:
-                self._redis.sadd(self._key(user_id), f"{namespace} {sid}")
-            except redis.RedisError as exc:  # still found in this worker, through its user room
-                log.warning("chat socket registry unavailable (%s)", exc.__class__.__name__)
+        server = self._socketio.server
+        self._connections.register_socket(
+            user_id, namespace, sid, lambda: server.disconnect(sid, namespace=namespace, ignore_queue=True)
+        )
         self._owners[(namespace, sid)] = user_id
         join_room(user_room(user_id), sid=sid, namespace=namespace)
 
     def unregister(self, namespace: str, sid: str) -> None:
         user_id = self._owners.pop((namespace, sid), None)
-        if user_id is not None and self._redis is not None:
-            try:
-                self._redis.srem(self._key(user_id), f"{namespace} {sid}")
-            except redis.RedisError as exc:  # a stale entry only costs a no-op when used
-                log.warning("chat socket registry unavailable (%s)", exc.__class__.__name__)
+        if user_id is not None:
+            self._connections.unregister_socket(user_id, namespace, sid)
 
     def sockets_of(self, user_ids: Iterable[str]) -> list[tuple[str, str]]:
-        """(namespace, sid) of every socket of these users, in every worker (one Redis round trip)."""
+        """(namespace, sid) of every chat socket of these users, in every worker."""
         ids = list(user_ids)
-        if not ids:
-            return []
-        if self._redis is not None:
-            pipe = self._redis.pipeline(transaction=False)
-            for user_id in ids:
-                pipe.smembers(self._key(user_id))
-            try:
-                found = [raw.decode().split(" ", 1) for members in pipe.execute() for raw in members]
-                return [(namespace, sid) for namespace, sid in found]
-            except redis.RedisError as exc:
-                # Redis down: the other workers cannot be reached anyway; this worker's sockets still can.
-                log.warning("chat socket registry unavailable (%s); this worker's sockets only", exc.__class__.__name__)
+        found = self._connections.sockets_of(ids)
+        if found is not None:
+            return [(namespace, sid) for namespace, sid in found if namespace in NAMESPACES]
         manager = self._socketio.server.manager
         return [
             (namespace, sid)
@@ -120,11 +99,6 @@ class UserSockets:
         server = self._socketio.server
         for namespace, sid in self.sockets_of(user_ids):
             server.leave_room(sid, room_id, namespace=namespace)
-
-    def disconnect(self, user_id: str) -> None:
-        server = self._socketio.server
-        for namespace, sid in self.sockets_of([user_id]):
-            server.disconnect(sid, namespace=namespace)
 
 
 def user_sockets() -> UserSockets:

@@ -11,7 +11,7 @@ from marshmallow import fields as ma
 from marshmallow import validate
 from sqlalchemy import event
 
-from trellis import ConsolePage, Module
+from trellis import ConsolePage, EventTopic, Module
 from trellis.module_config import ModuleConfigSchema
 
 from . import (
@@ -21,7 +21,7 @@ from . import (
 )
 from .graphql_http import graphql_blp
 from .live_http import SETTINGS, changes_blp
-from .live_sockets import LiveUserEvents, namespace_factories
+from .live_sockets import namespace_factories
 from .openapi import paths as openapi_paths
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, schemas_blp
@@ -73,12 +73,17 @@ module = Module(
     # changes_blp before documents_blp: /database/<name>/changes is not a document id
     blueprints=(schemas_blp, changes_blp, documents_blp, endpoints_blp, graphql_blp),
     socket_namespaces=namespace_factories(),
-    hooks=(LiveUserEvents(),),
     config_schema=DatabaseConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("database", "Database", str(CONSOLE / "database.html"), str(CONSOLE / "database.js")),),
     openapi_paths=openapi_paths,
     settings=SETTINGS,
     init_app=init_app,
+    # One <thing> per schema: database.<schemaName>.<action>.
+    events=(
+        EventTopic("database.*.create", "Documents were created in the schema named by the middle segment"),
+        EventTopic("database.*.update", "Documents of the schema were updated (with their previous version)"),
+        EventTopic("database.*.delete", "Documents of the schema were deleted"),
+    ),
     description="Schemas, documents, custom endpoints and GraphQL",
 )

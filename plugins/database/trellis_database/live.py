@@ -27,7 +27,7 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from trellis import events
+from trellis import connections, events
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, not_found
 
@@ -147,8 +147,6 @@ class LiveHub:
         self._by_schema: dict[str, dict[str, Subscription]] = {}
         self._by_owner: dict[str, dict[str, Subscription]] = {}
         self._stop_listening: Callable[[], None] | None = None
-        # user id → {owner: close()}: the sockets and streams to end when the user is blocked or deleted
-        self._users: dict[str, dict[str, Callable[[], None]]] = {}
 
     def _listen(self) -> None:
         if self._stop_listening is None:
@@ -156,48 +154,26 @@ class LiveHub:
             with self._listen_lock:
                 if self._stop_listening is None:
                     with self._app.app_context():
-                        stop_documents = events.subscribe("database.*.*", self.on_event)
-                        # Recorded by the Authentication module: reaches the hub of every process.
-                        stop_blocks = events.subscribe("authentication.user.block", self._on_block)
-                    self._stop_listening = lambda: (stop_documents(), stop_blocks())
+                        self._stop_listening = events.subscribe("database.*.*", self.on_event)
 
     # users
 
     def attach_user(self, user_id: str, owner: str, close: Callable[[], None]) -> None:
-        """``owner`` (a socket, a stream) belongs to ``user_id``: :meth:`end_user` calls ``close``."""
+        """``owner`` (a socket, a stream) belongs to ``user_id``: when the user is blocked or deleted the core's
+        registry of live connections (``trellis.connections``) ends its subscriptions and calls ``close``."""
         self._listen()
-        with self._lock:
-            self._users.setdefault(user_id, {})[owner] = close
+
+        def end() -> None:
+            self.remove(owner)
+            close()
+
+        connections.of(self._app).register(user_id, owner, end)
 
     def detach(self, owner: str, user_id: str | None) -> None:
         """The socket or stream is gone: forget its subscriptions and its user."""
-        with self._lock:
-            self.remove(owner)
-            if user_id is not None:
-                owners = self._users.get(user_id, {})
-                owners.pop(owner, None)
-                if not owners:
-                    self._users.pop(user_id, None)
-
-    def end_user(self, user_id: str) -> int:
-        """A user was blocked or deleted: end their subscriptions and close their sockets and streams."""
-        with self._lock:
-            owners = self._users.pop(user_id, {})
-            for owner in owners:
-                self.remove(owner)
-        for close in owners.values():
-            try:
-                close()
-            except Exception:
-                log.exception("closing a live connection of user %s failed", user_id)
-        return len(owners)
-
-    def _on_block(self, event: events.Event) -> None:
-        user = event.payload.get("user") if isinstance(event.payload, dict) else None
-        if isinstance(user, dict) and isinstance(user.get("_id"), str):
-            # Not on the log's delivery thread: closing a socket runs its disconnect handler, which must
-            # not wait on the delivery that is calling us (the next event would never be delivered).
-            threading.Thread(target=self.end_user, args=(user["_id"],), daemon=True).start()
+        self.remove(owner)
+        if user_id is not None:
+            connections.of(self._app).unregister(user_id, owner)
 
     # subscriptions
 

@@ -25,7 +25,6 @@ from flask_socketio import ConnectionRefusedError, Namespace
 from trellis import db
 from trellis.credentials import Identity, identity_from_token, master_key_matches
 from trellis.errors import APIError, bad_request, body, not_found, unauthorized
-from trellis.hooks import hookimpl
 from trellis.realtime import error_ack, socket_event
 
 from .live import Subscription, check_replayable, hub, parse_kinds, parse_since, readable_schema, where_filter
@@ -156,19 +155,6 @@ def _start(app: Any, subscription: Subscription, namespace: DatabaseNamespace, s
             )
         finally:
             db.session.remove()
-
-
-class LiveUserEvents:
-    """A blocked or deleted user's sockets and streams end (their tokens already stop working)."""
-
-    @hookimpl
-    def trellis_user_blocked(self, user_id: str) -> None:
-        hub().end_user(user_id)
-
-    @hookimpl
-    def trellis_user_deleted(self, user_id: str) -> None:
-        live = hub()
-        db.after_commit(lambda: live.end_user(user_id))
 
 
 def namespace_factories() -> tuple[Callable[[], DatabaseNamespace], ...]:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from trellis import ConsolePage, Module, OwnedSchema
+from trellis import ConsolePage, EventTopic, Module, OwnedSchema
 
 from .config import FormsConfigSchema
 from .routes import blp
@@ -39,5 +39,6 @@ module = Module(
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("forms", "Forms", str(CONSOLE / "forms.html")),),
     owned_schemas=(FORM_SCHEMA, SUBMISSION_SCHEMA),
+    events=(EventTopic("forms.submission.create", "A form received a valid submission"),),
     description="Admin-defined forms that accept validated public submissions, forwarded by e-mail when Email is active",
 )

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Flask
 
-from trellis import ConsolePage, Module, OwnedSchema
+from trellis import ConsolePage, EventTopic, Module, OwnedSchema
 from trellis.hooks import hookimpl
 
 from .admin import blp as admin_blp
@@ -71,6 +71,10 @@ module = Module(
     console_pages=(ConsolePage("storage", "Storage", str(CONSOLE / "storage.html")),),
     hooks=(_UserHooks(),),
     owned_schemas=OWNED_SCHEMAS,
+    events=(
+        EventTopic("storage.file.create", "A file was uploaded"),
+        EventTopic("storage.file.delete", "A file was deleted (alone or with its folder)"),
+    ),
     init_app=_init_app,
     # What killed processes left (part files, blobs without a record) is swept at start and every 10 minutes.
     background=(start_sweeper,),

@@ -40,5 +40,6 @@ def test_matches(pattern, topic, expected):
         ("database.**.create", False),
     ],
 )
-def test_problem(pattern, ok):
-    assert (problem(pattern) is None) is ok
+def test_problem(app, pattern, ok):
+    with app.app_context():  # the events are those the app's modules declare
+        assert (problem(pattern) is None) is ok

@@ -1,8 +1,8 @@
 """Turning the event log into deliveries: one row per matching active webhook × event.
 
-A cursor row (``webhooks_cursor``) holds the last ``eventId`` turned into deliveries. A pass locks it,
-reads the events after it (``trellis.events.read``), inserts the deliveries and moves the cursor in the
-same transaction: an event is queued once, whichever process gets there first, and a crash between two
+A durable consumer of the core (``trellis.events.consumer("webhooks")``) holds the last ``eventId`` turned
+into deliveries. A pass locks it, reads the events after it (``trellis.events.read``), inserts the
+deliveries and moves the cursor in the same transaction: an event is queued once, whichever process gets there first, and a crash between two
 passes loses none (the next pass starts from the cursor). On PostgreSQL the row is locked with
 ``FOR UPDATE SKIP LOCKED`` (a process that finds it locked leaves the work to the holder); on SQLite the
 first statement is a write, which takes the database's one write lock.
@@ -19,17 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import select
 
 from trellis import db, events, statements
 from trellis.module_config import get as get_config
 
 from .deliveries import Claimed, body_text, lease
-from .models import PENDING, Webhook, WebhookCursor, WebhookDelivery
+from .models import PENDING, Webhook, WebhookDelivery
 from .patterns import matches_any
 
-CURSOR = "events"
+CURSOR = "webhooks"
 # Events per transaction: a pass holds the cursor (and on SQLite the write lock) for one batch at a time.
 BATCH = 500
 
@@ -39,37 +38,8 @@ def subscribe(wake: Callable[[], None]) -> Callable[[], None]:
     return events.subscribe("*.*.*", lambda _event: wake())
 
 
-_MOVE_CURSOR = update(WebhookCursor).where(WebhookCursor.name == CURSOR).values(last_event_id=bindparam("to"))
-
-
-def _lock_cursor() -> int | None:
-    """The locked cursor in the session's transaction, or None when another process holds it."""
-    if db.is_postgresql():
-        found = db.session.execute(
-            select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR).with_for_update(skip_locked=True)
-        ).scalar_one_or_none()
-        if found is not None:
-            return found
-        if db.session.get(WebhookCursor, CURSOR) is not None:
-            return None  # locked by another process
-    else:
-        touched = db.session.execute(
-            update(WebhookCursor).where(WebhookCursor.name == CURSOR).values(last_event_id=WebhookCursor.last_event_id)
-        ).rowcount
-        if touched:
-            return db.session.execute(
-                select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR)
-            ).scalar_one()
-    # First pass ever (or after the tables were emptied): from the start of what the log keeps. Until a
-    # webhook exists this only moves the cursor; starting from "now" instead could skip an event that
-    # committed while the module's first pass was still to come.
-    db.session.add(WebhookCursor(name=CURSOR, last_event_id=0))
-    try:
-        db.session.flush()
-    except IntegrityError:  # another process created it first
-        db.session.rollback()
-        return None
-    return 0
+# The dispatch position: a durable consumer of the core's log.
+_CURSOR = events.consumer(CURSOR)
 
 
 def _new_events() -> bool:
@@ -84,7 +54,7 @@ def _new_events() -> bool:
         return False
     if db.is_postgresql():
         return True
-    cursor = db.session.execute(select(WebhookCursor.last_event_id).where(WebhookCursor.name == CURSOR)).scalar()
+    cursor = _CURSOR.position()
     db.session.rollback()
     return cursor is None or events.latest() != cursor
 
@@ -125,7 +95,7 @@ def one_pass(room: int) -> Pass:
     """Queue the deliveries of up to BATCH events, the first ``room`` of them claimed for this process."""
     if not _new_events():
         return Pass()
-    cursor = _lock_cursor()
+    cursor = _CURSOR.lock()
     if cursor is None:
         db.session.rollback()
         return Pass(busy=True)
@@ -133,14 +103,14 @@ def one_pass(room: int) -> Pass:
     if not batch:
         latest = events.latest()
         if cursor > latest:  # the log was emptied or restored from an older backup: follow it
-            db.session.execute(_MOVE_CURSOR, {"to": latest})
+            _CURSOR.advance(latest)
         db.session.commit()
         return Pass()
     config = get_config("webhooks")
     done = Pass(allow_private=bool(config["allowPrivateTargets"]), full=len(batch) == BATCH)
     rows = _deliveries(batch, room, done.claimed) if config["active"] else []
     statements.insert_rows(db.session.connection(), WebhookDelivery.__table__, rows)
-    db.session.execute(_MOVE_CURSOR, {"to": batch[-1].id})
+    _CURSOR.advance(batch[-1].id)
     db.session.commit()
     done.queued = len(rows)
     return done

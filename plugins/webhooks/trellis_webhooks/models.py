@@ -1,4 +1,5 @@
-"""Webhooks tables: the registered endpoints, the delivery queue (which is also the log), the dispatch cursor."""
+"""Webhooks tables: the registered endpoints, the delivery queue (which is also the log).
+The dispatch cursor is a durable consumer of the core (``trellis.events.consumer``)."""
 
 from __future__ import annotations
 
@@ -55,13 +56,3 @@ class WebhookDelivery(Base):
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
-
-
-class WebhookCursor(Base):
-    """How far the event log has been turned into deliveries: one row, advanced in the transaction that
-    inserts the deliveries, so every event is queued exactly once whatever process does it."""
-
-    __tablename__ = "webhooks_cursor"
-
-    name: Mapped[str] = mapped_column(String(32), primary_key=True)
-    last_event_id: Mapped[int] = mapped_column(BigInteger)

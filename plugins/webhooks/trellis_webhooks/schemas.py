@@ -34,7 +34,8 @@ _URL_DOC = {"description": "http(s) address that receives the POSTs", "example":
 _EVENTS_DOC = {
     "description": "patterns of the events to deliver: `database.<Schema>.<create|update|delete>`, "
     "`authentication.user.<create|delete|block|unblock>`, `forms.submission.create`, `storage.file.<create|delete>`, "
-    "`chat.message.create`; `*` stands for one segment (`database.*.*`, `*.*.create`)",
+    "`chat.message.create`, and the events other loaded modules declare; `*` stands for one segment "
+    "(`database.*.*`, `*.*.create`)",
     "example": ["database.Item.*", "authentication.user.create"],
 }
 _SECRET_DOC = {"description": "signs every delivery (HMAC-SHA256); generated when not given", "secret": True}

@@ -4,12 +4,12 @@ when its host is trusted. A forged ``Host`` never puts a token into a link to an
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 import requests
 
 from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis.testing.waiting import wait_until
 
 from .conftest import link_in
 
@@ -117,13 +117,13 @@ def test_malformed_hosts_are_refused(api):
 
 
 def outbox_links(base: str, email: str) -> list[str]:
-    for _ in range(50):  # the mail goes out once the answer is sent
+    """The links of ``email``'s delivered mail: the outbox provider shows a queued mail's link once sent."""
+
+    def delivered() -> list[dict]:
         messages = requests.get(f"{base}/admin/email/outbox", headers={"masterkey": TEST_MASTER_KEY}, timeout=30)
-        mine = [m for m in messages.json()["messages"] if m["to"] == email]
-        if mine:
-            return [re.search(r'href="([^"]+)"', m["body"]).group(1) for m in mine]
-        threading.Event().wait(0.1)
-    return []
+        return [m for m in messages.json()["messages"] if m["to"] == email and m["status"] == "sent"]
+
+    return [re.search(r'href="([^"]+)"', m["body"]).group(1) for m in wait_until(delivered, "the mail", 30)]
 
 
 @pytest.mark.live

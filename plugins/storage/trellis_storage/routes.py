@@ -17,7 +17,7 @@ from trellis.errors import ErrorSchema, not_found, unauthorized
 from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted, paginate
 from trellis.server.formbody import FormLimitExceeded
 
-from . import service
+from . import service, urls
 from .models import File, Folder
 from .schemas import (
     FileSchema,
@@ -123,7 +123,7 @@ def upload(form: dict[str, Any]):
     record = service.store_form(form, require_user().id)
     return {
         "id": record.id,
-        "url": service.record_url(record),
+        "url": urls.record_url(record),
         "name": record.name,
         "size": record.size,
         "content_type": record.content_type,
@@ -177,7 +177,7 @@ def get_url(fileId: str):
     identity = identify()
     record = db.session.get(File, fileId)
     if record is not None and record.is_public:
-        return {"url": service.public_url(record), "isPublic": True, "expiresAt": None}
+        return {"url": urls.public_url(record), "isPublic": True, "expiresAt": None}
     if record is not None and identity is None:
         raise unauthorized("A private file's URL needs the owner's Bearer token or administrator credentials")
     record = service.visible_file(fileId, identity)

@@ -14,7 +14,7 @@ from trellis.fields import JsonBoolean
 from trellis.http import ListArgs
 
 from .models import File, Folder
-from .service import record_url
+from .urls import record_url
 
 # A folder name is a label, not a path: no separators, no control characters, not "." or "..".
 _FOLDER_NAME = re.compile(r"^(?!\.{1,2}$)[^/\\\x00-\x1f\x7f]{1,255}$")

@@ -38,6 +38,7 @@ from trellis.module_config import get as get_config
 from .backends import Backend, BackendError, LocalBackend, S3Backend, S3Clients, key_for, remove_stale_parts
 from .config import type_allowed
 from .models import File, Folder, PendingBlob
+from .schemas import FileSchema
 
 log = logging.getLogger(__name__)
 
@@ -440,8 +441,6 @@ def delete_files(records: Iterable[File]) -> None:
 def record_file_events(action: str, records: list[File]) -> None:
     """``storage.file.<action>`` for each record, as the file routes show it, in the current transaction."""
     if records:
-        from .schemas import FileSchema  # the schemas build URLs with this module's functions
-
         events.record_many(f"storage.file.{action}", FileSchema(many=True).dump(records))
 
 
@@ -463,19 +462,6 @@ def delete_user_data(user_id: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- URLs
-
-
-def public_url(record: File) -> str:
-    return url_for("storage.public_file", fileId=record.id, name=record.name, _external=True)
-
-
-def download_url(record: File) -> str:
-    return url_for("storage.download", fileId=record.id, _external=True)
-
-
-def record_url(record: File) -> str:
-    """The ``url`` of a record: stable and credential-free if public, else the (Bearer) download route."""
-    return public_url(record) if record.is_public else download_url(record)
 
 
 def _serializer() -> URLSafeSerializer:

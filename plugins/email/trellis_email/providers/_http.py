@@ -6,7 +6,7 @@ from typing import Any
 
 import requests
 
-from . import ProviderFailure
+from .base import ProviderFailure
 
 USER_AGENT = "trellis-email/0.1"
 

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
-from . import Outgoing, ProviderFailure, RemoteTemplate
 from ._http import call, json_of, same_origin, text_or_none
+from .base import Outgoing, ProviderFailure, RemoteTemplate
 
 LABEL = "Mailgun"
 # The version Trellis writes; re-uploads update it in place (Mailgun keeps at most 10 versions per template).

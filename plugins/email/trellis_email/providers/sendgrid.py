@@ -9,8 +9,8 @@ from urllib.parse import quote
 import requests
 
 from ..addresses import Address
-from . import Outgoing, ProviderFailure, RemoteTemplate
 from ._http import call, json_of, same_origin, text_or_none
+from .base import Outgoing, ProviderFailure, RemoteTemplate
 
 LABEL = "SendGrid"
 VERSION_NAME = "trellis"

@@ -9,7 +9,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from typing import Any
 
-from . import Outgoing, ProviderFailure, RemoteTemplate, TemplatesUnsupported
+from .base import Outgoing, ProviderFailure, RemoteTemplate, TemplatesUnsupported
 
 
 class Smtp:

@@ -6,6 +6,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 PYTEST_ARGS ?=
+# Each database's pass runs on two pytest-xdist workers, a test file per worker (its module-scoped live
+# server and browser stay in one process): the live-server, fault and browser tests mostly wait on other
+# processes, so four workers on two cores finish sooner than two.
+XDIST ?= -n 2 --dist loadfile
 export FLASK_APP := wsgi
 # A quiet install: -qq keeps pip's errors only, and setuptools' notice on every editable build (a
 # UserWarning, ~10 lines per package) is not for users of this Makefile.
@@ -46,8 +50,8 @@ lint: install-test
 # Both databases at once (two cores); each pass logs to its own file, shown when both are done.
 test: install-test lint browser nginx
 	@rm -f .test-*.log; \
-	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-sqlite.log 2>&1 & sqlite=$$!; \
-	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(PYTEST_ARGS) > .test-postgresql.log 2>&1 & pg=$$!; \
+	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS) > .test-sqlite.log 2>&1 & sqlite=$$!; \
+	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS) > .test-postgresql.log 2>&1 & pg=$$!; \
 	rs=0; wait $$sqlite || rs=$$?; rp=0; wait $$pg || rp=$$?; \
 	echo "==== SQLite (exit $$rs)"; cat .test-sqlite.log; echo "==== PostgreSQL (exit $$rp)"; cat .test-postgresql.log; \
 	[ $$rs -eq 0 ] && [ $$rp -eq 0 ]

@@ -55,6 +55,7 @@ def test_a_restart_under_reads_and_writes_answers_at_most_503(pg_cluster, app_co
         stop.set()
         for thread in threads:
             thread.join(30)
+    application.extensions["trellis_events"].stop()  # its loop would outlive the cluster
     application.extensions["trellis"].engine.dispose()
 
     assert before > 0 and len(answers) > before

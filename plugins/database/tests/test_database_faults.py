@@ -209,6 +209,9 @@ def test_reads_survive_a_postgresql_restart(app_config, pg_cluster, tmp_path):
     config = {**app_config, "DATABASE_URL": pg_cluster.url}
     application = create_app(config)
     upgrade(application)
+    application.extensions[
+        "trellis_events"
+    ].stop()  # the served process has its own; this one would outlive the cluster
     application.extensions["trellis"].engine.dispose()
     port = free_port()
     # The process is alone on its database, so schemas and configs are not re-checked per request: the

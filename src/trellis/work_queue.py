@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.orm import Session
 
 from trellis import db
+from trellis.settings import COUNT, SECONDS, SECONDS_LIST, Setting
 
 # ±10 % on every delay: rows that failed together (a provider's outage) are not retried in one burst.
 JITTER = 0.1
@@ -90,3 +92,33 @@ def retry_at(schedule: Sequence[float], attempts: int) -> datetime | None:
         return None
     delay = schedule[attempts - 1] * random.uniform(1 - JITTER, 1 + JITTER)
     return db.utcnow() + timedelta(seconds=delay)
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """A durable queue's process settings: they shape each process's workers (not per-deployment config),
+    and tests shorten them. A module declares them as ``TRELLIS_<PREFIX>_RETRY_SECONDS``,
+    ``_LEASE_SECONDS``, ``_SENDERS`` and ``_POLL_SECONDS`` (:meth:`declare`) and reads them back at start
+    (:meth:`read`)."""
+
+    retry_seconds: tuple[float, ...]  # the delays before each retry: len + 1 attempts in all
+    lease_seconds: float  # how long a claim holds a row before another worker may take it
+    senders: int  # rows in flight at once per process
+    poll_seconds: float  # how often idle workers look for due rows
+
+    @property
+    def max_attempts(self) -> int:
+        return len(self.retry_seconds) + 1
+
+    def declare(self, prefix: str, *, retry: str, lease: str, senders: str, poll: str) -> tuple[Setting, ...]:
+        """The four settings under ``prefix``, these values as defaults, with their descriptions."""
+        kinds = {"retry_seconds": SECONDS_LIST, "lease_seconds": SECONDS, "senders": COUNT, "poll_seconds": SECONDS}
+        described = {"retry_seconds": retry, "lease_seconds": lease, "senders": senders, "poll_seconds": poll}
+        return tuple(
+            Setting(f"{prefix}_{f.name.upper()}", kinds[f.name], getattr(self, f.name), described[f.name])
+            for f in fields(self)
+        )
+
+    def read(self, config: Any, prefix: str) -> QueueSettings:
+        """These settings as the app's config has them (``app.config``, read and checked at start)."""
+        return replace(self, **{f.name: config[f"{prefix}_{f.name.upper()}"] for f in fields(self)})

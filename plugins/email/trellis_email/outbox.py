@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, current_app
@@ -30,8 +29,7 @@ from trellis import db, statements
 from trellis.background import PollingWorker
 from trellis.errors import APIError, bad_request, not_found
 from trellis.module_config import get as get_config
-from trellis.settings import COUNT, SECONDS, SECONDS_LIST, Setting
-from trellis.work_queue import LeaseQueue, retry_at
+from trellis.work_queue import LeaseQueue, QueueSettings, retry_at
 
 from .addresses import parse_recipient, parse_sender
 from .models import FAILED, QUEUED, SENT, EmailMessage, EmailTemplate
@@ -50,26 +48,13 @@ LEASE_SECONDS = 120.0
 SENDERS = 4  # messages in flight at once per process: a slow mail server holds up one, not the others
 POLL_SECONDS = 1.0
 # Process settings, not module config: they shape each process's senders, and tests shorten them.
-SETTINGS = (
-    Setting(
-        "EMAIL_RETRY_SECONDS",
-        SECONDS_LIST,
-        RETRY_SECONDS,
-        "delays before the 2nd, 3rd … attempt (7 attempts over ~1.7 h)",
-    ),
-    Setting(
-        "EMAIL_LEASE_SECONDS",
-        SECONDS,
-        LEASE_SECONDS,
-        "how long a claim holds a message (at least 6 × the provider's `timeout`)",
-    ),
-    Setting(
-        "EMAIL_SENDERS",
-        COUNT,
-        SENDERS,
-        "messages in flight at once per process (a slow server holds up one sender)",
-    ),
-    Setting("EMAIL_POLL_SECONDS", SECONDS, POLL_SECONDS, "how often idle senders look for due messages"),
+DEFAULTS = QueueSettings(RETRY_SECONDS, LEASE_SECONDS, SENDERS, POLL_SECONDS)
+SETTINGS = DEFAULTS.declare(
+    "EMAIL",
+    retry="delays before the 2nd, 3rd … attempt (7 attempts over ~1.7 h)",
+    lease="how long a claim holds a message (at least 6 × the provider's `timeout`)",
+    senders="messages in flight at once per process (a slow server holds up one sender)",
+    poll="how often idle senders look for due messages",
 )
 
 _table = EmailMessage.__table__
@@ -80,30 +65,10 @@ QUEUE = LeaseQueue(
 )
 
 
-@dataclass(frozen=True)
-class QueueSettings:
-    """Process settings (``TRELLIS_EMAIL_*``): they shape each process's workers; tests shorten them."""
-
-    retry_seconds: tuple[float, ...] = RETRY_SECONDS
-    lease_seconds: float = LEASE_SECONDS
-    senders: int = SENDERS
-    poll_seconds: float = POLL_SECONDS
-
-    @classmethod
-    def from_app(cls, app: Flask) -> QueueSettings:
-        config = app.config
-        return cls(
-            retry_seconds=config["EMAIL_RETRY_SECONDS"],
-            lease_seconds=config["EMAIL_LEASE_SECONDS"],
-            senders=config["EMAIL_SENDERS"],
-            poll_seconds=config["EMAIL_POLL_SECONDS"],
-        )
-
-
 def settings_of(app: Flask) -> QueueSettings:
     found = app.extensions.get("trellis_email_queue")
     if found is None:
-        found = app.extensions["trellis_email_queue"] = QueueSettings.from_app(app)
+        found = app.extensions["trellis_email_queue"] = DEFAULTS.read(app.config, "EMAIL")
     return found
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 
@@ -12,6 +14,6 @@ import pytest
     [(60.0, 16, 48), (45.0, 4, 8), (39.0, 4, 4), (2.0, 2, 2)],
 )
 def test_a_process_holds_as_many_claims_as_its_lease_allows(lease, senders, held):
-    from trellis_webhooks.settings import DeliverySettings
+    from trellis_webhooks.settings import DEFAULTS
 
-    assert DeliverySettings(lease_seconds=lease, senders=senders).claim_ahead == held
+    assert replace(DEFAULTS, lease_seconds=lease, senders=senders).claim_ahead == held

@@ -38,7 +38,7 @@ from trellis.work_queue import JITTER  # ±10 % on every delay: failures of one 
 from .models import DELIVERED, FAILED, PENDING, Webhook, WebhookDelivery
 from .patterns import PING
 from .sender import Outcome, Sender
-from .settings import DeliverySettings
+from .settings import DEFAULTS, DeliverySettings
 from .signing import signature_header
 
 DELIVERIES = ModuleCounter(
@@ -76,7 +76,7 @@ class Runtime:
 def runtime_of(app: Flask) -> Runtime:
     found = app.extensions.get("trellis_webhooks")
     if found is None:
-        settings = DeliverySettings.from_app(app)
+        settings = DEFAULTS.read(app.config, "WEBHOOKS")
         found = app.extensions["trellis_webhooks"] = Runtime(settings, Sender(pool_size=settings.senders))
     return found
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flask import Flask
-
-from trellis.settings import COUNT, SECONDS, SECONDS_LIST, Setting
+from trellis.work_queue import QueueSettings
 
 # About 10 s, 1 min, 10 min, 1 h, 6 h: five retries after the first attempt, six attempts in all.
 RETRY_SECONDS = (10.0, 60.0, 600.0, 3600.0, 21600.0)
@@ -21,46 +19,10 @@ SENDERS = 16  # deliveries in flight at once per process
 POLL_SECONDS = 1.0  # how often idle workers look for due deliveries and new events
 SEND_TIMEOUT_SECONDS = 10.0  # the contract's limit on one attempt
 
-SETTINGS = (
-    Setting(
-        "WEBHOOKS_RETRY_SECONDS",
-        SECONDS_LIST,
-        RETRY_SECONDS,
-        "delays before each retry (attempts = delays + 1)",
-    ),
-    Setting(
-        "WEBHOOKS_LEASE_SECONDS",
-        SECONDS,
-        LEASE_SECONDS,
-        "how long a claimed delivery is held before another worker may send it again",
-    ),
-    Setting(
-        "WEBHOOKS_SENDERS",
-        COUNT,
-        SENDERS,
-        "attempts in flight at once per process (sender threads); a process holds up to 3× as many "
-        "deliveries claimed ahead of them (1× with a lease under 40 s), so that each is still sent well "
-        "within its lease",
-    ),
-    Setting(
-        "WEBHOOKS_POLL_SECONDS",
-        SECONDS,
-        POLL_SECONDS,
-        "how often idle workers look for due deliveries and missed events",
-    ),
-)
-
 
 @dataclass(frozen=True)
-class DeliverySettings:
-    retry_seconds: tuple[float, ...] = RETRY_SECONDS
-    lease_seconds: float = LEASE_SECONDS
-    senders: int = SENDERS
-    poll_seconds: float = POLL_SECONDS
-
-    @property
-    def max_attempts(self) -> int:
-        return len(self.retry_seconds) + 1
+class DeliverySettings(QueueSettings):
+    """The queue's settings and how many deliveries a process may hold claimed ahead of its senders."""
 
     @property
     def claim_ahead(self) -> int:
@@ -71,12 +33,14 @@ class DeliverySettings:
         rounds = max(1, int(self.lease_seconds // (2 * SEND_TIMEOUT_SECONDS)))
         return self.senders * rounds
 
-    @classmethod
-    def from_app(cls, app: Flask) -> DeliverySettings:
-        config = app.config
-        return cls(
-            retry_seconds=config["WEBHOOKS_RETRY_SECONDS"],
-            lease_seconds=config["WEBHOOKS_LEASE_SECONDS"],
-            senders=config["WEBHOOKS_SENDERS"],
-            poll_seconds=config["WEBHOOKS_POLL_SECONDS"],
-        )
+
+DEFAULTS = DeliverySettings(RETRY_SECONDS, LEASE_SECONDS, SENDERS, POLL_SECONDS)
+SETTINGS = DEFAULTS.declare(
+    "WEBHOOKS",
+    retry="delays before each retry (attempts = delays + 1)",
+    lease="how long a claimed delivery is held before another worker may send it again",
+    senders="attempts in flight at once per process (sender threads); a process holds up to 3× as many "
+    "deliveries claimed ahead of them (1× with a lease under 40 s), so that each is still sent well "
+    "within its lease",
+    poll="how often idle workers look for due deliveries and missed events",
+)

@@ -17,8 +17,9 @@ from flask import Flask
 
 from .modules import ENTRY_POINT_GROUP, Module
 
-# The repository's migrations/ environment (the core is installed from the checkout).
-DEFAULT_SCRIPT_LOCATION = Path(__file__).resolve().parents[2] / "migrations"
+# The core's Alembic environment and versions travel inside the package, as every module's do (a wheel of
+# trellis carries them); the checkout's top-level migrations/ is a link to it.
+DEFAULT_SCRIPT_LOCATION = Path(__file__).resolve().parent / "migrations"
 
 
 def alembic_config(app: Flask) -> Config:

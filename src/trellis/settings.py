@@ -205,7 +205,7 @@ CORE: tuple[Setting, ...] = (
         TEXT,
         None,
         "the Alembic environment of the core's migrations",
-        shown="the checkout's `migrations/`",
+        shown="the package's `trellis/migrations`",
     ),
     Setting(
         "ASYNC_MODE",

@@ -98,7 +98,7 @@ def test_a_chunked_body_over_the_limit_is_413(live_server_factory, admin_headers
 def test_malformed_request_lines_and_headers_are_refused(module_live_server, raw, status):
     [(answered, headers, body)] = exchange(module_live_server, raw)
     assert answered == status
-    assert headers["content-type"] == "application/json"
+    assert headers["content-type"] == "application/json" and headers["x-content-type-options"] == "nosniff"
     assert json.loads(body)["status"] == status
 
 

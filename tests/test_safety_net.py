@@ -57,3 +57,4 @@ def test_the_server_answers_long_urls_and_long_request_lines_with_json(live_serv
         response = requests.get(f"{live_server.url}/health?x={'a' * size}", timeout=30)
         assert response.status_code == 414, size
         assert response.json()["name"] == "URI_TOO_LONG"
+        assert response.headers["X-Content-Type-Options"] == "nosniff"

@@ -249,7 +249,7 @@ class FastHttpProtocol(eventlet.wsgi.HttpProtocol):
         self.close_connection = True
         self.wfile.write(
             f"HTTP/1.1 {code} {status.phrase}\r\nConnection: close\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(payload)}\r\n\r\n".encode()
+            f"X-Content-Type-Options: nosniff\r\nContent-Length: {len(payload)}\r\n\r\n".encode()
             + payload
         )
 

@@ -32,7 +32,11 @@ StartResponse = Callable[..., Any]
 def error_response(status: int, name: str, message: str) -> tuple[str, list[tuple[str, str]], bytes]:
     payload = json.dumps({"name": name, "status": status, "message": message}).encode()
     reason = {414: "URI Too Long", 500: "Internal Server Error"}.get(status, "Error")
-    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+    headers = [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(payload))),
+        ("X-Content-Type-Options", "nosniff"),  # as on every answer of the app
+    ]
     return f"{status} {reason}", headers, payload
 
 

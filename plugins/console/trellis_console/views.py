@@ -43,7 +43,6 @@ CSP = (
 )
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
     "Cross-Origin-Opener-Policy": "same-origin",

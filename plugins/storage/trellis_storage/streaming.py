@@ -24,7 +24,6 @@ def serve(record: File, *, public: bool = False) -> Response:
         "Accept-Ranges": "bytes",
         "ETag": f'"{etag}"',
         "Content-Disposition": content_disposition(record),
-        "X-Content-Type-Options": "nosniff",
         # Public URLs are stable and immutable (a new upload gets a new id); anything else stays private.
         "Cache-Control": "public, max-age=86400" if public else "private, no-store",
     }

@@ -16,6 +16,7 @@ from trellis.module_config import ModuleConfigSchema
 
 from . import (
     counts,
+    document_access,
     live,
     models,  # noqa: F401  (the tables belong to the shared metadata)
 )
@@ -58,6 +59,7 @@ def init_app(app: Flask) -> None:
     app.extensions["trellis_database"] = Registry()
     counts.init_app(app)
     live.init_app(app)
+    document_access.init_app(app)
     engine = app.extensions["trellis"].engine
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_functions)

@@ -41,6 +41,7 @@ def default_options(owned: bool = False) -> dict[str, Any]:
                 "enabled": not owned,
                 "crudOperations": {op: {"enabled": True, "authenticated": False} for op in CRUD_OPERATIONS},
             },
+            "authorization": {"enabled": False, "fields": {}},
         },
     }
 
@@ -77,6 +78,9 @@ def field_definitions(fields: dict[str, Field]) -> dict[str, Any]:
 def merge_options(current: dict[str, Any], model_options: Any, conduit_options: Any) -> dict[str, Any]:
     """Apply ``modelOptions`` (and Conduit's ``conduitOptions`` = ``modelOptions.conduit``) onto ``current``."""
     merged = copy.deepcopy(current)
+    # Schemas stored before an option existed get its default (access control came in Wave 3).
+    for key, value in default_options()["conduit"].items():
+        merged.setdefault("conduit", {}).setdefault(key, copy.deepcopy(value))
     errors: dict[str, list[str]] = {}
     if model_options is not None:
         _merge_checked(merged, model_options, _OPTIONS_SHAPE, "modelOptions", errors)
@@ -93,6 +97,7 @@ _OPTIONS_SHAPE: dict[str, Any] = {
     "conduit": {
         "permissions": {"extendable": bool, "canCreate": bool, "canModify": CAN_MODIFY, "canDelete": bool},
         "cms": {"enabled": bool, "crudOperations": {op: _CRUD_SHAPE for op in CRUD_OPERATIONS}},
+        "authorization": {"enabled": bool, "fields": dict},
     },
 }
 

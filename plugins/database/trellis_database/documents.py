@@ -17,11 +17,14 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 
 from trellis import db, events, reads, statements
+from trellis.access import Acting
 from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found
 
-from . import counts
+from trellis_authentication import service as users_service
+
+from . import counts, document_access
 from .access import allowed
 from .fields import FieldError, check_value
 from .query import Compiler
@@ -204,7 +207,10 @@ def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[
     for model, ids in wanted.items():
         target = snapshot.document_schema(model)
         found: set[str] = set()
-        if target is not None and ids:
+        if model in document_access.PRINCIPAL_MODELS and ids:
+            lookup = users_service.existing_user_ids if model == "User" else users_service.existing_team_ids
+            found = lookup(sorted(ids))
+        elif target is not None and ids:
             table = target.table
             found = set(_in_transaction(sa.select(table.c.id).where(table.c.id.in_(list(ids)))).scalars())
         missing[model] = ids - found
@@ -242,16 +248,33 @@ def unique_conflict(schema: CompiledSchema, exc: IntegrityError) -> APIError:
 # no transaction), through `reads.reading`, which runs them once more if PostgreSQL restarted under them.
 
 
-def get(schema: CompiledSchema, doc_id: str) -> dict[str, Any]:
-    return json.loads(get_json(schema, doc_id))
+def get(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) -> dict[str, Any]:
+    return json.loads(get_json(schema, doc_id, acting))
 
 
-def get_json(schema: CompiledSchema, doc_id: str) -> str:
-    """One document as JSON text (404 if there is none)."""
-    row = reads.reading(lambda connection: _first_by_id(connection, schema, doc_id))
+def get_json(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) -> str:
+    """One document as JSON text (404 if there is none, or if ``acting`` may not read it: the same answer)."""
+    if acting is None:
+        row = reads.reading(lambda connection: _first_by_id(connection, schema, doc_id))
+    else:
+        row = reads.reading(lambda connection: _first_readable(connection, schema, doc_id, acting))
     if row is None:
-        raise not_found(f"No {schema.name} document with id {doc_id!r}")
+        raise document_access.missing(schema, doc_id)
     return document_json(schema, row)
+
+
+def _first_readable(connection: sa.Connection, schema: CompiledSchema, doc_id: str, acting: Acting) -> Any:
+    """:func:`_first_by_id` under access: the same statement with the read predicate, one round trip."""
+    dialect_name = connection.dialect.name
+
+    def build() -> sa.Select:
+        table = schema.table
+        condition = document_access.read_condition(schema, acting)
+        return sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"), condition)
+
+    statement = _statement(schema, ("by_id", dialect_name, document_access.statement_key(schema)), build)
+    rows = statements.execute_compiled(connection, statement, {"doc_id": doc_id, **acting.parameters()}, schema.statements)
+    return rows[0] if rows else None
 
 
 def _first_by_id(connection: sa.Connection, schema: CompiledSchema, doc_id: str) -> Any:
@@ -281,10 +304,11 @@ def find(
     skip: int = 0,
     limit: int = 25,
     count: bool = True,
+    acting: Acting | None = None,
 ) -> tuple[list[dict[str, Any]], int | None]:
     """One page of documents matching ``where`` (a condition tree) and the total before skip/limit
-    (None when ``count`` is False)."""
-    texts, total = find_json(schema, where, sort, skip, limit, count)
+    (None when ``count`` is False); with ``acting``, only the documents it may read."""
+    texts, total = find_json(schema, where, sort, skip, limit, count, acting)
     return [json.loads(text) for text in texts], total
 
 
@@ -295,29 +319,41 @@ def find_json(
     skip: int = 0,
     limit: int = 25,
     count: bool = True,
+    acting: Acting | None = None,
 ) -> tuple[list[str], int | None]:
     """:func:`find` with each document as JSON text (see :func:`document_json`).
 
     The page and count statements are built once per query *shape* (fields, operators, sort) on the
     compiled schema; a request only binds its values. The page also reads the schema's change number
-    (see :mod:`.counts`), in the same round trip.
+    (see :mod:`.counts`), in the same round trip. Under access (``acting``) both statements carry the
+    read predicate, and the count is remembered per caller's subjects and the change numbers of
+    everything that may change what it reads (the schema's documents, its grants, and those of the
+    schemas it inherits from).
     """
     dialect_name = dialect()
     compiler = Compiler(schema, dialect_name)
     shape, values = compiler.prepare(where)
+    families = [] if acting is None else document_access.change_families(schema)
 
     def build() -> tuple[sa.Select, sa.Select]:
         condition = compiler.build(shape)
+        if acting is not None:
+            readable = document_access.read_condition(schema, acting)
+            condition = readable if condition is None else sa.and_(condition, readable)
         table = schema.table
-        page = sa.select(*text_columns(table, dialect_name), counts.CountCache.change_column(schema.name))
+        changes = [counts.CountCache.change_column(schema.name), *(events.change_number(f) for f in families)]
+        page = sa.select(*text_columns(table, dialect_name), *changes)
         total = sa.select(sa.func.count()).select_from(table)
         if condition is not None:
             page, total = page.where(condition), total.where(condition)
         page = page.order_by(*compiler.order_by(sort)).offset(sa.bindparam("skip")).limit(sa.bindparam("limit"))
         return page, total
 
-    page, total_stmt = _statement(schema, ("find", dialect_name, shape, sort or ""), build)
+    access_key = None if acting is None else document_access.statement_key(schema)
+    page, total_stmt = _statement(schema, ("find", dialect_name, shape, sort or "", access_key), build)
     params = {f"p{index}": value for index, value in enumerate(values)}
+    if acting is not None:
+        params.update(acting.parameters())
 
     def read(connection: sa.Connection) -> tuple[list[Any], int | None]:
         rows = connection.execute(page, {**params, "skip": skip, "limit": limit}).all()
@@ -325,10 +361,11 @@ def find_json(
             return rows, None
         if len(rows) < limit and (rows or skip == 0):
             return rows, skip + len(rows)  # a short page tells the total without counting
-        changes = rows[0][5] if rows else None
+        changes = (rows[0][5] if not families else ".".join(str(n) for n in rows[0][5:])) if rows else None
+        query = (schema.version, shape, values) if acting is None else (schema.version, shape, values, access_key, acting.subjects)
         total = counts.cache().count(
             schema.table.name,
-            (schema.version, shape, values),
+            query,
             changes,
             lambda: connection.execute(total_stmt, params).scalar_one(),
         )
@@ -344,35 +381,58 @@ def populate(
     docs: list[dict[str, Any]],
     tree: dict[str, Any],
     identity: Identity | None,
+    scope: str | None = None,
 ) -> None:
-    """Replace relation ids by the related documents, one query per relation field and level."""
+    """Replace relation ids by the related documents, one query per relation field and level. A target
+    under access control is read with the caller's read predicate: one it may not read stays its bare
+    id. A Relation to ``User`` shows the user's public fields (``_id``, ``email``)."""
     for name, subtree in tree.items():
         field = schema.fields[name]
+        ids = _relation_ids(docs, name, field.array)
+        if field.model == "User":
+            _replace(docs, name, field.array, users_service.public_users(sorted(ids)) if ids else {}, keep_missing=True)
+            continue
         target = snapshot.document_schema(field.model)
         denied = allowed(target, "read", identity)
         if denied is not None:
             raise denied
-        ids: set[str] = set()
-        for doc in docs:
-            value = doc.get(name)
-            if field.array and isinstance(value, list):
-                ids.update(v for v in value if isinstance(v, str))
-            elif isinstance(value, str):
-                ids.add(value)
         if not ids:
             continue
+        acting = document_access.acting(target, identity, scope if document_access.opted_in(target) else None)
         table = target.table
-        statement = sa.select(*columns(table)).where(table.c.id.in_(sorted(ids)))
-        rows = reads.reading(lambda connection, statement=statement: connection.execute(statement).all())
+        condition = table.c.id.in_(sorted(ids))
+        if acting is not None:
+            condition = sa.and_(condition, document_access.read_condition(target, acting))
+        statement = sa.select(*columns(table)).where(condition)
+        parameters = None if acting is None else acting.parameters()
+        rows = reads.reading(lambda connection, s=statement, p=parameters: connection.execute(s, p).all())
         found = {row[0]: to_document(target, row) for row in rows}
         if subtree:
-            populate(snapshot, target, list(found.values()), subtree, identity)
-        for doc in docs:
-            value = doc.get(name)
-            if field.array and isinstance(value, list):
-                doc[name] = [found[v] for v in value if v in found]
-            elif isinstance(value, str):
-                doc[name] = found.get(value)
+            populate(snapshot, target, list(found.values()), subtree, identity, scope)
+        _replace(docs, name, field.array, found, keep_missing=acting is not None)
+
+
+def _relation_ids(docs: list[dict[str, Any]], name: str, array: bool) -> set[str]:
+    ids: set[str] = set()
+    for doc in docs:
+        value = doc.get(name)
+        if array and isinstance(value, list):
+            ids.update(v for v in value if isinstance(v, str))
+        elif isinstance(value, str):
+            ids.add(value)
+    return ids
+
+
+def _replace(docs: list[dict[str, Any]], name: str, array: bool, found: dict[str, Any], keep_missing: bool) -> None:
+    """Put the found documents in place of their ids. ``keep_missing``: an id not found stays the id (under
+    access, "not found" includes "not readable", which must not look different from a readable one that
+    is gone); otherwise a missing one is dropped from an array and null alone."""
+    for doc in docs:
+        value = doc.get(name)
+        if array and isinstance(value, list):
+            doc[name] = [found.get(v, v) for v in value] if keep_missing else [found[v] for v in value if v in found]
+        elif isinstance(value, str):
+            doc[name] = found.get(value, value) if keep_missing else found.get(value)
 
 
 # ---- writes ----------------------------------------------------------------------------------------
@@ -381,8 +441,11 @@ def populate(
 # transaction, and passes `_record`. The caller commits.
 
 
-def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: bool = False) -> list[dict[str, Any]]:
-    """Validate and insert documents (all or nothing); ``many`` numbers errors by position (``docs.<i>``)."""
+def create(
+    snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: bool = False, acting: Acting | None = None
+) -> list[dict[str, Any]]:
+    """Validate and insert documents (all or nothing); ``many`` numbers errors by position (``docs.<i>``).
+    Under access, ``acting``'s user (or scope team) owns them, granted in the same transaction."""
     if many and not 1 <= len(bodies) <= MAX_MANY:
         raise bad_request(f"docs must hold 1 to {MAX_MANY} documents", {"docs": ["Wrong number of documents"]})
     values: list[dict[str, Any]] = []
@@ -410,6 +473,7 @@ def create(snapshot: Snapshot, schema: CompiledSchema, bodies: list[Any], many: 
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
+    document_access.created(schema, acting, [r["id"] for r in rows])
     _record("create", schema, docs)
     return docs
 
@@ -439,11 +503,18 @@ def _unique_within(schema: CompiledSchema, values: list[dict[str, Any]]) -> None
 
 
 def update(
-    snapshot: Snapshot, schema: CompiledSchema, changes: list[tuple[str, Any]], mode: str
+    snapshot: Snapshot,
+    schema: CompiledSchema,
+    changes: list[tuple[str, Any]],
+    mode: str,
+    acting: Acting | None = None,
 ) -> list[dict[str, Any]]:
     """Validate and apply ``(doc_id, body)`` changes: ``mode`` "replace" (PUT: the whole document) or
-    "patch" (PATCH: a merge, ``null`` removes). A missing document is a 404."""
+    "patch" (PATCH: a merge, ``null`` removes). A missing document is a 404; under access, so is one
+    ``acting`` may not read, and one it may read but not edit is a 403."""
     checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
+    for doc_id, _, _ in checked:
+        document_access.require(schema, acting, doc_id, "edit")
     check_relations(snapshot, schema, [values for _, values, _ in checked])
     now = utcnow()
     docs, previous = [], []
@@ -475,12 +546,16 @@ def _locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
     return _in_transaction(statement, {"doc_id": doc_id}).first()
 
 
-def replace(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) -> dict[str, Any]:
-    return update(snapshot, schema, [(doc_id, body)], "replace")[0]
+def replace(
+    snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any, acting: Acting | None = None
+) -> dict[str, Any]:
+    return update(snapshot, schema, [(doc_id, body)], "replace", acting)[0]
 
 
-def patch(snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any) -> dict[str, Any]:
-    return update(snapshot, schema, [(doc_id, body)], "patch")[0]
+def patch(
+    snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any, acting: Acting | None = None
+) -> dict[str, Any]:
+    return update(snapshot, schema, [(doc_id, body)], "patch", acting)[0]
 
 
 def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
@@ -533,8 +608,10 @@ def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: li
     return ("patch", names, tuple(removed)), build_sqlite, parameters
 
 
-def delete(schema: CompiledSchema, doc_id: str) -> None:
-    """Delete one document (404 if there is none)."""
+def delete(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) -> None:
+    """Delete one document (404 if there is none, or ``acting`` may not read it; 403 if it may read but
+    not delete it). Its tuples go in the same transaction."""
+    document_access.require(schema, acting, doc_id, "delete")
     table = schema.table
     rows = _write(
         schema,
@@ -544,31 +621,46 @@ def delete(schema: CompiledSchema, doc_id: str) -> None:
     )
     if not rows:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
+    document_access.deleted(schema, [doc_id])
     _record("delete", schema, [doc_id], [to_document(schema, rows[0])])
 
 
-def delete_matching(schema: CompiledSchema, where: Any) -> int:
-    """Delete every document matching ``where`` (a condition tree); returns how many."""
+def delete_matching(schema: CompiledSchema, where: Any, acting: Acting | None = None) -> int:
+    """Delete every document matching ``where`` (a condition tree) that ``acting`` may delete; returns how many."""
     table = schema.table
-    condition = Compiler(schema, dialect()).where(where)
+    condition = _with_access(schema, Compiler(schema, dialect()).where(where), acting, "delete")
     statement = sa.delete(table).returning(*columns(table))
     if condition is not None:
         statement = statement.where(condition)
-    rows = _in_transaction(statement).all()
+    rows = _in_transaction(statement, None if acting is None else acting.parameters()).all()
+    document_access.deleted(schema, [row[0] for row in rows])
     if rows:
         _record("delete", schema, [row[0] for row in rows], [to_document(schema, row) for row in rows])
     return len(rows)
 
 
-def locked_matching(schema: CompiledSchema, where: Any, limit: int) -> list[tuple[str, dict[str, Any]]]:
-    """``(id, data)`` of up to ``limit`` documents matching ``where``, locked for an update in this
-    transaction (custom endpoints read them to compute their assignments)."""
+def locked_matching(
+    schema: CompiledSchema, where: Any, limit: int, acting: Acting | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """``(id, data)`` of up to ``limit`` documents matching ``where`` that ``acting`` may edit, locked for an
+    update in this transaction (custom endpoints read them to compute their assignments)."""
     table = schema.table
-    condition = Compiler(schema, dialect()).where(where)
+    condition = _with_access(schema, Compiler(schema, dialect()).where(where), acting, "edit")
     statement = sa.select(table.c.id, table.c.data).order_by(table.c.id).limit(limit).with_for_update()
     if condition is not None:
         statement = statement.where(condition)
-    return [(doc_id, data) for doc_id, data in _in_transaction(statement).all()]
+    rows = _in_transaction(statement, None if acting is None else acting.parameters()).all()
+    return [(doc_id, data) for doc_id, data in rows]
+
+
+def _with_access(
+    schema: CompiledSchema, condition: Any, acting: Acting | None, permission: str
+) -> sa.ColumnElement[bool] | None:
+    """``condition`` AND the caller may read the document AND hold ``permission`` on it."""
+    if acting is None:
+        return condition
+    parts = [document_access.read_condition(schema, acting), document_access.read_condition(schema, acting, permission)]
+    return sa.and_(*([condition] if condition is not None else []), *parts)
 
 
 def serialise(payload: Any) -> str:

@@ -34,7 +34,7 @@ from .registry import CompiledSchema
 
 OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists")
 COMPARISONS = {"lt", "lte", "gt", "gte"}
-LIST_PARAMS = frozenset({"skip", "limit", "sort", "select", "populate", "count"})
+LIST_PARAMS = frozenset({"skip", "limit", "sort", "select", "populate", "count", "scope"})
 MAX_POPULATE_DEPTH = 5
 MAX_CONDITIONS = 100
 
@@ -475,9 +475,11 @@ def parse_populate(snapshot: Any, schema: CompiledSchema, spec: str | Iterable[s
             field = current.fields.get(part)
             if field is None or field.type != "Relation":
                 raise query_error(f"{part!r} is not a Relation field of {current.name}", "populate")
+            node = node.setdefault(part, {})
+            if field.model == "User" and part == parts[-1]:
+                break  # a user populates to its public fields (documents.populate); nothing beyond
             target = snapshot.document_schema(field.model)
             if target is None:
                 raise query_error(f"The schema {field.model!r} of {part!r} has no documents", "populate")
-            node = node.setdefault(part, {})
             current = target
     return tree

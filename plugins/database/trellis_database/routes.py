@@ -20,7 +20,7 @@ from trellis.errors import ErrorSchema, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
-from . import documents, endpoint_calls, endpoint_definitions, schema_service
+from . import document_access, documents, endpoint_calls, endpoint_definitions, schema_service
 from .access import authorize, check_permission
 from .endpoint_definitions import EndpointBody, EndpointChangesBody, EndpointListSchema, EndpointRecordSchema
 from .query import parse_filters, parse_populate, parse_select
@@ -199,7 +199,8 @@ def admin_set_extension(body: dict[str, Any], schemaId: str):
 
 def _document_access(operation: str):
     """Guard of a document route: resolves the schema and applies its access rules (404/401); the
-    view gets the snapshot and the schema."""
+    view gets the snapshot, the schema and who the caller acts as under access control (``acting``:
+    None when no per-document rule applies)."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         # The doc wrapper only carries the documentation (copied by functools.wraps); requests call func.
@@ -208,8 +209,9 @@ def _document_access(operation: str):
             name = kwargs["schemaName"]
             snap = snapshot_having(lambda s: s.document_schema(name) is not None)
             schema = snap.document_schema(name)
-            authorize(schema, operation, name)
-            return func(*args, snap=snap, schema=schema, **kwargs)
+            identity = authorize(schema, operation, name)
+            acting = document_access.acting(schema, identity, document_access.scope_argument())
+            return func(*args, snap=snap, schema=schema, acting=acting, **kwargs)
 
         return wrapper
 
@@ -221,7 +223,7 @@ def _document_access(operation: str):
 @_document_access("read")
 @documents_blp.arguments(DocumentListArgs(), location="query")
 @documents_blp.response(200, DocumentListSchema())
-def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any):
+def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any, acting: Any):
     """Documents, with ``skip``, ``limit``, ``sort``, ``select``, ``populate`` and field filters:
     ``field=v``, ``field[$ne|$lt|$lte|$gt|$gte]=v``, ``field[$in|$nin]=a,b``, ``field[$contains]=text``,
     ``field[$exists]=true``, ``field<v``, ``field>v``. ``count`` is the total before skip/limit;
@@ -231,11 +233,13 @@ def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any
     tree = parse_populate(snap, schema, args.get("populate"))
     counted = args.get("count", "exact") == "exact"
     if not tree and select is None:  # the stored JSON goes out as it is, never decoded
-        texts, count = documents.find_json(schema, conditions, args.get("sort"), args["skip"], args["limit"], counted)
+        texts, count = documents.find_json(
+            schema, conditions, args.get("sort"), args["skip"], args["limit"], counted, acting
+        )
         return _json_text(f'{{"documents":[{",".join(texts)}]' + (f',"count":{count}}}' if counted else "}"))
-    docs, count = documents.find(schema, conditions, args.get("sort"), args["skip"], args["limit"], counted)
+    docs, count = documents.find(schema, conditions, args.get("sort"), args["skip"], args["limit"], counted, acting)
     if tree:
-        documents.populate(snap, schema, docs, tree, identify())
+        documents.populate(snap, schema, docs, tree, identify(), document_access.scope_argument())
     if select is not None:
         docs = [documents.project(doc, select) for doc in docs]
     return json_response({"documents": docs, "count": count} if counted else {"documents": docs})
@@ -246,11 +250,12 @@ def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any
 @_document_access("create")
 @documents_blp.arguments(DocumentBodySchema())
 @documents_blp.response(201, DocumentSchema())
-def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
-    """Create a document (``_id``, ``createdAt``, ``updatedAt``, ``__v`` are set by the server)."""
+def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: Any, acting: Any):
+    """Create a document (``_id``, ``createdAt``, ``updatedAt``, ``__v`` are set by the server); under
+    access control the caller (or the ``scope`` team) owns it."""
     require_json()
     check_permission(schema, "create")
-    doc = documents.create(snap, schema, [body])[0]
+    doc = documents.create(snap, schema, [body], acting=acting)[0]
     db.session.commit()
     return json_response(doc, 201)
 
@@ -260,10 +265,10 @@ def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: An
 @_document_access("create")
 @documents_blp.arguments(ManyBodySchema())
 @documents_blp.response(201, ManyResultSchema)
-def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
+def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any, acting: Any):
     """Create up to 1000 documents in one transaction: all of them, or none (errors name ``docs.<i>``)."""
     check_permission(schema, "create")
-    docs = documents.create(snap, schema, body["docs"], many=True)
+    docs = documents.create(snap, schema, body["docs"], many=True, acting=acting)
     db.session.commit()
     return json_response({"docs": docs, "count": len(docs)}, 201)
 
@@ -272,19 +277,20 @@ def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any):
 @_retry_stale
 @_document_access("read")
 @documents_blp.response(200, DocumentSchema())
-def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
-    """One document; ``populate`` and ``select`` work as on the list."""
+def get_document(schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
+    """One document; ``populate`` and ``select`` work as on the list. Under access control a document
+    the caller may not read is the 404 of a missing one."""
     if not request.environ.get("QUERY_STRING"):  # no `request.args` to build on the hottest read
-        return _json_text(documents.get_json(schema, docId))
-    unknown = set(request.args) - {"populate", "select"}
+        return _json_text(documents.get_json(schema, docId, acting))
+    unknown = set(request.args) - {"populate", "select", "scope"}
     if unknown:
         raise bad_request(
             f"Unknown query parameter {min(unknown)!r}", {name: ["Unknown query parameter"] for name in unknown}
         )
-    doc = documents.get(schema, docId)
+    doc = documents.get(schema, docId, acting)
     tree = parse_populate(snap, schema, request.args.get("populate"))
     if tree:
-        documents.populate(snap, schema, [doc], tree, identify())
+        documents.populate(snap, schema, [doc], tree, identify(), document_access.scope_argument())
     return json_response(documents.project(doc, parse_select(schema, request.args.get("select"))))
 
 
@@ -293,10 +299,10 @@ def get_document(schemaName: str, docId: str, snap: Any, schema: Any):
 @_document_access("update")
 @documents_blp.arguments(DocumentBodySchema())
 @documents_blp.response(200, DocumentSchema())
-def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any):
+def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """Replace a document: fields left out are removed (defaults apply, required fields are needed)."""
     require_json()
-    doc = documents.replace(snap, schema, docId, body)
+    doc = documents.replace(snap, schema, docId, body, acting)
     db.session.commit()
     return json_response(doc)
 
@@ -306,10 +312,10 @@ def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: An
 @_document_access("update")
 @documents_blp.arguments(DocumentBodySchema())
 @documents_blp.response(200, DocumentSchema())
-def patch_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any):
+def patch_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """Change some fields of a document; ``null`` removes an optional field."""
     require_json()
-    doc = documents.patch(snap, schema, docId, body)
+    doc = documents.patch(snap, schema, docId, body, acting)
     db.session.commit()
     return json_response(doc)
 
@@ -318,10 +324,10 @@ def patch_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any,
 @_retry_stale
 @_document_access("delete")
 @documents_blp.response(200, DeletedSchema)
-def delete_document(schemaName: str, docId: str, snap: Any, schema: Any):
+def delete_document(schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """Delete a document."""
     check_permission(schema, "delete")
-    documents.delete(schema, docId)
+    documents.delete(schema, docId, acting)
     db.session.commit()
     return json_response(deleted(docId))
 

@@ -13,11 +13,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from trellis import audit, db
+from trellis import access, audit, db
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 
-from . import tables
+from . import document_access, tables
 from .definitions import (
     DefinitionError,
     check_name,
@@ -62,10 +62,38 @@ def list_schemas(
 def _check_relations(snap: Snapshot, name: str, fields: dict[str, Field]) -> None:
     errors = {}
     for field in fields.values():
-        if field.type == "Relation" and field.model != name and snap.document_schema(field.model) is None:
+        if (
+            field.type == "Relation"
+            and field.model != name
+            and field.model not in document_access.PRINCIPAL_MODELS
+            and snap.document_schema(field.model) is None
+        ):
             errors[f"fields.{field.name}"] = [f"model {field.model!r} is not a schema with documents"]
     if errors:
         raise bad_request("A Relation field names an unknown schema", errors)
+
+
+def _check_access(row: SchemaRecord) -> None:
+    """An opted-in schema needs the Authorization module, and its field-backed relations must name
+    Relation fields to User or Team and relations its definition has (400, nothing written)."""
+    settings = (row.model_options.get("conduit") or {}).get("authorization") or {}
+    if not settings.get("enabled") and not settings.get("fields"):
+        return
+    control = access.control()
+    if control is None:
+        raise bad_request(
+            "Access control needs the Authorization module (trellis-authorization), which is not installed",
+            {"modelOptions.conduit.authorization": ["Not available"]},
+        )
+    fields = settings.get("fields") or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
+        raise bad_request(
+            "authorization.fields maps field names to relation names",
+            {"modelOptions.conduit.authorization.fields": ["Not a map of names"]},
+        )
+    errors = control.check_options(document_access.describe(compile_record(row)))
+    if errors:
+        raise bad_request("The schema's access settings are not valid", errors)
 
 
 def _check_unique_name(snap: Snapshot, name: str, own_id: str | None = None) -> None:
@@ -212,6 +240,7 @@ def create(body: dict[str, Any]) -> dict[str, Any]:
     table = tables.table_name(row.id)
     columns = tables.create_table(db.session.connection(), table, fields)
     row.storage = {"table": table, "columns": columns}
+    _check_access(row)
     out = record(row)
     audit.record("database", "schema.create", row.id, body)
     changed()
@@ -262,7 +291,11 @@ def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
     row.updated_at = utcnow()
     if name != old_name:
         _rename_relations(snap, old_name, name, schema.id)
+        if access.control() is not None:
+            access.control().renamed(old_name, name)
     _flush(row)
+    if not schema.owned:
+        _check_access(row)
     out = record(row) if not schema.owned else _owned_record(schema, row)
     audit.record("database", "schema.update", schema.id, body)
     changed()
@@ -315,6 +348,8 @@ def delete(schema_id: str, delete_data: bool) -> str:
             raise conflict(f"{schema.name} has {count} documents; add ?deleteData=true to delete them too")
         tables.drop_table(db.session.connection(), table)
     db.session.execute(sa.delete(CustomEndpointRecord).where(CustomEndpointRecord.schema_id == schema.id))
+    if access.control() is not None:
+        access.control().dropped(schema.name)
     db.session.delete(row)
     audit.record("database", "schema.delete", schema.id, {"name": schema.name, "deleteData": delete_data})
     changed()

@@ -156,6 +156,10 @@ class DocumentListArgs(ListArgs):
             "in the answer, and no counting"
         },
     )
+    scope = ma.String(
+        validate=validate.Length(max=80),
+        metadata={"description": "`Team:<id>`: act as that team (its grants only); schemas under access control"},
+    )
 
 
 DocumentListSchema = Schema.from_dict(

@@ -1,0 +1,37 @@
+"""Trellis Authorization module: who may read and change each document (see docs/access.md).
+
+Relation tuples (``User:1 owner Task:9``), resource definitions (which relations grant which permission,
+with one-hop inheritance through Relation fields), the subjects a request acts as (its user, its teams
+and their ancestors, ``User:*``, ``*``), and the SQL condition that restricts a document query to what a
+caller may read. The Database module reaches it only through ``trellis.access.control()``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Flask
+
+from trellis import EventTopic, Module, access
+
+from . import definitions, models  # noqa: F401  (the tables belong to the shared metadata)
+from .control import Control, Hooks
+
+
+def _init_app(app: Flask) -> None:
+    definitions.init_app(app)
+    access.provide(app, Control())
+
+
+module = Module(
+    name="authorization",
+    requires=("authentication",),
+    description="Per-document access control: relation tuples, resource definitions, teams as subjects",
+    migrations=str(Path(__file__).parent / "migrations" / "versions"),
+    hooks=(Hooks(),),
+    init_app=_init_app,
+    events=(
+        EventTopic("authorization.*.grant", "A relation on a document of the schema named by the middle segment was granted"),
+        EventTopic("authorization.*.revoke", "A relation on a document of the schema was revoked"),
+    ),
+)

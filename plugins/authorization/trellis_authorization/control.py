@@ -1,0 +1,89 @@
+"""The module's side of ``trellis.access``: what the Database module calls (through
+``trellis.access.control()``), and the hooks that keep tuples in step with users and teams."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import sqlalchemy as sa
+
+from trellis.access import Acting, ResourceTable
+from trellis.hooks import hookimpl
+
+from . import decisions, definitions, subjects, tuples
+from .predicate import condition
+
+
+class Control:
+    """Implements ``trellis.access.AccessControl`` (see there for each method's contract)."""
+
+    def acting(self, identity: Any, scope: str | None) -> Acting:
+        return subjects.acting(identity, scope)
+
+    def version(self, resource: str) -> Any:
+        """Changes whenever a definition changes: part of the key of statements built with a predicate."""
+        return definitions.of().stamp
+
+    def predicate(self, resource: ResourceTable, permission: str, dialect: str) -> sa.ColumnElement[bool]:
+        return condition(resource, permission, dialect)
+
+    def change_families(self, resource: ResourceTable) -> list[str]:
+        """The event families whose change numbers key a count under access: the resource's grants, and
+        the documents and grants of every resource it inherits from."""
+        families = [tuples.family(resource.name)]
+        found = definitions.definition(resource.name)
+        for permission in found.permissions:
+            for field_name, _ in found.inherited(permission):
+                ref = resource.relation_fields.get(field_name)
+                if ref is not None:
+                    families += [f"database.{ref.target}", tuples.family(ref.target)]
+        return sorted(set(families))
+
+    def allowed(
+        self, resource: ResourceTable, acting: Acting, doc_id: str, permissions: Iterable[str]
+    ) -> dict[str, bool] | None:
+        return decisions.allowed(resource, acting, doc_id, permissions)
+
+    def created(self, resource: str, doc_ids: list[str], acting: Acting) -> None:
+        owner = acting.owner_subject
+        if owner is not None and doc_ids:
+            tuples.created(resource, doc_ids, owner)
+
+    def deleted(self, resource: str, doc_ids: list[str]) -> None:
+        if doc_ids:
+            tuples.forget_resources(resource, doc_ids)
+
+    def renamed(self, old: str, new: str) -> None:
+        tuples.rename_type(old, new)
+        definitions.rename(old, new)
+
+    def dropped(self, resource: str) -> None:
+        tuples.forget_type(resource)
+        definitions.drop(resource)
+
+    def check_options(self, resource: ResourceTable) -> dict[str, list[str]]:
+        """Errors of a schema's ``authorization.fields`` against its definition."""
+        found = definitions.definition(resource.name)
+        errors: dict[str, list[str]] = {}
+        for field_name, relation in resource.field_relations.items():
+            key = f"modelOptions.conduit.authorization.fields.{field_name}"
+            ref = resource.relation_fields.get(field_name)
+            if ref is None or ref.target not in ("User", "Team"):
+                errors[key] = ["A field-backed relation needs a Relation field to User or Team"]
+            elif relation not in found.relations:
+                errors[key] = [f"Unknown relation {relation!r}; {resource.name} has {', '.join(sorted(found.relations))}"]
+        return errors
+
+
+class Hooks:
+    """Tuples naming a deleted user or team go in the same transaction as the deletion."""
+
+    @hookimpl
+    def trellis_user_deleted(self, user_id: str) -> None:
+        tuples.forget_subjects([f"User:{user_id}"])
+
+    @hookimpl
+    def trellis_team_deleted(self, team_ids: list[str]) -> None:
+        tuples.forget_subjects([f"Team:{team_id}" for team_id in team_ids])
+

@@ -1,0 +1,67 @@
+"""The SQL condition that a document's row must meet for a caller to hold a permission on it.
+
+For a resource ``R`` and a permission ``p`` it is the OR of:
+
+- a tuple: ``EXISTS (SELECT 1 FROM authz_relations t WHERE t.resource_type = 'R' AND t.resource_id = d.id
+  AND t.relation IN (<relations granting p>) AND t.subject = ANY(:acc_subjects))``, one probe of the
+  unique index per row;
+- field-backed relations (``authorization.fields``): the field holds the caller's user id (or one of its
+  team ids), read from the row itself;
+- inheritance (``<field>-><permission>``), one hop: ``EXISTS (SELECT 1 FROM <related table> r WHERE
+  <the field holds r.id> AND <r's own condition for that permission, without its inheritance>)``.
+
+The caller is three bound parameters (``trellis.access.SUBJECTS``, ``USERS``, ``TEAMS``), never SQL
+text, so one statement serves every caller and is compiled once per resource definition.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from trellis.access import SUBJECTS, TEAMS, USERS, ResourceTable, any_of, catalog
+
+from .definitions import definition
+from .models import Relation
+
+_relations = Relation.__table__
+
+
+def condition(resource: ResourceTable, permission: str, dialect: str, hop: bool = True) -> sa.ColumnElement[bool]:
+    """The condition for ``permission`` on ``resource``'s rows (see the module docstring); false when
+    nothing grants it."""
+    found = definition(resource.name)
+    direct = found.direct(permission)
+    parts: list[sa.ColumnElement[bool]] = []
+    if direct:
+        tuples = _relations.alias(f"acc_{resource.name}_t")
+        parts.append(
+            sa.exists(
+                sa.select(sa.literal_column("1")).where(
+                    tuples.c.resource_type == sa.literal_column(_quoted(resource.name)),
+                    tuples.c.resource_id == resource.id_column,
+                    tuples.c.relation.in_([sa.literal_column(_quoted(r)) for r in direct]),
+                    any_of(tuples.c.subject, SUBJECTS, dialect),
+                )
+            )
+        )
+    for field_name, relation in resource.field_relations.items():
+        ref = resource.relation_fields.get(field_name)
+        if relation in direct and ref is not None:
+            parts.append(ref.holds_any(USERS if ref.target == "User" else TEAMS))
+    if hop:
+        for field_name, inherited in found.inherited(permission):
+            ref = resource.relation_fields.get(field_name)
+            registered = catalog()
+            target = registered.resource(ref.target, aliased=True) if ref is not None and registered else None
+            if target is None:
+                continue  # the target left access control: it grants nothing (admins only)
+            inner = condition(target, inherited, dialect, hop=False)
+            parts.append(sa.exists(sa.select(sa.literal_column("1")).where(ref.refers_to(target.id_column), inner)))
+    if not parts:
+        return sa.false()
+    return sa.or_(*parts) if len(parts) > 1 else parts[0]
+
+
+def _quoted(text: str) -> str:
+    """A validated name (letters, digits, _) as an SQL literal: constant text, compiled into the statement."""
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,204 @@
+"""Relation tuples: written, removed and listed in the caller's transaction.
+
+Every grant and revoke also records an event (``authorization.<Type>.grant`` / ``.revoke``, payload
+``{subject, relation, resource}``) in the same transaction: live subscriptions turn it into ``enter`` /
+``leave``, and the family's change number keys the list counts of callers whose access it may change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from trellis import db, events
+from trellis.access import ResourceTable, catalog
+from trellis.errors import bad_request, conflict, not_found
+
+from . import subjects
+from .definitions import definition
+from .models import Relation
+
+_table = Relation.__table__
+
+
+def family(resource_type: str) -> str:
+    return f"authorization.{resource_type}"
+
+
+def parse_resource(text: Any, key: str = "resource") -> tuple[ResourceTable, str]:
+    """``(resource, document id)`` of ``<Schema>:<id>``: 400 unless the schema is under access control."""
+    if not isinstance(text, str) or ":" not in text:
+        raise bad_request("A resource is <Schema>:<documentId>", {key: ["Not a resource"]})
+    name, doc_id = text.split(":", 1)
+    found = catalog()
+    resource = found.resource(name) if found is not None and name else None
+    if resource is None:
+        raise bad_request(f"{name!r} is not a schema under access control", {key: ["Unknown resource type"]})
+    if not doc_id or len(doc_id) > 64:
+        raise bad_request("A resource is <Schema>:<documentId>", {key: ["Missing document id"]})
+    return resource, doc_id
+
+
+def existing_documents(resource: ResourceTable, doc_ids: list[str]) -> set[str]:
+    table = resource.table
+    rows = db.session.execute(sa.select(table.c.id).where(table.c.id.in_(doc_ids)))
+    return {row[0] for row in rows}
+
+
+def check_relation(resource_type: str, relation: Any, subject: str, key: str = "relation") -> None:
+    """400 for a relation the resource does not define, or one that does not admit the subject's type."""
+    relations = definition(resource_type).relations
+    if not isinstance(relation, str) or relation not in relations:
+        raise bad_request(
+            f"{resource_type} has no relation {relation!r}; it has {', '.join(sorted(relations))}",
+            {key: ["Unknown relation"]},
+        )
+    kind, _ = subjects.parse(subject)
+    if kind not in relations[relation]:
+        raise bad_request(
+            f"The relation {relation!r} does not admit {subject} (it admits {', '.join(relations[relation])})",
+            {"subject": ["Subject type not admitted"]},
+        )
+
+
+def as_dict(row: Any) -> dict[str, Any]:
+    return {
+        "_id": row.id,
+        "subject": row.subject,
+        "relation": row.relation,
+        "resource": f"{row.resource_type}:{row.resource_id}",
+        "createdAt": db.isoformat(row.created_at),
+    }
+
+
+def grant(subject: str, relation: str, resource_type: str, doc_ids: list[str]) -> list[dict[str, Any]]:
+    """Write ``subject relation resource_type:id`` for every id (checked by the caller); 409 when one
+    exists already, and then nothing is written."""
+    now = db.utcnow()
+    rows = [
+        {"id": db.new_id(), "subject": subject, "relation": relation, "resource_type": resource_type,
+         "resource_id": doc_id, "created_at": now}
+        for doc_id in doc_ids
+    ]
+    try:
+        with db.session.begin_nested():
+            db.session.execute(sa.insert(_table), rows)
+    except IntegrityError:
+        raise conflict(f"{subject} already holds {relation} on one of these {resource_type} documents") from None
+    events.record_many(
+        f"{family(resource_type)}.grant",
+        [{"subject": subject, "relation": relation, "resource": f"{resource_type}:{r['resource_id']}"} for r in rows],
+    )
+    return [as_dict(_Row(**r)) for r in rows]
+
+
+class _Row:
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+
+def created(resource_type: str, doc_ids: list[str], owner: str) -> None:
+    """A document was created: its creator (or scope team) owns it. One statement for a batch; the event
+    of the document's own creation tells live subscribers (no grant event)."""
+    now = db.utcnow()
+    db.session.execute(
+        sa.insert(_table),
+        [
+            {"id": db.new_id(), "subject": owner, "relation": "owner", "resource_type": resource_type,
+             "resource_id": doc_id, "created_at": now}
+            for doc_id in doc_ids
+        ],
+    )
+
+
+def revoke(resource_type: str, doc_id: str, subject: str, relation: str) -> bool:
+    """Remove one tuple; False when there was none."""
+    statement = sa.delete(_table).where(
+        _table.c.resource_type == resource_type,
+        _table.c.resource_id == doc_id,
+        _table.c.subject == subject,
+        _table.c.relation == relation,
+    )
+    if db.session.execute(statement).rowcount == 0:
+        return False
+    events.record(
+        f"{family(resource_type)}.revoke", {"subject": subject, "relation": relation, "resource": f"{resource_type}:{doc_id}"}
+    )
+    return True
+
+
+def remove(tuple_id: str) -> dict[str, Any]:
+    """Remove a tuple by id (404 when there is none); returns it."""
+    row = db.session.execute(sa.select(_table).where(_table.c.id == tuple_id)).first()
+    if row is None:
+        raise not_found(f"No relation with id {tuple_id!r}")
+    revoke(row.resource_type, row.resource_id, row.subject, row.relation)
+    return as_dict(row)
+
+
+def on_resource(resource_type: str, doc_id: str) -> list[dict[str, str]]:
+    rows = db.session.execute(
+        sa.select(_table.c.subject, _table.c.relation)
+        .where(_table.c.resource_type == resource_type, _table.c.resource_id == doc_id)
+        .order_by(_table.c.created_at, _table.c.id)
+    )
+    return [{"subject": subject, "relation": relation} for subject, relation in rows]
+
+
+def held(resource_type: str, doc_id: str, subject_list: list[str]) -> list[tuple[str, str]]:
+    """``(subject, relation)`` of the tuples on the document that name one of ``subject_list``."""
+    rows = db.session.execute(
+        sa.select(_table.c.subject, _table.c.relation).where(
+            _table.c.resource_type == resource_type,
+            _table.c.resource_id == doc_id,
+            _table.c.subject.in_(subject_list),
+        )
+    )
+    return [(subject, relation) for subject, relation in rows]
+
+
+def forget_resources(resource_type: str, doc_ids: list[str]) -> None:
+    """Documents were deleted: their tuples go in the same transaction."""
+    for start in range(0, len(doc_ids), 500):
+        db.session.execute(
+            sa.delete(_table).where(
+                _table.c.resource_type == resource_type, _table.c.resource_id.in_(doc_ids[start : start + 500])
+            )
+        )
+
+
+def forget_subjects(subject_list: list[str]) -> None:
+    """Users or teams were deleted: the tuples naming them go in the same transaction."""
+    db.session.execute(sa.delete(_table).where(_table.c.subject.in_(subject_list)))
+
+
+def forget_type(resource_type: str) -> None:
+    db.session.execute(sa.delete(_table).where(_table.c.resource_type == resource_type))
+
+
+def rename_type(old: str, new: str) -> None:
+    db.session.execute(sa.update(_table).where(_table.c.resource_type == old).values(resource_type=new))
+
+
+def find(filters: dict[str, Any], skip: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Tuples matching ``subject``, ``relation``, ``resource`` (``Type:id``), ``subjectType``,
+    ``resourceType``; newest first."""
+    conditions = []
+    if filters.get("subject"):
+        conditions.append(_table.c.subject == filters["subject"])
+    if filters.get("relation"):
+        conditions.append(_table.c.relation == filters["relation"])
+    if filters.get("resource"):
+        resource_type, _, doc_id = filters["resource"].partition(":")
+        conditions += [_table.c.resource_type == resource_type, _table.c.resource_id == doc_id]
+    if filters.get("subjectType"):
+        kind = filters["subjectType"]
+        conditions.append(_table.c.subject.in_(subjects.WILDCARDS) if kind == "*" else _table.c.subject.startswith(f"{kind}:", autoescape=True))
+    if filters.get("resourceType"):
+        conditions.append(_table.c.resource_type == filters["resourceType"])
+    page = sa.select(_table).where(*conditions).order_by(_table.c.created_at.desc(), _table.c.id.desc())
+    rows = db.session.execute(page.offset(skip).limit(limit)).all()
+    total = db.session.execute(sa.select(sa.func.count()).select_from(_table).where(*conditions)).scalar_one()
+    return [as_dict(row) for row in rows], total

@@ -1,0 +1,185 @@
+"""Per-document access control, the Database module's side (CONTRACT.md "Wave 3", "Access control").
+
+A schema opts in with ``modelOptions.conduit.authorization.enabled``. The decisions belong to the
+Authorization module, reached only through ``trellis.access.control()``; this module tells it what the
+opted-in schemas' tables look like (the catalog: :class:`Catalog`, :func:`describe`) and asks it, per
+request, who the caller acts as (:func:`acting`). Reads add its predicate to their own statement
+(``documents.find_json`` and the rest take ``acting``); writes check the document first
+(:func:`require`) and tell it what they created or deleted, in the same transaction.
+
+Schemas that do not opt in never reach any of this, and work without the Authorization module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Flask, request
+from sqlalchemy.dialects.postgresql import JSONB
+
+from trellis import access, db
+from trellis.access import Acting, FieldRef, ResourceTable
+from trellis.errors import APIError, bad_request, forbidden, not_found
+
+from .fields import Field
+from .registry import CompiledSchema, snapshot
+
+# Relation targets that are not schemas with documents: users and teams, kept by the Authentication module.
+PRINCIPAL_MODELS = frozenset({"User", "Team"})
+
+
+def options(schema: CompiledSchema) -> dict[str, Any]:
+    return schema.options.get("conduit", {}).get("authorization") or {}
+
+
+def opted_in(schema: CompiledSchema | None) -> bool:
+    return schema is not None and schema.table is not None and bool(options(schema).get("enabled"))
+
+
+def control() -> access.AccessControl:
+    found = access.control()
+    if found is None:  # schema_service refuses to opt in without it; a module removed later lands here
+        raise APIError(503, "Access control is enabled on this schema but the Authorization module is not installed")
+    return found
+
+
+# ---- describing tables ----------------------------------------------------------------------------
+
+
+def describe(schema: CompiledSchema, aliased: bool = False) -> ResourceTable:
+    """The schema as the Authorization module sees it, built once per compiled schema."""
+    key = ("access", aliased)
+    found = schema.statements.get(key)
+    if found is None:
+        dialect = db.engine().dialect.name
+        table: Any = schema.table.alias(f"acc_{schema.name}") if aliased else schema.table
+        refs = {
+            name: field_ref(table, field, dialect)
+            for name, field in schema.fields.items()
+            if field.type == "Relation" and field.model
+        }
+        fields = {name: relation for name, relation in (options(schema).get("fields") or {}).items()}
+        found = schema.statements[key] = ResourceTable(schema.name, table, refs, fields)
+    return found
+
+
+def field_ref(table: Any, field: Field, dialect: str) -> FieldRef:
+    """How SQL (and Python) reads the ids a Relation field holds: its typed column for a single id, the
+    JSON array in ``data`` for a list (PostgreSQL: the ``?|``/``?`` operators; SQLite: ``json_each``)."""
+    name = field.name
+    if not field.array:
+        column = table.c[field.column]
+        return FieldRef(
+            name,
+            field.model,
+            holds_any=lambda param: access.any_of(column, param, dialect),
+            refers_to=lambda other: column == other,
+            ids=lambda doc: [doc[name]] if isinstance(doc.get(name), str) else [],
+        )
+    if dialect == "postgresql":
+        items = sa.type_coerce(table.c.data, JSONB)[name]
+        return FieldRef(
+            name,
+            field.model,
+            holds_any=lambda param: items.has_any(sa.bindparam(param, type_=sa.ARRAY(sa.String))),
+            refers_to=lambda other: items.has_key(other),
+            ids=lambda doc: [v for v in doc.get(name) or () if isinstance(v, str)],
+        )
+
+    def each() -> Any:
+        return sa.func.json_each(table.c.data, f"$.{name}").table_valued("value")
+
+    def holds_any(param: str) -> sa.ColumnElement[bool]:
+        values = each()
+        return sa.exists(sa.select(sa.literal_column("1")).select_from(values).where(values.c.value.in_(sa.bindparam(param, expanding=True))))
+
+    def refers_to(other: Any) -> sa.ColumnElement[bool]:
+        values = each()
+        return sa.exists(sa.select(sa.literal_column("1")).select_from(values).where(values.c.value == other))
+
+    return FieldRef(
+        name,
+        field.model,
+        holds_any=holds_any,
+        refers_to=refers_to,
+        ids=lambda doc: [v for v in doc.get(name) or () if isinstance(v, str)],
+    )
+
+
+class Catalog:
+    """The opted-in schemas, by name (registered with ``trellis.access``)."""
+
+    def resource(self, name: str, aliased: bool = False) -> ResourceTable | None:
+        schema = snapshot().document_schema(name)
+        return describe(schema, aliased) if opted_in(schema) else None
+
+    def names(self) -> list[str]:
+        return [schema.name for schema in snapshot().schemas if opted_in(schema)]
+
+
+def init_app(app: Flask) -> None:
+    access.register_catalog(app, Catalog())
+
+
+# ---- requests -------------------------------------------------------------------------------------
+
+
+def scope_argument() -> str | None:
+    scope = request.args.get("scope") if request else None
+    return scope or None
+
+
+def acting(schema: CompiledSchema, identity: Any, scope: str | None = None) -> Acting | None:
+    """Who the caller acts as on ``schema``; None when no access rule applies (the schema did not opt in,
+    or an administrator without ``scope``). 403 for a team scope the caller is not in."""
+    if not opted_in(schema):
+        if scope is not None:
+            raise bad_request(
+                f"scope applies to schemas under access control; {schema.name} is not", {"scope": ["Not applicable"]}
+            )
+        return None
+    found = control().acting(identity, scope)
+    return None if found.admin and found.scope is None else found
+
+
+def read_condition(schema: CompiledSchema, acting_as: Acting, permission: str = "read") -> sa.ColumnElement[bool]:
+    """The predicate for ``permission`` over the schema's table (bound parameters: ``acting_as.parameters()``)."""
+    return control().predicate(describe(schema), permission, db.engine().dialect.name)
+
+
+def change_families(schema: CompiledSchema) -> list[str]:
+    """Event families whose change numbers key a count under access (see ``documents.find_json``)."""
+    return control().change_families(describe(schema))
+
+
+def statement_key(schema: CompiledSchema) -> Any:
+    """What a statement built with a predicate depends on besides the schema: the definitions' version."""
+    return ("access", control().version(schema.name))
+
+
+def missing(schema: CompiledSchema, doc_id: str) -> APIError:
+    """The one answer for a document that does not exist and for one the caller may not read."""
+    return not_found(f"No {schema.name} document with id {doc_id!r}")
+
+
+def require(schema: CompiledSchema, acting_as: Acting | None, doc_id: str, permission: str) -> None:
+    """Before a write to one document: 404 when the caller may not read it (or it does not exist), 403
+    when it may read it but not ``permission`` it. Read in the write's transaction."""
+    if acting_as is None:
+        return
+    flags = control().allowed(describe(schema), acting_as, doc_id, ("read", permission))
+    if flags is None or not flags["read"]:
+        raise missing(schema, doc_id)
+    if not flags[permission]:
+        raise forbidden(f"You may read this {schema.name} document but not {permission} it")
+
+
+def created(schema: CompiledSchema, acting_as: Acting | None, doc_ids: list[str]) -> None:
+    if acting_as is not None and opted_in(schema):
+        control().created(schema.name, doc_ids, acting_as)
+
+
+def deleted(schema: CompiledSchema, doc_ids: list[str]) -> None:
+    if opted_in(schema) and doc_ids:
+        control().deleted(schema.name, doc_ids)

@@ -1,0 +1,153 @@
+"""Per-document access control between two modules that never import each other.
+
+The Authorization module decides who may do what with a document (relation tuples, resource definitions,
+teams as subjects); the Database module owns the documents' tables. This file is the whole contract
+between them:
+
+- the Database module describes each opted-in schema's table as a :class:`ResourceTable` through a
+  *catalog* it registers (:func:`register_catalog`), so the Authorization module can compile predicates
+  over tables it does not know;
+- the Authorization module registers its :class:`AccessControl` (:func:`provide`); :func:`control` is the
+  one function the Database module calls to reach it (``None`` when the module is not installed: schemas
+  that do not opt in work as before, and opting in is refused).
+
+Why a predicate and not a list of ids: lists, counts, populate, GraphQL and custom endpoints all filter in
+the database, in the statement that reads the documents (no per-user view, no background index, and a
+grant is in force for the next statement of any process; see ``docs/access.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+from flask import Flask, current_app
+from sqlalchemy.dialects.postgresql import ARRAY
+
+_PROVIDER = "trellis_access"
+_CATALOG = "trellis_access_catalog"
+
+# The bound parameters of every compiled predicate (values from Acting.parameters()).
+SUBJECTS, USERS, TEAMS = "acc_subjects", "acc_users", "acc_teams"
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """A Relation field of a resource's table, as a predicate needs it.
+
+    ``holds_any(name)``: SQL true when the field holds one of the ids of the list bound to the parameter
+    ``name`` (:data:`USERS` or :data:`TEAMS`); ``refers_to(column)``: SQL true when the field holds the value of ``column`` (an id of
+    the related table); ``ids(document)``: the ids a document (a dict) holds in the field.
+    """
+
+    name: str
+    target: str  # the related resource type: "User", "Team" or a schema name
+    holds_any: Callable[[str], sa.ColumnElement[bool]]
+    refers_to: Callable[[sa.ColumnElement[Any]], sa.ColumnElement[bool]]
+    ids: Callable[[Mapping[str, Any]], list[str]]
+
+
+@dataclass(frozen=True)
+class ResourceTable:
+    """An opted-in schema's documents: its table (with an ``id`` column), its Relation fields, and the
+    field-backed relations (``authorization.fields``: field → relation)."""
+
+    name: str
+    table: sa.Table
+    relation_fields: Mapping[str, FieldRef]
+    field_relations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def id_column(self) -> sa.ColumnElement[Any]:
+        return self.table.c.id
+
+
+class Catalog(Protocol):
+    """What the Database module registers: the opted-in resources, by name."""
+
+    def resource(self, name: str, aliased: bool = False) -> ResourceTable | None:
+        """The resource called ``name``; ``aliased``: over an alias of its table (for a subquery that
+        may meet the same table, e.g. a Task whose ``parent`` is a Task)."""
+
+    def names(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class Acting:
+    """Who a request acts as: a user (or nobody), the subjects it holds, and the team scope if any.
+
+    ``subjects``: ``User:<id>``, ``User:*``, ``*`` and every ``Team:<id>`` the user belongs to (with the
+    ancestors of those teams); with a scope only ``Team:<id>``. ``admin``: no predicate applies.
+    """
+
+    user_id: str | None
+    subjects: tuple[str, ...]
+    team_ids: tuple[str, ...] = ()
+    scope: str | None = None
+    admin: bool = False
+
+    def parameters(self) -> dict[str, list[str]]:
+        """The values of the predicate's bound parameters for this caller."""
+        users = [self.user_id] if self.user_id is not None and self.scope is None else []
+        return {SUBJECTS: list(self.subjects), USERS: users, TEAMS: list(self.team_ids)}
+
+    @property
+    def owner_subject(self) -> str | None:
+        """Who owns what this caller creates: the scope team, else the user (admins: nobody)."""
+        if self.scope is not None:
+            return self.scope
+        return f"User:{self.user_id}" if self.user_id is not None else None
+
+
+class AccessControl(Protocol):
+    """What the Authorization module offers the Database module (see ``trellis_authorization.control``)."""
+
+    def acting(self, identity: Any, scope: str | None) -> Acting: ...
+
+    def version(self, resource: str) -> Any: ...
+
+    def predicate(self, resource: ResourceTable, permission: str, dialect: str) -> sa.ColumnElement[bool]: ...
+
+    def change_families(self, resource: ResourceTable) -> list[str]: ...
+
+    def allowed(
+        self, resource: ResourceTable, acting: Acting, doc_id: str, permissions: Iterable[str]
+    ) -> dict[str, bool] | None: ...
+
+    def created(self, resource: str, doc_ids: list[str], acting: Acting) -> None: ...
+
+    def deleted(self, resource: str, doc_ids: list[str]) -> None: ...
+
+    def renamed(self, old: str, new: str) -> None: ...
+
+    def dropped(self, resource: str) -> None: ...
+
+    def check_options(self, resource: ResourceTable) -> dict[str, list[str]]: ...
+
+
+def any_of(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElement[bool]:
+    """``column`` equals one of the list bound to ``name``: ``= ANY(:name)`` with one array parameter on
+    PostgreSQL (the SQL text stays the same whatever the list's length, so it is compiled once), an
+    expanding ``IN`` on SQLite (no arrays there)."""
+    if dialect == "postgresql":
+        return column == sa.any_(sa.bindparam(name, type_=ARRAY(sa.String)))
+    return column.in_(sa.bindparam(name, expanding=True))
+
+
+def provide(app: Flask, provider: AccessControl) -> None:
+    app.extensions[_PROVIDER] = provider
+
+
+def control(app: Flask | None = None) -> AccessControl | None:
+    """The installed access control, or None (no Authorization module)."""
+    return (app or current_app).extensions.get(_PROVIDER)
+
+
+def register_catalog(app: Flask, catalog: Catalog) -> None:
+    app.extensions[_CATALOG] = catalog
+
+
+def catalog(app: Flask | None = None) -> Catalog | None:
+    return (app or current_app).extensions.get(_CATALOG)

@@ -32,6 +32,11 @@ class Specs:
     def trellis_user_deleted(self, user_id: str) -> None:
         """A user was deleted: modules remove what belongs only to that user."""
 
+    @hookspec
+    def trellis_team_deleted(self, team_ids: list[str]) -> None:
+        """Teams were deleted (a team and all its sub-teams), in the caller's transaction: modules remove
+        what refers to them (the Authorization module: the teams' relation tuples)."""
+
 
 def make_manager() -> pluggy.PluginManager:
     manager = pluggy.PluginManager("trellis")

@@ -26,7 +26,7 @@ from trellis.passwords import hash_password, verify_password
 from trellis.ratelimit import check as rate_limit
 from trellis.ratelimit import client_ip
 
-from . import delivery, tokens
+from . import delivery, teams, tokens
 from .delivery import HOOK
 from .models import User
 from .sessions import drop_connections, revoke_sessions
@@ -311,7 +311,9 @@ def set_active(user_id: str, active: bool) -> User:
 
 
 def delete_user(user_id: str) -> None:
-    record_user_event("delete", get_user(user_id))
+    user = get_user(user_id)
+    record_user_event("delete", user)
+    teams.forget_user(user_id, user.email)
     # In the same transaction as the delete: other modules' clean-up commits with it, or nothing does.
     hooks().trellis_user_deleted(user_id=user_id)
     db.after_commit(functools.partial(connections.of().end_user, user_id))  # the other processes: by the event

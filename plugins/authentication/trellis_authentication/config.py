@@ -86,6 +86,19 @@ class Switch(Schema):
     enabled = JsonBoolean(load_default=False)
 
 
+class TeamInvites(Schema):
+    enabled = JsonBoolean(load_default=True, metadata={"description": "false: the invite routes answer 403"})
+
+
+class TeamsSettings(Schema):
+    enabled = JsonBoolean(load_default=False, metadata={"description": "false: every team route answers 403"})
+    invites = fields.Nested(TeamInvites, load_default=lambda: TeamInvites().load({}))
+    allowAddWithoutInvite = JsonBoolean(
+        load_default=False,
+        metadata={"description": "owners may add a user directly (POST /authentication/teams/{teamId}/add)"},
+    )
+
+
 # --- sign-in with external providers (CONTRACT.md, "Authentication: sign-in with external providers") ---
 
 # What a provider may be called: it is a path segment of /authentication/{provider} and of the hook.
@@ -111,6 +124,7 @@ RESERVED_NAMES = frozenset(
         "oidc",
         "verify-email",
         "verify-change-email",
+        "teams",
     }
 )
 
@@ -302,4 +316,9 @@ class AuthenticationConfig(ModuleConfigSchema):
         OAuthSettings,
         load_default=lambda: OAuthSettings().load({}),
         metadata={"description": "sign-in with Google, GitHub, Microsoft and OpenID Connect providers"},
+    )
+    teams = fields.Nested(
+        TeamsSettings,
+        load_default=lambda: TeamsSettings().load({}),
+        metadata={"description": "teams of users, sub-teams, members and invites"},
     )

@@ -8,12 +8,13 @@ from flask import Flask
 
 from trellis import ConsolePage, EventTopic, Module, OwnedSchema, connections
 
-from . import lifecycle_routes, oauth_routes  # noqa: F401  (add the lifecycle and provider routes to blp)
+from . import lifecycle_routes, oauth_routes, team_routes  # noqa: F401  (add their routes to blp)
 from .cli import cli
 from .config import AuthenticationConfig
 from .delivery import create_templates_on_start
 from .hooks import UserTokens
 from .routes import blp
+from .teams import TEAM_EVENTS
 from .users import user_id_of
 
 USER_SCHEMA = OwnedSchema(
@@ -60,5 +61,6 @@ module = Module(
         EventTopic("authentication.user.block", "A user was blocked: their sessions and connections end"),
         EventTopic("authentication.user.unblock", "A blocked user was unblocked"),
         EventTopic("authentication.user.delete", "A user was deleted"),
+        *TEAM_EVENTS,
     ),
 )

@@ -1,9 +1,10 @@
 """Mail and SMS for the account lifecycle, through the Email and SMS modules' service functions.
 
-The four templates are created in the Email module when missing (at start and before a send), so an
-administrator can edit them; each uses the variable ``link``. Mail is queued in the transaction of the
-token it carries and sent by the Email module's background senders (``trellis_email.outbox``): no request
-waits for a mail server, and an answer means the mail is stored. Every route that sends is rate limited
+The templates are created in the Email module when missing (at start and before a send), so an
+administrator can edit them; each uses the variable ``link`` (``TeamInvite`` also ``teamName`` and
+``role``). Mail is queued in the transaction of the token it carries and sent by the Email module's
+background senders (``trellis_email.outbox``): no request waits for a mail server, and an answer means
+the mail is stored. Every route that sends is rate limited
 per client IP and per target address (``rateLimits.sendPerIp`` / ``sendPerAddress``).
 """
 
@@ -48,6 +49,11 @@ TEMPLATES: dict[str, tuple[str, str]] = {
         "Your sign-in link",
         '<p>Open this link to sign in:</p><p><a href="{{link}}">{{link}}</a></p>'
         "<p>The link is valid for 15 minutes and works once.</p>",
+    ),
+    "TeamInvite": (
+        "You are invited to join {{teamName}}",
+        "<p>You are invited to join the team {{teamName}} as {{role}}. To accept, sign in and open this link:</p>"
+        '<p><a href="{{link}}">{{link}}</a></p><p>The invitation is valid for 7 days.</p>',
     ),
 }
 
@@ -110,20 +116,22 @@ def host_url() -> str:
     return (get_config(MODULE)["hostUrl"] or public_url.base_url()).rstrip("/")
 
 
-def queue_mail(to: str, template: str, link: str) -> None:
+def queue_mail(to: str, template: str, link: str, **variables: str) -> None:
     """Queue the mail in the current transaction (the caller commits it with the token the link carries):
     the Email module's senders send it in the background, with retries. The link shows as hidden in the
-    Email module's outbox listing and is deleted once the mail is sent."""
+    Email module's outbox listing and is deleted once the mail is sent; ``variables`` are the template's
+    others (``TeamInvite``: ``teamName``, ``role``)."""
     from trellis_email.outbox import queue_template
 
+    values = {**variables, "link": link}
     try:
-        queue_template(to, template, {"link": link}, secret=("link",))
+        queue_template(to, template, values, secret=("link",))
     except APIError as exc:
         if exc.status != 404:
             raise
         # Deleted by an administrator, or never created: the default comes back with the token and its mail.
         ensure_templates(commit=False)
-        queue_template(to, template, {"link": link}, secret=("link",))
+        queue_template(to, template, values, secret=("link",))
 
 
 def rehearse_mail(to: str, template: str, link: str) -> None:

@@ -164,6 +164,14 @@ def existing_ids(user_ids: list[str]) -> set[str]:
     return set(db.session.execute(select(User.id).where(User.id.in_(user_ids))).scalars())
 
 
+def public_users(user_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{id: {"_id", "email"}}`` of the ids that are users (one query): nothing else of a user is public."""
+    if not user_ids:
+        return {}
+    rows = db.session.execute(select(User.id, User.email).where(User.id.in_(user_ids)))
+    return {row.id: {"_id": row.id, "email": row.email} for row in rows}
+
+
 def list_users(
     skip: int, limit: int, search: str | None = None, is_active: bool | None = None
 ) -> tuple[list[User], int]:

@@ -126,6 +126,16 @@ class AccessControl(Protocol):
 
     def check_options(self, resource: ResourceTable) -> dict[str, list[str]]: ...
 
+    def grants(self, resource: str, doc_id: str) -> list[dict[str, str]]: ...
+
+    def share(
+        self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any
+    ) -> dict[str, str]: ...
+
+    def unshare(
+        self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any
+    ) -> None: ...
+
 
 def any_of(column: sa.ColumnElement[Any], name: str, dialect: str) -> sa.ColumnElement[bool]:
     """``column`` equals one of the list bound to ``name``: ``= ANY(:name)`` with one array parameter on

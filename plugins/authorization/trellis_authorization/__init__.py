@@ -31,7 +31,9 @@ module = Module(
     hooks=(Hooks(),),
     init_app=_init_app,
     events=(
-        EventTopic("authorization.*.grant", "A relation on a document of the schema named by the middle segment was granted"),
+        EventTopic(
+            "authorization.*.grant", "A relation on a document of the schema named by the middle segment was granted"
+        ),
         EventTopic("authorization.*.revoke", "A relation on a document of the schema was revoked"),
     ),
 )

@@ -9,6 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from trellis.access import Acting, ResourceTable
+from trellis.errors import forbidden, not_found
 from trellis.hooks import hookimpl
 
 from . import decisions, definitions, subjects, tuples
@@ -72,8 +73,38 @@ class Control:
             if ref is None or ref.target not in ("User", "Team"):
                 errors[key] = ["A field-backed relation needs a Relation field to User or Team"]
             elif relation not in found.relations:
-                errors[key] = [f"Unknown relation {relation!r}; {resource.name} has {', '.join(sorted(found.relations))}"]
+                errors[key] = [
+                    f"Unknown relation {relation!r}; {resource.name} has {', '.join(sorted(found.relations))}"
+                ]
         return errors
+
+    def grants(self, resource: str, doc_id: str) -> list[dict[str, str]]:
+        return tuples.on_resource(resource, doc_id)
+
+    def share(
+        self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any
+    ) -> dict[str, str]:
+        """A user shares a document (the caller checked ``share``): 400 for an unknown relation or subject,
+        403 for a relation the caller does not hold (owners may grant any), 409 when it exists."""
+        self._check_grant(resource, acting, doc_id, subject, relation)
+        row = tuples.grant(subject, relation, resource.name, [doc_id])[0]
+        return {"subject": row["subject"], "relation": row["relation"], "resource": row["resource"]}
+
+    def unshare(self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any) -> None:
+        self._check_grant(resource, acting, doc_id, subject, relation)
+        if not tuples.revoke(resource.name, doc_id, subject, relation):
+            raise not_found(f"{subject} holds no {relation} on {resource.name}:{doc_id}")
+
+    @staticmethod
+    def _check_grant(resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any) -> None:
+        subjects.parse(subject)
+        tuples.check_relation(resource.name, relation, subject)
+        subjects.check_exists([subject])
+        if acting is None:
+            return  # administrators
+        held = decisions.roles(resource, acting, doc_id)
+        if "owner" not in held and relation not in held:
+            raise forbidden(f"You may only grant relations you hold on this document ({', '.join(held) or 'none'})")
 
 
 class Hooks:
@@ -86,4 +117,3 @@ class Hooks:
     @hookimpl
     def trellis_team_deleted(self, team_ids: list[str]) -> None:
         tuples.forget_subjects([f"Team:{team_id}" for team_id in team_ids])
-

@@ -41,17 +41,17 @@ def allowed(resource: ResourceTable, acting: Acting, doc_id: str, permissions: I
 
 
 def acting_as(subject: str) -> Acting:
-    """Who a subject acts as, for the administrator's checks: a user as a request of theirs would; a team
-    as itself and its ancestors; a wildcard as itself."""
+    """Who a subject acts as, for the administrator's checks: a user as a request of theirs would (its
+    teams and their ancestors included); a team as itself, as ``scope=Team:<id>`` does; a wildcard as
+    itself (``User:*`` also holds what ``*`` holds)."""
     kind, ident = subjects.parse(subject)
     subjects.check_exists([subject])
     if kind == "User":
         teams = users.team_ids_of(ident)
         names = (subject, subjects.SIGNED_IN, subjects.ANYONE, *(f"Team:{t}" for t in teams))
         return Acting(user_id=ident, subjects=names, team_ids=tuple(teams))
-    if kind == "Team":
-        teams = [ident, *users.ancestor_team_ids(ident)]
-        return Acting(user_id=None, subjects=tuple(f"Team:{t}" for t in teams), team_ids=tuple(teams))
+    if kind == "Team":  # the team's own grants (its members' further teams are theirs, not the team's)
+        return Acting(user_id=None, subjects=(subject,), team_ids=(ident,))
     return Acting(user_id=None, subjects=(subject,) if subject == subjects.ANYONE else (subject, subjects.ANYONE))
 
 
@@ -74,7 +74,9 @@ def _document(resource: ResourceTable, doc_id: str) -> dict[str, Any] | None:
     return json.loads(data) if isinstance(data, str) else data
 
 
-def _field_names_caller(resource: ResourceTable, field_name: str, document: dict[str, Any], acting: Acting) -> list[str]:
+def _field_names_caller(
+    resource: ResourceTable, field_name: str, document: dict[str, Any], acting: Acting
+) -> list[str]:
     ref = resource.relation_fields.get(field_name)
     if ref is None:
         return []
@@ -84,7 +86,9 @@ def _field_names_caller(resource: ResourceTable, field_name: str, document: dict
     return [f"Team:{t}" for t in acting.team_ids if t in held]
 
 
-def evaluate(resource: ResourceTable, acting: Acting, doc_id: str, permission: str, hop: bool = True) -> list[list[str]]:
+def evaluate(
+    resource: ResourceTable, acting: Acting, doc_id: str, permission: str, hop: bool = True
+) -> list[list[str]]:
     """Every chain that grants ``permission`` (empty: denied). A chain reads from the subject to the
     permission, e.g. ``["User:u1 is a member of Team:t1", "Team:t1 editor Task:9", "editor grants edit"]``."""
     found = definition(resource.name)
@@ -93,7 +97,13 @@ def evaluate(resource: ResourceTable, acting: Acting, doc_id: str, permission: s
     paths: list[list[str]] = []
     for subject, relation in tuples.held(resource.name, doc_id, list(acting.subjects)):
         if relation in direct:
-            paths.append([*_membership(acting, subject), f"{subject} {relation} {target_text}", f"{relation} grants {permission}"])
+            paths.append(
+                [
+                    *_membership(acting, subject),
+                    f"{subject} {relation} {target_text}",
+                    f"{relation} grants {permission}",
+                ]
+            )
     document = _document(resource, doc_id)
     if document is None:
         return []
@@ -119,7 +129,11 @@ def evaluate(resource: ResourceTable, acting: Acting, doc_id: str, permission: s
             for related_id in ref.ids(document):
                 for chain in evaluate(target, acting, related_id, inherited, hop=False):
                     paths.append(
-                        [*chain, f"{target_text}.{field_name} is {ref.target}:{related_id}", f"{field_name}->{inherited} grants {permission}"]
+                        [
+                            *chain,
+                            f"{target_text}.{field_name} is {ref.target}:{related_id}",
+                            f"{field_name}->{inherited} grants {permission}",
+                        ]
                     )
     return paths
 

@@ -55,9 +55,7 @@ class Definition:
 
     def inherited(self, permission: str) -> tuple[tuple[str, str], ...]:
         """``(field, permission)`` pairs: ``permission`` held on the document that ``field`` names."""
-        return tuple(
-            tuple(entry.split(ARROW, 1)) for entry in self.permissions.get(permission, ()) if ARROW in entry
-        )  # type: ignore[return-value]
+        return tuple(tuple(entry.split(ARROW, 1)) for entry in self.permissions.get(permission, ()) if ARROW in entry)  # type: ignore[return-value]
 
     def granting(self, relation: str) -> list[str]:
         """The permissions ``relation`` grants directly."""
@@ -68,7 +66,9 @@ class Definition:
 
 
 def default(name: str) -> Definition:
-    return Definition(name, {k: list(v) for k, v in DEFAULT_RELATIONS.items()}, {k: list(v) for k, v in DEFAULT_PERMISSIONS.items()})
+    return Definition(
+        name, {k: list(v) for k, v in DEFAULT_RELATIONS.items()}, {k: list(v) for k, v in DEFAULT_PERMISSIONS.items()}
+    )
 
 
 class Definitions:
@@ -113,7 +113,9 @@ def definition(name: str) -> Definition:
 # ---- changes -------------------------------------------------------------------------------------------
 
 
-def check(resource: ResourceTable, relations: dict[str, list[str]], permissions: dict[str, list[str]]) -> dict[str, list[str]]:
+def check(
+    resource: ResourceTable, relations: dict[str, list[str]], permissions: dict[str, list[str]]
+) -> dict[str, list[str]]:
     """Errors of a definition for ``resource`` (empty when it is sound)."""
     errors: dict[str, list[str]] = {}
     for name, types in relations.items():

@@ -33,9 +33,7 @@ def parse(subject: Any, key: str = "subject") -> tuple[str, str | None]:
         match = _SUBJECT.match(subject)
         if match:
             return match.group(1), match.group(2)
-    raise bad_request(
-        "A subject is User:<id>, Team:<id>, User:* or *", {key: ["Not a subject"]}
-    )
+    raise bad_request("A subject is User:<id>, Team:<id>, User:* or *", {key: ["Not a subject"]})
 
 
 def check_exists(subjects: list[str], key: str = "subject") -> None:

@@ -78,8 +78,14 @@ def grant(subject: str, relation: str, resource_type: str, doc_ids: list[str]) -
     exists already, and then nothing is written."""
     now = db.utcnow()
     rows = [
-        {"id": db.new_id(), "subject": subject, "relation": relation, "resource_type": resource_type,
-         "resource_id": doc_id, "created_at": now}
+        {
+            "id": db.new_id(),
+            "subject": subject,
+            "relation": relation,
+            "resource_type": resource_type,
+            "resource_id": doc_id,
+            "created_at": now,
+        }
         for doc_id in doc_ids
     ]
     try:
@@ -106,8 +112,14 @@ def created(resource_type: str, doc_ids: list[str], owner: str) -> None:
     db.session.execute(
         sa.insert(_table),
         [
-            {"id": db.new_id(), "subject": owner, "relation": "owner", "resource_type": resource_type,
-             "resource_id": doc_id, "created_at": now}
+            {
+                "id": db.new_id(),
+                "subject": owner,
+                "relation": "owner",
+                "resource_type": resource_type,
+                "resource_id": doc_id,
+                "created_at": now,
+            }
             for doc_id in doc_ids
         ],
     )
@@ -124,7 +136,8 @@ def revoke(resource_type: str, doc_id: str, subject: str, relation: str) -> bool
     if db.session.execute(statement).rowcount == 0:
         return False
     events.record(
-        f"{family(resource_type)}.revoke", {"subject": subject, "relation": relation, "resource": f"{resource_type}:{doc_id}"}
+        f"{family(resource_type)}.revoke",
+        {"subject": subject, "relation": relation, "resource": f"{resource_type}:{doc_id}"},
     )
     return True
 
@@ -195,7 +208,11 @@ def find(filters: dict[str, Any], skip: int, limit: int) -> tuple[list[dict[str,
         conditions += [_table.c.resource_type == resource_type, _table.c.resource_id == doc_id]
     if filters.get("subjectType"):
         kind = filters["subjectType"]
-        conditions.append(_table.c.subject.in_(subjects.WILDCARDS) if kind == "*" else _table.c.subject.startswith(f"{kind}:", autoescape=True))
+        conditions.append(
+            _table.c.subject.in_(subjects.WILDCARDS)
+            if kind == "*"
+            else _table.c.subject.startswith(f"{kind}:", autoescape=True)
+        )
     if filters.get("resourceType"):
         conditions.append(_table.c.resource_type == filters["resourceType"])
     page = sa.select(_table).where(*conditions).order_by(_table.c.created_at.desc(), _table.c.id.desc())

@@ -92,7 +92,11 @@ def field_ref(table: Any, field: Field, dialect: str) -> FieldRef:
 
     def holds_any(param: str) -> sa.ColumnElement[bool]:
         values = each()
-        return sa.exists(sa.select(sa.literal_column("1")).select_from(values).where(values.c.value.in_(sa.bindparam(param, expanding=True))))
+        return sa.exists(
+            sa.select(sa.literal_column("1"))
+            .select_from(values)
+            .where(values.c.value.in_(sa.bindparam(param, expanding=True)))
+        )
 
     def refers_to(other: Any) -> sa.ColumnElement[bool]:
         values = each()
@@ -163,12 +167,18 @@ def missing(schema: CompiledSchema, doc_id: str) -> APIError:
     return not_found(f"No {schema.name} document with id {doc_id!r}")
 
 
-def require(schema: CompiledSchema, acting_as: Acting | None, doc_id: str, permission: str) -> None:
+ADMIN = Acting(user_id=None, subjects=(), admin=True)
+
+
+def require(
+    schema: CompiledSchema, acting_as: Acting | None, doc_id: str, permission: str, exists: bool = False
+) -> None:
     """Before a write to one document: 404 when the caller may not read it (or it does not exist), 403
-    when it may read it but not ``permission`` it. Read in the write's transaction."""
-    if acting_as is None:
+    when it may read it but not ``permission`` it. Read in the write's transaction. ``exists``: also
+    check that the document exists when no rule applies (administrators)."""
+    if acting_as is None and not exists:
         return
-    flags = control().allowed(describe(schema), acting_as, doc_id, ("read", permission))
+    flags = control().allowed(describe(schema), acting_as or ADMIN, doc_id, ("read", permission))
     if flags is None or not flags["read"]:
         raise missing(schema, doc_id)
     if not flags[permission]:

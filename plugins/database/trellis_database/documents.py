@@ -21,7 +21,6 @@ from trellis.access import Acting
 from trellis.credentials import Identity
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, not_found
-
 from trellis_authentication import service as users_service
 
 from . import counts, document_access
@@ -273,7 +272,9 @@ def _first_readable(connection: sa.Connection, schema: CompiledSchema, doc_id: s
         return sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"), condition)
 
     statement = _statement(schema, ("by_id", dialect_name, document_access.statement_key(schema)), build)
-    rows = statements.execute_compiled(connection, statement, {"doc_id": doc_id, **acting.parameters()}, schema.statements)
+    rows = statements.execute_compiled(
+        connection, statement, {"doc_id": doc_id, **acting.parameters()}, schema.statements
+    )
     return rows[0] if rows else None
 
 
@@ -362,7 +363,11 @@ def find_json(
         if len(rows) < limit and (rows or skip == 0):
             return rows, skip + len(rows)  # a short page tells the total without counting
         changes = (rows[0][5] if not families else ".".join(str(n) for n in rows[0][5:])) if rows else None
-        query = (schema.version, shape, values) if acting is None else (schema.version, shape, values, access_key, acting.subjects)
+        query = (
+            (schema.version, shape, values)
+            if acting is None
+            else (schema.version, shape, values, access_key, acting.subjects)
+        )
         total = counts.cache().count(
             schema.table.name,
             query,

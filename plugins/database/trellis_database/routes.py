@@ -34,6 +34,9 @@ from .schemas import (
     EndpointListArgs,
     ExtensionBody,
     FunctionResultSchema,
+    GrantBody,
+    GrantListSchema,
+    GrantSchema,
     ManyBodySchema,
     ManyResultSchema,
     SchemaBody,
@@ -330,6 +333,56 @@ def delete_document(schemaName: str, docId: str, snap: Any, schema: Any, acting:
     documents.delete(schema, docId, acting)
     db.session.commit()
     return json_response(deleted(docId))
+
+
+# ---- sharing -------------------------------------------------------------------------------------------
+
+
+def _shared(schema: Any, acting: Any, doc_id: str, permission: str) -> Any:
+    """The document's resource, once the caller holds ``permission`` on it (404 as a missing document when
+    it may not read it; 403 when it may read but not ``permission``)."""
+    if not document_access.opted_in(schema):
+        raise not_found(f"{schema.name} is not under access control: its documents have no grants")
+    document_access.require(schema, acting, doc_id, permission, exists=True)
+    return document_access.describe(schema)
+
+
+@documents_blp.route("/database/<string:schemaName>/<string:docId>/grants", methods=["GET"])
+@_retry_stale
+@_document_access("read")
+@documents_blp.response(200, GrantListSchema)
+def list_grants(schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
+    """Who holds which relation on the document (needs ``read``)."""
+    resource = _shared(schema, acting, docId, "read")
+    grants = document_access.control().grants(resource.name, docId)
+    return {"grants": grants, "count": len(grants)}
+
+
+@documents_blp.route("/database/<string:schemaName>/<string:docId>/grants", methods=["POST"])
+@_retry_stale
+@_document_access("read")
+@documents_blp.arguments(GrantBody)
+@documents_blp.response(201, GrantSchema)
+def create_grant(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
+    """Share the document: ``subject`` gets ``relation`` (needs ``share``; only relations the caller holds,
+    except for owners)."""
+    resource = _shared(schema, acting, docId, "share")
+    grant = document_access.control().share(resource, acting, docId, body["subject"], body["relation"])
+    db.session.commit()
+    return grant
+
+
+@documents_blp.route("/database/<string:schemaName>/<string:docId>/grants", methods=["DELETE"])
+@_retry_stale
+@_document_access("read")
+@documents_blp.arguments(GrantBody, location="query")
+@documents_blp.response(200, GrantSchema)
+def delete_grant(args: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
+    """Revoke a grant (needs ``share``)."""
+    resource = _shared(schema, acting, docId, "share")
+    document_access.control().unshare(resource, acting, docId, args["subject"], args["relation"])
+    db.session.commit()
+    return {"subject": args["subject"], "relation": args["relation"], "resource": f"{schema.name}:{docId}"}
 
 
 # ---- custom endpoints --------------------------------------------------------------------------------

@@ -81,18 +81,21 @@ def _check_access(row: SchemaRecord) -> None:
         return
     control = access.control()
     if control is None:
+        db.session.rollback()
         raise bad_request(
             "Access control needs the Authorization module (trellis-authorization), which is not installed",
             {"modelOptions.conduit.authorization": ["Not available"]},
         )
     fields = settings.get("fields") or {}
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
+        db.session.rollback()
         raise bad_request(
             "authorization.fields maps field names to relation names",
             {"modelOptions.conduit.authorization.fields": ["Not a map of names"]},
         )
     errors = control.check_options(document_access.describe(compile_record(row)))
     if errors:
+        db.session.rollback()  # the table and row this change made so far go too
         raise bad_request("The schema's access settings are not valid", errors)
 
 

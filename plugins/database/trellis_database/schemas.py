@@ -233,3 +233,28 @@ class GraphQLErrorSchema(Schema):
 class GraphQLResponseSchema(Schema):
     data = ma.Dict(allow_none=True)
     errors = ma.List(ma.Nested(GraphQLErrorSchema))
+
+
+class GrantBody(Schema):
+    subject = ma.String(
+        required=True,
+        validate=validate.Length(max=100),
+        metadata={"description": "`User:<id>`, `Team:<id>`, `User:*` or `*`"},
+    )
+    relation = ma.String(
+        required=True,
+        validate=validate.Length(max=32),
+        metadata={"description": "`owner`, `editor`, `reader`, or one the schema's definition adds"},
+    )
+
+
+class GrantSchema(Schema):
+    subject = ma.String(required=True)
+    relation = ma.String(required=True)
+    resource = ma.String(metadata={"description": "`<Schema>:<documentId>`"})
+
+
+GrantListSchema = Schema.from_dict(
+    {"grants": ma.List(ma.Nested(GrantSchema), required=True), "count": ma.Integer(required=True)},
+    name="DatabaseGrantList",
+)

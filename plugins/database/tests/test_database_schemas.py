@@ -38,6 +38,7 @@ def test_create_returns_the_record_with_defaults(dbapi):
                     op: {"enabled": True, "authenticated": False} for op in ("create", "read", "update", "delete")
                 },
             },
+            "authorization": {"enabled": False, "fields": {}},
         },
     }
     assert record["extensions"] == []

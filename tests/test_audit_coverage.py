@@ -94,6 +94,26 @@ class Caller:
             "roomId"
         ]
 
+    def shared_schema(self, name: str = "AuditShared") -> str:
+        """A schema under access control (per-document grants)."""
+        options = {"conduit": {"authorization": {"enabled": True}}}
+        self.setup(
+            "POST",
+            "/admin/database/schemas",
+            json={"name": name, "fields": {"title": "String"}, "modelOptions": options},
+        )
+        return name
+
+    def shared_document(self) -> tuple[Any, str]:
+        """A user and a document of theirs in a schema under access control."""
+        schema, owner = self.shared_schema(), self.make_user()
+        return owner, self.setup("POST", f"/database/{schema}", owner.headers, json={"title": "t"})["_id"]
+
+    def relation(self) -> str:
+        owner, doc_id = self.shared_document()
+        body = {"subject": "User:*", "relation": "reader", "resource": f"AuditShared:{doc_id}"}
+        return self.setup("POST", "/admin/authorization/relations", json=body)["_id"]
+
     def upload_as(self, user: Any) -> str:
         data = {"file": (io.BytesIO(b"hello\n"), "hello.txt")}
         return self.setup("POST", "/storage/upload", user.headers, data=data, content_type="multipart/form-data")["id"]
@@ -205,6 +225,24 @@ RECIPES: dict[str, Callable[[Caller], Any]] = {
         "/admin/storage/upload",
         data={"file": (io.BytesIO(b"hi\n"), "hi.txt"), "owner": _new_user(c)},
         content_type="multipart/form-data",
+    ),
+    "PATCH /admin/authorization/resources/{name}": lambda c: c.admin_call(
+        "PATCH",
+        f"/admin/authorization/resources/{c.shared_schema()}",
+        json={"relations": {"owner": ["User", "Team"], "editor": ["User"], "reader": ["User", "*"]}},
+    ),
+    "POST /admin/authorization/relations": lambda c: c.admin_call(
+        "POST",
+        "/admin/authorization/relations",
+        json={"subject": "User:*", "relation": "reader", "resource": f"AuditShared:{c.shared_document()[1]}"},
+    ),
+    "POST /admin/authorization/relations/many": lambda c: c.admin_call(
+        "POST",
+        "/admin/authorization/relations/many",
+        json={"subject": "*", "relation": "reader", "resources": [f"AuditShared:{c.shared_document()[1]}"]},
+    ),
+    "DELETE /admin/authorization/relations/{relationId}": lambda c: c.admin_call(
+        "DELETE", f"/admin/authorization/relations/{c.relation()}"
     ),
     "DELETE /storage/file/{fileId}": lambda c: c.admin_call("DELETE", f"/storage/file/{c.upload_as(c.make_user())}"),
     "DELETE /storage/folder/{folderId}": lambda c: c.admin_call(

@@ -7,6 +7,10 @@ a change made with a user's token is not administrative and records nothing, so 
 user route and an admin route can call :func:`record` unconditionally. Changes made by ``flask trellis``
 commands (no request) are recorded with the actor ``{"type": "cli"}``.
 
+A few changes matter whoever makes them: who may read a document is changed by its owner sharing it as
+much as by an administrator granting a relation. Their service passes ``users=True`` and a user's change is
+recorded too, with the actor ``{"type": "user", "id": <userId>}``.
+
 ``changes`` is what the caller sent, with secrets masked by the marshmallow schema that marks them
 (``metadata={"secret": True}``, see ``trellis.redact``).
 """
@@ -32,14 +36,17 @@ from .redact import redact
 log = logging.getLogger("trellis.audit")
 
 
-def actor() -> dict[str, Any] | None:
-    """Who is making this change: ``{type: masterkey|admin|cli, id?, username?}``, None for a user or nobody."""
+def actor(users: bool = False) -> dict[str, Any] | None:
+    """Who is making this change: ``{type: masterkey|admin|cli, id?, username?}``; for a user
+    ``{type: user, id}`` with ``users``, else None (and None for nobody)."""
     if not has_request_context():
         return {"type": "cli"}
     try:
         identity = identify()
     except APIError:  # an invalid credential on a public route is nobody's administrative change
         return None
+    if identity is not None and identity.kind == "user" and users:
+        return {"type": "user", "id": identity.id}
     if identity is None or not identity.is_admin:
         return None
     if identity.kind == "master":
@@ -55,14 +62,15 @@ def record(
     changes: Any = None,
     *,
     schema: Schema | type[Schema] | None = None,
+    users: bool = False,
 ) -> AuditEntry | None:
     """Add an audit entry to the current session (the caller commits it with its change).
 
     ``action`` is ``<thing>.<verb>`` (``config.update``, ``user.block``); ``target`` the id or name changed;
     ``changes`` what was asked (JSON-able; secret fields of ``schema`` are masked). Returns None when the
-    caller is not an administrator (nothing is recorded).
+    caller is not an administrator (nothing is recorded), unless ``users`` and the caller is a signed-in user.
     """
-    who = actor()
+    who = actor(users)
     if who is None:
         return None
     safe = redact(changes, schema)
@@ -131,7 +139,9 @@ def entries(filters: dict[str, Any], skip: int = 0, limit: int = 25) -> tuple[li
 
 # --- GET /admin/audit ----------------------------------------------------------------------------------
 
-blp = Blueprint("audit", __name__, description="The audit log of administrative changes")
+blp = Blueprint(
+    "audit", __name__, description="The audit log of administrative changes (and of users' sharing of documents)"
+)
 
 _TEXT = validate.Length(min=1, max=255)
 
@@ -139,14 +149,17 @@ _TEXT = validate.Length(min=1, max=255)
 class AuditArgs(ListArgs):
     module = fields.String(validate=_TEXT, metadata={"description": "module name, e.g. `email`"})
     action = fields.String(validate=_TEXT, metadata={"description": "e.g. `config.update`, `user.block`"})
-    actor = fields.String(validate=_TEXT, metadata={"description": "an admin's id or username, or `masterkey` / `cli`"})
+    actor = fields.String(
+        validate=_TEXT,
+        metadata={"description": "an admin's id or username, a user's id, or `masterkey` / `cli` / `user`"},
+    )
     target = fields.String(validate=_TEXT, metadata={"description": "id or name of the changed record"})
     since = fields.AwareDateTime(default_timezone=UTC, metadata={"description": "ISO 8601; entries at or after"})
     until = fields.AwareDateTime(default_timezone=UTC, metadata={"description": "ISO 8601; entries before"})
 
 
 class ActorSchema(Schema):
-    type = fields.String(required=True, metadata={"description": "masterkey | admin | cli"})
+    type = fields.String(required=True, metadata={"description": "masterkey | admin | cli | user"})
     id = fields.String()
     username = fields.String()
 

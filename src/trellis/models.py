@@ -53,7 +53,7 @@ class AuditEntry(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    actor_type: Mapped[str] = mapped_column(String(20))  # masterkey | admin | cli
+    actor_type: Mapped[str] = mapped_column(String(20))  # masterkey | admin | cli | user
     actor_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     actor_username: Mapped[str | None] = mapped_column(String(150), nullable=True)
     module: Mapped[str] = mapped_column(String(100), index=True)

@@ -313,7 +313,7 @@ def _direct_roles(team_id: str, user_ids: list[str] | None = None) -> dict[str, 
     query = select(TeamMember.user_id, TeamMember.role).where(TeamMember.team_id == team_id)
     if user_ids is not None:
         query = query.where(TeamMember.user_id.in_(user_ids))
-    return dict(db.session.execute(query).tuples().all())
+    return {user: role for user, role in db.session.execute(query)}
 
 
 def _keep_an_owner(team_id: str, losing: set[str]) -> None:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from flask import Flask
 
-from trellis import EventTopic, Module, access
+from trellis import ConsolePage, EventTopic, Module, access
 
 from . import definitions, models  # noqa: F401  (the tables belong to the shared metadata)
 from .control import Control, Hooks
+from .routes import blp
 
 
 def _init_app(app: Flask) -> None:
@@ -23,9 +24,14 @@ def _init_app(app: Flask) -> None:
     access.provide(app, Control())
 
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="authorization",
     requires=("authentication",),
+    blueprints=(blp,),
+    console_pages=(ConsolePage("access", "Access control", str(CONSOLE / "access.html"), str(CONSOLE / "access.js")),),
     description="Per-document access control: relation tuples, resource definitions, teams as subjects",
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     hooks=(Hooks(),),

@@ -40,6 +40,8 @@ DEFAULT_PERMISSIONS: dict[str, list[str]] = {
     "share": ["owner"],
 }
 ARROW = "->"
+# The permissions the Database module's routes ask for; a definition may add its own.
+REQUIRED_PERMISSIONS = tuple(DEFAULT_PERMISSIONS)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,14 @@ def check(
     for field_name, relation in resource.field_relations.items():
         if relation not in relations:
             errors[f"relations.{relation}"] = [f"Field {field_name!r} holds this relation (authorization.fields)"]
+    owner = relations.get("owner")
+    if not isinstance(owner, list) or not {"User", "Team"} <= set(owner):
+        errors.setdefault("relations.owner", []).append(
+            "Creating a document grants owner to its creator (a user, or the scope team): owner admits User and Team"
+        )
+    for name in REQUIRED_PERMISSIONS:
+        if name not in permissions:
+            errors[f"permissions.{name}"] = ["The Database module asks for this permission (an empty list: nobody)"]
     return errors
 
 

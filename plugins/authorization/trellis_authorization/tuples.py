@@ -3,6 +3,10 @@
 Every grant and revoke also records an event (``authorization.<Type>.grant`` / ``.revoke``, payload
 ``{subject, relation, resource}``) in the same transaction: live subscriptions turn it into ``enter`` /
 ``leave``, and the family's change number keys the list counts of callers whose access it may change.
+It is audited here too, whoever makes it (an administrator's relation routes, a user sharing a document
+through the Database module): the one write path of a grant is the one place that cannot forget it.
+The owner tuple of a new document and the tuples removed with a deleted document, user or team are
+consequences of those changes, which have their own events, and are not audited as grants.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
-from trellis import db, events
+from trellis import audit, db, events
 from trellis.access import ResourceTable, catalog
 from trellis.errors import bad_request, conflict, not_found
 
@@ -93,11 +97,23 @@ def grant(subject: str, relation: str, resource_type: str, doc_ids: list[str]) -
             db.session.execute(sa.insert(_table), rows)
     except IntegrityError:
         raise conflict(f"{subject} already holds {relation} on one of these {resource_type} documents") from None
-    events.record_many(
-        f"{family(resource_type)}.grant",
-        [{"subject": subject, "relation": relation, "resource": f"{resource_type}:{r['resource_id']}"} for r in rows],
-    )
+    granted = [
+        {"subject": subject, "relation": relation, "resource": f"{resource_type}:{r['resource_id']}"} for r in rows
+    ]
+    events.record_many(f"{family(resource_type)}.grant", granted)
+    _audit("relation.grant", resource_type, granted)
     return [as_dict(_Row(**r)) for r in rows]
+
+
+def _audit(action: str, resource_type: str, changed: list[dict[str, str]]) -> None:
+    """One entry per call: its target is the document (or the schema, for several documents)."""
+    target = changed[0]["resource"] if len(changed) == 1 else resource_type
+    changes: dict[str, Any] = {"subject": changed[0]["subject"], "relation": changed[0]["relation"]}
+    if len(changed) == 1:
+        changes["resource"] = changed[0]["resource"]
+    else:
+        changes["resources"] = [c["resource"] for c in changed]
+    audit.record("authorization", action, target, changes, users=True)
 
 
 class _Row:
@@ -135,10 +151,9 @@ def revoke(resource_type: str, doc_id: str, subject: str, relation: str) -> bool
     )
     if db.session.execute(statement).rowcount == 0:
         return False
-    events.record(
-        f"{family(resource_type)}.revoke",
-        {"subject": subject, "relation": relation, "resource": f"{resource_type}:{doc_id}"},
-    )
+    revoked = {"subject": subject, "relation": relation, "resource": f"{resource_type}:{doc_id}"}
+    events.record(f"{family(resource_type)}.revoke", revoked)
+    _audit("relation.revoke", resource_type, [revoked])
     return True
 
 
@@ -208,10 +223,12 @@ def find(filters: dict[str, Any], skip: int, limit: int) -> tuple[list[dict[str,
         conditions += [_table.c.resource_type == resource_type, _table.c.resource_id == doc_id]
     if filters.get("subjectType"):
         kind = filters["subjectType"]
-        conditions.append(
+        conditions.append(  # User:* begins with "User:" but is a wildcard, not a user
             _table.c.subject.in_(subjects.WILDCARDS)
             if kind == "*"
-            else _table.c.subject.startswith(f"{kind}:", autoescape=True)
+            else sa.and_(
+                _table.c.subject.startswith(f"{kind}:", autoescape=True), _table.c.subject.not_in(subjects.WILDCARDS)
+            )
         )
     if filters.get("resourceType"):
         conditions.append(_table.c.resource_type == filters["resourceType"])

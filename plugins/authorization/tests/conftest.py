@@ -24,7 +24,12 @@ def _database_test_helpers() -> Any:
 
 
 DatabaseApi = _database_test_helpers().DatabaseApi
-ACCESS = {"conduit": {"authorization": {"enabled": True}}}
+TASK_PERMISSIONS = {
+    "read": ["reader", "editor", "owner", "project->read"],
+    "edit": ["editor", "owner"],
+    "delete": ["owner"],
+    "share": ["owner"],
+}
 
 
 class AccessApi(DatabaseApi):
@@ -36,6 +41,15 @@ class AccessApi(DatabaseApi):
         """A schema under access control; ``backed``: its field-backed relations (``authorization.fields``)."""
         options = {"conduit": {"authorization": {"enabled": True, **({"fields": backed} if backed else {})}}}
         return self.create_schema(name, fields, expect=expect, modelOptions=options)
+
+    def projects_and_tasks(self) -> None:
+        """The third recipe's schemas: a Task reads through its project (``project->read``) and is edited by
+        its assignee (the field-backed relation ``assignee → editor``)."""
+        self.opted_in("Project", {"name": "String"})
+        relation = {"type": "Relation", "model": "User"}
+        fields = {"title": "String", "project": {"type": "Relation", "model": "Project"}, "assignee": relation}
+        self.opted_in("Task", fields, backed={"assignee": "editor"})
+        self.call("PATCH", "/admin/authorization/resources/Task", json={"permissions": TASK_PERMISSIONS})
 
     def call(self, method: str, path: str, who: UserAccount | None = None, expect: int = 200, **kwargs: Any) -> Any:
         """A request as ``who`` (None: administrator credentials), checked against ``expect``."""

@@ -11,7 +11,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from trellis.testing.browser import browser_page
+from trellis.testing.browser import browser_page, page_problems
 from trellis.testing.plugin import TEST_ADMIN, TEST_MASTER_KEY
 from trellis_authentication.testing import create_user_over_http
 
@@ -24,14 +24,6 @@ expect.set_options(timeout=TIMEOUT)
 class Session:
     def __init__(self, page: Any, url: str) -> None:
         self.page, self.url = page, url
-        self.problems: list[str] = []
-
-    def on_error(self, error: Any) -> None:
-        self.problems.append(f"uncaught: {error}")
-
-    def on_console(self, message: Any) -> None:
-        if message.type == "error" and "Content Security Policy" in message.text:
-            self.problems.append(f"CSP: {message.text}")
 
     def api(self, method: str, path: str, headers: dict[str, str] | None = None, **kwargs: Any) -> Any:
         headers = headers or {"masterkey": TEST_MASTER_KEY}
@@ -51,14 +43,11 @@ class Session:
 
 @pytest.fixture()
 def session(live_server: Any) -> Iterator[Session]:
-    with browser_page() as page:
+    with browser_page() as page, page_problems(page) as problems:
         page.set_default_timeout(TIMEOUT)
         page.on("dialog", lambda dialog: dialog.accept())  # removing a grant asks first
-        found = Session(page, live_server.url)
-        page.on("pageerror", found.on_error)
-        page.on("console", found.on_console)
-        yield found
-    assert found.problems == []
+        yield Session(page, live_server.url)
+    assert problems == []
 
 
 def test_definition_grants_and_what_a_user_sees(session: Session) -> None:

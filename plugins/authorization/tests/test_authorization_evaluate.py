@@ -8,28 +8,11 @@ from typing import Any
 
 import pytest
 
-TASK_PERMISSIONS = {
-    "read": ["reader", "editor", "owner", "project->read"],
-    "edit": ["editor", "owner"],
-    "delete": ["owner"],
-    "share": ["owner"],
-}
-
 
 @pytest.fixture()
 def world(access, make_user) -> dict[str, Any]:
     access.enable_teams()
-    access.opted_in("Project", {"name": "String"})
-    access.opted_in(
-        "Task",
-        {
-            "title": "String",
-            "project": {"type": "Relation", "model": "Project"},
-            "assignee": {"type": "Relation", "model": "User"},
-        },
-        backed={"assignee": "editor"},
-    )
-    access.call("PATCH", "/admin/authorization/resources/Task", json={"permissions": TASK_PERMISSIONS})
+    access.projects_and_tasks()
     people = {name: make_user() for name in ("alice", "bob", "tina", "sam", "walt", "ava", "pete", "dan")}
     alice = people["alice"]
     readers = access.team(alice, "Readers")

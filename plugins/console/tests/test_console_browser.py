@@ -16,7 +16,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from trellis.testing.browser import browser_page
+from trellis.testing.browser import browser_page, page_problems
 from trellis.testing.plugin import TEST_ADMIN, TEST_MASTER_KEY
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
@@ -34,19 +34,11 @@ def browser() -> Iterator[Any]:
 
 
 class Console:
-    """The page, the server it talks to, and the problems seen in the page so far."""
+    """The page and the server it talks to."""
 
     def __init__(self, page: Any, url: str) -> None:
         self.page = page
         self.url = url
-        self.problems: list[str] = []
-
-    def on_error(self, error: Any) -> None:
-        self.problems.append(f"uncaught: {error}")
-
-    def on_console(self, message: Any) -> None:
-        if message.type == "error" and "Content Security Policy" in message.text:
-            self.problems.append(f"CSP: {message.text}")
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         response = requests.request(
@@ -70,15 +62,9 @@ class Console:
 
 @pytest.fixture()
 def console(browser: Any, live_server: Any) -> Iterator[Console]:
-    console = Console(browser, live_server.url)
-    browser.on("pageerror", console.on_error)
-    browser.on("console", console.on_console)
-    try:
-        yield console
-    finally:
-        browser.remove_listener("pageerror", console.on_error)
-        browser.remove_listener("console", console.on_console)
-    assert console.problems == []
+    with page_problems(browser) as problems:
+        yield Console(browser, live_server.url)
+    assert problems == []
 
 
 def test_sign_in_configure_a_module_and_block_a_user(console: Console) -> None:

@@ -53,6 +53,10 @@ def test_patch_replaces_the_keys_sent_and_is_in_force_at_once(access, notes, mak
     relations = {**DEFAULT["relations"], "reviewer": ["User"]}
     saved = access.call("PATCH", "/admin/authorization/resources/Note", json={"relations": relations})
     assert saved["relations"] == relations and saved["permissions"] == permissions
+    # the new relation takes grants of the subject types it admits, and only those
+    access.grant(f"User:{bob.id}", "reviewer", f"Note:{note['_id']}")
+    answer = access.grant("User:*", "reviewer", f"Note:{note['_id']}", expect=400)
+    assert "does not admit" in answer["message"]
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ async function showGrants(schema, documentId) {
   const form = document.getElementById("grant-form");
   fillSelect(form.elements.relation, Object.keys(found.relations));
   form.elements.resource.value = resource;
+  document.getElementById("grants-panel").hidden = false;
   await lists.get("grants").setContext({ resource }, resource);
 }
 

@@ -93,6 +93,24 @@ def test_changes_by_users_are_not_administrative(client, admin_headers):
     assert found["entries"][0]["changes"] == {"email": "made@example.com"}, "no password in the log"
 
 
+def test_a_users_change_is_recorded_only_where_the_service_asks(app, client, admin_headers, make_user):
+    """``users=True`` (sharing a document changes who may read it, whoever does it) records a user's change
+    with the actor ``{type: user, id}``; without it a user's change records nothing, as before."""
+    user = make_user()
+    with app.test_request_context(headers=user.headers):
+        assert audit.record("core", "test.change", "x", {"a": 1}) is None
+        entry = audit.record("core", "test.share", "x", {"a": 2}, users=True)
+        assert entry is not None and (entry.actor_type, entry.actor_id) == ("user", user.id)
+        trellis_db.session.commit()
+    with app.test_request_context(headers=admin_headers):
+        assert audit.record("core", "test.share", "y", users=True).actor_type == "masterkey"
+        trellis_db.session.rollback()
+    with app.test_request_context():
+        assert audit.record("core", "test.share", "z", users=True) is None  # nobody signed in
+    found = _entries(client, admin_headers, module="core", actor=user.id)["entries"]
+    assert [(e["action"], e["actor"]) for e in found] == [("test.share", {"type": "user", "id": user.id})]
+
+
 def test_a_rolled_back_change_leaves_no_entry(app, db, admin_headers):
     def count() -> int:
         return db.execute(select(func.count()).select_from(AuditEntry)).scalar_one()

@@ -26,6 +26,7 @@ GENERIC_DOCUMENT_PATHS = (
     "/database/{schemaName}/many",
     "/database/{schemaName}/{docId}",
     "/database/{schemaName}/changes",
+    "/database/{schemaName}/{docId}/grants",
 )
 ADMIN = [{"masterkey": []}, {"bearerAuth": []}]
 ANYONE = [{}, {"bearerAuth": []}, {"masterkey": []}]

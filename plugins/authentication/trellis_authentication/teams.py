@@ -283,8 +283,8 @@ def delete_team(team_id: str, user_id: str) -> list[str]:
     _serialise_writes()
     managed(team_id, user_id)
     team_ids = subtree_ids(team_id)
+    hooks().trellis_team_deleted(team_ids=team_ids)  # first: a module that refuses leaves nothing written
     events.record("authentication.team.delete", {"teamIds": team_ids, "userIds": _members_of(team_ids)})
-    hooks().trellis_team_deleted(team_ids=team_ids)
     # Explicit rows first: the result does not depend on the database cascading a self-reference.
     db.session.execute(delete(TeamInvite).where(TeamInvite.team_id.in_(team_ids)))
     db.session.execute(delete(TeamMember).where(TeamMember.team_id.in_(team_ids)))

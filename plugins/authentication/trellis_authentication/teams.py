@@ -258,8 +258,8 @@ def update_team(team_id: str, user_id: str, changes: dict[str, Any]) -> Team:
     parent_id = changes["parentTeam"] if moved else team.parent_id
     member_ids: list[str] = []
     if moved:
-        if team.parent_id is not None:
-            managed(team.parent_id, user_id)  # the side it leaves
+        if team.parent_id is not None and role_in(team.parent_id, user_id) != "owner":  # the side it leaves
+            raise APIError(403, "Moving a team needs an owner of its current parent", {"parentTeam": ["Not an owner."]})
         if parent_id is not None:
             if team.id in _ancestor_ids(parent_id):
                 raise bad_request(
@@ -283,8 +283,8 @@ def delete_team(team_id: str, user_id: str) -> list[str]:
     _serialise_writes()
     managed(team_id, user_id)
     team_ids = subtree_ids(team_id)
+    hooks().trellis_team_deleted(team_ids=team_ids)  # first: a module that refuses leaves nothing written
     events.record("authentication.team.delete", {"teamIds": team_ids, "userIds": _members_of(team_ids)})
-    hooks().trellis_team_deleted(team_ids=team_ids)
     # Explicit rows first: the result does not depend on the database cascading a self-reference.
     db.session.execute(delete(TeamInvite).where(TeamInvite.team_id.in_(team_ids)))
     db.session.execute(delete(TeamMember).where(TeamMember.team_id.in_(team_ids)))
@@ -313,7 +313,7 @@ def _direct_roles(team_id: str, user_ids: list[str] | None = None) -> dict[str, 
     query = select(TeamMember.user_id, TeamMember.role).where(TeamMember.team_id == team_id)
     if user_ids is not None:
         query = query.where(TeamMember.user_id.in_(user_ids))
-    return dict(db.session.execute(query).tuples().all())
+    return {user: role for user, role in db.session.execute(query)}
 
 
 def _keep_an_owner(team_id: str, losing: set[str]) -> None:

@@ -307,3 +307,30 @@ def test_deleting_a_team_or_user_removes_their_grants(dbapi, notes, make_user, a
     assert response.status_code == 200, response.get_json()
     grants = dbapi.client.get(f"/database/Note/{doc['_id']}/grants", headers=alice.headers).get_json()
     assert grants["grants"] == [{"subject": f"User:{alice.id}", "relation": "owner"}]
+
+
+def test_field_backed_arrays_of_users_and_a_team_field(dbapi, make_user, admin_headers):
+    teams = Teams(dbapi.client, admin_headers)
+    options = {"conduit": {"authorization": {"enabled": True, "fields": {"watchers": "reader", "team": "editor"}}}}
+    dbapi.create_schema(
+        "Board",
+        {
+            "title": "String",
+            "watchers": [{"type": "Relation", "model": "User"}],
+            "team": {"type": "Relation", "model": "Team"},
+        },
+        modelOptions=options,
+    )
+    alice, bob, carol, dave = make_user(), make_user(), make_user(), make_user()
+    team = teams.create(alice, "Board team")
+    teams.add(alice, team, carol)
+    board = dbapi.post("Board", {"title": "b", "watchers": [bob.id], "team": team}, headers=alice.headers)
+    url = f"/database/Board/{board['_id']}"
+    assert dbapi.client.get(url, headers=bob.headers).status_code == 200
+    assert dbapi.client.patch(url, json={"title": "x"}, headers=bob.headers).status_code == 403  # reader
+    assert dbapi.client.patch(url, json={"title": "y"}, headers=carol.headers).status_code == 200  # team editor
+    assert dbapi.client.get(url, headers=dave.headers).status_code == 404
+    assert [dbapi.list("Board", headers=u.headers)["count"] for u in (bob, carol, dave)] == [1, 1, 0]
+    dbapi.client.patch(url, json={"watchers": [dave.id]}, headers=alice.headers)
+    assert [dbapi.list("Board", headers=u.headers)["count"] for u in (bob, dave)] == [0, 1]
+    dbapi.post("Board", {"title": "b", "team": "0" * 32}, headers=alice.headers, expect=400)

@@ -13,6 +13,7 @@ from trellis.errors import APIError
 from trellis.hooks import hookimpl
 from trellis.models import EventRecord
 from trellis_authentication import service
+from trellis_authentication import teams as teams_module
 from trellis_authentication.team_models import Team, TeamMember
 
 from .team_calls import teams  # noqa: F401  (the fixture)
@@ -133,10 +134,12 @@ def test_team_ids_of_walks_up_three_levels_and_sees_the_open_transaction(teams):
     assert service.team_ids_of(member.id) == sorted([top, mid, leaf])
     assert service.team_ids_of(owner.id) == sorted([top, mid, leaf, other])
     assert service.team_ids_of(outsider.id) == []
-    # A membership written in this transaction and not committed yet counts (the request's session).
+    # A membership written through the module in this transaction and not committed yet counts (the
+    # request's session: every membership change records its event through teams._record).
     trellis_db.session.add(
         TeamMember(team_id=other, user_id=outsider.id, role="member", created_at=trellis_db.utcnow())
     )
+    teams_module._record("authentication.team.join", {"teamId": other, "userId": outsider.id, "role": "member"})
     trellis_db.session.flush()
     assert service.team_ids_of(outsider.id) == [other]
 

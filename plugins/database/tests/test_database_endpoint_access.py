@@ -13,9 +13,9 @@ import pytest
 ACCESS = {"conduit": {"authorization": {"enabled": True}}}
 
 
-def _make(dbapi, **body: Any) -> dict[str, Any]:
+def _make(dbapi, expect: int = 201, **body: Any) -> dict[str, Any]:
     response = dbapi.client.post("/admin/database/customEndpoints", json=body, headers=dbapi.admin)
-    assert response.status_code == 201, response.get_json()
+    assert response.status_code == expect, response.get_json()
     return response.get_json()
 
 
@@ -31,8 +31,18 @@ def _titles(response) -> list[str]:
     return sorted(doc["title"] for doc in response.get_json()["documents"])
 
 
-COLOUR = {"schemaField": "colour", "operation": "eq", "comparisonField": {"type": "Input", "value": "colour"}}
-COLOUR_INPUT = {"name": "colour", "type": "String", "location": "query"}
+def _by_colour(dbapi, name: str, operation: str, **extra: Any) -> None:
+    """An endpoint on Card whose query is ``colour = ?colour``."""
+    condition = {"schemaField": "colour", "operation": "eq", "comparisonField": {"type": "Input", "value": "colour"}}
+    _make(
+        dbapi,
+        name=name,
+        operation=operation,
+        selectedSchema="Card",
+        inputs=[{"name": "colour", "type": "String", "location": "query"}],
+        query={"AND": [condition]},
+        **extra,
+    )
 
 
 @pytest.fixture()
@@ -53,15 +63,7 @@ def cards(dbapi, make_user) -> dict[str, Any]:
 
 def test_get_reads_only_what_the_caller_may_read_with_an_exact_count(dbapi, cards):
     alice, bob = cards["alice"], cards["bob"]
-    _make(
-        dbapi,
-        name="byColour",
-        operation="GET",
-        selectedSchema="Card",
-        paginated=True,
-        inputs=[COLOUR_INPUT],
-        query={"AND": [COLOUR]},
-    )
+    _by_colour(dbapi, "byColour", "GET", paginated=True)
     url = "/database/function/byColour?colour=red&limit=1"
     assert dbapi.client.get(url, headers=alice.headers).get_json()["count"] == 3
     assert dbapi.client.get(url, headers=bob.headers).get_json()["count"] == 3  # b1, a1, a2
@@ -154,14 +156,7 @@ def test_put_needs_edit_on_every_readable_match(dbapi, cards):
 
 def test_delete_needs_delete_on_every_readable_match(dbapi, cards):
     alice, bob = cards["alice"], cards["bob"]
-    _make(
-        dbapi,
-        name="purge",
-        operation="DELETE",
-        selectedSchema="Card",
-        inputs=[COLOUR_INPUT],
-        query={"AND": [COLOUR]},
-    )
+    _by_colour(dbapi, "purge", "DELETE")
     # bob reads a1 and a2 (red) but may delete neither: 403, nothing deleted, not even his own b1
     refused = dbapi.client.delete("/database/function/purge?colour=red", headers=bob.headers)
     assert refused.status_code == 403, refused.get_json()
@@ -185,14 +180,6 @@ def test_scope_on_a_schema_without_access_is_400(dbapi, make_user):
 
 def test_scope_is_a_reserved_input_name(dbapi):
     dbapi.create_schema("Plain", {"title": "String"})
-    response = dbapi.client.post(
-        "/admin/database/customEndpoints",
-        json={
-            "name": "scoped",
-            "operation": "GET",
-            "selectedSchema": "Plain",
-            "inputs": [{"name": "scope", "type": "String", "location": "query"}],
-        },
-        headers=dbapi.admin,
-    )
-    assert response.status_code == 400 and "inputs" in str(response.get_json()["errors"])
+    scope = {"name": "scope", "type": "String", "location": "query"}
+    refused = _make(dbapi, 400, name="scoped", operation="GET", selectedSchema="Plain", inputs=[scope])
+    assert refused["errors"] == {"inputs.0.name": ["Reserved for pagination, sorting, populate and scope"]}

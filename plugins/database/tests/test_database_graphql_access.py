@@ -43,9 +43,15 @@ LIST = '{ Note(sort: "n", limit: 3) { text } all: Note__count  small: Note__coun
 
 def test_two_users_see_different_lists_and_exact_counts(dbapi, notes, make_user):
     alice, bob = make_user(), make_user()
-    mine = [dbapi.post("Note", {"text": f"a{i}", "n": i}, headers=alice.headers) for i in range(6)]
-    for i in range(3):
-        dbapi.post("Note", {"text": f"b{i}", "n": i}, headers=bob.headers)
+    created = {
+        user.id: dbapi.client.post(
+            "/database/Note/many",
+            json={"docs": [{"text": f"{prefix}{i}", "n": i} for i in range(how_many)]},
+            headers=user.headers,
+        ).get_json()["docs"]
+        for user, prefix, how_many in ((alice, "a", 6), (bob, "b", 3))
+    }
+    mine = created[alice.id]
     for doc in mine[:2]:
         _share(dbapi, alice, "Note", doc["_id"], f"User:{bob.id}", "reader")
     seen_by_alice = _data(dbapi, LIST, alice)

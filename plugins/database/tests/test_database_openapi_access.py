@@ -6,9 +6,8 @@ anonymous caller: no 5xx, and answers that match what is documented."""
 from __future__ import annotations
 
 import schemathesis
-from hypothesis import HealthCheck, given, settings
-from schemathesis import checks
 
+from trellis.testing.fuzzing import conformance
 from trellis.testing.plugin import TEST_MASTER_KEY
 
 ACCESS = {"conduit": {"authorization": {"enabled": True}}}
@@ -68,21 +67,6 @@ def test_opted_in_schema_paths_show_scope_grants_and_403(dbapi):
     assert "/database/{schemaName}/{docId}/grants" not in paths
 
 
-def _fuzz(operation, headers):
-    @given(case=operation.as_strategy())
-    @settings(
-        max_examples=EXAMPLES_PER_OPERATION,
-        deadline=None,
-        derandomize=True,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    def exercise(case):
-        case.call_and_validate(headers=headers, checks=[checks.not_a_server_error, checks.response_schema_conformance])
-
-    return exercise
-
-
 def test_schemathesis_over_the_paths_of_an_opted_in_schema(app, dbapi, make_user):
     _schemas(dbapi)
     user = make_user()
@@ -97,7 +81,7 @@ def test_schemathesis_over_the_paths_of_an_opted_in_schema(app, dbapi, make_user
         labels.append(operation.label)
         for headers in ({"masterkey": TEST_MASTER_KEY}, user.headers, {}):
             try:
-                _fuzz(operation, headers)()
+                conformance(operation, headers, EXAMPLES_PER_OPERATION)()
             except Exception as exc:  # noqa: BLE001  (collect every failing operation, report them together)
                 failures[f"{operation.label} {sorted(headers)}"] = str(exc)[:1500]
     assert len(labels) == 12, labels

@@ -38,7 +38,7 @@ def _error(dbapi, query: str, user, variables: dict[str, Any] | None = None) -> 
 
 
 CREATE = "mutation ($text: String) { createNote(data: {text: $text}) { _id text } }"
-LIST = '{ Note(sort: "n", limit: 3) { text } all: Note__count  small: Note__count(where: {n_lt: 2}) }'
+LIST = '{ Note(sort: "n,text", limit: 3) { text } all: Note__count  small: Note__count(where: {n_lt: 2}) }'
 
 
 def test_two_users_see_different_lists_and_exact_counts(dbapi, notes, make_user):

@@ -38,6 +38,7 @@ def test_defaults(client, admin_headers):
         "magicLink": {"enabled": False, "redirectUri": None},
         "twoFa": {"enabled": False},
         "phone": {"enabled": False},
+        "teams": {"enabled": False, "invites": {"enabled": True}, "allowAddWithoutInvite": False},
         "oauth": {
             "google": {
                 "enabled": False,

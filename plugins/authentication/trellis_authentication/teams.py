@@ -19,6 +19,7 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
+from flask import current_app
 from sqlalchemy import Select, delete, func, literal, select, text, update
 from sqlalchemy.exc import IntegrityError
 
@@ -213,7 +214,7 @@ def _record_join(team_id: str, user_id: str, role: str, previous: str | None = N
     payload: dict[str, Any] = {"teamId": team_id, "userId": user_id, "role": role}
     if previous is not None:
         payload["previousRole"] = previous
-    events.record("authentication.team.join", payload)
+    _record("authentication.team.join", payload)
 
 
 def create_team(user_id: str, name: str, parent_id: str | None) -> Team:
@@ -227,7 +228,7 @@ def create_team(user_id: str, name: str, parent_id: str | None) -> Team:
     team = Team(id=db.new_id(), name=name, parent_id=parent_id, created_at=now, updated_at=now)
     db.session.add(team)
     db.session.add(TeamMember(team_id=team.id, user_id=user_id, role="owner", created_at=now))
-    events.record("authentication.team.create", {"team": team_dict(team)})
+    _record("authentication.team.create", {"team": team_dict(team)})
     _record_join(team.id, user_id, "owner")
     _commit_unique()
     return team
@@ -258,8 +259,8 @@ def update_team(team_id: str, user_id: str, changes: dict[str, Any]) -> Team:
     parent_id = changes["parentTeam"] if moved else team.parent_id
     member_ids: list[str] = []
     if moved:
-        if team.parent_id is not None:
-            managed(team.parent_id, user_id)  # the side it leaves
+        if team.parent_id is not None and role_in(team.parent_id, user_id) != "owner":  # the side it leaves
+            raise APIError(403, "Moving a team needs an owner of its current parent", {"parentTeam": ["Not an owner."]})
         if parent_id is not None:
             if team.id in _ancestor_ids(parent_id):
                 raise bad_request(
@@ -272,7 +273,7 @@ def update_team(team_id: str, user_id: str, changes: dict[str, Any]) -> Team:
         raise _name_conflict()
     team.name, team.parent_id, team.updated_at = name, parent_id, db.utcnow()
     db.session.flush()
-    events.record("authentication.team.update", {"team": team_dict(team), "previous": previous, "userIds": member_ids})
+    _record("authentication.team.update", {"team": team_dict(team), "previous": previous, "userIds": member_ids})
     _commit_unique()
     return team
 
@@ -283,8 +284,8 @@ def delete_team(team_id: str, user_id: str) -> list[str]:
     _serialise_writes()
     managed(team_id, user_id)
     team_ids = subtree_ids(team_id)
-    events.record("authentication.team.delete", {"teamIds": team_ids, "userIds": _members_of(team_ids)})
-    hooks().trellis_team_deleted(team_ids=team_ids)
+    hooks().trellis_team_deleted(team_ids=team_ids)  # first: a module that refuses leaves nothing written
+    _record("authentication.team.delete", {"teamIds": team_ids, "userIds": _members_of(team_ids)})
     # Explicit rows first: the result does not depend on the database cascading a self-reference.
     db.session.execute(delete(TeamInvite).where(TeamInvite.team_id.in_(team_ids)))
     db.session.execute(delete(TeamMember).where(TeamMember.team_id.in_(team_ids)))
@@ -371,7 +372,7 @@ def remove_members(team_id: str, user_id: str, user_ids: list[str]) -> list[str]
     _keep_an_owner(team_id, set(user_ids))
     db.session.execute(delete(TeamMember).where(TeamMember.team_id == team_id, TeamMember.user_id.in_(user_ids)))
     for user in user_ids:
-        events.record("authentication.team.leave", {"teamId": team_id, "userId": user})
+        _record("authentication.team.leave", {"teamId": team_id, "userId": user})
     db.session.commit()
     return user_ids
 
@@ -516,7 +517,7 @@ def forget_user(user_id: str, email: str | None) -> None:
     team_ids = db.session.execute(select(TeamMember.team_id).where(TeamMember.user_id == user_id)).scalars().all()
     db.session.execute(delete(TeamMember).where(TeamMember.user_id == user_id))
     for team_id in team_ids:
-        events.record("authentication.team.leave", {"teamId": team_id, "userId": user_id})
+        _record("authentication.team.leave", {"teamId": team_id, "userId": user_id})
     if email is not None:
         db.session.execute(delete(TeamInvite).where(TeamInvite.email == email))
 
@@ -525,7 +526,39 @@ def forget_user(user_id: str, email: str | None) -> None:
 
 
 def team_ids_of(user_id: str) -> list[str]:
-    """The user's teams and all their ancestors: one recursive query on the request's session."""
+    """The user's teams and all their ancestors. Every access-controlled request asks, so each process
+    remembers the answers beside the ``authentication-teams`` generation, which every membership change
+    bumps in its own transaction (:func:`_record`): a change acknowledged anywhere is seen by the next
+    request everywhere (``trellis.cache``), and a request that changed teams itself reads the table."""
+    if db.session.info.get(_CHANGED):
+        return _team_ids_of(user_id)
+    stamp = current_app.extensions["trellis"].generations.stamp(MEMBERSHIP)
+    memo = current_app.extensions.setdefault(_MEMO, {})
+    if memo.get(None) != stamp or len(memo) > MAX_REMEMBERED:
+        memo.clear()
+        memo[None] = stamp
+    found = memo.get(user_id)
+    if found is None:
+        found = memo[user_id] = _team_ids_of(user_id)
+    return list(found)
+
+
+MEMBERSHIP = "authentication-teams"
+MAX_REMEMBERED = 10_000  # users whose teams a process keeps (then it starts over)
+_MEMO = "trellis_authentication_team_ids"
+_CHANGED = "trellis_teams_changed"  # in the session's info: this session wrote teams or memberships
+
+
+def _record(topic: str, payload: dict[str, Any]) -> None:
+    """Every change of teams or memberships records its event here, and bumps the generation that
+    :func:`team_ids_of`'s memory is kept under, in the same transaction."""
+    events.record(topic, payload)
+    db.session.info[_CHANGED] = True
+    current_app.extensions["trellis"].generations.bump(MEMBERSHIP)
+
+
+def _team_ids_of(user_id: str) -> list[str]:
+    """One recursive query on the request's session (so it sees the caller's own uncommitted changes)."""
     start = select(TeamMember.team_id.label("id")).where(TeamMember.user_id == user_id)
     up = start.cte("mine", recursive=True)
     up = up.union(select(Team.parent_id).join(up, Team.id == up.c.id).where(Team.parent_id.is_not(None)))

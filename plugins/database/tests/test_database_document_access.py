@@ -221,3 +221,116 @@ def test_schemas_that_do_not_opt_in_are_unchanged(dbapi, make_user):
     assert dbapi.client.get(f"/database/Open/{doc['_id']}", headers=bob.headers).status_code == 200
     assert dbapi.list("Open", "scope=Team:abc", headers=bob.headers, expect=400)
     assert dbapi.client.get(f"/database/Open/{doc['_id']}/grants", headers=bob.headers).status_code == 404
+
+
+class Teams:
+    """Team calls through the Authentication module's routes (teams on, adding without invites)."""
+
+    def __init__(self, client, admin_headers) -> None:
+        self.client = client
+        response = client.put(
+            "/config/authentication",
+            json={"teams": {"enabled": True, "allowAddWithoutInvite": True}},
+            headers=admin_headers,
+        )
+        assert response.status_code == 200, response.get_json()
+
+    def create(self, owner, name: str, parent: str | None = None) -> str:
+        body = {"name": name, **({"parentTeam": parent} if parent else {})}
+        response = self.client.post("/authentication/teams", json=body, headers=owner.headers)
+        assert response.status_code == 201, response.get_json()
+        return response.get_json()["_id"]
+
+    def add(self, owner, team_id: str, user) -> None:
+        response = self.client.post(
+            f"/authentication/teams/{team_id}/add", json={"userId": user.id}, headers=owner.headers
+        )
+        assert response.status_code in (200, 201), response.get_json()
+
+    def remove(self, owner, team_id: str, user) -> None:
+        response = self.client.delete(
+            f"/authentication/teams/{team_id}/members?members={user.id}", headers=owner.headers
+        )
+        assert response.status_code == 200, response.get_json()
+
+
+def test_team_grants_reach_sub_team_members_and_end_with_membership(dbapi, notes, make_user, admin_headers):
+    teams = Teams(dbapi.client, admin_headers)
+    alice, bob = make_user(), make_user()
+    parent = teams.create(alice, "Company")
+    child = teams.create(alice, "Design", parent)
+    teams.add(alice, child, bob)
+    doc = dbapi.post("Note", {"text": "roadmap"}, headers=alice.headers)
+    url = f"/database/Note/{doc['_id']}"
+    assert dbapi.client.get(url, headers=bob.headers).status_code == 404
+    _share(dbapi.client, alice, doc["_id"], f"Team:{parent}", "editor")
+    assert dbapi.client.get(url, headers=bob.headers).status_code == 200  # a member of a sub-team
+    assert dbapi.client.patch(url, json={"text": "v2"}, headers=bob.headers).status_code == 200
+    assert dbapi.list("Note", headers=bob.headers)["count"] == 1
+    teams.remove(alice, child, bob)
+    assert dbapi.client.get(url, headers=bob.headers).status_code == 404  # at once, next request
+    assert dbapi.list("Note", headers=bob.headers)["count"] == 0
+
+
+def test_scope_acts_as_the_team(dbapi, notes, make_user, admin_headers):
+    teams = Teams(dbapi.client, admin_headers)
+    alice, bob, mallory = make_user(), make_user(), make_user()
+    team = teams.create(alice, "Ops")
+    teams.add(alice, team, bob)
+    shared = dbapi.client.post(f"/database/Note?scope=Team:{team}", json={"text": "team's"}, headers=bob.headers)
+    assert shared.status_code == 201, shared.get_json()
+    dbapi.post("Note", {"text": "bob's own"}, headers=bob.headers)
+    grants = dbapi.client.get(f"/database/Note/{shared.get_json()['_id']}/grants", headers=alice.headers).get_json()
+    assert grants["grants"] == [{"subject": f"Team:{team}", "relation": "owner"}]
+    # acting as the team: the team's grants only
+    assert [d["text"] for d in dbapi.list("Note", f"scope=Team:{team}", headers=bob.headers)["documents"]] == ["team's"]
+    assert dbapi.list("Note", headers=bob.headers)["count"] == 2
+    # alice (team owner, not the creator) may delete it: the team owns it
+    assert dbapi.client.delete(f"/database/Note/{shared.get_json()['_id']}", headers=alice.headers).status_code == 200
+    for url in (f"/database/Note?scope=Team:{team}", f"/database/Note?scope=Team:{team}&limit=1"):
+        response = dbapi.client.get(url, headers=mallory.headers)
+        assert response.status_code == 403 and response.get_json()["name"] == "FORBIDDEN"
+    response = dbapi.client.post(f"/database/Note?scope=Team:{team}", json={"text": "x"}, headers=mallory.headers)
+    assert response.status_code == 403
+    assert dbapi.list("Note", "scope=User:abc", headers=bob.headers, expect=400)
+
+
+def test_deleting_a_team_or_user_removes_their_grants(dbapi, notes, make_user, admin_headers):
+    teams = Teams(dbapi.client, admin_headers)
+    alice, bob = make_user(), make_user()
+    team = teams.create(alice, "Temp")
+    doc = dbapi.post("Note", {"text": "x"}, headers=alice.headers)
+    _share(dbapi.client, alice, doc["_id"], f"Team:{team}", "reader")
+    _share(dbapi.client, alice, doc["_id"], f"User:{bob.id}", "reader")
+    assert dbapi.client.delete(f"/authentication/teams/{team}", headers=alice.headers).status_code == 200
+    response = dbapi.client.delete(f"/authentication/users/{bob.id}", headers=admin_headers)
+    assert response.status_code == 200, response.get_json()
+    grants = dbapi.client.get(f"/database/Note/{doc['_id']}/grants", headers=alice.headers).get_json()
+    assert grants["grants"] == [{"subject": f"User:{alice.id}", "relation": "owner"}]
+
+
+def test_field_backed_arrays_of_users_and_a_team_field(dbapi, make_user, admin_headers):
+    teams = Teams(dbapi.client, admin_headers)
+    options = {"conduit": {"authorization": {"enabled": True, "fields": {"watchers": "reader", "team": "editor"}}}}
+    dbapi.create_schema(
+        "Board",
+        {
+            "title": "String",
+            "watchers": [{"type": "Relation", "model": "User"}],
+            "team": {"type": "Relation", "model": "Team"},
+        },
+        modelOptions=options,
+    )
+    alice, bob, carol, dave = make_user(), make_user(), make_user(), make_user()
+    team = teams.create(alice, "Board team")
+    teams.add(alice, team, carol)
+    board = dbapi.post("Board", {"title": "b", "watchers": [bob.id], "team": team}, headers=alice.headers)
+    url = f"/database/Board/{board['_id']}"
+    assert dbapi.client.get(url, headers=bob.headers).status_code == 200
+    assert dbapi.client.patch(url, json={"title": "x"}, headers=bob.headers).status_code == 403  # reader
+    assert dbapi.client.patch(url, json={"title": "y"}, headers=carol.headers).status_code == 200  # team editor
+    assert dbapi.client.get(url, headers=dave.headers).status_code == 404
+    assert [dbapi.list("Board", headers=u.headers)["count"] for u in (bob, carol, dave)] == [1, 1, 0]
+    dbapi.client.patch(url, json={"watchers": [dave.id]}, headers=alice.headers)
+    assert [dbapi.list("Board", headers=u.headers)["count"] for u in (bob, dave)] == [0, 1]
+    dbapi.post("Board", {"title": "b", "team": "0" * 32}, headers=alice.headers, expect=400)

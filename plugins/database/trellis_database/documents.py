@@ -658,6 +658,20 @@ def locked_matching(
     return [(doc_id, data) for doc_id, data in rows]
 
 
+def denied_matching(schema: CompiledSchema, where: Any, acting: Acting, permission: str) -> str | None:
+    """The id of one document matching ``where`` that ``acting`` may read but not ``permission``, or None:
+    a bulk write (custom endpoints) refuses with 403 rather than skip it, as a single document's route would."""
+    table = schema.table
+    condition = Compiler(schema, dialect()).where(where)
+    parts = [
+        document_access.read_condition(schema, acting),
+        # coalesce: a field-backed relation over a NULL column makes the predicate NULL, not false
+        sa.not_(sa.func.coalesce(document_access.read_condition(schema, acting, permission), sa.false())),
+    ]
+    statement = sa.select(table.c.id).where(*([condition] if condition is not None else []), *parts).limit(1)
+    return _in_transaction(statement, acting.parameters()).scalar()
+
+
 def _with_access(
     schema: CompiledSchema, condition: Any, acting: Acting | None, permission: str
 ) -> sa.ColumnElement[bool] | None:

@@ -1,6 +1,13 @@
 """Custom endpoint calls: one request's inputs and caller, and running the endpoint's query and
 assignments through the same compiler and document functions as the generated routes. Definitions
 (their shape and checks, the admin writes) are ``endpoint_definitions.py``.
+
+On a schema under access control an endpoint runs with the caller's access (``?scope=Team:<id>`` acts as
+a team), as the generated routes do: GET reads only what the caller may read (exact count, populate
+under access), POST makes the caller (or the scope team) the owner. PUT/PATCH and DELETE act on the
+documents the query matches *among those the caller may read* (the others do not exist for it); when one
+of those it may read may not be edited (deleted), the call is a 403 and writes nothing, as PUT/PATCH
+(DELETE) of that one document would be — never a silent partial write.
 """
 
 from __future__ import annotations
@@ -8,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from trellis import db
+from trellis.access import Acting
 from trellis.credentials import Identity
-from trellis.errors import APIError, bad_request, not_found, unauthorized
+from trellis.errors import APIError, bad_request, forbidden, not_found, unauthorized
 from trellis.http import DEFAULT_LIMIT, MAX_LIMIT, MAX_SKIP
 
-from . import documents
+from . import document_access, documents
 from .access import check_permission
-from .endpoint_definitions import assigned_field, coerce, schema_field
+from .endpoint_definitions import assigned_field, coerce, declares_scope, schema_field
 from .fields import Field, FieldError, check_array_length, check_scalar
 from .query import Condition, Group, parse_populate, split_list
 from .registry import CompiledEndpoint, CompiledSchema, Snapshot
@@ -119,6 +127,8 @@ def _collect_inputs(endpoint: CompiledEndpoint, body: Any, args: Any, segments: 
 
 def _runtime(endpoint: CompiledEndpoint) -> list[str]:
     names = ["populate"] if endpoint.operation == "GET" else []
+    if not declares_scope(endpoint):
+        names.append("scope")
     if endpoint.paginated:
         names += ["skip", "limit"]
     if endpoint.sorted:
@@ -152,27 +162,48 @@ def run(snap: Snapshot, endpoint: CompiledEndpoint, call: Call, args: Any) -> tu
     schema = snap.by_id.get(endpoint.schema_id)
     if schema is None or schema.table is None:
         raise not_found(f"The schema of {endpoint.name} no longer exists")
+    scope = None if declares_scope(endpoint) else (args.get("scope") or None)
+    acting = document_access.acting(schema, call.identity, scope)
     where = build_where(endpoint.query, call, schema)
     if endpoint.operation == "GET":
-        return _get(snap, endpoint, schema, where, call, args), 200
+        return _get(snap, endpoint, schema, where, call, args, acting, scope), 200
     if endpoint.operation == "POST":
         check_permission(schema, "create")
         data = _apply(schema, {}, endpoint.assignments, call)
-        doc = documents.create(snap, schema, [data])[0]
+        doc = documents.create(snap, schema, [data], acting=acting)[0]
         db.session.commit()
         return doc, 201
     if endpoint.operation == "DELETE":
         check_permission(schema, "delete")
-        count = documents.delete_matching(schema, where)
+        _refuse_any_denied(schema, where, acting, "delete")
+        count = documents.delete_matching(schema, where, acting)
         db.session.commit()
         return {"deleted": True, "count": count}, 200
-    docs = _update_many(snap, schema, where, endpoint, call)
+    docs = _update_many(snap, schema, where, endpoint, call, acting)
     db.session.commit()
     return {"documents": docs, "count": len(docs)}, 200
 
 
+def _refuse_any_denied(schema: CompiledSchema, where: Any, acting: Acting | None, permission: str) -> None:
+    """403 when the caller may read a matched document but not ``permission`` it (see the docstring)."""
+    if acting is None:
+        return
+    denied = documents.denied_matching(schema, where, acting, permission)
+    if denied is not None:
+        raise forbidden(
+            f"You may read the {schema.name} document {denied!r} this endpoint matches but not {permission} it"
+        )
+
+
 def _get(
-    snap: Snapshot, endpoint: CompiledEndpoint, schema: CompiledSchema, where: Any, call: Call, args: Any
+    snap: Snapshot,
+    endpoint: CompiledEndpoint,
+    schema: CompiledSchema,
+    where: Any,
+    call: Call,
+    args: Any,
+    acting: Acting | None,
+    scope: str | None,
 ) -> dict[str, Any]:
     skip, limit = 0, MAX_AFFECTED
     if endpoint.paginated:
@@ -180,9 +211,9 @@ def _get(
         limit = _int_arg(args, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     sort = args.get("sort") if endpoint.sorted else None
     tree = parse_populate(snap, schema, args.get("populate"))
-    docs, count = documents.find(schema, where, sort, skip, limit)
+    docs, count = documents.find(schema, where, sort, skip, limit, acting=acting)
     if tree:
-        documents.populate(snap, schema, docs, tree, call.identity)
+        documents.populate(snap, schema, docs, tree, call.identity, scope)
     return {"documents": docs, "count": count}
 
 
@@ -226,9 +257,12 @@ def _apply(schema: CompiledSchema, data: dict[str, Any], assignments: Any, call:
 
 
 def _update_many(
-    snap: Snapshot, schema: CompiledSchema, where: Any, endpoint: CompiledEndpoint, call: Call
+    snap: Snapshot, schema: CompiledSchema, where: Any, endpoint: CompiledEndpoint, call: Call, acting: Acting | None
 ) -> list[dict[str, Any]]:
-    rows = documents.locked_matching(schema, where, MAX_AFFECTED + 1)
+    _refuse_any_denied(schema, where, acting, "edit")
+    # Locked and filtered by read + edit in one statement: the rows are those the caller may change, so
+    # the update itself needs no check per document.
+    rows = documents.locked_matching(schema, where, MAX_AFFECTED + 1, acting)
     if len(rows) > MAX_AFFECTED:
         raise bad_request(f"The query matches more than {MAX_AFFECTED} documents; narrow it")
     changes = [

@@ -40,7 +40,7 @@ INPUT_TYPES = tuple(t for t in TYPES if t != "Relation")
 ENDPOINT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,99}$")
 INPUT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 CONTEXT_PATH = re.compile(r"^user(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-RUNTIME_PARAMS = ("skip", "limit", "sort", "populate")
+RUNTIME_PARAMS = ("skip", "limit", "sort", "populate", "scope")
 CONDITION_KEYS = ("schemaField", "operation", "comparisonField")
 MAX_QUERY_NODES = 100
 REQUIRED = "Missing data for required field."
@@ -120,7 +120,7 @@ class EndpointInputSchema(Schema):
         required=True,
         validate=[
             validate.Regexp(INPUT_NAME, error="Letters, digits and _, starting with a letter (at most 63)"),
-            validate.NoneOf(RUNTIME_PARAMS, error="Reserved for pagination, sorting and populate"),
+            validate.NoneOf(RUNTIME_PARAMS, error="Reserved for pagination, sorting, populate and scope"),
         ],
     )
     type = ma.String(required=True, validate=validate.OneOf(INPUT_TYPES))
@@ -488,3 +488,9 @@ def record(endpoint: CompiledEndpoint, snap: Snapshot) -> dict[str, Any]:
 def path_of(endpoint: CompiledEndpoint) -> str:
     url = [f"{{{i['name']}}}" for i in endpoint.inputs if i["location"] == "urlParams"]
     return "/".join([f"/database/function/{endpoint.name}", *url])
+
+
+def declares_scope(endpoint: CompiledEndpoint) -> bool:
+    """An endpoint defined before ``scope`` was reserved (RUNTIME_PARAMS) may take an input of that name:
+    it keeps it, and cannot act as a team."""
+    return any(item["name"] == "scope" for item in endpoint.inputs)

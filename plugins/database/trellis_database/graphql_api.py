@@ -1,11 +1,21 @@
 """GraphQL over the CMS-enabled schemas (graphql-core).
 
 Built from a registry snapshot and cached on it, so it is rebuilt only when schemas change. Per
-schema ``X``: a query field ``X(where, skip, limit, sort): [X!]!`` and mutations ``createX(data)``,
+schema ``X``: query fields ``X(where, skip, limit, sort): [X!]!``, ``X__one(_id): X`` (null when there
+is no such document) and ``X__count(where): Int!`` (exact), and mutations ``createX(data)``,
 ``updateX(_id, data)`` (merge, like PATCH), ``deleteX(_id)``. ``where`` takes ``field``,
 ``field_ne|_lt|_lte|_gt|_gte|_in|_nin|_contains|_exists`` and ``AND``/``OR`` lists, compiled by the
 same compiler as the REST filters. Relations resolve to nested objects: the list resolver reads the
-selection set and populates one level per query (never one query per document).
+selection set and populates one level per query (never one query per document). A Relation to ``User``
+is the user's public fields (``User__Public {_id, email}``), one to ``Team`` the team's id.
+
+Access control (schemas that opt in, CONTRACT.md "Access control"): every field and mutation runs with
+the caller's ``acting`` (``document_access.acting``), and takes a ``scope: "Team:<id>"`` argument. Lists,
+``__one`` and ``__count`` carry the read predicate in their statement; create grants ``owner``, update
+needs ``edit``, delete needs ``delete`` (403), and a document the caller may not read is the NOT_FOUND
+of a missing one, word for word. A related document the caller may not read resolves to **null** (in an
+array: a null element): the id a REST populate keeps cannot stand where GraphQL expects an object, and
+null is also what a deleted target gives, so the two cannot be told apart.
 
 Limits, checked before execution: query length, lexer tokens, selection depth, total selected fields
 (after fragment expansion) and aliases; each breach is a GraphQL error, not a crash.
@@ -47,11 +57,12 @@ from graphql.error import GraphQLSyntaxError
 from graphql.utilities import get_operation_ast, value_from_ast_untyped
 
 from trellis import db
+from trellis.access import Acting
 from trellis.credentials import identify
 from trellis.errors import APIError
 from trellis.http import deleted
 
-from . import documents
+from . import document_access, documents
 from .access import allowed, check_permission
 from .fields import MAX_ARRAY_LENGTH, Field
 from .query import MAX_POPULATE_DEPTH, Condition, Group
@@ -97,14 +108,37 @@ class Limits:
 
 # Type names the built schema uses itself (a CMS schema of one of these names is left out).
 BUILT_IN_TYPES = frozenset(
-    {"Query", "Mutation", "Subscription", "JSON", "Deleted__Result", "String", "Int", "Float", "Boolean", "ID"}
+    {
+        "Query",
+        "Mutation",
+        "Subscription",
+        "JSON",
+        "Deleted__Result",
+        "User__Public",
+        "String",
+        "Int",
+        "Float",
+        "Boolean",
+        "ID",
+    }
 )
 WHERE_GROUPS = ("AND", "OR")
 
+PUBLIC_USER = GraphQLObjectType(
+    "User__Public",
+    {"_id": GraphQLField(GraphQLNonNull(GraphQLID)), "email": GraphQLField(GraphQLString)},
+    description="A user as others may see it (a Relation field to User): never a secret",
+)
+SCOPE_ARGUMENT = GraphQLArgument(
+    GraphQLString, description="Act as a team you are a member of (`Team:<id>`): its grants only"
+)
+
 
 def type_names(schema: CompiledSchema) -> set[str]:
-    """The GraphQL type names one CMS schema brings in."""
-    return {schema.name, f"{schema.name}__Where", f"{schema.name}__Input", f"{schema.name}__Patch"}
+    """The GraphQL type names and query field names one CMS schema brings in (a schema whose names meet
+    another's is left out)."""
+    name = schema.name
+    return {name, f"{name}__Where", f"{name}__Input", f"{name}__Patch", f"{name}__one", f"{name}__count"}
 
 
 def build(snap: Snapshot) -> GraphQLSchema:
@@ -170,18 +204,34 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
     mutation: dict[str, GraphQLField] = {}
     for schema in usable:
         obj = objects[schema.name]
+        scope = {"scope": SCOPE_ARGUMENT} if document_access.opted_in(schema) else {}
+        where = GraphQLArgument(_where_type(schema))
         query[schema.name] = GraphQLField(
             GraphQLNonNull(GraphQLList(GraphQLNonNull(obj))),
             args={
-                "where": GraphQLArgument(_where_type(schema)),
+                "where": where,
                 "skip": GraphQLArgument(GraphQLInt),
                 "limit": GraphQLArgument(GraphQLInt),
                 "sort": GraphQLArgument(GraphQLString),
+                **scope,
             },
             resolve=_list_resolver(snap, schema.name),
             description=f"Documents of {schema.name}",
         )
         id_arg = {"_id": GraphQLArgument(GraphQLNonNull(GraphQLID))}
+        query[f"{schema.name}__one"] = GraphQLField(
+            obj,
+            args={**id_arg, **scope},
+            resolve=_one_resolver(snap, schema.name),
+            description=f"One {schema.name} document by id; null when there is none (or you may not read it)",
+        )
+        query[f"{schema.name}__count"] = GraphQLField(
+            GraphQLNonNull(GraphQLInt),
+            args={"where": where, **scope},
+            resolve=_count_resolver(snap, schema.name),
+            description=f"How many {schema.name} documents match (exact; only those you may read)",
+        )
+        id_arg = {**id_arg, **scope}
         if schema.fields:  # an input object needs at least one field: a schema without any takes no data
             data = GraphQLInputObjectType(
                 f"{schema.name}__Input",
@@ -194,7 +244,9 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
                 description=f"Changes to a {schema.name} document (null removes)",
             )
             mutation[f"create{schema.name}"] = GraphQLField(
-                obj, args={"data": GraphQLArgument(GraphQLNonNull(data))}, resolve=_create_resolver(snap, schema.name)
+                obj,
+                args={"data": GraphQLArgument(GraphQLNonNull(data)), **scope},
+                resolve=_create_resolver(snap, schema.name),
             )
             mutation[f"update{schema.name}"] = GraphQLField(
                 obj,
@@ -202,7 +254,9 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
                 resolve=_update_resolver(snap, schema.name),
             )
         else:
-            mutation[f"create{schema.name}"] = GraphQLField(obj, resolve=_create_resolver(snap, schema.name))
+            mutation[f"create{schema.name}"] = GraphQLField(
+                obj, args=scope, resolve=_create_resolver(snap, schema.name)
+            )
         mutation[f"delete{schema.name}"] = GraphQLField(
             deleted, args=id_arg, resolve=_delete_resolver(snap, schema.name)
         )
@@ -212,9 +266,22 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
     )
 
 
+def _related_type(field: Field, objects: dict[str, GraphQLObjectType]) -> GraphQLObjectType | None:
+    """The object a Relation field resolves to: a user's public fields, a schema's document; a team (and a
+    schema left out of GraphQL) stays its id (None)."""
+    if field.type != "Relation":
+        return None
+    if field.model == "User":
+        return PUBLIC_USER
+    if field.model in document_access.PRINCIPAL_MODELS:
+        return None
+    return objects.get(field.model)
+
+
 def _output_type(field: Field, objects: dict[str, GraphQLObjectType]) -> Any:
-    related = field.type == "Relation" and field.model in objects
-    base = objects[field.model] if related else SCALARS[field.type]
+    related_type = _related_type(field, objects)
+    related = related_type is not None
+    base = related_type if related_type is not None else SCALARS[field.type]
     if field.array:
         listed = GraphQLList(base if related else GraphQLNonNull(base))
         return GraphQLNonNull(listed) if field.required else listed
@@ -325,6 +392,11 @@ def populate_tree(
         field = schema.fields.get(node.name.value)
         if field is None or field.type != "Relation" or node.selection_set is None:
             continue
+        if field.model == "User":
+            tree[field.name] = {}  # documents.populate gives a user's public fields, nothing beyond
+            continue
+        if field.model in document_access.PRINCIPAL_MODELS:
+            continue
         target = snap.document_schema(field.model)
         if target is None:
             continue
@@ -349,31 +421,82 @@ def _schema(snap: Snapshot, name: str) -> CompiledSchema:
     return snap.document_schema(name)
 
 
-def _guard(schema: CompiledSchema, operation: str) -> Any:
+@dataclass
+class Caller:
+    """Who runs a field: the credential, and who it acts as on the field's schema (None: no access rule
+    applies) with the ``scope`` it asked for."""
+
+    identity: Any
+    acting: Acting | None
+    scope: str | None
+
+
+def _guard(schema: CompiledSchema, operation: str, scope: str | None = None) -> Caller:
+    """The schema's CMS rule for ``operation`` (the outer gate), then who the caller acts as."""
     identity = identify()
     denied = allowed(schema, operation, identity)
     if denied is not None:
         raise _error(denied)
-    return identity
+    try:
+        return Caller(identity, document_access.acting(schema, identity, scope), scope)
+    except APIError as exc:
+        raise _error(exc) from None
 
 
-def _finish(info: Any, snap: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], identity: Any) -> None:
+def _finish(info: Any, snap: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], caller: Caller) -> None:
     tree = populate_tree(info, snap, schema, [n.selection_set for n in info.field_nodes])
     if tree and docs:
-        documents.populate(snap, schema, docs, tree, identity)
+        documents.populate(snap, schema, docs, tree, caller.identity, caller.scope)
+        _unresolved_to_null(snap, schema, docs, tree)
+
+
+def _unresolved_to_null(snap: Snapshot, schema: CompiledSchema, docs: list[Any], tree: dict[str, Any]) -> None:
+    """A related document populate could not show stays its id there (under access: it may not be read,
+    or it is gone); here the field's type is an object, so it becomes null (see the module's docstring)."""
+    for name, subtree in tree.items():
+        field = schema.fields[name]
+        target = None if field.model in document_access.PRINCIPAL_MODELS else snap.document_schema(field.model)
+        related: list[dict[str, Any]] = []
+        for doc in docs:
+            if not isinstance(doc, dict) or name not in doc:
+                continue
+            value = doc[name]
+            if isinstance(value, list):
+                doc[name] = [item if isinstance(item, dict) else None for item in value]
+                related += [item for item in doc[name] if item is not None]
+            elif not isinstance(value, dict):
+                doc[name] = None
+            else:
+                related.append(value)
+        if subtree and target is not None and related:
+            _unresolved_to_null(snap, target, related, subtree)
+
+
+def _page(skip: Any, limit: Any) -> tuple[int, int]:
+    skip = 0 if skip is None else skip
+    limit = 25 if limit is None else limit
+    if skip < 0 or not 1 <= limit <= 1000:
+        raise GraphQLError("skip must be ≥ 0 and limit between 1 and 1000")
+    return skip, limit
 
 
 def _list_resolver(snap: Snapshot, name: str):
-    def resolve(_root: Any, info: Any, where: Any = None, skip: Any = None, limit: Any = None, sort: Any = None):
+    def resolve(
+        _root: Any,
+        info: Any,
+        where: Any = None,
+        skip: Any = None,
+        limit: Any = None,
+        sort: Any = None,
+        scope: str | None = None,
+    ):
         schema = _schema(snap, name)
+        caller = _guard(schema, "read", scope)
+        skip, limit = _page(skip, limit)
         try:
-            identity = _guard(schema, "read")
-            skip = 0 if skip is None else skip
-            limit = 25 if limit is None else limit
-            if skip < 0 or not 1 <= limit <= 1000:
-                raise GraphQLError("skip must be ≥ 0 and limit between 1 and 1000")
-            docs, _ = documents.find(schema, where_tree(where, schema), sort, skip, limit, count=False)
-            _finish(info, snap, schema, docs, identity)
+            condition = where_tree(where, schema)
+            docs, _ = documents.find(schema, condition, sort, skip, limit, count=False, acting=caller.acting)
+            _finish(info, snap, schema, docs, caller)
             return docs
         except APIError as exc:
             raise _error(exc) from None
@@ -381,20 +504,56 @@ def _list_resolver(snap: Snapshot, name: str):
     return resolve
 
 
+def _one_resolver(snap: Snapshot, name: str):
+    def resolve(_root: Any, info: Any, _id: str, scope: str | None = None):
+        schema = _schema(snap, name)
+        caller = _guard(schema, "read", scope)
+        try:
+            try:
+                doc = documents.get(schema, _id, caller.acting)
+            except APIError as exc:
+                if exc.status == 404:
+                    return None  # missing, or not readable: the same null
+                raise
+            _finish(info, snap, schema, [doc], caller)
+            return doc
+        except APIError as exc:
+            raise _error(exc) from None
+
+    return resolve
+
+
+def _count_resolver(snap: Snapshot, name: str):
+    def resolve(_root: Any, _info: Any, where: Any = None, scope: str | None = None):
+        schema = _schema(snap, name)
+        caller = _guard(schema, "read", scope)
+        try:
+            # The list's own count (cached per query shape, caller's subjects and change numbers): exact.
+            _, total = documents.find_json(schema, where_tree(where, schema), None, 0, 1, True, caller.acting)
+            return total
+        except APIError as exc:
+            raise _error(exc) from None
+
+    return resolve
+
+
 def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
-    def resolve(_root: Any, info: Any, **kwargs: Any):
+    def resolve(_root: Any, info: Any, scope: str | None = None, **kwargs: Any):
         schema = _schema(snap, name)
         try:
-            identity = _guard(schema, operation)
+            caller = _guard(schema, operation, scope)
             check_permission(schema, operation)
-            result = action(schema, **kwargs)
+            result = action(schema, caller.acting, **kwargs)
             db.session.commit()
         except APIError as exc:
             db.session.rollback()
             raise _error(exc) from None
+        except GraphQLError:
+            db.session.rollback()
+            raise
         if operation != "delete":
             try:
-                _finish(info, snap, schema, [result], identity)
+                _finish(info, snap, schema, [result], caller)
             except APIError as exc:
                 raise _error(exc) from None
         return result
@@ -403,18 +562,22 @@ def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
 
 
 def _create_resolver(snap: Snapshot, name: str):
-    return _mutation(
-        snap, name, "create", lambda schema, data=None: documents.create(snap, schema, [_clean(data or {})])[0]
-    )
+    def action(schema: CompiledSchema, acting: Acting | None, data: Any = None) -> dict[str, Any]:
+        return documents.create(snap, schema, [_clean(data or {})], acting=acting)[0]
+
+    return _mutation(snap, name, "create", action)
 
 
 def _update_resolver(snap: Snapshot, name: str):
-    return _mutation(snap, name, "update", lambda schema, _id, data: documents.patch(snap, schema, _id, data))
+    def action(schema: CompiledSchema, acting: Acting | None, _id: str, data: Any) -> dict[str, Any]:
+        return documents.patch(snap, schema, _id, data, acting)
+
+    return _mutation(snap, name, "update", action)
 
 
 def _delete_resolver(snap: Snapshot, name: str):
-    def action(schema: CompiledSchema, _id: str) -> dict[str, Any]:
-        documents.delete(schema, _id)
+    def action(schema: CompiledSchema, acting: Acting | None, _id: str) -> dict[str, Any]:
+        documents.delete(schema, _id, acting)
         return deleted(_id)
 
     return _mutation(snap, name, "delete", action)

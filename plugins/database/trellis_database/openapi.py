@@ -7,6 +7,10 @@ and inputs. Merged into the static document by the core, where they replace the 
 ``/database/{schemaName}…`` family they stand for (a generator gets one typed function per schema
 and operation, and no path is ambiguous). Every operation has an ``operationId`` (``listProduct``,
 ``createProduct`` …) and lists every credential it accepts.
+
+A schema under access control also shows it: a ``scope`` query parameter on its document routes and
+custom endpoints, its sharing routes (``/database/<Name>/{id}/grants``), and the 403 a caller gets for a
+document it may read but not change (or a team scope it is not in).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any
 
 from flask import Flask
 
-from .endpoint_definitions import path_of
+from .document_access import opted_in
+from .endpoint_definitions import declares_scope, path_of
 from .fields import Field
 from .registry import CompiledEndpoint, CompiledSchema, registry
 
@@ -26,6 +31,7 @@ GENERIC_DOCUMENT_PATHS = (
     "/database/{schemaName}/many",
     "/database/{schemaName}/{docId}",
     "/database/{schemaName}/changes",
+    "/database/{schemaName}/{docId}/grants",
 )
 ADMIN = [{"masterkey": []}, {"bearerAuth": []}]
 ANYONE = [{}, {"bearerAuth": []}, {"masterkey": []}]
@@ -71,7 +77,13 @@ def _names(schema: CompiledSchema) -> tuple[str, str, str]:
     return (f"Database{schema.name}Document", f"Database{schema.name}Input", f"Database{schema.name}List")
 
 
-def _responses(status: int, content: dict[str, Any] | None, description: str, *errors: int) -> dict[str, Any]:
+def _responses(
+    status: int, content: dict[str, Any] | None, description: str, *errors: int, access: bool = False
+) -> dict[str, Any]:
+    """A success response and the error ones; ``access``: the schema is under access control (a 403 for
+    what the caller may read but not change, or a scope team it is not in; every answer may be one)."""
+    if access:
+        errors = tuple(sorted({*errors, 400, 403}))
     responses: dict[str, Any] = {str(status): {"description": description}}
     if content is not None:
         responses[str(status)]["content"] = {"application/json": {"schema": content}}
@@ -85,6 +97,9 @@ def _responses(status: int, content: dict[str, Any] | None, description: str, *e
         415: "The body is not declared JSON (Content-Type: application/json)",
         410: "RESYNC_REQUIRED: the event log no longer holds every event after since",
     }
+    if access:
+        texts[403] = "Not allowed: you may read the document but not do this, or you are not in the scope team"
+        texts[404] = "Not found (also a document you may not read: the same answer)"
     for code in errors:
         responses[str(code)] = {"description": texts[code], "content": {"application/json": {"schema": ERROR}}}
     return responses
@@ -167,6 +182,8 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
         },
     }
     id_param = {"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}
+    access = opted_in(schema)
+    scoped = [SCOPE_PARAMETER] if access else []
 
     def operation(op: str, operation_id: str, summary: str, **spec: Any) -> dict[str, Any] | None:
         rule = schema.crud(op)
@@ -188,15 +205,18 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
             "read",
             "list",
             f"List {schema.name} documents",
-            parameters=_list_parameters(schema),
-            responses=_responses(200, {"$ref": f"#/components/schemas/{list_name}"}, "Documents", 400, 401, 404),
+            parameters=[*_list_parameters(schema), *scoped],
+            responses=_responses(
+                200, {"$ref": f"#/components/schemas/{list_name}"}, "Documents", 400, 401, 404, access=access
+            ),
         ),
         "post": operation(
             "create",
             "create",
             f"Create a {schema.name} document",
             requestBody=body,
-            responses=_responses(201, ref, "The created document", 400, 401, 403, 404, 409, 415),
+            parameters=scoped,
+            responses=_responses(201, ref, "The created document", 400, 401, 403, 404, 409, 415, access=access),
         ),
     }
     out["paths"][f"{collection}/many"] = {
@@ -204,6 +224,7 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
             "create",
             "createMany",
             f"Create many {schema.name} documents (all or nothing)",
+            parameters=scoped,
             requestBody={
                 "required": True,
                 "content": {
@@ -235,6 +256,7 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
                 404,
                 409,
                 415,
+                access=access,
             ),
         ),
     }
@@ -246,30 +268,36 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
         parameters=[
             {"name": "populate", "in": "query", "schema": {"type": "string"}},
             {"name": "select", "in": "query", "schema": {"type": "string"}},
+            *scoped,
         ],
-        responses=_responses(200, ref, "The document", 400, 401, 404),
+        responses=_responses(200, ref, "The document", 400, 401, 404, access=access),
     )
     single["put"] = operation(
         "update",
         "replace",
         f"Replace a {schema.name} document",
         requestBody=body,
-        responses=_responses(200, ref, "The new document", 400, 401, 404, 409, 415),
+        parameters=scoped,
+        responses=_responses(200, ref, "The new document", 400, 401, 404, 409, 415, access=access),
     )
     single["patch"] = operation(
         "update",
         "update",
         f"Change fields of a {schema.name} document (null removes)",
         requestBody=patch_body,
-        responses=_responses(200, ref, "The new document", 400, 401, 404, 409, 415),
+        parameters=scoped,
+        responses=_responses(200, ref, "The new document", 400, 401, 404, 409, 415, access=access),
     )
     single["delete"] = operation(
         "delete",
         "delete",
         f"Delete a {schema.name} document",
-        responses=_responses(200, {"$ref": "#/components/schemas/Deleted"}, "Deleted", 401, 403, 404),
+        parameters=scoped,
+        responses=_responses(200, {"$ref": "#/components/schemas/Deleted"}, "Deleted", 401, 403, 404, access=access),
     )
     out["paths"][f"{collection}/{{id}}"] = single
+    if access:
+        out["paths"][f"{collection}/{{id}}/grants"] = _grant_paths(schema, operation, id_param, out)
     changes = operation(
         "read",
         "streamChanges",
@@ -284,6 +312,91 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
     )
     changes["responses"]["200"]["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
     out["paths"][f"{collection}/changes"] = {"get": changes}
+
+
+SCOPE_PARAMETER = {
+    "name": "scope",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "maxLength": 100},
+    "description": "`Team:<id>`: act as a team you are a member of (its grants only; not a member: 403)",
+}
+GRANT_SCHEMAS = {
+    "DatabaseGrantInput": {
+        "type": "object",
+        "required": ["subject", "relation"],
+        "properties": {
+            "subject": {"type": "string", "maxLength": 100, "description": "`User:<id>`, `Team:<id>`, `User:*` or `*`"},
+            "relation": {"type": "string", "maxLength": 32, "description": "`owner`, `editor`, `reader`, …"},
+        },
+    },
+    "DatabaseGrant": {
+        "type": "object",
+        "required": ["subject", "relation", "resource"],
+        "properties": {
+            "subject": {"type": "string"},
+            "relation": {"type": "string"},
+            "resource": {"type": "string", "description": "`<Schema>:<documentId>`"},
+        },
+    },
+    "DatabaseGrantEntries": {
+        "type": "object",
+        "required": ["grants", "count"],
+        "properties": {
+            "grants": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["subject", "relation"],
+                    "properties": {"subject": {"type": "string"}, "relation": {"type": "string"}},
+                },
+            },
+            "count": {"type": "integer"},
+        },
+    },
+}
+
+
+def _grant_paths(schema: CompiledSchema, operation: Any, id_param: dict[str, Any], out: dict[str, Any]) -> dict:
+    """``/database/<Name>/{id}/grants``: who holds what on a document (needs ``read``), share (``share``),
+    revoke (``share``). A document the caller may not read is the 404 of a missing one."""
+    out["schemas"].update(GRANT_SCHEMAS)
+    grant = {"$ref": "#/components/schemas/DatabaseGrant"}
+    text = {"type": "string", "maxLength": 100}
+    return {
+        "parameters": [id_param],
+        "get": operation(
+            "read",
+            "listGrants",
+            f"Who holds which relation on a {schema.name} document",
+            parameters=[SCOPE_PARAMETER],
+            responses=_responses(
+                200, {"$ref": "#/components/schemas/DatabaseGrantEntries"}, "The grants", 401, 404, access=True
+            ),
+        ),
+        "post": operation(
+            "read",
+            "share",
+            f"Share a {schema.name} document (needs share; only relations you hold, unless you own it)",
+            parameters=[SCOPE_PARAMETER],
+            requestBody={
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/DatabaseGrantInput"}}},
+            },
+            responses=_responses(201, grant, "The grant", 401, 404, 409, 415, access=True),
+        ),
+        "delete": operation(
+            "read",
+            "revoke",
+            f"Revoke a grant on a {schema.name} document (needs share)",
+            parameters=[
+                {"name": "subject", "in": "query", "required": True, "schema": text},
+                {"name": "relation", "in": "query", "required": True, "schema": {"type": "string", "maxLength": 32}},
+                SCOPE_PARAMETER,
+            ],
+            responses=_responses(200, grant, "The revoked grant", 401, 404, access=True),
+        ),
+    }
 
 
 _LIST_PAGING = 6  # skip, limit, sort, select, populate, count: the first parameters of a list
@@ -407,6 +520,9 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
         ]
     if endpoint.sorted:
         params.append({"name": "sort", "in": "query", "schema": {"type": "string"}})
+    access = opted_in(schema)
+    if access and not declares_scope(endpoint):
+        params.append(SCOPE_PARAMETER)
     listing = {
         "type": "object",
         "properties": {"documents": {"type": "array", "items": doc_ref}, "count": {"type": "integer"}},
@@ -432,7 +548,7 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
         "tags": ["database: custom endpoints"],
         "security": USER_OR_ADMIN if endpoint.authentication else ANYONE,
         "parameters": params,
-        "responses": _responses(status, result, "Result", *errors),
+        "responses": _responses(status, result, "Result", *errors, access=access),
     }
     if body_props:
         spec["requestBody"] = {

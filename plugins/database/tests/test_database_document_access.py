@@ -168,8 +168,6 @@ def test_inherited_read_through_a_relation(dbapi, make_user):
         },
         headers=dbapi.admin,
     )
-    if response.status_code == 404:
-        pytest.skip("admin resource routes not there yet")
     assert response.status_code == 200, response.get_json()
     alice, bob = make_user(), make_user()
     project = dbapi.post("Project", {"name": "p"}, headers=alice.headers)

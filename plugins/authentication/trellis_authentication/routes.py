@@ -48,8 +48,9 @@ def tokens_or_challenge(result: dict[str, Any], redirect_uri: str | None = None)
 @blp.alt_response(429, schema=ErrorSchema, description="Too many registrations from this address")
 def register(body: dict[str, Any]):
     """Register with email and password (the password rules are in the module config); sends the
-    EmailVerification mail unless `local.verification.sendEmail` is false."""
-    return {"user": user_dict(account.register(body["email"], body["password"]))}
+    EmailVerification mail unless `local.verification.sendEmail` is false. With `local.signInOnRegister`
+    (default) and no verification required, the answer also holds the token pair of a new session."""
+    return account.register(body["email"], body["password"])
 
 
 @blp.route("/authentication/local", methods=["POST"])

@@ -70,6 +70,9 @@ class AuthUserSchema(Schema):
 
 class UserRegisteredSchema(Schema):
     user = fields.Nested(AuthUserSchema, required=True)
+    accessToken = fields.String(metadata={"description": "with local.signInOnRegister and no verification required"})
+    refreshToken = fields.String(metadata={"description": "with local.signInOnRegister and no verification required"})
+    userId = fields.String(metadata={"description": "with the tokens"})
 
 
 class UserListArgs(ListArgs):

@@ -17,18 +17,45 @@ PIP_QUIET := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -qq
 
 .PHONY: run test lint install install-test test-sqlite test-postgresql browser nginx bench bench-deps openapi clean
 
+# Installs are editable, so code changes need none: only a changed pyproject.toml/setup.cfg (dependencies,
+# entry points) or a plugin added or removed does. A stamp file in the virtualenv records the last install
+# and the plugins it covered; `make run` with nothing changed goes straight to starting the server
+# (measured: ~4 s instead of ~105 s of pip reinstalling everything on each start). The test install is a
+# superset of the plain one, so it renews both stamps.
+PACKAGE_FILES := $(wildcard pyproject.toml setup.cfg plugins/*/pyproject.toml plugins/*/setup.cfg)
+STAMP      := $(VENV)/.trellis-installed
+STAMP_TEST := $(VENV)/.trellis-installed-test
+ifneq ($(shell cat $(STAMP) 2>/dev/null),$(PLUGINS))
+.PHONY: $(STAMP)
+endif
+ifneq ($(shell cat $(STAMP_TEST) 2>/dev/null),$(PLUGINS))
+.PHONY: $(STAMP_TEST)
+endif
+
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -qq --upgrade pip
+	@echo "==> creating the virtualenv $(VENV) and updating pip"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -qq --upgrade pip
 
-install: $(BIN)/python
+$(STAMP): $(BIN)/python $(PACKAGE_FILES)
+	@echo "==> installing Trellis and its $(words $(PLUGINS)) modules (editable; about 2 minutes the first time)"
 	@$(PIP_QUIET) -e . $(foreach p,$(PLUGINS),-e ./$(p))
+	@echo "$(PLUGINS)" > $@
 
-install-test: $(BIN)/python
+$(STAMP_TEST): $(BIN)/python $(PACKAGE_FILES)
+	@echo "==> installing Trellis, its $(words $(PLUGINS)) modules and the test tools (editable; a few minutes the first time)"
 	@$(PIP_QUIET) -e '.[test]' $(foreach p,$(PLUGINS),-e './$(p)[test]')
+	@echo "$(PLUGINS)" > $@
+	@echo "$(PLUGINS)" > $(STAMP)
+
+install: $(STAMP)
+
+install-test: $(STAMP_TEST)
 
 run: install
+	@echo "==> migrating the database and creating the first administrator (flask trellis init)"
 	@$(BIN)/flask trellis init
+	@echo "==> starting the server (python wsgi.py; Ctrl-C stops it)"
 	@$(BIN)/python wsgi.py
 
 # Headless Chromium for the browser tests (Debian package; Playwright drives it, no download).

@@ -20,8 +20,8 @@ PIP_QUIET := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -qq
 # Installs are editable, so code changes need none: only a changed pyproject.toml/setup.cfg (dependencies,
 # entry points) or a plugin added or removed does. A stamp file in the virtualenv records the last install
 # and the plugins it covered; `make run` with nothing changed goes straight to starting the server
-# (measured: ~4 s instead of ~105 s of pip reinstalling everything on each start). The test install is a
-# superset of the plain one, so it renews both stamps.
+# instead of ~105 s of pip reinstalling everything on each start. The test install is a superset of the
+# plain one, so it renews both stamps.
 PACKAGE_FILES := $(wildcard pyproject.toml setup.cfg plugins/*/pyproject.toml plugins/*/setup.cfg)
 STAMP      := $(VENV)/.trellis-installed
 STAMP_TEST := $(VENV)/.trellis-installed-test
@@ -52,9 +52,27 @@ install: $(STAMP)
 
 install-test: $(STAMP_TEST)
 
-run: install
+# `flask trellis init` (migrate, first admin) builds the whole app once more before the server builds its
+# own, which doubles the start. It runs when the database may need it: the first start, a migration added
+# or changed, a new install, another TRELLIS_DATABASE_URL, or the SQLite file gone. A database replaced
+# behind Trellis's back needs `rm $(INSTANCE)/.trellis-initialised` (or `flask trellis init`) once.
+INSTANCE   := $(or $(TRELLIS_INSTANCE_PATH),instance)
+INIT_STAMP := $(INSTANCE)/.trellis-initialised
+INIT_KEY   := $(or $(TRELLIS_DATABASE_URL),sqlite)
+MIGRATIONS := $(wildcard src/trellis/migrations/versions/*.py plugins/*/trellis_*/migrations/versions/*.py)
+ifneq ($(shell cat $(INIT_STAMP) 2>/dev/null),$(INIT_KEY))
+.PHONY: $(INIT_STAMP)
+endif
+ifeq ($(TRELLIS_DATABASE_URL)$(wildcard $(INSTANCE)/trellis.db),)
+.PHONY: $(INIT_STAMP)
+endif
+
+$(INIT_STAMP): $(STAMP) $(MIGRATIONS)
 	@echo "==> migrating the database and creating the first administrator (flask trellis init)"
 	@$(BIN)/flask trellis init
+	@echo "$(INIT_KEY)" > $@
+
+run: install $(INIT_STAMP)
 	@echo "==> starting the server (python wsgi.py; Ctrl-C stops it)"
 	@$(BIN)/python wsgi.py
 

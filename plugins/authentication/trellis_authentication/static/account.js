@@ -23,10 +23,12 @@ function forget() {
   sessionStorage.removeItem(KEY);
 }
 
-// A call as the signed-in user; an expired access token is renewed once with the refresh token.
-async function asUser(method, path, body) {
+// A call as the signed-in user; an expired access token is renewed once with the refresh token. Calls
+// whose 401 may mean a wrong password instead (deleting the account) pass renew=false and make sure of
+// the token first.
+async function asUser(method, path, body, renew = true) {
   let answer = await call(method, path, body, saved().accessToken);
-  if (answer.status === 401 && saved().refreshToken) {
+  if (renew && answer.status === 401 && saved().refreshToken) {
     const renewed = await call("POST", "/authentication/renew", { refreshToken: saved().refreshToken });
     if (renewed.status !== 200) return answer;
     keep(renewed.body);
@@ -153,7 +155,8 @@ document.getElementById("delete-form").addEventListener("submit", async (event) 
   const body = {};
   if (form.elements.password.value) body.password = form.elements.password.value;
   if (form.elements.code.value) body.code = form.elements.code.value;
-  const answer = await asUser("DELETE", "/authentication/user", body);
+  await asUser("GET", "/authentication/user"); // renews an expired access token
+  const answer = await asUser("DELETE", "/authentication/user", body, false);
   if (answer.status === 200) {
     forget();
     flash("");

@@ -1,11 +1,17 @@
 // The account pages' one way to call the JSON API: a fetch that answers {status, body} and never throws
-// for an HTTP status, and the showing of an answer's errors next to the fields they name.
+// (status 0 when the server cannot be reached), and the showing of an answer's errors next to the fields they name.
 
 export async function call(method, path, body, token) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (token) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let response;
+  try {
+    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch {
+    // Offline, the server away, or the page being left while the call was under way.
+    return { status: 0, body: { message: "The server could not be reached; try again." } };
+  }
   let answer = {};
   try { answer = await response.json(); } catch { answer = {}; }
   return { status: response.status, body: answer };

@@ -101,8 +101,9 @@ def me():
 @blp.arguments(UserListArgs, location="query")
 @blp.response(200, UserListSchema)
 def list_users(args: dict[str, Any]):
-    """Users, newest first; `search` matches part of the email, `isActive=false` lists blocked users."""
-    users, count = find_users(args["skip"], args["limit"], args.get("search"), args.get("isActive"))
+    """Users, newest first; `search` matches part of the email, `isActive=false` lists blocked users, `ids`
+    picks users by id."""
+    users, count = find_users(args["skip"], args["limit"], args.get("search"), args.get("isActive"), args.get("ids"))
     return {"users": [user_dict(u) for u in users], "count": count}
 
 

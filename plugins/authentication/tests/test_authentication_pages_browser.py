@@ -15,7 +15,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from trellis.testing.browser import browser_page
+from trellis.testing.browser import browser_page, watch_problems
 from trellis.testing.plugin import TEST_MASTER_KEY
 from trellis.testing.waiting import wait_until
 from trellis_authentication.testing import create_user_over_http
@@ -43,13 +43,6 @@ class Site:
     def __init__(self, page: Any, url: str, smtp: Any) -> None:
         self.page, self.url, self.smtp = page, url, smtp
         self.problems: list[str] = []
-
-    def on_error(self, error: Any) -> None:
-        self.problems.append(f"uncaught: {error}")
-
-    def on_console(self, message: Any) -> None:
-        if message.type == "error" and "Content Security Policy" in message.text:
-            self.problems.append(f"CSP: {message.text}")
 
     def api(self, method: str, path: str, token: str | None = None, **kwargs: Any) -> requests.Response:
         headers = {"Authorization": f"Bearer {token}"} if token else ADMIN
@@ -80,13 +73,8 @@ class Site:
 def site(browser: Any, live_server: Any, smtp_server: Any) -> Iterator[Site]:
     made = Site(browser, live_server.url, smtp_server)
     made.api("PUT", "/config/email", json=smtp_server.email_config()).raise_for_status()
-    browser.on("pageerror", made.on_error)
-    browser.on("console", made.on_console)
-    try:
+    with watch_problems(browser) as made.problems:
         yield made
-    finally:
-        browser.remove_listener("pageerror", made.on_error)
-        browser.remove_listener("console", made.on_console)
     assert made.problems == []
 
 

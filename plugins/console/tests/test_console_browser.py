@@ -16,7 +16,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from trellis.testing.browser import browser_page
+from trellis.testing.browser import browser_page, watch_problems
 from trellis.testing.plugin import TEST_ADMIN, TEST_MASTER_KEY
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
@@ -41,13 +41,6 @@ class Console:
         self.url = url
         self.problems: list[str] = []
 
-    def on_error(self, error: Any) -> None:
-        self.problems.append(f"uncaught: {error}")
-
-    def on_console(self, message: Any) -> None:
-        if message.type == "error" and "Content Security Policy" in message.text:
-            self.problems.append(f"CSP: {message.text}")
-
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         response = requests.request(
             method, self.url + path, headers={"masterkey": TEST_MASTER_KEY}, timeout=10, **kwargs
@@ -71,13 +64,8 @@ class Console:
 @pytest.fixture()
 def console(browser: Any, live_server: Any) -> Iterator[Console]:
     console = Console(browser, live_server.url)
-    browser.on("pageerror", console.on_error)
-    browser.on("console", console.on_console)
-    try:
+    with watch_problems(browser) as console.problems:
         yield console
-    finally:
-        browser.remove_listener("pageerror", console.on_error)
-        browser.remove_listener("console", console.on_console)
     assert console.problems == []
 
 

@@ -47,3 +47,26 @@ def browser_page(viewport: dict[str, int] | None = None) -> Iterator[Any]:
             yield context.pages[0] if context.pages else context.new_page()
         finally:
             context.close()
+
+
+@contextlib.contextmanager
+def watch_problems(page: Any) -> Iterator[list[str]]:
+    """The problems a page shows while the block runs: uncaught script errors, and Content-Security-Policy
+    violations reported in its console. The list is live (a test may drop one it expects); the browser
+    tests assert it empty at the end, so a page that breaks or needs what its CSP forbids fails them."""
+    problems: list[str] = []
+
+    def on_error(error: Any) -> None:
+        problems.append(f"uncaught: {error}")
+
+    def on_console(message: Any) -> None:
+        if message.type == "error" and "Content Security Policy" in message.text:
+            problems.append(f"CSP: {message.text}")
+
+    page.on("pageerror", on_error)
+    page.on("console", on_console)
+    try:
+        yield problems
+    finally:
+        page.remove_listener("pageerror", on_error)
+        page.remove_listener("console", on_console)

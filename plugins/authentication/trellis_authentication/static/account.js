@@ -110,27 +110,18 @@ function signedIn(form, answer) {
   return undefined;
 }
 
-document.getElementById("sign-in-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const form = event.target;
-  clearErrors(form);
-  const answer = await call("POST", "/authentication/local", {
-    email: form.elements.email.value,
-    password: form.elements.password.value,
+// The two steps of signing in: each form posts its body to its route, and the answer decides what follows.
+const signInSteps = {
+  "sign-in-form": ["/authentication/local", (form) => ({ email: form.elements.email.value, password: form.elements.password.value })],
+  "second-factor-form": ["/authentication/twoFa/authorize", (form) => ({ twoFaToken: form.dataset.token, code: form.elements.code.value })],
+};
+for (const [id, [path, bodyOf]] of Object.entries(signInSteps)) {
+  document.getElementById(id).addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors(event.target);
+    await signedIn(event.target, await call("POST", path, bodyOf(event.target)));
   });
-  await signedIn(form, answer);
-});
-
-document.getElementById("second-factor-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const form = event.target;
-  clearErrors(form);
-  const answer = await call("POST", "/authentication/twoFa/authorize", {
-    twoFaToken: form.dataset.token,
-    code: form.elements.code.value,
-  });
-  await signedIn(form, answer);
-});
+}
 
 document.getElementById("forgot-form").addEventListener("submit", async (event) => {
   event.preventDefault();

@@ -140,7 +140,7 @@ def test_magic_link_hands_the_session_to_the_account_page_in_the_fragment(api):
 
 def test_the_account_page_and_its_assets(api):
     html = page(api, "/authentication/account")
-    for form in ("sign-in-form", "second-factor-form", "forgot-form", "delete-form"):
+    for form in ("sign-in-form", "second-factor-form", "register-form", "forgot-form", "delete-form"):
         assert f'id="{form}"' in html
     # Every input has a visible label around it.
     assert not re.search(r"<input(?![^>]*type=\"hidden\")[^>]*>(?![^<]*</label>)", html.replace("\n", " "))

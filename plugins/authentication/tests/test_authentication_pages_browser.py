@@ -80,8 +80,25 @@ def site(browser: Any, live_server: Any, smtp_server: Any) -> Iterator[Site]:
 
 def test_register_then_the_mailed_verification_link_then_sign_in(site: Site) -> None:
     page, email = site.page, fresh_email()
-    registered = site.api("POST", "/authentication/local/new", json={"email": email, "password": PASSWORD})
-    assert registered.status_code == 201 and "accessToken" in registered.json()  # sign-up signs in
+    taken = create_user_over_http(site.url)
+
+    # Register on the account page: the server's rules refuse inline, then the sign-up signs in.
+    page.goto(site.url + "/authentication/account")
+    page.locator("#register summary").click()
+    form = page.locator("#register-form")
+    form.get_by_label("Email").fill(taken.email)
+    form.get_by_label("Choose a password").fill("short")
+    form.get_by_role("button", name="Create my account").click()
+    expect(page.locator("#password-error")).to_contain_text("at least 8 characters")
+    form.get_by_label("Choose a password").fill(PASSWORD)
+    form.get_by_role("button", name="Create my account").click()
+    expect(page.locator("#email-error")).to_have_text("Already registered.")
+    form.get_by_label("Email").fill(email)
+    form.get_by_role("button", name="Create my account").click()
+    expect(page.locator("#who")).to_have_text(email)
+    expect(page.locator("#flash")).to_contain_text("Confirm your address with the link we mailed you")
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.locator("#sign-in-form")).to_be_visible()
 
     page.goto(site.link(email, "Confirm your email"))
     expect(page.locator("h1")).to_have_text("Email address verified")

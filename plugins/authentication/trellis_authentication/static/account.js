@@ -123,6 +123,30 @@ for (const [id, [path, bodyOf]] of Object.entries(signInSteps)) {
   });
 }
 
+document.getElementById("register-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  clearErrors(form);
+  const answer = await call("POST", "/authentication/local/new", {
+    email: form.elements.email.value,
+    password: form.elements.password.value,
+  });
+  if (answer.status !== 201) {
+    showErrors(form, answer.body);
+    return;
+  }
+  form.reset();
+  form.closest("details").open = false;
+  const verify = answer.body.user.isVerified ? "" : " Confirm your address with the link we mailed you.";
+  if (answer.body.accessToken) {
+    keep(answer.body); // local.signInOnRegister: the sign-up signed in
+    await showAccount();
+    flash(`Your account is created and you are signed in.${verify}`);
+  } else {
+    flash(`Your account is created.${verify} Then sign in.`);
+  }
+});
+
 document.getElementById("forgot-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const form = event.target;

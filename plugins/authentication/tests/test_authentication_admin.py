@@ -90,9 +90,15 @@ def test_list_users_search_and_active_filter(client, admin_headers, make_user):
     assert emails("search=%25") == []
     assert emails("isActive=false") == ["alice_smith@example.com"]
     assert emails("isActive=true&search=alice") == ["alicexsmith@example.org"]
+    bob = next(u for u in client.get("/authentication/users?search=bob", headers=admin_headers).get_json()["users"])
+    # By ids (what the console shows instead of ids): unknown ids are left out, filters combine.
+    assert emails(f"ids={alice.id},{bob['_id']},no-such-id") == ["alice_smith@example.com", "bob@example.com"]
+    assert emails(f"ids={alice.id},{bob['_id']}&isActive=true") == ["bob@example.com"]
 
 
-@pytest.mark.parametrize("query", ["limit=1001", "limit=0", "skip=-1", "isActive=maybe", "limit=abc"])
+@pytest.mark.parametrize(
+    "query", ["limit=1001", "limit=0", "skip=-1", "isActive=maybe", "limit=abc", "ids=" + ",".join(["x"] * 101)]
+)
 def test_list_users_rejects_bad_arguments(client, admin_headers, query):
     response = client.get(f"/authentication/users?{query}", headers=admin_headers)
     assert response.status_code == 400

@@ -34,6 +34,7 @@ def test_defaults(client, admin_headers):
         "local": {
             "verification": {"required": False, "sendEmail": True, "redirectUri": None},
             "forgotPasswordRedirectUri": None,
+            "signInOnRegister": True,
         },
         "magicLink": {"enabled": False, "redirectUri": None},
         "twoFa": {"enabled": False},

@@ -29,7 +29,7 @@ from trellis.ratelimit import client_ip
 from . import delivery, teams, tokens
 from .delivery import HOOK
 from .models import User
-from .sessions import drop_connections, revoke_sessions
+from .sessions import drop_connections, revoke_sessions, start_session
 from .signin import finish_sign_in
 from .users import (
     check_password_rules,
@@ -41,6 +41,7 @@ from .users import (
     release_connection,
     require_active,
     taken,
+    user_dict,
 )
 
 log = logging.getLogger(__name__)
@@ -86,9 +87,11 @@ def create_user(email: str, password: str) -> User:
     return user
 
 
-def register(email: str, password: str) -> User:
+def register(email: str, password: str) -> dict[str, Any]:
     """Self-registration: honours ``registrationOpen`` and the per-IP limit; sends ``EmailVerification``
-    when ``local.verification.sendEmail`` (the Email module must then be active: checked first)."""
+    when ``local.verification.sendEmail`` (the Email module must then be active: checked first). The
+    answer is ``{user}``, with the token pair of a new session when ``local.signInOnRegister`` is on and
+    verification is not required (an unverified user could not sign in anyway)."""
     settings = config()
     if not settings["registrationOpen"]:
         raise forbidden("Registration is closed")
@@ -106,7 +109,11 @@ def register(email: str, password: str) -> User:
             # The account exists either way; resend-verification sends the link once mail works.
             db.session.rollback()
             log.warning("verification mail for user %s not sent: %s", user.id, exc.message)
-    return user
+    answer: dict[str, Any] = {"user": user_dict(user)}
+    local = settings["local"]
+    if local["signInOnRegister"] and not local["verification"]["required"]:
+        answer.update(start_session(user.id, settings))
+    return answer
 
 
 # --- verification ------------------------------------------------------------------------------------

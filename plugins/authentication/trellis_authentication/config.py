@@ -72,6 +72,13 @@ class Verification(Schema):
 
 class LocalSettings(Schema):
     verification = fields.Nested(Verification, load_default=lambda: Verification().load({}))
+    signInOnRegister = JsonBoolean(
+        load_default=True,
+        metadata={
+            "description": "registering also signs in (the answer carries accessToken and refreshToken) "
+            "unless verification.required"
+        },
+    )
     forgotPasswordRedirectUri = _link(
         "page of your app that takes ?reset_token=; default {hostUrl}/authentication/reset"
     )
@@ -125,6 +132,9 @@ RESERVED_NAMES = frozenset(
         "verify-email",
         "verify-change-email",
         "teams",
+        "sessions",
+        "account",
+        "pages",
     }
 )
 

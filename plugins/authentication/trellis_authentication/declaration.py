@@ -8,11 +8,12 @@ from flask import Flask
 
 from trellis import ConsolePage, EventTopic, Module, OwnedSchema, connections
 
-from . import lifecycle_routes, oauth_routes, team_routes  # noqa: F401  (add their routes to blp)
+from . import lifecycle_routes, oauth_routes, self_service_routes, team_routes  # noqa: F401  (their routes join blp)
 from .cli import cli
 from .config import AuthenticationConfig
 from .delivery import create_templates_on_start
 from .hooks import UserTokens
+from .pages import pages
 from .routes import blp
 from .teams import TEAM_EVENTS
 from .users import user_id_of
@@ -48,7 +49,7 @@ module = Module(
     # Mail (verification, reset, magic link) and SMS codes go through these modules' service functions.
     requires=("email", "sms"),
     description="Users, sign-in by password, magic link, phone or external providers, two-factor, tokens, blocking",
-    blueprints=(blp,),
+    blueprints=(blp, pages),
     config_schema=AuthenticationConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("users", "Users", str(CONSOLE / "users.html")),),

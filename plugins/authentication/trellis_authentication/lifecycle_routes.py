@@ -12,7 +12,7 @@ from trellis.credentials import admin_required, require_user, user_required
 from trellis.errors import ErrorSchema
 from trellis.http import MessageSchema
 
-from . import account, phone, twofa
+from . import account, pages, phone, twofa
 from .routes import blp, tokens_or_challenge
 from .schemas import (
     AdminUserChangesSchema,
@@ -65,7 +65,10 @@ def resend_verification(body: dict[str, Any]):
 @blp.alt_response(302, description="Verified; to `local.verification.redirectUri`")
 @blp.alt_response(404, schema=ErrorSchema, description="Unknown, used or expired link")
 def verify_email(token: str):
-    """The link of the EmailVerification mail: the user's address is verified."""
+    """The link of the EmailVerification mail: the user's address is verified. A browser (`Accept:
+    text/html` first) gets a page saying so."""
+    if pages.wants_html():
+        return pages.verify_email_page(token)
     return message_or_redirect("Email address verified", account.verify_email(token))
 
 
@@ -125,7 +128,10 @@ def change_email(body: dict[str, Any]):
 @blp.alt_response(404, schema=ErrorSchema, description="Unknown, used or expired link")
 @blp.alt_response(409, schema=ErrorSchema, description="Another user took the address meanwhile")
 def verify_change_email(token: str):
-    """The link of the ChangeEmailVerification mail: the new address becomes the user's email."""
+    """The link of the ChangeEmailVerification mail: the new address becomes the user's email. A browser
+    (`Accept: text/html` first) gets a page saying so."""
+    if pages.wants_html():
+        return pages.verify_change_email_page(token)
     return message_or_redirect("Email address changed", account.verify_change_email(token))
 
 
@@ -151,7 +157,10 @@ def magic_link(body: dict[str, Any]):
 @blp.alt_response(403, schema=ErrorSchema, description="Magic links are not enabled, or the user is blocked")
 @blp.alt_response(404, schema=ErrorSchema, description="Unknown, used or expired link")
 def magic_link_sign_in(token: str):
-    """The link of the MagicLink mail: a signed-in session."""
+    """The link of the MagicLink mail: a signed-in session. A browser (`Accept: text/html` first) is sent
+    to the account page (or `magicLink.redirectUri`) with the answer in the URL fragment."""
+    if pages.wants_html():
+        return pages.magic_link_page(token)
     return tokens_or_challenge(*account.sign_in_with_magic_link(token))
 
 

@@ -54,6 +54,10 @@ class Session(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     renewed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Where the session was last used from (sign-in, then each renew): what its owner sees in the list of
+    # sessions (``GET /authentication/sessions``) to tell them apart.
+    ip: Mapped[str | None] = mapped_column(String(45), nullable=True)
+    user_agent: Mapped[str | None] = mapped_column(String(512), nullable=True)
 
     __table_args__ = (Index("ix_auth_sessions_refresh_hash", "refresh_hash", unique=True),)
 

@@ -48,8 +48,9 @@ def tokens_or_challenge(result: dict[str, Any], redirect_uri: str | None = None)
 @blp.alt_response(429, schema=ErrorSchema, description="Too many registrations from this address")
 def register(body: dict[str, Any]):
     """Register with email and password (the password rules are in the module config); sends the
-    EmailVerification mail unless `local.verification.sendEmail` is false."""
-    return {"user": user_dict(account.register(body["email"], body["password"]))}
+    EmailVerification mail unless `local.verification.sendEmail` is false. With `local.signInOnRegister`
+    (default) and no verification required, the answer also holds the token pair of a new session."""
+    return account.register(body["email"], body["password"])
 
 
 @blp.route("/authentication/local", methods=["POST"])
@@ -100,8 +101,9 @@ def me():
 @blp.arguments(UserListArgs, location="query")
 @blp.response(200, UserListSchema)
 def list_users(args: dict[str, Any]):
-    """Users, newest first; `search` matches part of the email, `isActive=false` lists blocked users."""
-    users, count = find_users(args["skip"], args["limit"], args.get("search"), args.get("isActive"))
+    """Users, newest first; `search` matches part of the email, `isActive=false` lists blocked users, `ids`
+    picks users by id."""
+    users, count = find_users(args["skip"], args["limit"], args.get("search"), args.get("isActive"), args.get("ids"))
     return {"users": [user_dict(u) for u in users], "count": count}
 
 

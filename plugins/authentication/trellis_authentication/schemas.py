@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from marshmallow import EXCLUDE, Schema, fields, post_dump, validate
+from webargs.fields import DelimitedList
 
 from trellis.fields import JsonBoolean
 from trellis.http import ListArgs, list_schema
@@ -70,10 +71,18 @@ class AuthUserSchema(Schema):
 
 class UserRegisteredSchema(Schema):
     user = fields.Nested(AuthUserSchema, required=True)
+    accessToken = fields.String(metadata={"description": "with local.signInOnRegister and no verification required"})
+    refreshToken = fields.String(metadata={"description": "with local.signInOnRegister and no verification required"})
+    userId = fields.String(metadata={"description": "with the tokens"})
 
 
 class UserListArgs(ListArgs):
     search = fields.String(validate=validate.Length(max=254), metadata={"description": "part of the email"})
+    ids = DelimitedList(
+        fields.String(validate=validate.Length(min=1, max=64)),
+        validate=validate.Length(max=100),
+        metadata={"description": "only these users, comma-separated (at most 100): what the console shows for ids"},
+    )
     isActive = fields.Boolean(metadata={"description": "false lists blocked users"})
 
 

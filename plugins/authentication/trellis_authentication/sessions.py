@@ -12,6 +12,7 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
+from flask import has_request_context, request
 from flask_jwt_extended import create_access_token
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
@@ -19,6 +20,7 @@ from sqlalchemy import delete as sql_delete
 from trellis import connections, db, reads
 from trellis.errors import forbidden, unauthorized
 from trellis.hooks import call as hooks
+from trellis.ratelimit import client_ip
 
 from .models import RotatedToken, Session, User
 from .tokens import digest
@@ -27,8 +29,21 @@ from .users import USER_COLUMNS, config, user_dict
 log = logging.getLogger(__name__)
 
 
+# Longer user agents are cut: the column is for telling sessions apart, not for forensics.
+USER_AGENT_MAX = 512
+
+
+def _note_client(session: Session) -> None:
+    """Where the session is used from: the client address (``client_ip``, proxies as configured) and user
+    agent of the request that signs in or renews, when there is one (the CLI has none)."""
+    if has_request_context():
+        session.ip = client_ip()
+        session.user_agent = (request.headers.get("User-Agent") or "")[:USER_AGENT_MAX] or None
+
+
 def _issue(user_id: str, session: Session, settings: dict[str, Any], now: datetime) -> dict[str, str]:
     """A fresh refresh token for ``session`` and an access token bound to it (the caller commits)."""
+    _note_client(session)
     refresh_token = secrets.token_urlsafe(32)
     session.refresh_hash = digest(refresh_token)
     session.expires_at = now + timedelta(days=settings["refreshTokenDays"])

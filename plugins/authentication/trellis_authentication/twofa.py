@@ -205,6 +205,18 @@ def authorize(two_fa_token: str, code: str) -> dict[str, str]:
     return start_session(user.id)
 
 
+def confirm_with_code(user_id: str, code: str) -> None:
+    """A fresh proof of the second factor for an action that needs one (deleting a password-less
+    account): a current authenticator code, accepted once, or a recovery code, used up. 401 otherwise.
+    Counted like every code (``limit_code_tries``); the caller commits with its action."""
+    user = get_user(user_id)
+    limit_code_tries(user_id, user_id)
+    if not (user.two_fa_method == AUTHENTICATOR and _totp_accepted(user, code) or _use_recovery_code(user_id, code)):
+        db.session.rollback()
+        raise unauthorized("Wrong code")
+    tokens.clear_code_tries(user_id)
+
+
 def disable(user_id: str, code: str | None) -> dict[str, Any]:
     """Switch two-factor off with a current code or a recovery code. Phone method without ``code``: an SMS
     code is sent first."""

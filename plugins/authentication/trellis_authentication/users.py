@@ -173,9 +173,11 @@ def public_users(user_ids: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def list_users(
-    skip: int, limit: int, search: str | None = None, is_active: bool | None = None
+    skip: int, limit: int, search: str | None = None, is_active: bool | None = None, ids: list[str] | None = None
 ) -> tuple[list[User], int]:
     query = select(User)
+    if ids is not None:
+        query = query.where(User.id.in_(ids))
     if search:
         query = query.where(User.email.contains(search.strip().lower(), autoescape=True))
     if is_active is not None:

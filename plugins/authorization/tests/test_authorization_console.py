@@ -11,7 +11,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from trellis.testing.browser import browser_page, page_problems
+from trellis.testing.browser import browser_page, watch_problems
 from trellis.testing.plugin import TEST_ADMIN, TEST_MASTER_KEY
 from trellis_authentication.testing import create_user_over_http
 
@@ -43,7 +43,7 @@ class Session:
 
 @pytest.fixture()
 def session(live_server: Any) -> Iterator[Session]:
-    with browser_page() as page, page_problems(page) as problems:
+    with browser_page() as page, watch_problems(page) as problems:
         page.set_default_timeout(TIMEOUT)
         page.on("dialog", lambda dialog: dialog.accept())  # removing a grant asks first
         yield Session(page, live_server.url)

@@ -16,7 +16,7 @@ import pytest
 import requests
 from playwright.sync_api import expect
 
-from trellis.testing.browser import browser_page, page_problems
+from trellis.testing.browser import browser_page, watch_problems
 from trellis.testing.plugin import TEST_ADMIN, TEST_MASTER_KEY
 
 pytestmark = [pytest.mark.browser, pytest.mark.live]
@@ -39,6 +39,7 @@ class Console:
     def __init__(self, page: Any, url: str) -> None:
         self.page = page
         self.url = url
+        self.problems: list[str] = []
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
         response = requests.request(
@@ -62,9 +63,10 @@ class Console:
 
 @pytest.fixture()
 def console(browser: Any, live_server: Any) -> Iterator[Console]:
-    with page_problems(browser) as problems:
-        yield Console(browser, live_server.url)
-    assert problems == []
+    console = Console(browser, live_server.url)
+    with watch_problems(browser) as console.problems:
+        yield console
+    assert console.problems == []
 
 
 def test_sign_in_configure_a_module_and_block_a_user(console: Console) -> None:

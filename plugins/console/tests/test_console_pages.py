@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 import pytest
 
 from trellis import ConsolePage, Module
+from trellis.http import PAGE_CSP as CSP
 from trellis.modules import ModuleError
-from trellis_console.views import CSP
 
 
 class Tags(HTMLParser):

@@ -18,7 +18,7 @@ from jinja2 import BaseLoader, ChoiceLoader, Environment, FileSystemLoader, Temp
 
 from trellis import ConsolePage, Module
 from trellis.errors import not_found
-from trellis.http import PageBlueprint
+from trellis.http import PageBlueprint, secure_page
 from trellis.modules import ModuleError
 
 MODULE = "console"
@@ -35,18 +35,6 @@ OWN_PAGES = (
 # Paths under /console that are not pages.
 RESERVED_SLUGS = frozenset({"login", "static", "scripts"})
 PAGE_TEMPLATE_PREFIX = "console/page/"
-
-# script-src 'self' and no 'unsafe-inline' anywhere: the only code that runs is the console's and the modules' .js files.
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
-SECURITY_HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cross-Origin-Opener-Policy": "same-origin",
-}
 
 
 def navigation(modules: Sequence[Module]) -> list[ConsolePage]:
@@ -152,12 +140,10 @@ def script(slug: str) -> Response:
 
 
 def _security_headers(response: Response) -> Response:
-    # On every /console response, including 404s for paths no console route matched.
+    # On every /console response, including 404s for paths no console route matched (the blueprint's
+    # own hook covers only the routes it has).
     if request.path == "/console" or request.path.startswith("/console/"):
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        if response.mimetype == "text/html":
-            response.headers["Cache-Control"] = "no-store"
+        secure_page(response)
     return response
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from trellis import Module
+from trellis import ConsolePage, Module
 
 from . import worker
 from .config import WebhooksConfigSchema
@@ -17,6 +17,9 @@ def _init_app(app: Flask) -> None:
     runtime_of(app)  # settings are checked at start-up, not on the first delivery
 
 
+# The files of the module's page in the admin console (see ConsolePage).
+CONSOLE = Path(__file__).parent / "console"
+
 module = Module(
     name="webhooks",
     blueprints=(blp,),
@@ -25,5 +28,6 @@ module = Module(
     settings=SETTINGS,
     init_app=_init_app,
     background=(worker.start,),
+    console_pages=(ConsolePage("webhooks", "Webhooks", str(CONSOLE / "webhooks.html"), str(CONSOLE / "webhooks.js")),),
     description="Signed, retried, logged deliveries of the modules' events to URLs that admins register",
 )

@@ -50,10 +50,10 @@ def browser_page(viewport: dict[str, int] | None = None) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def page_problems(page: Any) -> Iterator[list[str]]:
-    """The problems a page shows while the block runs: uncaught script errors and Content-Security-Policy
-    violations (a console page must have neither). The listeners are removed afterwards, so one browser
-    page can serve several tests."""
+def watch_problems(page: Any) -> Iterator[list[str]]:
+    """The problems a page shows while the block runs: uncaught script errors, and Content-Security-Policy
+    violations reported in its console. The list is live (a test may drop one it expects); the browser
+    tests assert it empty at the end, so a page that breaks or needs what its CSP forbids fails them."""
     problems: list[str] = []
 
     def on_error(error: Any) -> None:

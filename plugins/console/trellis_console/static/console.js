@@ -133,7 +133,11 @@ export function formatValue(value, format, labels) {
     case "json":
       return JSON.stringify(value);
     case "id": // long opaque ids: the start is enough to tell them apart (the cell's title has all of it)
+    case "user": // a user id until its email is known (resolveUsers)
       return String(value).length > 10 ? String(value).slice(0, 8) + "…" : String(value);
+    case "actor": // an audit entry's actor: the administrator's name, or how the change came
+      if (typeof value !== "object") return String(value);
+      return value.username ? `${value.username} (${value.type})` : value.type;
     case "keys":
       return Object.keys(value).join(", ");
     case "count":
@@ -258,6 +262,7 @@ export class List {
 
   render(count) {
     this.body.replaceChildren(...this.rows.map((row) => this.renderRow(row)));
+    resolveUsers(this.body);
     this.status.className = "list-status";
     this.status.textContent = count === 0 ? "Nothing here yet." : "";
     const first = count === 0 ? 0 : this.skip + 1;
@@ -280,8 +285,9 @@ export class List {
     for (const column of this.columns) {
       const value = getPath(row, column.key);
       const text = formatValue(value, column.format, column.labels);
-      const full = column.format === "id" && value ? String(value) : text;
-      tr.append(el("td", { title: full.length > 40 || full !== text ? full : null }, text));
+      const full = (column.format === "id" || column.format === "user") && value ? String(value) : text;
+      const userId = column.format === "user" && value ? String(value) : null;
+      tr.append(el("td", { title: full.length > 40 || full !== text ? full : null, "data-user-id": userId }, text));
     }
     if (this.actionsTemplate) {
       const cell = el("td", { class: "actions" });
@@ -297,6 +303,27 @@ export class List {
       tr.append(cell);
     }
     return tr;
+  }
+}
+
+// ---- users by email ----------------------------------------------------------------------------------
+
+const userEmails = new Map(); // user id → email (or phone number), for this page's life
+
+/** Show the user of every `[data-user-id]` cell under `root` by email instead of id: one call for the ids
+ * not seen yet (`GET /authentication/users?ids=`). Without the Authentication module the ids stay. */
+export async function resolveUsers(root) {
+  const cells = [...root.querySelectorAll("[data-user-id]")];
+  const unknown = [...new Set(cells.map((cell) => cell.dataset.userId))].filter((id) => !userEmails.has(id));
+  for (let start = 0; start < unknown.length; start += 100) {
+    const ids = unknown.slice(start, start + 100);
+    const result = await api("GET", `/authentication/users?limit=100&ids=${ids.map(encodeURIComponent).join(",")}`);
+    if (!result.ok) return;
+    for (const user of result.data.users) userEmails.set(user._id, user.email || user.phoneNumber || user._id);
+  }
+  for (const cell of cells) {
+    const email = userEmails.get(cell.dataset.userId);
+    if (email) cell.textContent = email;
   }
 }
 

@@ -191,6 +191,23 @@ actions.documents = (schema) => showDocuments(schema);
 actions.editSchema = (schema) => openEditor("edit", schema);
 actions.extendSchema = (schema) => openEditor("extend", schema);
 
+const CRUD = ["create", "read", "update", "delete"]; // in the order the schema editor shows them
+
+/** What a schema's CMS routes serve, by its CRUD options: "off", or the operations that are on, and those of
+ * them open to anonymous callers (no user token needed). Schemas of other modules have no CMS routes. */
+function cmsState(schema, own) {
+  if (!own) return { cmsStatus: `managed by ${schema.ownerModule}`, anonymous: "" };
+  const cms = (schema.modelOptions.conduit || {}).cms || {};
+  if (!cms.enabled) return { cmsStatus: "off", anonymous: "" };
+  const rules = cms.crudOperations || {};
+  const operations = CRUD.map((name) => [name, rules[name]]).filter(([, rule]) => rule && rule.enabled);
+  const open = operations.filter(([, rule]) => !rule.authenticated).map(([name]) => name);
+  return {
+    cmsStatus: operations.length ? operations.map(([name]) => name).join(", ") : "on, every operation off",
+    anonymous: open.length ? `⚠ ${open.join(", ")}` : "",
+  };
+}
+
 onReady(async () => {
   await loadDefinitions();
   const schemas = lists.get("schemas");
@@ -199,6 +216,7 @@ onReady(async () => {
     const permissions = (schema.modelOptions.conduit || {}).permissions || {};
     return {
       ...schema,
+      ...cmsState(schema, own),
       allFields: effectiveFields(schema),
       hasDocuments: own,
       editable: own,
@@ -206,6 +224,13 @@ onReady(async () => {
     };
   });
   schemas.root.addEventListener("loaded", () => {
+    const open = schemas.rows.filter((schema) => schema.anonymous).map((schema) => schema.name);
+    const warning = document.getElementById("open-schemas");
+    warning.textContent = open.length
+      ? `Anyone, signed in or not, can use these schemas' routes where ⚠ shows: ${open.join(", ")}. ` +
+        "Edit a schema and tick \"Needs a user token\" for each operation that should not be public."
+      : "";
+    warning.hidden = !open.length;
     document.getElementById("schema-names").replaceChildren(...schemas.rows.map((schema) => el("option", { value: schema.name })));
   });
   const documents = lists.get("documents");

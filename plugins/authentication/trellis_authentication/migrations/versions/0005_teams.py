@@ -1,7 +1,7 @@
 """authentication: teams, their members and invites
 
-Revision ID: authentication_0004
-Revises: authentication_0003
+Revision ID: authentication_0005
+Revises: authentication_0004
 Create Date: 2026-11-26
 """
 import sqlalchemy as sa
@@ -9,8 +9,8 @@ from alembic import op
 
 import trellis.db
 
-revision = "authentication_0004"
-down_revision = "authentication_0003"
+revision = "authentication_0005"
+down_revision = "authentication_0004"
 branch_labels = None
 depends_on = None
 

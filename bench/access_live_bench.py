@@ -23,7 +23,6 @@ import multiprocessing
 import os
 import platform
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -32,7 +31,16 @@ import requests
 import socketio
 
 from bench.common import MASTER_KEY, ROOT, Server, bench_server, serve
-from bench.live_bench import BUCKETS, NAMESPACE, REDIS_URL, TARGET_P99_MS, Tally, _until_received, percentile
+from bench.live_bench import (
+    BUCKETS,
+    NAMESPACE,
+    REDIS_URL,
+    TARGET_P99_MS,
+    Tally,
+    _until_received,
+    percentile,
+    write_at_rate,
+)
 
 RESULTS = ROOT / "bench" / "results" / "access_live.md"
 PASSWORD = "correct-horse-battery-staple"
@@ -80,7 +88,7 @@ def subscriber_process(urls: list[str], plan: list[tuple[int, dict[str, str], An
 
     async def main() -> None:
         tally = Tally()
-        gate = asyncio.Semaphore(20)
+        gate = asyncio.Semaphore(4)  # subscribes in flight: the machine's PostgreSQL connections are shared
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
 
             async def one(n: int, auth: dict[str, str], where: Any) -> Any:
@@ -95,33 +103,6 @@ def subscriber_process(urls: list[str], plan: list[tuple[int, dict[str, str], An
             await asyncio.gather(*(client.disconnect() for client in clients))
 
     asyncio.run(main())
-
-
-async def write_at_rate(
-    servers: list[Server], schema: str, rate: int, seconds: float, viewers: list[list[str]], tally: Tally
-) -> None:
-    gate = asyncio.Semaphore(16)
-    async with aiohttp.ClientSession(headers=ADMIN) as http:
-
-        async def one(seq: int) -> None:
-            async with gate:
-                body = {"seq": seq, "bucket": seq % BUCKETS, "viewers": viewers[seq % BUCKETS]}
-                tally.sent_at[seq] = time.perf_counter()
-                async with http.post(f"{servers[seq % len(servers)].url}/database/{schema}", json=body) as response:
-                    if response.status != 201:
-                        tally.failed_writes[response.status] = tally.failed_writes.get(response.status, 0) + 1
-                        del tally.sent_at[seq]
-                        return
-                tally.answered_at[seq] = time.perf_counter()
-
-        started = time.perf_counter()
-        tasks = []
-        for seq in range(int(rate * seconds)):
-            delay = started + seq / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(one(seq)))
-        await asyncio.gather(*tasks)
 
 
 async def one_round(
@@ -149,7 +130,14 @@ async def one_round(
         assert await loop.run_in_executor(None, pipe.recv) == "ready"
     tally = Tally()
     load = os.getloadavg()[0]
-    await write_at_rate(servers, schema, args.rate, args.seconds, viewers, tally)
+    await write_at_rate(
+        servers,
+        schema,
+        args.rate,
+        args.seconds,
+        tally,
+        lambda seq: {"seq": seq, "bucket": seq % BUCKETS, "viewers": viewers[seq % BUCKETS]},
+    )
     expected = {(n, seq) for seq in tally.sent_at for n in range(count) if n % BUCKETS == seq % BUCKETS}
     for _, pipe, mine in children:
         pipe.send({pair for pair in expected if pair[0] in mine})

@@ -58,23 +58,18 @@ class Access(Api):
         response = self.http.delete(f"{self.url}/database/{schema}/{doc_id}", headers=who.headers, timeout=WAIT)
         assert response.status_code == 200, response.text
 
-    def share(self, schema: str, doc_id: str, subject: str, who: UserAccount, relation: str = "reader") -> None:
-        response = self.http.post(
+    def share(self, schema: str, doc_id: str, subject: str, who: UserAccount, revoke: bool = False) -> None:
+        """Grant ``subject`` reader on the document as ``who`` (``revoke``: take it back)."""
+        grant = {"subject": subject, "relation": "reader"}
+        response = self.http.request(
+            "DELETE" if revoke else "POST",
             f"{self.url}/database/{schema}/{doc_id}/grants",
-            json={"subject": subject, "relation": relation},
+            params=grant if revoke else None,
+            json=None if revoke else grant,
             headers=who.headers,
             timeout=WAIT,
         )
-        assert response.status_code == 201, response.text
-
-    def unshare(self, schema: str, doc_id: str, subject: str, who: UserAccount, relation: str = "reader") -> None:
-        response = self.http.delete(
-            f"{self.url}/database/{schema}/{doc_id}/grants",
-            params={"subject": subject, "relation": relation},
-            headers=who.headers,
-            timeout=WAIT,
-        )
-        assert response.status_code == 200, response.text
+        assert response.status_code == (200 if revoke else 201), response.text
 
     def teams(self, method: str, path: str, who: UserAccount, expect: int, **kwargs: Any) -> Any:
         response = self.http.request(
@@ -122,7 +117,7 @@ def test_grant_and_revoke_send_enter_and_leave_and_nothing_leaks(server, watcher
     assert events_of(owner, 1) == [("update", edited)]
     assert events_of(admin, 1) == [("update", edited)]
 
-    api.unshare(name, note["_id"], f"User:{bob.id}", alice)
+    api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
     assert events_of(reader, 1) == [("leave", {"_id": note["_id"]})]
     api.update(name, note["_id"], {"secret": "s3"}, alice)  # no longer bob's to see
     assert events_of(owner, 1)[0][0] == "update"
@@ -231,7 +226,7 @@ def test_server_sent_events_show_only_readable_documents(server, watchers):
         admin.take(3)
         api.share(name, shown["_id"], f"User:{bob.id}", alice)
         bob_socket.next()
-        api.unshare(name, shown["_id"], f"User:{bob.id}", alice)
+        api.share(name, shown["_id"], f"User:{bob.id}", alice, revoke=True)
         bob_socket.next()
         mine = api.create(name, {"title": "bob's"}, headers=bob.headers)
         admin.next()
@@ -270,7 +265,7 @@ def test_a_revoke_on_one_process_is_in_force_on_the_other(live_server_factory, r
     assert events_of(watcher, 1) == [("enter", note)]
     assert api_two.http.get(f"{two.url}/database/{name}/{note['_id']}", headers=bob.headers, timeout=WAIT).ok
 
-    api_one.unshare(name, note["_id"], f"User:{bob.id}", alice)
+    api_one.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
     response = api_two.http.get(f"{two.url}/database/{name}/{note['_id']}", headers=bob.headers, timeout=WAIT)
     assert response.status_code == 404  # the very next request on the other process
     listed = api_two.http.get(f"{two.url}/database/{name}", headers=bob.headers, timeout=WAIT).json()

@@ -24,6 +24,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -82,7 +83,16 @@ async def connect(url: str, subscriber: int, schema: str, tally: Tally, http: ai
     return client
 
 
-async def write_at_rate(servers: list[Server], schema: str, rate: int, seconds: float, tally: Tally) -> float:
+async def write_at_rate(
+    servers: list[Server],
+    schema: str,
+    rate: int,
+    seconds: float,
+    tally: Tally,
+    body: Callable[[int], dict[str, Any]] = lambda seq: {"seq": seq, "bucket": seq % BUCKETS},
+) -> float:
+    """Create ``rate`` documents a second (``body(seq)``) for ``seconds``, as the masterkey, never waiting
+    for an answer before the next send."""
     total = int(rate * seconds)
     gate = asyncio.Semaphore(16)  # writes in flight: PostgreSQL's 100 connections are shared by the machine
     async with aiohttp.ClientSession(headers={"masterkey": "bench-master-key"}) as http:
@@ -91,7 +101,7 @@ async def write_at_rate(servers: list[Server], schema: str, rate: int, seconds: 
             async with gate:
                 url = f"{servers[seq % len(servers)].url}/database/{schema}"
                 tally.sent_at[seq] = time.perf_counter()
-                async with http.post(url, json={"seq": seq, "bucket": seq % BUCKETS}) as response:
+                async with http.post(url, json=body(seq)) as response:
                     if response.status != 201:  # not committed: no change is expected for it
                         tally.failed_writes[response.status] = tally.failed_writes.get(response.status, 0) + 1
                         del tally.sent_at[seq]

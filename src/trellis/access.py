@@ -101,10 +101,57 @@ class Acting:
         return f"User:{self.user_id}" if self.user_id is not None else None
 
 
+@dataclass(frozen=True)
+class Probe:
+    """One document whose audience a live subscription needs (see :meth:`AccessControl.audiences`).
+
+    ``document``: the document (with ``_id``) as it was or is: its Relation fields name the users, teams
+    and related documents that field-backed relations and inheritance read. ``plus``/``minus``: tuples
+    ``(resource, subject, relation)`` (``resource`` is ``<Schema>:<id>``, the document's own or a related
+    one) counted although no longer stored (a revoke, a deleted document's grants), or left out although
+    stored (before a grant).
+    """
+
+    document: Mapping[str, Any]
+    plus: tuple[tuple[str, str, str], ...] = ()
+    minus: tuple[tuple[str, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who holds a permission on one document, in the terms of the predicate's three parameters: the
+    tuples' subjects (matched against ``Acting.subjects``), the users and the teams its fields name
+    (matched against the acting user and ``Acting.team_ids``). Deciding for one more subscriber is a set
+    intersection in memory, never a query."""
+
+    subjects: frozenset[str] = frozenset()
+    users: frozenset[str] = frozenset()
+    teams: frozenset[str] = frozenset()
+
+    def admits(self, acting: Acting) -> bool:
+        """Exactly what the predicate answers for ``acting`` (admins: always)."""
+        if acting.admin and acting.scope is None:
+            return True
+        if not self.subjects.isdisjoint(acting.subjects):
+            return True
+        if acting.user_id is not None and acting.scope is None and acting.user_id in self.users:
+            return True
+        return not self.teams.isdisjoint(acting.team_ids)
+
+    def __or__(self, other: Audience) -> Audience:
+        return Audience(self.subjects | other.subjects, self.users | other.users, self.teams | other.teams)
+
+
 class AccessControl(Protocol):
     """What the Authorization module offers the Database module (see ``trellis_authorization.control``)."""
 
     def acting(self, identity: Any, scope: str | None) -> Acting: ...
+
+    def viewer(self, identity: Any) -> Acting: ...
+
+    def audiences(
+        self, resource: ResourceTable, probes: list[Probe], connection: sa.Connection, permission: str = "read"
+    ) -> list[Audience]: ...
 
     def version(self, resource: str) -> Any: ...
 
@@ -118,7 +165,7 @@ class AccessControl(Protocol):
 
     def created(self, resource: str, doc_ids: list[str], acting: Acting) -> None: ...
 
-    def deleted(self, resource: str, doc_ids: list[str]) -> None: ...
+    def deleted(self, resource: str, doc_ids: list[str]) -> dict[str, list[list[str]]]: ...
 
     def renamed(self, old: str, new: str) -> None: ...
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from trellis.access import Acting, ResourceTable
+from trellis.access import Acting, Audience, Probe, ResourceTable
 from trellis.errors import forbidden, not_found
 from trellis.hooks import hookimpl
 
-from . import decisions, definitions, subjects, tuples
+from . import audience, decisions, definitions, subjects, tuples
 from .predicate import condition
 
 
@@ -21,6 +21,16 @@ class Control:
 
     def acting(self, identity: Any, scope: str | None) -> Acting:
         return subjects.acting(identity, scope)
+
+    def viewer(self, identity: Any) -> Acting:
+        """Who a live subscriber acts as, read now: never the per-request memo, since a subscription
+        outlives requests and is read again when its user's teams change."""
+        return subjects.read_acting(identity, None)
+
+    def audiences(
+        self, resource: ResourceTable, probes: list[Probe], connection: sa.Connection, permission: str = "read"
+    ) -> list[Audience]:
+        return audience.audiences(resource, probes, connection, permission)
 
     def version(self, resource: str) -> Any:
         """Changes whenever a definition changes: part of the key of statements built with a predicate."""
@@ -51,9 +61,10 @@ class Control:
         if owner is not None and doc_ids:
             tuples.created(resource, doc_ids, owner)
 
-    def deleted(self, resource: str, doc_ids: list[str]) -> None:
-        if doc_ids:
-            tuples.forget_resources(resource, doc_ids)
+    def deleted(self, resource: str, doc_ids: list[str]) -> dict[str, list[list[str]]]:
+        """Remove the deleted documents' tuples; returns them (``{id: [[subject, relation], …]}``) so the
+        deletion's event can say who could read the documents (live subscribers get ``delete``)."""
+        return tuples.forget_resources(resource, doc_ids) if doc_ids else {}
 
     def renamed(self, old: str, new: str) -> None:
         tuples.rename_type(old, new)

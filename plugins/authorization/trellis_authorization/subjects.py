@@ -58,11 +58,11 @@ def acting(identity: Any, scope: str | None = None) -> Acting:
     memo = request.environ.setdefault("trellis", {}).setdefault("acting", {}) if has_request_context() else {}
     key = (identity.kind if identity is not None else None, identity.id if identity is not None else None, scope)
     if key not in memo:
-        memo[key] = _acting(identity, scope)
+        memo[key] = read_acting(identity, scope)
     return memo[key]
 
 
-def _acting(identity: Any, scope: str | None) -> Acting:
+def read_acting(identity: Any, scope: str | None) -> Acting:
     if scope is not None:
         kind, team_id = parse(scope, "scope")
         if kind != "Team":

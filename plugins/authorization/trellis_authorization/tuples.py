@@ -187,19 +187,35 @@ def held(resource_type: str, doc_id: str, subject_list: list[str]) -> list[tuple
     return [(subject, relation) for subject, relation in rows]
 
 
-def forget_resources(resource_type: str, doc_ids: list[str]) -> None:
-    """Documents were deleted: their tuples go in the same transaction."""
+def forget_resources(resource_type: str, doc_ids: list[str]) -> dict[str, list[list[str]]]:
+    """Documents were deleted: their tuples go in the same transaction. Returns them by document
+    (``[[subject, relation], …]``): the deletion's event carries them to live subscribers."""
+    removed: dict[str, list[list[str]]] = {}
     for start in range(0, len(doc_ids), 500):
-        db.session.execute(
-            sa.delete(_table).where(
-                _table.c.resource_type == resource_type, _table.c.resource_id.in_(doc_ids[start : start + 500])
-            )
+        rows = db.session.execute(
+            sa.delete(_table)
+            .where(_table.c.resource_type == resource_type, _table.c.resource_id.in_(doc_ids[start : start + 500]))
+            .returning(_table.c.resource_id, _table.c.subject, _table.c.relation)
         )
+        for doc_id, subject, relation in rows:
+            removed.setdefault(doc_id, []).append([subject, relation])
+    return removed
 
 
 def forget_subjects(subject_list: list[str]) -> None:
-    """Users or teams were deleted: the tuples naming them go in the same transaction."""
-    db.session.execute(sa.delete(_table).where(_table.c.subject.in_(subject_list)))
+    """Users or teams were deleted: the tuples naming them go in the same transaction, each with its
+    ``revoke`` event (live subscribers who read through a deleted team get ``leave``)."""
+    rows = db.session.execute(
+        sa.delete(_table)
+        .where(_table.c.subject.in_(subject_list))
+        .returning(_table.c.resource_type, _table.c.resource_id, _table.c.subject, _table.c.relation)
+    ).all()
+    by_type: dict[str, list[dict | str]] = {}
+    for resource_type, doc_id, subject, relation in sorted(rows):
+        payload = {"subject": subject, "relation": relation, "resource": f"{resource_type}:{doc_id}"}
+        by_type.setdefault(resource_type, []).append(payload)
+    for resource_type, payloads in by_type.items():
+        events.record_many(f"{family(resource_type)}.revoke", payloads)
 
 
 def forget_type(resource_type: str) -> None:

@@ -190,6 +190,9 @@ def created(schema: CompiledSchema, acting_as: Acting | None, doc_ids: list[str]
         control().created(schema.name, doc_ids, acting_as)
 
 
-def deleted(schema: CompiledSchema, doc_ids: list[str]) -> None:
+def deleted(schema: CompiledSchema, doc_ids: list[str]) -> dict[str, list[list[str]]]:
+    """Remove the deleted documents' tuples; returns them by id (for the deletion's event, see
+    ``documents._event_payloads``)."""
     if opted_in(schema) and doc_ids:
-        control().deleted(schema.name, doc_ids)
+        return control().deleted(schema.name, doc_ids)
+    return {}

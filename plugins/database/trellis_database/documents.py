@@ -56,28 +56,40 @@ def _record(
     schema: CompiledSchema,
     docs: list[dict[str, Any]] | list[str],
     previous: list[dict[str, Any]] | None = None,
+    grants: dict[str, list[list[str]]] | None = None,
 ) -> None:
     """Every document write passes here, inside its transaction, once its statement has run.
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
-    for a delete); ``previous`` the documents as they were (updates and deletes). The change is recorded
-    in the event log (``database.<Schema>.<kind>``) in the same transaction; that event is also what
-    tells cached list counts the schema changed (see :mod:`.counts`).
+    for a delete); ``previous`` the documents as they were (updates and deletes); ``grants`` the tuples
+    a deletion removed (under access control), by id. The change is recorded in the event log
+    (``database.<Schema>.<kind>``) in the same transaction; that event is also what tells cached list
+    counts the schema changed (see :mod:`.counts`).
     """
-    events.record_many(f"{counts.family(schema.name)}.{kind}", _event_payloads(kind, docs, previous))
+    events.record_many(f"{counts.family(schema.name)}.{kind}", _event_payloads(kind, docs, previous, grants))
 
 
 def _event_payloads(
-    kind: str, docs: list[dict[str, Any]] | list[str], previous: list[dict[str, Any]] | None
+    kind: str,
+    docs: list[dict[str, Any]] | list[str],
+    previous: list[dict[str, Any]] | None,
+    grants: dict[str, list[list[str]]] | None = None,
 ) -> list[str]:
-    """``{"document": <after>, "previous": <before>}`` as JSON text; a deleted document is ``{"_id"}``."""
+    """``{"document": <after>, "previous": <before>}`` as JSON text; a deleted document is ``{"_id"}``,
+    and a deleted document under access control also carries ``"grants": [[subject, relation], …]``,
+    the tuples removed with it: the only trace left of who could read it, which live subscriptions need
+    to send its ``delete`` to those readers only."""
     if kind == "delete":
         docs = [{"_id": doc_id} for doc_id in docs]
     if previous is None:
         return ['{"document":' + serialise(doc) + "}" for doc in docs]
+    tail = [
+        ',"grants":' + serialise(grants.get(doc["_id"], [])) + "}" if grants else "}"
+        for doc in docs  # type: ignore[union-attr]
+    ]
     return [
-        '{"document":' + serialise(doc) + ',"previous":' + serialise(before) + "}"
-        for doc, before in zip(docs, previous, strict=True)
+        '{"document":' + serialise(doc) + ',"previous":' + serialise(before) + end
+        for doc, before, end in zip(docs, previous, tail, strict=True)
     ]
 
 
@@ -626,8 +638,8 @@ def delete(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) ->
     )
     if not rows:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
-    document_access.deleted(schema, [doc_id])
-    _record("delete", schema, [doc_id], [to_document(schema, rows[0])])
+    grants = document_access.deleted(schema, [doc_id])
+    _record("delete", schema, [doc_id], [to_document(schema, rows[0])], grants)
 
 
 def delete_matching(schema: CompiledSchema, where: Any, acting: Acting | None = None) -> int:
@@ -638,9 +650,9 @@ def delete_matching(schema: CompiledSchema, where: Any, acting: Acting | None = 
     if condition is not None:
         statement = statement.where(condition)
     rows = _in_transaction(statement, None if acting is None else acting.parameters()).all()
-    document_access.deleted(schema, [row[0] for row in rows])
+    grants = document_access.deleted(schema, [row[0] for row in rows])
     if rows:
-        _record("delete", schema, [row[0] for row in rows], [to_document(schema, row) for row in rows])
+        _record("delete", schema, [row[0] for row in rows], [to_document(schema, row) for row in rows], grants)
     return len(rows)
 
 

@@ -1,18 +1,22 @@
 """Live subscriptions to documents: what a Socket.IO subscription and an SSE stream share.
 
-Each process keeps its own subscriptions in a :class:`LiveHub` and receives every ``database.*.*`` event
-of the log (``trellis.events``: numbered, in order, across processes). Per event the hub evaluates each
-distinct filter once (``Compiler.predicate``, the list's own conditions) on the document before and
-after, and sends ``create``/``update``/``delete``, or ``enter``/``leave`` when an update makes a
-document start or stop matching.
+Each process keeps its own subscriptions in a :class:`LiveHub` and receives every ``database.*.*``,
+``authorization.*.*`` and ``authentication.team.*`` event of the log (``trellis.events``: numbered, in
+order, across processes). Per event the hub evaluates each distinct filter once (``Compiler.predicate``,
+the list's own conditions) on the document before and after, and sends ``create``/``update``/``delete``,
+or ``enter``/``leave`` when an update makes a document start or stop matching. Under access control a
+subscriber also sees only what it may read, and grants, revokes and team changes send ``enter``/``leave``
+(see :mod:`.live_access`: one query per event, never one per subscriber).
 
 A subscription with ``since`` replays first: the events after it are read from the log a page at a
 time (:meth:`LiveHub.replay`, a generator, so a stream reads the next page only when its client has taken
 the last one), and live events meanwhile are left to those reads. Once a read comes back short, live
 events are held, the log is read once more (what was left to the reads while the last one ran), then
 the held ones whose id is higher than the last replayed go out (no gap, no duplicate at the seam), then
-live ones. A replayed event is turned into a change exactly as a live one. Nothing here holds a database
-connection between events.
+live ones. A replayed event is turned into a change exactly as a live one, with the document's readers
+as they are when it is replayed (the replay reads the schema's own events: a grant or a team change
+made while the client was away shows in the documents' next events, not as a replayed ``enter``).
+Nothing here holds a database connection between events.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from typing import Any
 from flask import Flask, current_app
 
 from trellis import connections, events
+from trellis.access import Acting
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, not_found
 
+from . import live_access
 from .access import allowed
+from .live_access import Sides
 from .query import Compiler, parse_where
 from .registry import snapshot_having
 
@@ -67,6 +74,8 @@ class Subscription:
     last: int = 0  # the highest eventId passed (sent or filtered out): nothing at or below it again
     pending: list[events.Event] | None = field(default_factory=list)  # live events held until it goes live
     replaying: bool = False  # reading the log after ``since``: live events are left to those reads
+    viewer: Acting | None = None  # who it reads as (None: everything, an administrator)
+    former: frozenset[str] = frozenset()  # subjects lost with deleted teams: held before their revokes
 
     def __post_init__(self) -> None:
         self.replaying = self.since is not None
@@ -146,7 +155,7 @@ class LiveHub:
         self._listen_lock = threading.Lock()
         self._by_schema: dict[str, dict[str, Subscription]] = {}
         self._by_owner: dict[str, dict[str, Subscription]] = {}
-        self._stop_listening: Callable[[], None] | None = None
+        self._stop_listening: list[Callable[[], None]] | None = None
 
     def _listen(self) -> None:
         if self._stop_listening is None:
@@ -154,7 +163,10 @@ class LiveHub:
             with self._listen_lock:
                 if self._stop_listening is None:
                     with self._app.app_context():
-                        self._stop_listening = events.subscribe("database.*.*", self.on_event)
+                        self._stop_listening = [
+                            events.subscribe(pattern, self.on_event)
+                            for pattern in ("database.*.*", live_access.GRANT_EVENTS, live_access.TEAM_EVENTS)
+                        ]
 
     # users
 
@@ -204,10 +216,8 @@ class LiveHub:
         while self._active(subscription):
             with self._app.app_context():  # a stream reads its pages after its request has ended
                 page = events.read(subscription.last, family=family, limit=REPLAY_PAGE)
-            for event in page:
-                change = self._change(subscription, event, {})
-                if change is not None:
-                    yield change
+                changes = [change for event in page for change in self._changes(subscription, event, {})]
+            yield from changes
             if len(page) == REPLAY_PAGE:
                 continue
             if holding:
@@ -249,44 +259,80 @@ class LiveHub:
     # events
 
     def on_event(self, event: events.Event) -> None:
-        """A consumer of the log (its receiver thread): one event, to every matching subscription."""
-        _, schema_name, _kind = event.topic.split(".", 2)
+        """A consumer of the log (its receiver thread): one event, to every subscription it may concern."""
+        module, family_name, _kind = event.topic.split(".", 2)
         with self._lock:
-            subscriptions = list(self._by_schema.get(schema_name, {}).values())
-            cache: dict[str, Any] = {}  # filter key → the change it makes (one evaluation per distinct filter)
+            if module == "database":
+                subscriptions = list(self._by_schema.get(family_name, {}).values())
+            else:  # grants and team changes concern subscribers under access control only
+                users = set(live_access.affected_users(event)) if module == "authentication" else None
+                subscriptions = [
+                    sub
+                    for subs in self._by_schema.values()
+                    for sub in subs.values()
+                    if sub.viewer is not None and (users is None or sub.user_id in users)
+                ]
+            cache: dict[Any, Any] = {}  # what this one event is, computed once per schema, filter, user
             for subscription in subscriptions:
                 if subscription.replaying:
+                    if module == "authentication":  # not in the replayed family: keep its viewer current
+                        self._membership(subscription, event, cache, send=False)
                     continue  # the replay reads it from the log
                 if subscription.pending is not None:
                     subscription.pending.append(event)
                 else:
                     self._pass(subscription, event, cache)
 
-    def _pass(self, subscription: Subscription, event: events.Event, cache: dict[str, Any]) -> None:
-        change = self._change(subscription, event, cache)
-        if change is not None:
+    def _pass(self, subscription: Subscription, event: events.Event, cache: dict[Any, Any]) -> None:
+        for change in self._changes(subscription, event, cache):
             self._send(subscription, change)
 
-    def _change(self, subscription: Subscription, event: events.Event, cache: dict[str, Any]) -> dict[str, Any] | None:
-        """What ``event`` is for the subscription (None: nothing, or already passed). ``cache``: the kinds
-        this one event makes for the filters met so far (one evaluation per distinct filter and event)."""
+    def _changes(self, subscription: Subscription, event: events.Event, cache: dict[Any, Any]) -> list[dict[str, Any]]:
+        """What ``event`` is for the subscription (empty: nothing, or already passed). ``cache``: what this
+        one event is for the schemas, filters and users met so far (see :mod:`.live_access`)."""
         if event.id <= subscription.last:
-            return None  # replayed already, or a duplicate
+            return []  # replayed already, or a duplicate
         subscription.last = event.id
-        key = subscription.filter_key
+        if event.topic.startswith("authentication."):
+            return self._membership(subscription, event, cache)
+        restricted = subscription.viewer is not None
+        key = ("sides", subscription.schema, restricted)
         if key not in cache:
-            cache[key] = _change_kind(event, subscription.predicate)
-        kind = cache[key]
-        if kind is None or kind not in subscription.kinds:
-            return None
-        return {
-            "subscriptionId": subscription.id,
-            "eventId": event.id,
-            "event": kind,
-            "schema": subscription.schema,
-            "document": event.payload.get("document"),
-            "at": event.created_at,
-        }
+            cache[key] = live_access.sides(event, subscription.schema, restricted)
+        changes = []
+        for side in cache[key]:
+            found = _kind(subscription, side, cache)
+            if found is not None and found[0] in subscription.kinds:
+                changes.append(_change(subscription, event, *found))
+        return changes
+
+    def _membership(
+        self, subscription: Subscription, event: events.Event, cache: dict[Any, Any], send: bool = True
+    ) -> list[dict[str, Any]]:
+        """A team change of the subscription's user: read its viewer again; ``enter``/``leave`` for the
+        documents it changed (one query, skipped when the subjects are the same)."""
+        old = subscription.viewer
+        if old is None or subscription.user_id is None:
+            return []
+        key = ("viewer", subscription.user_id)
+        if key not in cache:
+            cache[key] = live_access.user_viewer(subscription.user_id)
+        new = cache[key]
+        if new is None or (set(new.subjects), set(new.team_ids)) == (set(old.subjects), set(old.team_ids)):
+            return []
+        subscription.viewer = new
+        if event.topic.endswith(".delete"):
+            subscription.former |= frozenset(old.subjects) - frozenset(new.subjects)
+        if not send:
+            return []
+        changes = []
+        for entered, document in live_access.membership_changes(subscription.schema, old, new):
+            kind = "enter" if entered else "leave"
+            if kind in subscription.kinds and (
+                subscription.predicate is None or _matches(subscription.predicate, document)
+            ):
+                changes.append(_change(subscription, event, kind, document if entered else {"_id": document["_id"]}))
+        return changes
 
     @staticmethod
     def _send(subscription: Subscription, change: dict[str, Any]) -> None:
@@ -296,23 +342,54 @@ class LiveHub:
             log.exception("live subscription %s: sending event %d failed", subscription.id, change["eventId"])
 
 
-def _change_kind(event: events.Event, predicate: Callable[[dict[str, Any]], bool] | None) -> str | None:
-    """What a change is for a filter: its kind, ``enter``/``leave``, or None (not about it)."""
-    kind = event.topic.rsplit(".", 1)[1]
-    if predicate is None:
-        return kind
-    payload = event.payload
-    document, previous = payload.get("document"), payload.get("previous")
-    if kind == "create":
-        return kind if _matches(predicate, document) else None
-    if kind == "delete":
-        return kind if previous is None or _matches(predicate, previous) else None
-    before, after = previous is not None and _matches(predicate, previous), _matches(predicate, document)
+def _change(subscription: Subscription, event: events.Event, kind: str, document: Any) -> dict[str, Any]:
+    return {
+        "subscriptionId": subscription.id,
+        "eventId": event.id,
+        "event": kind,
+        "schema": subscription.schema,
+        "document": document,
+        "at": event.created_at,
+    }
+
+
+def _kind(subscription: Subscription, side: Sides, cache: dict[Any, Any]) -> tuple[str, Any] | None:
+    """``(kind, document)`` of one changed document for one subscription, or None (not for it): its
+    filter (evaluated once per distinct filter) and its access (a set intersection)."""
+    key = ("filter", subscription.filter_key, id(side))
+    if key not in cache:
+        cache[key] = _filter_sides(subscription.predicate, side)
+    seen_before, seen_after = cache[key]
+    viewer = subscription.viewer
+    readable_after = side.readers_after is None or viewer is None or side.readers_after.admits(viewer)
+    readable_before = (
+        side.readers_before is None
+        or viewer is None
+        or side.readers_before.admits(live_access.with_subjects(viewer, subscription.former))
+    )
+    before, after = seen_before and readable_before, seen_after and readable_after
+    if side.kind == "create":
+        return ("create", side.after) if after else None
+    if side.kind == "delete":
+        return ("delete", side.gone) if before else None
     if before and after:
-        return "update"
+        return ("update", side.after) if side.kind == "update" else None
     if after:
-        return "enter"
-    return "leave" if before else None
+        return "enter", side.after
+    if before:
+        return "leave", side.after if readable_after else side.gone
+    return None
+
+
+def _filter_sides(predicate: Callable[[dict[str, Any]], bool] | None, side: Sides) -> tuple[bool, bool]:
+    """Whether the filter matches the document before and after the change (a deleted document whose
+    previous state is unknown counts as matching)."""
+    if predicate is None:
+        return True, True
+    if side.kind == "delete":
+        return side.before is None or _matches(predicate, side.before), False
+    before = side.before is not None and _matches(predicate, side.before)
+    return before, side.after is not None and _matches(predicate, side.after)
 
 
 def _matches(predicate: Callable[[dict[str, Any]], bool], document: Any) -> bool:

@@ -3,7 +3,8 @@
 The list's credentials and filters (``field[$op]=v`` …), ``since`` or the ``Last-Event-ID`` header (the
 header wins: an ``EventSource`` opened with ``?since=N`` keeps that URL, and its reconnects carry the last
 id it received); the stream carries ``id: <eventId>``, ``event: <create|update|delete|enter|leave>``,
-``data: <document>``, and a comment line every ``TRELLIS_SSE_HEARTBEAT_SECONDS`` (15) so proxies keep it
+``data: <document>`` (under access control only the documents the caller may read, as the list), and a
+comment line every ``TRELLIS_SSE_HEARTBEAT_SECONDS`` (15) so proxies keep it
 open and a gone client is noticed.
 
 The replay is read a page at a time as the client takes it. Live changes then wait in the stream's
@@ -30,6 +31,7 @@ from trellis.settings import COUNT, SECONDS, Setting
 
 from .access import authorize
 from .live import Subscription, check_replayable, compile_filter, hub, parse_kinds, parse_since
+from .live_access import viewer
 from .query import parse_filters
 from .registry import snapshot_having
 
@@ -105,6 +107,7 @@ def stream_changes(schemaName: str) -> Response:
         owner="",
         user_id=user_id,
         since=since,
+        viewer=viewer(identity),
     )
     subscription.owner = f"sse {subscription.id}"
     connection = getattr(request.environ.get("eventlet.input"), "_sock", None)  # eventlet's WSGI server

@@ -7,7 +7,8 @@ invalid credential refuses the connection. Events in, each acknowledged with a r
 - ``subscribe`` ``{schema, where?, events?, since?}`` → ``{subscriptionId}``;
 - ``unsubscribe`` ``{subscriptionId}`` → ``{subscriptionId, unsubscribed: true}``.
 
-Event out: ``change`` ``{subscriptionId, eventId, event, schema, document, at}`` (see ``live.py``).
+Event out: ``change`` ``{subscriptionId, eventId, event, schema, document, at}`` (see ``live.py``); under
+access control only for documents the socket's user may read (see ``live_access.py``).
 Emits are local (``ignore_queue``): every process receives every event from the log and serves its own
 sockets, so the Socket.IO queue carries none of them.
 """
@@ -28,6 +29,7 @@ from trellis.errors import APIError, bad_request, body, not_found, unauthorized
 from trellis.realtime import error_ack, socket_event
 
 from .live import Subscription, check_replayable, hub, parse_kinds, parse_since, readable_schema, where_filter
+from .live_access import viewer
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,7 @@ class DatabaseNamespace(Namespace):
             owner=self._owner(sid),
             user_id=identity.id if identity is not None and identity.kind == "user" else None,
             since=since,
+            viewer=viewer(identity),
         )
         live = hub()
         live.add(subscription, limit=MAX_SUBSCRIPTIONS)

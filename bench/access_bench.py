@@ -302,11 +302,15 @@ def explain(server: Server, headers: dict[str, dict[str, str]], doc_id: str, x: 
 def measure(base: str, paths: list[str], headers: dict[str, str], pids: list[int], warmup: int, seconds: int) -> dict:
     if warmup:
         wrk(base, paths, warmup, headers=headers)
+    """wrk's figures, the CPU shares of the run, and CPU per request of the server process (``pids[0]``)
+    and of the PostgreSQL backends connected to its database (``pids[1:]``)."""
     window = CpuWindow(pids)
-    server = _process_cpu(pids[0])
+    server, backends = _process_cpu(pids[0]), sum(_process_cpu(pid) for pid in pids[1:])
     stats = wrk(base, paths, seconds, headers=headers)
-    cpu_us = (_process_cpu(pids[0]) - server) / max(stats["rps"] * seconds, 1) * 1e6
-    return {**stats, **window.close(), "server_cpu_us": cpu_us}
+    requests_made = max(stats["rps"] * seconds, 1)
+    cpu_us = (_process_cpu(pids[0]) - server) / requests_made * 1e6
+    pg_us = (sum(_process_cpu(pid) for pid in pids[1:]) - backends) / requests_made * 1e6
+    return {**stats, **window.close(), "server_cpu_us": cpu_us, "pg_cpu_us": pg_us}
 
 
 @contextlib.contextmanager
@@ -385,7 +389,7 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
         f"{args.duration} s per run, {args.rounds} interleaved rounds (the caller that goes first alternates).",
         "",
         "| case | user ÷ admin (median) | per round | user req/s | admin req/s | user p50 ms | admin p50 ms "
-        "| user CPU µs/req | admin CPU µs/req | foreign CPU % | goal |",
+        "| server CPU µs/req user / admin | PostgreSQL CPU µs/req user / admin | foreign CPU % | goal |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in dict.fromkeys(r["case"] for r in rows):
@@ -399,7 +403,8 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
         lines.append(
             f"| {name} | **{statistics.median(ratios):.2f}** | {', '.join(f'{x:.2f}' for x in ratios)} "
             f"| {med('user', 'rps'):,.0f} | {med('admin', 'rps'):,.0f} | {med('user', 'p50_ms'):.1f} "
-            f"| {med('admin', 'p50_ms'):.1f} | {med('user', 'server_cpu_us'):,.0f} | {med('admin', 'server_cpu_us'):,.0f} "
+            f"| {med('admin', 'p50_ms'):.1f} | {med('user', 'server_cpu_us'):,.0f} / {med('admin', 'server_cpu_us'):,.0f} "
+            f"| {med('user', 'pg_cpu_us'):,.0f} / {med('admin', 'pg_cpu_us'):,.0f} "
             f"| {min(foreign):.0f}–{max(foreign):.0f} | ≥ {GOALS[name]} |"
         )
     errors = [(r["case"], c, int(r[c]["non_2xx"] + r[c]["socket_errors"])) for r in rows for c in ("user", "admin")]

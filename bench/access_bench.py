@@ -50,14 +50,13 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import psycopg2
 import requests
 
-from bench.common import ADMIN, PG_ADMIN_DSN, ROOT, Server, bench_server, redis_child, serve
+from bench.common import ADMIN, PG_ADMIN_DSN, ROOT, Server, bench_server, insert_many, redis_child, serve
 from bench.peer_bench import CpuWindow, _backends, _process_cpu, wrk
 
 RESULTS = ROOT / "bench" / "results" / "access.md"
@@ -94,15 +93,7 @@ def load_documents(server: Server, documents: int, rnd: random.Random) -> list[s
         for start in range(0, documents, 1000)
     ]
 
-    def send(batch: list[dict[str, Any]]) -> list[str]:
-        response = requests.post(
-            f"{server.url}/database/Doc/many", json={"docs": batch}, headers=server.admin_headers, timeout=300
-        )
-        response.raise_for_status()
-        return [doc["_id"] for doc in response.json()["docs"]]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return [doc_id for chunk in pool.map(send, batches) for doc_id in chunk]
+    return insert_many(server, "Doc", batches)
 
 
 def sign_in(server: Server) -> tuple[str, str, str]:

@@ -154,6 +154,22 @@ def serve(env: dict[str, str], folder: str, **overrides: str) -> Iterator[Server
             process.wait(10)
 
 
+def insert_many(server: Server, schema: str, batches: list[list[dict[str, Any]]], workers: int = 2) -> list[str]:
+    """Documents through ``POST /database/<schema>/many`` as the admin, a batch per request, ``workers``
+    requests at a time; returns their ids in the order of the batches."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def send(batch: list[dict[str, Any]]) -> list[str]:
+        response = requests.post(
+            f"{server.url}/database/{schema}/many", json={"docs": batch}, headers=server.admin_headers, timeout=300
+        )
+        response.raise_for_status()
+        return [doc["_id"] for doc in response.json()["docs"]]
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return [doc_id for chunk in pool.map(send, batches) for doc_id in chunk]
+
+
 @contextlib.contextmanager
 def redis_child() -> Iterator[str]:
     """A redis-server child on a free port (never the shared 6379, whose pub/sub channels other work uses):

@@ -296,11 +296,13 @@ def measure(base: str, paths: list[str], headers: dict[str, str], pids: list[int
     """wrk's figures, the CPU shares of the run, and CPU per request of the server process (``pids[0]``)
     and of the PostgreSQL backends connected to its database (``pids[1:]``)."""
     window = CpuWindow(pids)
-    server, backends = _process_cpu(pids[0]), sum(_process_cpu(pid) for pid in pids[1:])
+    server, backends = _process_cpu(pids[0]), {pid: _process_cpu(pid) for pid in pids[1:]}
     stats = wrk(base, paths, seconds, headers=headers)
     requests_made = max(stats["rps"] * seconds, 1)
     cpu_us = (_process_cpu(pids[0]) - server) / requests_made * 1e6
-    pg_us = (sum(_process_cpu(pid) for pid in pids[1:]) - backends) / requests_made * 1e6
+    # A backend that went away meanwhile (its pool closed the connection) reads 0: left out.
+    spent = [_process_cpu(pid) - before for pid, before in backends.items()]
+    pg_us = sum(x for x in spent if x > 0) / requests_made * 1e6
     return {**stats, **window.close(), "server_cpu_us": cpu_us, "pg_cpu_us": pg_us}
 
 
@@ -422,10 +424,10 @@ FINDINGS = """
   call, ran it through the ORM session and so also paid a BEGIN and a ROLLBACK on a request that wrote
   nothing. It is now one statement built at import and run on the request's read connection; the
   user's server CPU per get fell from ~2,400 to ~1,500 µs, level with the admin's (whose own token
-  check is an ORM lookup). The read predicate itself adds one index-only probe (4 buffers, ~10 µs).
+  check is an ORM lookup). The req/s ratios swing with other engineers' load (foreign CPU up to a
+  whole core during single runs): CPU per request is the steadier figure. The read predicate itself adds one index-only probe (4 buffers, ~10 µs).
 - **List** under access misses 0.8× and the reason is the data, not Python: the server's CPU per list
-  is within ~10% of the admin's, and the difference sits in PostgreSQL (the table's last column but
-  two). Sorted by an indexed field, the page walks that index and keeps the rows the caller may read:
+  is within ~12% of the admin's, and the difference sits in PostgreSQL (the PostgreSQL CPU column). Sorted by an indexed field, the page walks that index and keeps the rows the caller may read:
   at 2% readable it walks ~50 rows per row it returns (845 for a page of 20 here), one probe of the
   tuple index each (3 buffers, ~5 µs), ~4 ms of PostgreSQL CPU where the admin's page takes 0.1 ms,
   plus ~0.45 ms more planning (the EXISTS). The count, when computed, is a hash semi-join of the

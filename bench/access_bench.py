@@ -57,7 +57,17 @@ from typing import Any
 import psycopg2
 import requests
 
-from bench.common import ADMIN, PG_ADMIN_DSN, ROOT, Server, bench_server, insert_many, redis_child, serve
+from bench.common import (
+    ADMIN,
+    PG_ADMIN_DSN,
+    ROOT,
+    Server,
+    bench_server,
+    insert_many,
+    paired_line,
+    redis_child,
+    serve,
+)
 from bench.peer_bench import CpuWindow, _backends, _process_cpu, wrk
 
 RESULTS = ROOT / "bench" / "results" / "access.md"
@@ -360,13 +370,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     pids = [server.process.pid, *_backends(PG_ADMIN_DSN, database)]
                     row[caller] = measure(server.url, paths, callers[caller], pids, args.warmup, args.duration)
                 rows.append(row)
-                user, admin = row["user"], row["admin"]
-                print(
-                    f"round {number} {name}: user {user['rps']} req/s, admin {admin['rps']} req/s → "
-                    f"{user['rps'] / admin['rps']:.2f}× (foreign CPU {user['foreign_pct']:.0f}%/"
-                    f"{admin['foreign_pct']:.0f}%, non-2xx {int(user['non_2xx'])}/{int(admin['non_2xx'])})",
-                    flush=True,
-                )
+                print(paired_line(number, name, ("user", row["user"]), ("admin", row["admin"])), flush=True)
         problems = {"with Redis": log_problems(cached), "without Redis": log_problems(uncached)}
     return {"rows": rows, "plans": plans, "seeded": seeded, "load_seconds": load_seconds, "problems": problems}
 

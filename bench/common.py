@@ -312,6 +312,18 @@ def parse_wrk(output: str) -> dict[str, float]:
     return stats
 
 
+def paired_line(
+    number: int, name: str, first: tuple[str, dict[str, float]], second: tuple[str, dict[str, float]]
+) -> str:
+    """One line of progress for a paired run: each side's req/s, foreign CPU and non-2xx answers, and
+    the first side's req/s as a ratio to the second's."""
+    sides = ", ".join(
+        f"{label} {s['rps']} req/s (foreign {s['foreign_pct']:.0f}%, non-2xx {int(s['non_2xx'])})"
+        for label, s in (first, second)
+    )
+    return f"round {number} {name}: {sides} → {first[1]['rps'] / second[1]['rps']:.2f}×"
+
+
 def table(rows: list[tuple[str, dict[str, float]]]) -> str:
     """Markdown table of named wrk results."""
     lines = ["| case | req/s | p50 ms | p90 ms | p99 ms | non-2xx |", "|---|---:|---:|---:|---:|---:|"]

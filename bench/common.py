@@ -154,6 +154,22 @@ def serve(env: dict[str, str], folder: str, **overrides: str) -> Iterator[Server
             process.wait(10)
 
 
+def insert_many(server: Server, schema: str, batches: list[list[dict[str, Any]]], workers: int = 2) -> list[str]:
+    """Documents through ``POST /database/<schema>/many`` as the admin, a batch per request, ``workers``
+    requests at a time; returns their ids in the order of the batches."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def send(batch: list[dict[str, Any]]) -> list[str]:
+        response = requests.post(
+            f"{server.url}/database/{schema}/many", json={"docs": batch}, headers=server.admin_headers, timeout=300
+        )
+        response.raise_for_status()
+        return [doc["_id"] for doc in response.json()["docs"]]
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return [doc_id for chunk in pool.map(send, batches) for doc_id in chunk]
+
+
 @contextlib.contextmanager
 def redis_child() -> Iterator[str]:
     """A redis-server child on a free port (never the shared 6379, whose pub/sub channels other work uses):
@@ -294,6 +310,18 @@ def parse_wrk(output: str) -> dict[str, float]:
     stats["socket_errors"] = float(sum(int(x) for x in errors.groups())) if errors else 0.0
     stats["rps"] = round(stats["rps"], 1)
     return stats
+
+
+def paired_line(
+    number: int, name: str, first: tuple[str, dict[str, float]], second: tuple[str, dict[str, float]]
+) -> str:
+    """One line of progress for a paired run: each side's req/s, foreign CPU and non-2xx answers, and
+    the first side's req/s as a ratio to the second's."""
+    sides = ", ".join(
+        f"{label} {s['rps']} req/s (foreign {s['foreign_pct']:.0f}%, non-2xx {int(s['non_2xx'])})"
+        for label, s in (first, second)
+    )
+    return f"round {number} {name}: {sides} → {first[1]['rps'] / second[1]['rps']:.2f}×"
 
 
 def table(rows: list[tuple[str, dict[str, float]]]) -> str:

@@ -29,14 +29,13 @@ import platform
 import random
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import psycopg2
 import requests
 
-from bench.common import ROOT, Server, bench_server, ceiling_server, serve, table, wrk
+from bench.common import ROOT, Server, bench_server, ceiling_server, insert_many, serve, table, wrk
 
 RESULTS = ROOT / "bench" / "results" / "database.md"
 CONNECTIONS = 16
@@ -67,15 +66,7 @@ def load(server: Server, documents: int, seed: int = 7) -> list[str]:
             ]
         )
 
-    def send(batch: list[dict[str, Any]]) -> list[str]:
-        response = requests.post(
-            f"{server.url}/database/Product/many", json={"docs": batch}, headers=server.admin_headers, timeout=300
-        )
-        response.raise_for_status()
-        return [doc["_id"] for doc in response.json()["docs"]]
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        ids = [doc_id for chunk in pool.map(send, batches) for doc_id in chunk]
+    ids = insert_many(server, "Product", batches)
     connection = psycopg2.connect(server.database_url.replace("postgresql+psycopg2://", "postgresql://"))
     connection.autocommit = True
     with connection.cursor() as cursor:

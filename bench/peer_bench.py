@@ -46,7 +46,7 @@ from typing import Any
 import psycopg2
 import requests
 
-from bench.common import ROOT, _free_port, bench_server, ceiling_server, parse_wrk
+from bench.common import ROOT, _free_port, bench_server, ceiling_server, paired_line, parse_wrk
 
 PARSE_DIR = Path(os.environ.get("TRELLIS_PEER_PARSE", "/work/shared/peers/parse"))
 PARSE_URL = "http://127.0.0.1:1337/parse"
@@ -353,13 +353,7 @@ def run(rounds: int, warmup: int, seconds: int, documents: int) -> tuple[list[di
 
 
 def _print_row(row: dict[str, Any]) -> None:
-    t, p = row["trellis"], row["parse"]
-    print(
-        f"round {row['round']} {row['operation']}: trellis {t['rps']} req/s (foreign {t['foreign_pct']:.0f}%, "
-        f"non-2xx {int(t['non_2xx'])}), parse {p['rps']} req/s (foreign {p['foreign_pct']:.0f}%, "
-        f"non-2xx {int(p['non_2xx'])}) → {t['rps'] / p['rps']:.2f}×",
-        flush=True,
-    )
+    print(paired_line(row["round"], row["operation"], ("trellis", row["trellis"]), ("parse", row["parse"])), flush=True)
 
 
 GOALS = {"get by id": 2.0, "list + exact count": 1.5, "create": 1.5, "update": 1.5}

@@ -20,10 +20,10 @@ from datetime import timedelta
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Select, delete, func, literal, select, text, update
+from sqlalchemy import Select, bindparam, delete, func, literal, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from trellis import EventTopic, db, events
+from trellis import EventTopic, db, events, reads
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 from trellis.hooks import call as hooks
 from trellis.http import paginate
@@ -529,7 +529,7 @@ def team_ids_of(user_id: str) -> list[str]:
     """The user's teams and all their ancestors. Every access-controlled request asks, so each process
     remembers the answers beside the ``authentication-teams`` generation, which every membership change
     bumps in its own transaction (:func:`_record`): a change acknowledged anywhere is seen by the next
-    request everywhere (``trellis.cache``), and a request that changed teams itself reads the table."""
+    request everywhere (``trellis.cache``), and a session that changed teams itself reads the table."""
     if db.session.info.get(_CHANGED):
         return _team_ids_of(user_id)
     stamp = current_app.extensions["trellis"].generations.stamp(MEMBERSHIP)
@@ -557,12 +557,29 @@ def _record(topic: str, payload: dict[str, Any]) -> None:
     current_app.extensions["trellis"].generations.bump(MEMBERSHIP)
 
 
-def _team_ids_of(user_id: str) -> list[str]:
-    """One recursive query on the request's session (so it sees the caller's own uncommitted changes)."""
-    start = select(TeamMember.team_id.label("id")).where(TeamMember.user_id == user_id)
+def _teams_of_statement() -> Select:
+    start = select(TeamMember.team_id.label("id")).where(TeamMember.user_id == bindparam("user_id"))
     up = start.cte("mine", recursive=True)
     up = up.union(select(Team.parent_id).join(up, Team.id == up.c.id).where(Team.parent_id.is_not(None)))
-    return sorted(db.session.execute(select(up.c.id)).scalars())
+    return select(up.c.id)
+
+
+_TEAMS_OF = _teams_of_statement()
+
+
+def _team_ids_of(user_id: str) -> list[str]:
+    """The user's teams and all their ancestors: one recursive query, built once, on the request's read
+    connection (in the session's transaction when one is open, so it sees the request's own writes).
+
+    Every access-controlled request of a user asks this. Built per call and run through the ORM session
+    it cost a get by id under access a third of its server CPU (py-spy, ``bench/results/access.md``):
+    the CTE rebuilt, the ORM execution path, and a BEGIN and ROLLBACK for a request that wrote nothing.
+    """
+    session = db.session()
+    if session.in_transaction():
+        return sorted(session.execute(_TEAMS_OF, {"user_id": user_id}).scalars())
+    rows = reads.reading(lambda connection: connection.execute(_TEAMS_OF, {"user_id": user_id}).scalars().all())
+    return sorted(rows)
 
 
 def existing_team_ids(team_ids: list[str]) -> set[str]:

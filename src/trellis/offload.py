@@ -1,0 +1,32 @@
+"""CPU-bound work off the eventlet hub: under eventlet the thread serving every request is the hub, so C work
+that releases the GIL (argon2, image decoding) goes to eventlet's pool of OS threads, and the hub keeps
+serving meanwhile. Elsewhere (threading mode, the CLI, tests) the caller's thread runs it.
+
+``slots`` bounds how many such jobs run at once (a green semaphore under eventlet: waiting costs the hub
+nothing): more than one per core only makes each job slower."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def core_slots() -> threading.BoundedSemaphore:
+    """A semaphore with one slot per core, for one kind of CPU-bound job."""
+    return threading.BoundedSemaphore(os.cpu_count() or 1)
+
+
+def off_hub(slots: threading.BoundedSemaphore, func: Callable[..., T], *args: Any) -> T:
+    """``func(*args)`` in an OS thread when eventlet has patched threads, else here; one of ``slots`` held."""
+    with slots:
+        if "eventlet" in sys.modules:
+            from eventlet import patcher, tpool
+
+            if patcher.is_monkey_patched("thread"):
+                return tpool.execute(func, *args)
+        return func(*args)

@@ -495,11 +495,13 @@ def _serializer() -> URLSafeSerializer:
     return URLSafeSerializer(current_app.config["SECRET_KEY"], salt=_SIGNER_SALT)
 
 
-def signed_url(record: File, expires_in: int | None = None) -> tuple[str, int]:
-    """A URL that serves ``record`` without credentials until it expires: (url, expiry epoch seconds)."""
+def signed_url(record: File, expires_in: int | None = None, query: dict[str, Any] | None = None) -> tuple[str, int]:
+    """A URL that serves ``record`` without credentials until it expires: (url, expiry epoch seconds).
+    With ``query`` (an image transform) it is always Trellis's own, which transforms; else an S3 file's is a
+    presigned S3 URL."""
     seconds = config()["signedUrlExpiry"] if expires_in is None else expires_in
     expires = int(_clock()) + seconds
-    if record.backend == "s3":
+    if record.backend == "s3" and not query:
         backend = backend_of(record)
         assert isinstance(backend, S3Backend)
         try:
@@ -508,7 +510,7 @@ def signed_url(record: File, expires_in: int | None = None) -> tuple[str, int]:
             raise provider_error(f"Signing the URL failed: {exc}") from None
         return url, expires
     token = _serializer().dumps({"f": record.id, "e": expires})
-    return url_for("storage.signed_file", token=token, _external=True), expires
+    return url_for("storage.signed_file", token=token, _external=True, **(query or {})), expires
 
 
 def file_from_token(token: str) -> File:

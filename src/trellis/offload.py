@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def core_slots() -> threading.BoundedSemaphore:
-    """A semaphore with one slot per core, for one kind of CPU-bound job."""
-    return threading.BoundedSemaphore(os.cpu_count() or 1)
+def core_slots(spare: int = 0) -> threading.BoundedSemaphore:
+    """A semaphore with one slot per core (``spare`` cores fewer, at least one), for one kind of CPU-bound job."""
+    return threading.BoundedSemaphore(max(1, (os.cpu_count() or 1) - spare))
 
 
 def off_hub(slots: threading.BoundedSemaphore, func: Callable[..., T], *args: Any) -> T:

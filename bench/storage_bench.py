@@ -312,6 +312,11 @@ def tus_upload(server: Server, headers: dict[str, str], path: Path) -> tuple[str
     return answer.headers["Trellis-File-Id"], time.perf_counter() - started
 
 
+def forget(server: Server, headers: dict[str, str], *file_ids: str) -> None:
+    for file_id in file_ids:
+        requests.delete(f"{server.url}/storage/file/{file_id}", headers=headers, timeout=60).raise_for_status()
+
+
 def run_tus(backend: str, database: str, repeat: int, big: Path, big_sha: str) -> dict[str, Any]:
     with bench_server(database, modules=MODULES) as server:
         moto = configure_s3(server) if backend == "s3" else None
@@ -325,6 +330,7 @@ def run_tus(backend: str, database: str, repeat: int, big: Path, big_sha: str) -
             headers = make_user(server)
             warm_id, _ = tus_upload(server, headers, big)  # code paths loaded, then the baseline
             download(server, headers, warm_id, big_sha)
+            forget(server, headers, warm_id)
             time.sleep(0.5)
             reset_peak(server)
             idle = server.rss_mb()
@@ -338,6 +344,7 @@ def run_tus(backend: str, database: str, repeat: int, big: Path, big_sha: str) -
                 download(server, headers, file_id, big_sha)
                 post_id, elapsed = upload(server, headers, big)
                 post_times.append(elapsed)
+                forget(server, headers, file_id, post_id)  # moto keeps objects in memory: 200 MB each
         finally:
             if moto is not None:
                 moto.stop()

@@ -361,13 +361,21 @@ def run_tus(backend: str, database: str, repeat: int, big: Path, big_sha: str) -
 
 
 def twelve_megapixels(folder: Path) -> Path:
-    """A photo-like 12 MP JPEG: gradients and noise (a flat image would decode unrealistically fast)."""
-    from PIL import Image
+    """A photo-like 12 MP JPEG: smooth shapes at every scale plus grain (a flat image would decode and encode
+    unrealistically fast, pure noise would average out to a flat thumbnail)."""
+    import random
+
+    from PIL import Image, ImageChops
 
     width, height = IMAGE_SIDE
-    noise = Image.effect_noise((width, height), 40)
-    gradient = Image.linear_gradient("L").resize((width, height))
-    image = Image.merge("RGB", (noise, gradient, Image.blend(noise, gradient, 0.5)))
+    rng = random.Random(32)
+    layers = []
+    for cells in (8, 40, 200):  # blobs of about 500, 100 and 20 px
+        small = Image.frombytes("RGB", (cells, cells * 3 // 4), rng.randbytes(cells * (cells * 3 // 4) * 3))
+        layers.append(small.resize((width, height), Image.Resampling.BICUBIC))
+    image = Image.blend(Image.blend(layers[0], layers[1], 0.4), layers[2], 0.25)
+    grain = Image.merge("RGB", [Image.effect_noise((width, height), 12)] * 3)
+    image = ImageChops.add(image, grain, scale=1.0, offset=-128)
     path = folder / "photo.jpg"
     image.save(path, "JPEG", quality=90)
     return path

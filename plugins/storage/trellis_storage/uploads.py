@@ -184,7 +184,9 @@ class Lease:
         """Renewed (at most every ``RENEW_SECONDS``); 423 if another request took the upload meanwhile."""
         if time.monotonic() - self._renewed < RENEW_SECONDS:
             return
-        if not self._write(writer_until=db.utcnow() + WRITER_LEASE):
+        held = self._write(writer_until=db.utcnow() + WRITER_LEASE)
+        db.session.commit()
+        if not held:
             raise lost_race()
         self._renewed = time.monotonic()
 
@@ -198,14 +200,13 @@ class Lease:
         db.session.commit()
 
     def _write(self, **values: Any) -> bool:
+        """``values`` written if the lease is still ours (whether it was); the caller commits."""
         done = db.session.execute(
             sa.update(Upload)
             .where(Upload.id == self.upload.id, Upload.writer == self.token)
             .values(**values)
             .execution_options(synchronize_session=False)
         ).rowcount
-        if "writer" not in values:
-            db.session.commit()
         return done == 1
 
 

@@ -415,15 +415,19 @@ def run_images(database: str, repeat: int, folder: Path) -> dict[str, Any]:
 
         widths = iter(range(2000, 4000))
         lock = threading.Lock()
+        failed: list[str] = []
 
         def transform_loop(stop: threading.Event, done: list[float]) -> None:
             while not stop.is_set():
                 with lock:
                     width = next(widths)
                 started = time.perf_counter()
-                requests.get(
+                answer = requests.get(
                     f"{server.url}/storage/download/{photo_id}?width={width}&format=jpeg", headers=headers, timeout=300
                 )
+                if answer.status_code != 200:
+                    failed.append(f"{answer.status_code}: {answer.text[:200]}")
+                    continue
                 done.append(time.perf_counter() - started)
 
         quiet, busy, transform_s = [], [], []
@@ -454,6 +458,7 @@ def run_images(database: str, repeat: int, folder: Path) -> dict[str, Any]:
         "p99_pairs": list(zip(quiet, busy, strict=True)),
         "large_transforms": len(transform_s),
         "large_transform_s": round(statistics.median(transform_s), 2) if transform_s else None,
+        "large_failed": failed[:3],
     }
 
 
@@ -497,6 +502,7 @@ Server RSS growth during a tus upload under {TUS_RSS_LIMIT_MB} MiB: **{"yes" if 
 | small download p99 while ten large transforms run (ms) | {i["busy_p99_ms"]} |
 | busy / alone (median of {i["rounds"]} interleaved rounds; goal < 2) | **{i["p99_ratio"]}×** |
 | large transforms completed meanwhile, median seconds each | {i["large_transforms"]}, {i["large_transform_s"]} |
+| large transforms that failed (the first three) | {i["large_failed"] or "none"} |
 """
     text += f"""
 Machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; client, server and

@@ -2,10 +2,10 @@
 applied and every metadata block dropped, and guards against hostile sources. Pure functions on bytes and
 files: no request, record or backend here (``variants.py`` caches and serves the results).
 
-Why Pillow and not pyvips: the 12-megapixel JPEG → 400 px WebP of the benchmark takes about 0.1 s here with
-JPEG draft mode (the decoder scales by 1/2…1/8 while decoding, so it never builds the full 12 MP image), and
-the result is cached, so a second image library (and libvips on every machine) would buy little
-(bench/results/storage.md).
+Why Pillow and not pyvips: for the benchmark's 12-megapixel JPEG → 400 px WebP, Pillow with JPEG draft mode
+(the decoder scales by 1/2…1/8 while decoding, so it never builds the full 12 MP image) took 0.85x the time of
+pyvips 3.2 / libvips 8.18's ``thumbnail_buffer`` + ``webpsave_buffer`` (median of 9 interleaved pairs, 280 vs
+311 ms on a loaded 2-core machine), and results are cached: libvips would add a native dependency for nothing.
 
 Guards: only JPEG, PNG, WebP and GIF are opened (no exotic decoder is reachable from an upload); the size is
 read from the header and a source over 50 megapixels is refused before a pixel is decoded (Pillow's own
@@ -107,7 +107,10 @@ def _render(source: BinaryIO, transform: Transform) -> bytes:
             # Decode at 1/2, 1/4 or 1/8 scale when that still covers the target: ~10x less work for a thumbnail.
             box = _box(size, transform, upright)
             image.draft("RGB" if image.mode not in ("L", "CMYK") else image.mode, (box[1], box[0]) if rotated else box)
-        picture = ImageOps.exif_transpose(image)  # loads (decodes) the pixels; a truncated file fails here
+        image.load()  # decodes the pixels; a truncated file fails here
+        # Turned upright only when it needs to be: exif_transpose copies even an upright image (36 MB for 12 MP,
+        # a memcpy that holds the GIL while the hub waits).
+        picture = ImageOps.exif_transpose(image) if _orientation(image) != 1 else image
         picture = _resized(picture, size, transform, fmt)
         return _encoded(picture, fmt, transform.quality)
 

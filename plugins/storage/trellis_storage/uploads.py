@@ -159,6 +159,7 @@ class Lease:
         self.upload = upload
         self.token = db.new_id()
         self._renewed = 0.0
+        self._held = False
 
     def take(self, *, offset: int | None, force: bool) -> bool:
         """Whether it is ours now. ``offset``: only if the upload stands there; ``force``: even if another
@@ -178,7 +179,8 @@ class Lease:
         ).rowcount
         db.session.commit()
         self._renewed = time.monotonic()
-        return taken == 1
+        self._held = taken == 1
+        return self._held
 
     def keep(self) -> None:
         """Renewed (at most every ``RENEW_SECONDS``); 423 if another request took the upload meanwhile."""
@@ -191,13 +193,21 @@ class Lease:
         self._renewed = time.monotonic()
 
     def settle(self, **values: Any) -> bool:
-        """Record ``values`` and release the lease, if it is still ours; the caller commits."""
+        """Record ``values`` and release the lease, if it is still ours; the caller commits, then calls
+        :meth:`committed`."""
         return self._write(writer=None, writer_until=None, **values)
 
+    def committed(self) -> None:
+        """The settled values are committed: nothing left to release."""
+        self._held = False
+
     def release(self) -> None:
+        """Give the lease up (after a failure; a settled lease is released already)."""
         db.session.rollback()
-        self._write(writer=None, writer_until=None)
-        db.session.commit()
+        if self._held:
+            self._write(writer=None, writer_until=None)
+            db.session.commit()
+            self._held = False
 
     def _write(self, **values: Any) -> bool:
         """``values`` written if the lease is still ours (whether it was); the caller commits."""
@@ -385,6 +395,7 @@ def _receive(
     ):
         raise lost_race()
     db.session.commit()
+    lease.committed()
     if running is not None:
         _hashes().keep(upload.id, new_offset, running)
     if cut_off:
@@ -445,6 +456,7 @@ def finish(upload: Upload) -> Upload:
         if not lease.settle(file_id=upload.id, content_type=content_type):
             raise lost_race()
         db.session.commit()
+        lease.committed()
     except APIError as exc:
         db.session.rollback()
         if exc.status in (400, 413, 415):  # never acceptable: the upload goes

@@ -53,7 +53,8 @@ def node_project() -> Path:
             )
             assert result.returncode == 0, result.stdout + result.stderr
             stamp.write_text("ok")
-        shutil.copy(NODE_FILES / "clients.mjs", folder / "clients.mjs")  # ESM resolves packages beside the script
+        for script in NODE_FILES.glob("*.mjs"):  # ESM resolves packages beside the script
+            shutil.copy(script, folder / script.name)
     return folder
 
 
@@ -98,3 +99,33 @@ def test_socketio_client_and_apollo_client(live_server):
     persisted = seen["persisted"]
     assert [n["title"] for n in persisted["listed"]] == ["already there", "from apollo"]
     assert persisted["sent"] == [{"query": False, "hash": True}, {"query": True, "hash": True}]
+
+
+def test_tus_js_client_resumes_an_upload(live_server, tmp_path):
+    """tus-js-client (unmodified) against ``/storage/uploads``: two 1 MiB chunks, an abort, then a new Upload
+    resuming from the URL: it finds the stored offset with HEAD and sends only the rest."""
+    user = create_user_over_http(live_server.url)
+    content = os.urandom(3 * 1024 * 1024 + 4321)
+    source = tmp_path / "upload.bin"
+    source.write_bytes(content)
+    folder = node_project()
+    env = {
+        **os.environ,
+        "TRELLIS_URL": live_server.url,
+        "TRELLIS_USER_TOKEN": user.access_token,
+        "TUS_FILE": str(source),
+    }
+    result = subprocess.run(
+        ["node", "tus_upload.mjs"], cwd=folder, env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    mib = 1024 * 1024
+    assert seen["url"] == seen["firstUrl"] and seen["url"].startswith(f"{live_server.url}/storage/uploads/")
+    assert seen["resumedFrom"] == 2 * mib  # what the aborted upload had stored
+    assert seen["patches"] == [2 * mib, 3 * mib]  # only the rest was sent
+    record = requests.get(f"{live_server.url}/storage/file/{seen['fileId']}", headers=user.headers, timeout=10)
+    assert record.status_code == 200, record.text
+    assert record.json()["displayName"] == "from-tus-js-client.bin" and record.json()["size"] == len(content)
+    download = requests.get(f"{live_server.url}/storage/download/{seen['fileId']}", headers=user.headers, timeout=30)
+    assert download.content == content

@@ -13,8 +13,39 @@ from flask import Flask, Response, request
 from flask_cors import CORS
 
 # The headers a browser app sends: credentials (admin key or Bearer token) and a JSON body.
-ALLOWED_HEADERS = ("Authorization", "Content-Type", "masterkey", "X-Request-ID", "Range", "Last-Event-ID")
-EXPOSED_HEADERS = ("X-Request-ID", "Retry-After", "Content-Range", "Content-Disposition")
+# The tus headers: resumable uploads (the Storage module's /storage/uploads) from tus-js-client or Uppy in a page.
+TUS_REQUEST_HEADERS = (
+    "Tus-Resumable",
+    "Upload-Length",
+    "Upload-Offset",
+    "Upload-Metadata",
+    "Upload-Checksum",
+    "Upload-Defer-Length",
+    "Upload-Concat",
+)
+TUS_RESPONSE_HEADERS = (
+    "Location",
+    "Upload-Offset",
+    "Upload-Length",
+    "Upload-Expires",
+    "Upload-Metadata",
+    "Tus-Resumable",
+    "Tus-Version",
+    "Tus-Extension",
+    "Tus-Max-Size",
+    "Tus-Checksum-Algorithm",
+    "Trellis-File-Id",
+)
+ALLOWED_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "masterkey",
+    "X-Request-ID",
+    "Range",
+    "Last-Event-ID",
+    *TUS_REQUEST_HEADERS,
+)
+EXPOSED_HEADERS = ("X-Request-ID", "Retry-After", "Content-Range", "Content-Disposition", "ETag", *TUS_RESPONSE_HEADERS)
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 # Browsers cap this (Chromium: 2 h, Firefox: 24 h); 10 minutes spares most preflights.
 PREFLIGHT_MAX_AGE = 600

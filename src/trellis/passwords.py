@@ -13,14 +13,13 @@ for the same cores, so sign-in throughput was a few requests per second (bench/r
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from argon2 import Parameters, PasswordHasher, Type, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
+
+from .offload import core_slots, off_hub
 
 T = TypeVar("T")
 
@@ -50,19 +49,12 @@ def configure(profile: str) -> None:
 
 
 # A hash holds 19 MiB and one CPU (one lane) for tens of milliseconds: at most one per core at a time.
-_SLOTS = threading.BoundedSemaphore(os.cpu_count() or 1)
+_SLOTS = core_slots()
 
 
 def _off_hub(func: Callable[..., T], *args: Any) -> T:
-    """Run argon2 without freezing the process: under eventlet the calling thread is the hub that
-    serves every request, so the (GIL-releasing) C work goes to eventlet's pool of OS threads."""
-    with _SLOTS:
-        if "eventlet" in sys.modules:
-            from eventlet import patcher, tpool
-
-            if patcher.is_monkey_patched("thread"):
-                return tpool.execute(func, *args)
-        return func(*args)
+    """Run argon2 without freezing the process (see ``trellis.offload``)."""
+    return off_hub(_SLOTS, func, *args)
 
 
 def hash_password(password: str) -> str:

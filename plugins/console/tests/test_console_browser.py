@@ -33,6 +33,14 @@ def browser() -> Iterator[Any]:
         yield page
 
 
+# A 2x2 PNG (red, green, blue, white), made by Pillow.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000002000000020802000000fdd49a73"
+    "0000001649444154789c63f8cfc0c0f09f819181e1ffffff0c001ef604fd09ed343e"
+    "0000000049454e44ae426082"
+)
+
+
 class Console:
     """The page and the server it talks to."""
 
@@ -246,6 +254,18 @@ def test_every_page_shows_its_records(console: Console) -> None:
         grace = console.api("GET", "/authentication/users?search=grace@example.com")["users"][0]
         files = console.api("GET", "/admin/storage/files?search=minutes")["files"]
         assert [(f["owner"], f["size"]) for f in files] == [(grace["_id"], len(b"meeting minutes\n"))]
+        # An image's row shows a thumbnail made by the transform route (the text file's has none).
+        expect(upload.locator("select[name=owner]")).to_have_value("")  # the form is reset after an upload
+        upload.locator("select[name=owner]").select_option(label="grace@example.com")
+        upload.locator("input[name=file]").set_input_files(
+            {"name": "pixel.png", "mimeType": "image/png", "buffer": PNG}
+        )
+        upload.locator("button[type=submit]").click()
+        thumbnail = page.locator("#files tbody tr", has_text="pixel.png").locator("img.thumbnail")
+        thumbnail.wait_for()
+        assert thumbnail.evaluate("img => img.complete && img.naturalWidth") == 64
+        assert thumbnail.get_attribute("src").startswith("data:image/webp;base64,")
+        expect(page.locator("#files tbody tr", has_text="minutes.txt").locator("img")).to_have_count(0)
 
 
 def test_pages_come_from_the_loaded_modules(console: Console, live_server_factory: Any) -> None:

@@ -15,6 +15,8 @@ from .backends import S3Clients
 from .config import StorageConfig
 from .routes import blp
 from .service import StorageState, delete_user_data, start_sweeper
+from .tus_routes import blp as tus_blp
+from .uploads import RunningHashes, start_expiry
 
 
 class _UserHooks:
@@ -56,7 +58,7 @@ OWNED_SCHEMAS = (
 
 
 def _init_app(app: Flask) -> None:
-    app.extensions["trellis_storage"] = StorageState(s3_clients=S3Clients())
+    app.extensions["trellis_storage"] = StorageState(s3_clients=S3Clients(), running_hashes=RunningHashes())
 
 
 # The files of the module's page in the admin console (see ConsolePage).
@@ -65,10 +67,10 @@ CONSOLE = Path(__file__).parent / "console"
 module = Module(
     name="storage",
     requires=("authentication",),
-    blueprints=(blp, admin_blp),
+    blueprints=(blp, tus_blp, admin_blp),
     config_schema=StorageConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
-    console_pages=(ConsolePage("storage", "Storage", str(CONSOLE / "storage.html")),),
+    console_pages=(ConsolePage("storage", "Storage", str(CONSOLE / "storage.html"), str(CONSOLE / "storage.js")),),
     hooks=(_UserHooks(),),
     owned_schemas=OWNED_SCHEMAS,
     events=(
@@ -77,7 +79,8 @@ module = Module(
     ),
     init_app=_init_app,
     # What killed processes left (part files, blobs without a record) is swept at start and every 10 minutes.
-    background=(start_sweeper,),
+    # Expired resumable uploads are removed at start and every 10 minutes, each by one process.
+    background=(start_sweeper, start_expiry),
     description="Files and folders with public and signed URLs; local disk or S3",
 )
 

@@ -26,6 +26,11 @@ CHUNK_SIZE = 256 * 1024
 # S3 multipart parts must be at least 5 MiB (but the last); 8 MiB is boto3's own default.
 S3_PART_SIZE = 8 * 1024 * 1024
 _KEY = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}$")
+# Keys derived from a file's key: ``<key>.v<16 hex>`` a cached image variant (``variants.py``), ``<key>.tus``
+# the part file of a local resumable upload, ``<key>.t<16 hex>`` an S3 resumable upload's unfinished part
+# (``resumable.py``). They live beside the blob, so whatever removes a file finds them by its key.
+_DERIVED = re.compile(r"^[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{32}\.(tus|[vt][0-9a-f]{16})$")
+VARIANT_MARK = ".v"
 TEMP_PREFIX = ".upload-"
 
 
@@ -45,8 +50,16 @@ def key_for(file_id: str) -> str:
 
 
 def check_key(key: str) -> None:
-    if not _KEY.fullmatch(key):
+    if not (_KEY.fullmatch(key) or _DERIVED.fullmatch(key)):
         raise UnsafeKey("not a storage key")
+
+
+def derived_key(key: str, suffix: str) -> str:
+    """A key beside ``key`` (a file's): its variant ``v<hex>``, its tail ``t<hex>``, its part file ``tus``."""
+    derived = f"{key}.{suffix}"
+    if not (_KEY.fullmatch(key) and _DERIVED.fullmatch(derived)):
+        raise UnsafeKey("not a derived storage key")
+    return derived
 
 
 class Writer(Protocol):
@@ -164,8 +177,13 @@ class LocalBackend:
         return Chunks(handle.read, handle.close, None if stop is None else stop - start)
 
     def delete(self, key: str) -> None:
+        """The blob and, for a file's key, its cached image variants."""
         try:
-            self.path(key).unlink(missing_ok=True)
+            path = self.path(key)
+            path.unlink(missing_ok=True)
+            if _KEY.fullmatch(key):
+                for variant in path.parent.glob(f"{path.name}{VARIANT_MARK}*"):
+                    variant.unlink(missing_ok=True)
         except OSError as exc:
             raise BackendError(f"cannot delete the stored file: {exc.strerror}") from None
 
@@ -317,9 +335,14 @@ class S3Backend:
         return Chunks(_guarded(body.read), body.close, None if stop is None else stop - start)
 
     def delete(self, key: str) -> None:
+        """The object and, for a file's key, its cached image variants (one listing more per delete)."""
         check_key(key)
         with s3_errors("delete"):
             self.client.delete_object(Bucket=self.location, Key=key)
+            if _KEY.fullmatch(key):
+                listed = self.client.list_objects_v2(Bucket=self.location, Prefix=f"{key}{VARIANT_MARK}")
+                for obj in listed.get("Contents", []):
+                    self.client.delete_object(Bucket=self.location, Key=obj["Key"])
 
     def writing(self, key: str) -> contextlib.AbstractContextManager[None]:
         """S3 cannot tell whether a writer is alive (the caller judges by age)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, String
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from trellis.db import Base, UTCDateTime, new_id, utcnow
@@ -60,3 +60,41 @@ class PendingBlob(Base):
     location: Mapped[str | None] = mapped_column(String(255), default=None)
     key: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+
+
+class Upload(Base):
+    """A resumable (tus) upload: what its creator declared and what is durably stored so far. Its bytes are in
+    the backend (a local part file, or an S3 multipart upload plus an unfinished part), so any process may take
+    the next chunk. Its id becomes the file's id when the last byte arrives (``file_id`` is then set).
+
+    ``writer``/``writer_until``: the lease of the request appending to it (one at a time). ``claim``,
+    ``attempts`` and ``next_attempt_at`` (first due at ``expires_at``) make the expired uploads a
+    ``trellis.work_queue.LeaseQueue``, so each is removed by one process."""
+
+    __tablename__ = "storage_uploads"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
+    owner: Mapped[str] = mapped_column(String(32), index=True)
+    length: Mapped[int] = mapped_column(BigInteger)
+    offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    filename: Mapped[str] = mapped_column(String(255))
+    folder_id: Mapped[str | None] = mapped_column(String(32), default=None)  # checked again at completion
+    is_public: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    content_type: Mapped[str | None] = mapped_column(String(255), default=None)  # sniffed from the first bytes
+    backend: Mapped[str] = mapped_column(String(16))
+    location: Mapped[str | None] = mapped_column(String(255), default=None)
+    key: Mapped[str] = mapped_column(String(255))
+    # S3 only: the multipart upload, its parts' ETags in order, and the unfinished part (< 5 MiB) kept aside.
+    s3_upload_id: Mapped[str | None] = mapped_column(String(1024), default=None)
+    parts: Mapped[list[str]] = mapped_column(JSON, default=list)
+    tail_key: Mapped[str | None] = mapped_column(String(255), default=None)
+    tail_size: Mapped[int] = mapped_column(BigInteger, default=0)
+    file_id: Mapped[str | None] = mapped_column(String(32), default=None)
+    writer: Mapped[str | None] = mapped_column(String(32), default=None)
+    writer_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    claim: Mapped[str | None] = mapped_column(String(32), default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)

@@ -30,6 +30,7 @@ from .schemas import (
     UrlSchema,
 )
 from .streaming import serve
+from .variants import TransformArgs, serve_image, transform_of
 
 # Room for the multipart framing and the small form fields on top of the file itself.
 FORM_OVERHEAD = 64 * 1024
@@ -91,6 +92,11 @@ _FILE_RESPONSES = {
     },
     206: {"description": "The requested byte range", "content": {"application/octet-stream": _BINARY}},
     304: {"description": "Not modified (If-None-Match matched the ETag)"},
+    400: {
+        "description": "A transform was asked of a file that is not a supported image (or a hostile one), "
+        "or a parameter is out of range",
+        "content": {"application/json": {"schema": ErrorSchema}},
+    },
     404: {"description": "No such file, or not yours", "content": {"application/json": {"schema": ErrorSchema}}},
     416: {"description": "Range not satisfiable", "content": {"application/json": {"schema": ErrorSchema}}},
 }
@@ -141,12 +147,26 @@ def get_file(fileId: str):
     return service.visible_file(fileId, _caller())
 
 
+def _answer(record: File, args: dict[str, Any], *, public: bool = False):
+    """The file as stored, or the image transform its query asks for."""
+    transform = transform_of(args)
+    if transform is None:
+        return serve(record, public=public)
+    return serve_image(record, transform, public=public)
+
+
 @blp.route("/storage/download/<string:fileId>", methods=["GET"])
 @user_or_admin_required
+@blp.arguments(TransformArgs, location="query")
 @blp.doc(responses=_FILE_RESPONSES)
-def download(fileId: str):
-    """The file's content, streamed; honours `Range` and `If-None-Match`."""
-    return serve(service.visible_file(fileId, _caller()))
+def download(args: dict[str, Any], fileId: str):
+    """The file's content, streamed; honours `Range` and `If-None-Match`.
+
+    An image (JPEG, PNG, WebP, GIF) is transformed when `width`, `height`, `fit`, `format` or `quality` is
+    given: EXIF orientation applied, metadata dropped, its own `Content-Type` and `ETag`; computed once, then
+    served from a cache kept beside the file.
+    """
+    return _answer(service.visible_file(fileId, _caller()), args)
 
 
 @blp.route("/storage/file/<string:fileId>", methods=["DELETE"])
@@ -164,24 +184,27 @@ def delete_file(fileId: str):
 
 
 @blp.route("/storage/getUrl/<string:fileId>", methods=["GET"])
+@blp.arguments(TransformArgs, location="query")
 @blp.response(200, UrlSchema)
 @blp.alt_response(401, schema=ErrorSchema, description="A private file needs the owner's Bearer (or an admin)")
 @blp.alt_response(404, schema=ErrorSchema, description="No such file, or a private file of somebody else")
 @blp.doc(security=[{}, {"bearerAuth": []}, {"masterkey": []}])
-def get_url(fileId: str):
+def get_url(args: dict[str, Any], fileId: str):
     """A URL that serves the file without credentials.
 
     Public file: its stable public URL (no credentials needed to ask). Private file: the owner (Bearer)
-    or an admin gets a signed URL that expires after `signedUrlExpiry` seconds (default 1 h).
+    or an admin gets a signed URL that expires after `signedUrlExpiry` seconds (default 1 h). Image
+    transform parameters (`width`, `height`, `fit`, `format`, `quality`) are carried in the URL, ready for an
+    `<img src>` (a private S3 file then gets a Trellis-signed URL, which transforms, instead of S3's).
     """
     identity = identify()
     record = db.session.get(File, fileId)
     if record is not None and record.is_public:
-        return {"url": urls.public_url(record), "isPublic": True, "expiresAt": None}
+        return {"url": urls.public_url(record, args), "isPublic": True, "expiresAt": None}
     if record is not None and identity is None:
         raise unauthorized("A private file's URL needs the owner's Bearer token or administrator credentials")
     record = service.visible_file(fileId, identity)
-    url, expires = service.signed_url(record)
+    url, expires = service.signed_url(record, query=args)
     return {
         "url": url,
         "isPublic": False,
@@ -190,16 +213,19 @@ def get_url(fileId: str):
 
 
 @blp.route("/storage/public/<string:fileId>/<string:name>", methods=["GET"])
+@blp.arguments(TransformArgs, location="query")
 @blp.doc(responses=_FILE_RESPONSES, security=[])
-def public_file(fileId: str, name: str):
-    """A public file, without credentials (the name is cosmetic: browsers save under it)."""
+def public_file(args: dict[str, Any], fileId: str, name: str):
+    """A public file, without credentials (the name is cosmetic: browsers save under it); image transforms
+    as on the download route."""
     record = db.session.get(File, fileId)
     if record is None or not record.is_public:
         raise not_found("File not found")
-    return serve(record, public=True)
+    return _answer(record, args, public=True)
 
 
 @blp.route("/storage/signed/<string:token>", methods=["GET"])
+@blp.arguments(TransformArgs, location="query")
 @blp.doc(
     responses={
         **_FILE_RESPONSES,
@@ -207,9 +233,10 @@ def public_file(fileId: str, name: str):
     },
     security=[],
 )
-def signed_file(token: str):
-    """A private file through a signed URL from `getUrl` (local backend; S3 files get presigned S3 URLs)."""
-    return serve(service.file_from_token(token))
+def signed_file(args: dict[str, Any], token: str):
+    """A private file through a signed URL from `getUrl` (local backend, and any file's image transforms; S3
+    files' plain downloads get presigned S3 URLs). Image transforms as on the download route."""
+    return _answer(service.file_from_token(token), args)
 
 
 # ----------------------------------------------------------------------------------------- folders

@@ -63,6 +63,7 @@ class StorageState:
     """Per-app state, at ``app.extensions["trellis_storage"]``."""
 
     s3_clients: S3Clients
+    running_hashes: Any  # uploads.RunningHashes: SHA-256 of resumable uploads in progress
 
 
 def config() -> dict[str, Any]:
@@ -155,8 +156,7 @@ def store_upload(
     display = display_name(filename)
     head = stream.read(SNIFF_BYTES)
     content_type = sniff(head, display)
-    if not type_allowed(content_type, cfg["allowedTypes"]):
-        raise APIError(415, f"Files of type {content_type} are not accepted")
+    check_type(content_type)
 
     file_id = db.new_id()
     key = key_for(file_id)
@@ -176,25 +176,9 @@ def store_upload(
         size, sha256 = _copy(head, stream, writer, limit)
         writer.commit()
         stored = True
-        record = File(
-            id=file_id,
-            owner=owner,
-            name=safe_name(display),
-            display_name=display,
-            folder_id=folder.id if folder else None,
-            size=size,
-            content_type=content_type,
-            sha256=sha256,
-            is_public=bool(folder.is_public if is_public is None and folder else is_public),
-            backend=backend.name,
-            location=backend.location,
-            key=key,
-        )
-        db.session.add(record)
+        stored_blob = StoredBlob(file_id, backend, key, size, content_type, sha256)
+        record = add_record(stored_blob, owner=owner, display=display, folder=folder, is_public=is_public)
         db.session.execute(delete(PendingBlob).where(PendingBlob.id.in_(pending)))  # settled with the record
-        db.session.flush()  # its timestamps, for the event
-        record_file_events("create", [record])
-        audit.record("storage", "file.create", file_id, {"name": display, "owner": owner})  # an admin's upload only
         db.session.commit()
     except BaseException as exc:
         db.session.rollback()
@@ -205,6 +189,49 @@ def store_upload(
         raise
     finally:
         writer.close()  # only now may a sweep take the blob for a dead upload's
+    return record
+
+
+def check_type(content_type: str) -> None:
+    """415 unless ``allowedTypes`` accepts ``content_type``."""
+    if not type_allowed(content_type, config()["allowedTypes"]):
+        raise APIError(415, f"Files of type {content_type} are not accepted")
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    """Bytes in a backend, checked and hashed, waiting for their record."""
+
+    file_id: str
+    backend: Backend
+    key: str
+    size: int
+    content_type: str
+    sha256: str
+
+
+def add_record(blob: StoredBlob, *, owner: str, display: str, folder: Folder | None, is_public: bool | None) -> File:
+    """The record of a stored blob, with its ``storage.file.create`` event (and an admin's audit entry), added
+    to the session; the caller commits. Every way of uploading (``POST /storage/upload``, the admin's upload,
+    a finished tus upload) ends here. Without ``is_public`` a file takes its folder's visibility."""
+    record = File(
+        id=blob.file_id,
+        owner=owner,
+        name=safe_name(display),
+        display_name=display,
+        folder_id=folder.id if folder else None,
+        size=blob.size,
+        content_type=blob.content_type,
+        sha256=blob.sha256,
+        is_public=bool(folder.is_public if is_public is None and folder else is_public),
+        backend=blob.backend.name,
+        location=blob.backend.location,
+        key=blob.key,
+    )
+    db.session.add(record)
+    db.session.flush()  # its timestamps, for the event
+    record_file_events("create", [record])
+    audit.record("storage", "file.create", blob.file_id, {"name": display, "owner": owner})  # an admin's upload only
     return record
 
 
@@ -468,11 +495,13 @@ def _serializer() -> URLSafeSerializer:
     return URLSafeSerializer(current_app.config["SECRET_KEY"], salt=_SIGNER_SALT)
 
 
-def signed_url(record: File, expires_in: int | None = None) -> tuple[str, int]:
-    """A URL that serves ``record`` without credentials until it expires: (url, expiry epoch seconds)."""
+def signed_url(record: File, expires_in: int | None = None, query: dict[str, Any] | None = None) -> tuple[str, int]:
+    """A URL that serves ``record`` without credentials until it expires: (url, expiry epoch seconds).
+    With ``query`` (an image transform) it is always Trellis's own, which transforms; else an S3 file's is a
+    presigned S3 URL."""
     seconds = config()["signedUrlExpiry"] if expires_in is None else expires_in
     expires = int(_clock()) + seconds
-    if record.backend == "s3":
+    if record.backend == "s3" and not query:
         backend = backend_of(record)
         assert isinstance(backend, S3Backend)
         try:
@@ -481,7 +510,7 @@ def signed_url(record: File, expires_in: int | None = None) -> tuple[str, int]:
             raise provider_error(f"Signing the URL failed: {exc}") from None
         return url, expires
     token = _serializer().dumps({"f": record.id, "e": expires})
-    return url_for("storage.signed_file", token=token, _external=True), expires
+    return url_for("storage.signed_file", token=token, _external=True, **(query or {})), expires
 
 
 def file_from_token(token: str) -> File:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask import url_for
 
 from .models import File
 
 
-def public_url(record: File) -> str:
-    return url_for("storage.public_file", fileId=record.id, name=record.name, _external=True)
+def public_url(record: File, query: dict[str, Any] | None = None) -> str:
+    """The stable public URL (with ``query``: of an image transform of it)."""
+    return url_for("storage.public_file", fileId=record.id, name=record.name, _external=True, **(query or {}))
 
 
 def download_url(record: File) -> str:

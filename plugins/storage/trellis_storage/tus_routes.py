@@ -1,0 +1,281 @@
+"""``/storage/uploads``: the tus 1.0.0 protocol (core, creation, creation-with-upload, termination, expiration,
+checksum with sha1), so tus-js-client, Uppy and tuspy work unmodified. Requests and answers are headers;
+errors keep the one JSON error shape (tus clients read only the status). The work is in ``uploads.py``."""
+
+from __future__ import annotations
+
+import base64
+import re
+from email.utils import format_datetime
+from typing import Any
+
+from flask import Response, request, url_for
+
+from trellis.credentials import require_user, user_required
+from trellis.errors import APIError, ErrorSchema, bad_request
+from trellis.http import Blueprint, body_limit
+
+from . import service, uploads
+from .models import Upload
+
+OFFSET_STREAM = "application/offset+octet-stream"
+_DIGITS = re.compile(r"^[0-9]{1,19}$")
+
+blp = Blueprint(
+    "storage_uploads", __name__, description="Resumable uploads of the Storage module (tus 1.0.0: tus.io/protocols)"
+)
+
+
+@blp.after_request
+def _tus_resumable(response: Response) -> Response:
+    """Every answer of the tus routes names the protocol version, errors included."""
+    response.headers["Tus-Resumable"] = uploads.TUS_VERSION
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _chunk_limit() -> int:
+    """A chunk is at most a whole file (the upload's own length is checked as it arrives)."""
+    return service.config()["maxFileSize"]
+
+
+def _header(name: str, description: str, *, required: bool = False, pattern: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if pattern:
+        schema["pattern"] = pattern
+    return {"in": "header", "name": name, "required": required, "description": description, "schema": schema}
+
+
+_VERSION = _header("Tus-Resumable", "the protocol version: 1.0.0", required=True)
+_OFFSET_HEADER = {"Upload-Offset": {"description": "bytes stored so far", "schema": {"type": "integer"}}}
+_EXPIRES_HEADER = {"Upload-Expires": {"description": "when an unfinished upload is removed (RFC 9110 date)"}}
+_FILE_HEADER = {"Trellis-File-Id": {"description": "the file's id, once the last byte is stored"}}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ErrorSchema}}}
+
+
+_ERRORS = {
+    400: _error("A header is missing or malformed"),
+    404: _error("No such upload of yours (or it expired)"),
+    412: _error("Tus-Resumable is not 1.0.0 (Tus-Version lists what is supported)"),
+    423: _error("Another request is writing to the upload; try again"),
+}
+
+
+def _check_version() -> None:
+    if request.headers.get("Tus-Resumable") != uploads.TUS_VERSION:
+        raise APIError(
+            412,
+            f"Tus-Resumable must be {uploads.TUS_VERSION}",
+            name="PRECONDITION_FAILED",
+            headers={"Tus-Version": uploads.TUS_VERSION},
+        )
+
+
+def _number(name: str) -> int:
+    value = request.headers.get(name)
+    if value is None:
+        raise bad_request(f"The {name} header is required", {name: ["Missing"]})
+    if not _DIGITS.match(value.strip()):
+        raise bad_request(f"{name} must be a non-negative integer", {name: ["Not a non-negative integer"]})
+    return int(value)
+
+
+def _expires(upload: Upload) -> str:
+    return format_datetime(upload.expires_at, usegmt=True)
+
+
+def _metadata(upload: Upload) -> str:
+    """``Upload-Metadata`` as HEAD must repeat it: what was kept of the creator's (name, folder, visibility)."""
+    pairs = {"filename": upload.filename, "folder": upload.folder_id}
+    if upload.is_public is not None:
+        pairs["isPublic"] = "true" if upload.is_public else "false"
+    return ",".join(f"{k} {base64.b64encode(v.encode()).decode()}" for k, v in pairs.items() if v)
+
+
+def _state_headers(upload: Upload) -> dict[str, str]:
+    headers = {"Upload-Offset": str(upload.offset)}
+    if upload.file_id is None:
+        headers["Upload-Expires"] = _expires(upload)
+    else:
+        headers["Trellis-File-Id"] = upload.file_id
+    return headers
+
+
+def _body_length() -> int | None:
+    """The chunk's length: ``Content-Length``, or None for a chunked body."""
+    if request.content_length is not None:
+        return request.content_length
+    return None if "chunked" in request.headers.get("Transfer-Encoding", "").lower() else 0
+
+
+def _checksum() -> tuple[str, bytes] | None:
+    return uploads.parse_checksum(request.headers.get("Upload-Checksum"))
+
+
+@blp.route("/storage/uploads", methods=["OPTIONS"])
+@blp.doc(
+    security=[],
+    responses={
+        204: {
+            "description": "What this server supports",
+            "headers": {
+                "Tus-Version": {"description": "1.0.0"},
+                "Tus-Extension": {"description": ",".join(uploads.EXTENSIONS)},
+                "Tus-Max-Size": {"description": "maxFileSize in bytes"},
+                "Tus-Checksum-Algorithm": {"description": "sha1"},
+            },
+        }
+    },
+)
+def capabilities():
+    """The tus server's version, extensions, largest upload and checksum algorithms."""
+    return Response(
+        status=204,
+        headers={
+            "Tus-Version": uploads.TUS_VERSION,
+            "Tus-Extension": ",".join(uploads.EXTENSIONS),
+            "Tus-Max-Size": str(service.config()["maxFileSize"]),
+            "Tus-Checksum-Algorithm": ",".join(uploads.CHECKSUM_ALGORITHMS),
+        },
+    )
+
+
+@blp.route("/storage/uploads", methods=["POST"])
+@user_required
+@body_limit(_chunk_limit)
+@blp.doc(
+    parameters=[
+        _VERSION,
+        _header("Upload-Length", "the file's size in bytes", required=True, pattern="^[0-9]+$"),
+        _header(
+            "Upload-Metadata",
+            "comma-separated `key base64(value)`: filename, filetype (ignored: the type is sniffed), folder "
+            "(one of your folders), isPublic (true/false); other keys are ignored",
+        ),
+        _header("Upload-Checksum", "sha1 and the base64 digest of a body sent with the creation"),
+    ],
+    requestBody={
+        "required": False,
+        "content": {OFFSET_STREAM: {"schema": {"type": "string", "format": "binary"}}},
+        "description": "optional (creation-with-upload): the first bytes",
+    },
+    responses={
+        201: {
+            "description": "Created; `Location` is the upload's URL",
+            "headers": {"Location": {"description": "the upload's URL"}, **_OFFSET_HEADER, **_EXPIRES_HEADER},
+        },
+        413: _error("Upload-Length is over maxFileSize"),
+        415: _error("The first bytes are of a type not in allowedTypes"),
+        460: _error("The body does not match Upload-Checksum"),
+        **_ERRORS,
+    },
+)
+def create():
+    """Create an upload (tus `creation`), optionally with its first bytes (`creation-with-upload`)."""
+    _check_version()
+    if "Upload-Defer-Length" in request.headers:
+        raise bad_request(
+            "Upload-Defer-Length is not supported: send Upload-Length", {"Upload-Defer-Length": ["Unsupported"]}
+        )
+    length = _number("Upload-Length")
+    metadata = uploads.parse_metadata(request.headers.get("Upload-Metadata"))
+    body = _body_length()
+    if body != 0 and request.mimetype != OFFSET_STREAM:
+        raise APIError(415, f"A body sent with the creation must be {OFFSET_STREAM}")
+    if body is not None and body > length:
+        raise APIError(413, f"The body of {body} bytes goes past Upload-Length ({length})")
+    checksum = _checksum()
+    upload = uploads.create(require_user().id, length, metadata)
+    if body != 0:
+        try:
+            upload = uploads.append(upload, 0, request.stream, body, checksum)
+        except BaseException:
+            uploads.discard_new(upload)  # a client that never learnt its Location cannot resume it
+            raise
+    location = url_for("storage_uploads.upload_state", uploadId=upload.id, _external=True)
+    headers = {"Location": location, **_state_headers(upload)}
+    return Response(status=201, headers=headers)
+
+
+@blp.route("/storage/uploads/<string:uploadId>", methods=["HEAD"])
+@user_required
+@blp.doc(
+    parameters=[_VERSION],
+    responses={
+        200: {
+            "description": "The upload's state",
+            "headers": {
+                **_OFFSET_HEADER,
+                "Upload-Length": {"description": "the file's size"},
+                **_EXPIRES_HEADER,
+                **_FILE_HEADER,
+            },
+        },
+        **_ERRORS,
+    },
+)
+def upload_state(uploadId: str):
+    """How many bytes are stored (`Upload-Offset`); a finished upload also names its file (`Trellis-File-Id`)."""
+    _check_version()
+    upload = uploads.find(uploadId, require_user().id)
+    if upload.file_id is None and upload.offset == upload.length:
+        upload = uploads.finish(upload)  # its last chunk was stored by a request that died before finishing
+    headers = {"Upload-Length": str(upload.length), **_state_headers(upload)}
+    metadata = _metadata(upload)
+    if metadata:
+        headers["Upload-Metadata"] = metadata
+    return Response(status=200, headers=headers)
+
+
+@blp.route("/storage/uploads/<string:uploadId>", methods=["PATCH"])
+@user_required
+@body_limit(_chunk_limit)
+@blp.doc(
+    parameters=[
+        _VERSION,
+        _header("Upload-Offset", "where the chunk starts: the upload's offset", required=True, pattern="^[0-9]+$"),
+        _header("Upload-Checksum", "sha1 and the base64 digest of the chunk"),
+    ],
+    requestBody={
+        "required": True,
+        "content": {OFFSET_STREAM: {"schema": {"type": "string", "format": "binary"}}},
+    },
+    responses={
+        204: {"description": "Stored", "headers": {**_OFFSET_HEADER, **_EXPIRES_HEADER, **_FILE_HEADER}},
+        409: _error("Upload-Offset is not the upload's offset, or the upload is complete"),
+        413: _error("The chunk goes past Upload-Length"),
+        415: _error(f"The body is not {OFFSET_STREAM}, or the file's type is not in allowedTypes"),
+        460: _error("The chunk does not match Upload-Checksum"),
+        **_ERRORS,
+    },
+)
+def append(uploadId: str):
+    """Append a chunk at `Upload-Offset`; the last one creates the file (`Trellis-File-Id`)."""
+    _check_version()
+    if request.mimetype != OFFSET_STREAM:
+        raise APIError(415, f"A chunk must be sent as {OFFSET_STREAM}")
+    offset = _number("Upload-Offset")
+    checksum = _checksum()
+    upload = uploads.find(uploadId, require_user().id)
+    upload = uploads.append(upload, offset, request.stream, _body_length(), checksum)
+    return Response(status=204, headers=_state_headers(upload))
+
+
+@blp.route("/storage/uploads/<string:uploadId>", methods=["DELETE"])
+@user_required
+@blp.doc(
+    parameters=[_VERSION],
+    responses={
+        204: {"description": "The upload and its stored bytes are gone"},
+        409: _error("The upload is complete (delete its file instead)"),
+        **_ERRORS,
+    },
+)
+def terminate(uploadId: str):
+    """End an unfinished upload (tus `termination`): its stored bytes are removed."""
+    _check_version()
+    uploads.terminate(uploads.find(uploadId, require_user().id))
+    return Response(status=204)

@@ -1,0 +1,570 @@
+"""Resumable uploads (tus 1.0.0, CONTRACT.md "Storage: resumable uploads"): create, append, inspect, end,
+finish, expire. The routes (``tus_routes.py``) only read headers and write them back.
+
+What holds everywhere here:
+- an upload's row is the truth: bytes count as stored once its ``offset`` says so (``resumable.py`` keeps
+  them durable before that), so any process may take the next chunk and a restart loses nothing acknowledged;
+- one request at a time appends to an upload (its ``writer`` lease, and on local disk the part file's
+  ``flock``); a second one gets 423 (tus clients retry it), an offset that is not the stored one 409;
+- the last byte makes the blob and the file record through ``service.add_record``, as ``POST
+  /storage/upload`` does (same limits, folder, visibility, owner, event); the upload's id becomes the file's;
+- whatever fails leaves the upload as it was acknowledged: a chunk is recorded whole or not at all (a client
+  that hangs up mid-chunk without a checksum keeps what arrived, as tus asks).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from datetime import timedelta
+from typing import Any, BinaryIO
+
+import sqlalchemy as sa
+from flask import Flask, current_app
+from werkzeug.exceptions import ClientDisconnected
+
+from trellis import db
+from trellis.background import ThrottledWarning, start_loop
+from trellis.errors import APIError, bad_request, conflict, not_found, provider_error
+from trellis.work_queue import LeaseQueue
+
+from . import service
+from .backends import Backend, BackendError, key_for
+from .models import File, Upload
+from .resumable import Busy, LocalParts, Progress, parts_of
+
+log = logging.getLogger(__name__)
+
+TUS_VERSION = "1.0.0"
+EXTENSIONS = ("creation", "creation-with-upload", "termination", "expiration", "checksum")
+CHECKSUM_ALGORITHMS = ("sha1",)
+LIFETIME = timedelta(hours=24)
+# A request appending holds the upload this long past its last sign of life (renewed every RENEW_SECONDS while
+# bytes flow): a killed process's S3 upload is free again this soon (on local disk at once: its flock is gone).
+WRITER_LEASE = timedelta(seconds=15)
+RENEW_SECONDS = 5.0
+READ_CHUNK = 1024 * 1024
+EXPIRE_BATCH = 100
+EXPIRE_LEASE_SECONDS = 600.0
+
+
+def lost_race() -> APIError:
+    return APIError(423, "Another request is writing to this upload; try again shortly", name="LOCKED")
+
+
+# --------------------------------------------------------------------------------------------- creation
+
+
+def parse_metadata(header: str | None) -> dict[str, str]:
+    """``Upload-Metadata``: comma-separated ``key base64(value)`` pairs (a key alone has an empty value)."""
+    found: dict[str, str] = {}
+    for item in (header or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, _, encoded = item.partition(" ")
+        try:
+            value = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            raise bad_request(
+                f"Upload-Metadata: the value of {key!r} is not base64 of UTF-8 text",
+                {"Upload-Metadata": [f"{key}: not base64 of UTF-8 text"]},
+            ) from None
+        if key in found:
+            raise bad_request(f"Upload-Metadata names {key!r} twice", {"Upload-Metadata": [f"{key}: given twice"]})
+        found[key] = value
+    return found
+
+
+def _visibility(value: str | None) -> bool | None:
+    if value is None or value == "":
+        return None
+    lowered = value.strip().lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise bad_request(
+        "Upload-Metadata: isPublic must be true or false", {"Upload-Metadata": ["isPublic: not a boolean"]}
+    )
+
+
+def create(owner: str, length: int, metadata: dict[str, str]) -> Upload:
+    """A new upload of ``length`` bytes for ``owner``; nothing is stored until its first chunk."""
+    limit = service.config()["maxFileSize"]
+    if length > limit:
+        raise service.too_large(limit)
+    folder = service.target_folder(metadata.get("folder") or None, owner, "Upload-Metadata")
+    is_public = _visibility(metadata.get("isPublic"))
+    file_id = db.new_id()
+    backend = service.active_backend()
+    now = db.utcnow()
+    upload = Upload(
+        id=file_id,
+        owner=owner,
+        length=length,
+        offset=0,
+        filename=service.display_name(metadata.get("filename")),
+        folder_id=folder.id if folder else None,
+        is_public=is_public,
+        backend=backend.name,
+        location=backend.location,
+        key=key_for(file_id),
+        parts=[],
+        tail_size=0,
+        expires_at=now + LIFETIME,
+        next_attempt_at=now + LIFETIME,
+        attempts=0,
+    )
+    db.session.add(upload)
+    db.session.commit()
+    return upload
+
+
+# ----------------------------------------------------------------------------------------------- access
+
+
+def find(upload_id: str, owner: str) -> Upload:
+    """The caller's own upload; anybody else's, an expired or an unknown one is 404."""
+    upload = db.session.get(Upload, upload_id)
+    if upload is None or upload.owner != owner or (upload.file_id is None and upload.expires_at <= db.utcnow()):
+        raise not_found("Upload not found")
+    return upload
+
+
+def _backend(upload: Upload) -> Backend:
+    return service._backend_at(service.config(), upload.backend, upload.location)
+
+
+def progress_of(upload: Upload) -> Progress:
+    return Progress(
+        key=upload.key,
+        offset=upload.offset,
+        s3_upload_id=upload.s3_upload_id,
+        parts=tuple(upload.parts or ()),
+        tail_key=upload.tail_key,
+        tail_size=upload.tail_size,
+    )
+
+
+class Lease:
+    """The writer lease of one request on one upload: taken, renewed while bytes flow, released."""
+
+    def __init__(self, upload: Upload) -> None:
+        self.upload = upload
+        self.token = db.new_id()
+        self._renewed = 0.0
+        self._held = False
+
+    def take(self, *, offset: int | None, force: bool) -> bool:
+        """Whether it is ours now. ``offset``: only if the upload stands there; ``force``: even if another
+        request holds it (local disk: its flock proved that request dead)."""
+        now = db.utcnow()
+        conditions = [Upload.id == self.upload.id, Upload.file_id.is_(None), Upload.expires_at > now]
+        if offset is not None:
+            conditions.append(Upload.offset == offset)
+        if not force:
+            conditions.append(sa.or_(Upload.writer.is_(None), Upload.writer_until < now))
+        db.session.commit()  # end the request's reads (SQLite: no write on an older snapshot)
+        taken = db.session.execute(
+            sa.update(Upload)
+            .where(*conditions)
+            .values(writer=self.token, writer_until=now + WRITER_LEASE)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        db.session.commit()
+        self._renewed = time.monotonic()
+        self._held = taken == 1
+        return self._held
+
+    def keep(self) -> None:
+        """Renewed (at most every ``RENEW_SECONDS``); 423 if another request took the upload meanwhile."""
+        if time.monotonic() - self._renewed < RENEW_SECONDS:
+            return
+        held = self._write(writer_until=db.utcnow() + WRITER_LEASE)
+        db.session.commit()
+        if not held:
+            raise lost_race()
+        self._renewed = time.monotonic()
+
+    def settle(self, **values: Any) -> bool:
+        """Record ``values`` and release the lease, if it is still ours; the caller commits, then calls
+        :meth:`committed`."""
+        return self._write(writer=None, writer_until=None, **values)
+
+    def committed(self) -> None:
+        """The settled values are committed: nothing left to release."""
+        self._held = False
+
+    def release(self) -> None:
+        """Give the lease up (after a failure; a settled lease is released already)."""
+        db.session.rollback()
+        if self._held:
+            self._write(writer=None, writer_until=None)
+            db.session.commit()
+            self._held = False
+
+    def _write(self, **values: Any) -> bool:
+        """``values`` written if the lease is still ours (whether it was); the caller commits."""
+        done = db.session.execute(
+            sa.update(Upload)
+            .where(Upload.id == self.upload.id, Upload.writer == self.token)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        return done == 1
+
+
+# ---------------------------------------------------------------------------------------------- hashes
+
+
+class RunningHashes:
+    """SHA-256 of uploads in progress, by upload and offset, for the next chunk taken in this process (a tus
+    client sends its chunks one after the other, usually to one process). A chunk taken elsewhere means the
+    file is read back once at the end instead: a hash's state cannot be stored, and a file's SHA-256 is its
+    ETag. Bounded (the oldest go first)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._hashes: OrderedDict[str, tuple[int, Any]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def take(self, upload_id: str, offset: int) -> Any:
+        with self._lock:
+            found = self._hashes.pop(upload_id, None)
+        if found is not None and found[0] == offset:
+            return found[1]
+        return hashlib.sha256() if offset == 0 else None
+
+    def keep(self, upload_id: str, offset: int, digest: Any) -> None:
+        with self._lock:
+            self._hashes[upload_id] = (offset, digest)
+            while len(self._hashes) > self._size:
+                self._hashes.popitem(last=False)
+
+    def forget(self, upload_id: str) -> None:
+        with self._lock:
+            self._hashes.pop(upload_id, None)
+
+
+def _hashes() -> RunningHashes:
+    return current_app.extensions["trellis_storage"].running_hashes
+
+
+# ---------------------------------------------------------------------------------------------- append
+
+
+def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
+    """``Upload-Checksum: sha1 <base64 digest>``; 400 for another algorithm or a malformed value."""
+    if header is None:
+        return None
+    algorithm, _, encoded = header.strip().partition(" ")
+    if algorithm.lower() not in CHECKSUM_ALGORITHMS:
+        raise bad_request(
+            f"Upload-Checksum: unsupported algorithm {algorithm!r} (supported: {', '.join(CHECKSUM_ALGORITHMS)})",
+            {"Upload-Checksum": ["unsupported algorithm"]},
+        )
+    try:
+        digest = base64.b64decode(encoded.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        digest = b""
+    if len(digest) != hashlib.sha1().digest_size:
+        raise bad_request("Upload-Checksum: not a base64 SHA-1 digest", {"Upload-Checksum": ["not a SHA-1 digest"]})
+    return algorithm.lower(), digest
+
+
+def append(
+    upload: Upload, offset: int, stream: BinaryIO, length: int | None, checksum: tuple[str, bytes] | None
+) -> Upload:
+    """Store one chunk at ``offset``; the upload as recorded afterwards (finished if that was its last byte).
+
+    ``length`` is the chunk's ``Content-Length`` (None: chunked transfer)."""
+    if upload.file_id is not None:
+        if offset == upload.length and not length:
+            return upload  # a retried last request: nothing to add
+        raise conflict(f"The upload is complete (file {upload.file_id})")
+    if offset != upload.offset:
+        raise conflict(f"Upload-Offset {offset} is not the upload's offset {upload.offset}")
+    remaining = upload.length - offset
+    if length is not None and length > remaining:
+        raise APIError(413, f"The chunk of {length} bytes goes past Upload-Length ({remaining} bytes remain)")
+    if remaining == 0 and not length:
+        return finish(upload) if upload.file_id is None else upload
+
+    lease = Lease(upload)
+    parts = parts_of(_backend(upload))
+    refused: APIError | None = None
+    try:
+        with parts.appending(progress_of(upload), lease.keep) as appender:
+            if not lease.take(offset=offset, force=_exclusive(parts)):
+                db.session.refresh(upload)
+                if upload.offset != offset:
+                    raise conflict(f"Upload-Offset {offset} is not the upload's offset {upload.offset}")
+                raise lost_race()
+            try:
+                _receive(upload, offset, stream, length, checksum, appender, lease)
+            except APIError as exc:
+                appender.discard()
+                if exc.status != 415:
+                    raise
+                refused = exc  # its type is not accepted: it can never become a file
+            except BaseException:
+                appender.discard()
+                raise
+            else:
+                appender.settled()
+    except Busy:
+        raise lost_race() from None
+    except BackendError as exc:
+        raise provider_error(f"Storing the upload failed: {exc}") from None
+    finally:
+        lease.release()
+    if refused is not None:
+        raise _stop(upload, refused)
+    db.session.refresh(upload)
+    if upload.offset == upload.length:
+        return finish(upload)
+    return upload
+
+
+def _exclusive(parts: Any) -> bool:
+    """Local disk: holding the part file's flock proves no other request (alive) is writing to it."""
+    return isinstance(parts, LocalParts)
+
+
+def _receive(
+    upload: Upload,
+    offset: int,
+    stream: BinaryIO,
+    length: int | None,
+    checksum: tuple[str, bytes] | None,
+    appender: Any,
+    lease: Lease,
+) -> None:
+    """Copy the body into ``appender`` and record what arrived (all of it, or with a checksum nothing unless
+    it matches)."""
+    remaining = upload.length - offset
+    running = _hashes().take(upload.id, offset)
+    chunk_hash = hashlib.sha1() if checksum else None
+    head = b""
+    sniffed = upload.content_type
+    received = 0
+    cut_off = False
+    while length is None or received < length:
+        try:
+            chunk = stream.read(READ_CHUNK if length is None else min(READ_CHUNK, length - received))
+        except (ClientDisconnected, OSError):
+            chunk, cut_off = b"", True
+        if not chunk:
+            cut_off = cut_off or (length is not None and received < length)
+            break
+        if received + len(chunk) > remaining:
+            raise APIError(413, f"The chunk goes past Upload-Length ({remaining} bytes remained)")
+        if sniffed is None and offset == 0:
+            head += chunk[: service.SNIFF_BYTES - len(head)]
+            if len(head) >= min(service.SNIFF_BYTES, upload.length):
+                sniffed = service.sniff(head, upload.filename)
+                service.check_type(sniffed)  # 415 before the rest is stored
+        appender.write(chunk)
+        received += len(chunk)
+        if running is not None:
+            running.update(chunk)
+        if chunk_hash is not None:
+            chunk_hash.update(chunk)
+        lease.keep()
+    if checksum is not None:
+        if cut_off:
+            raise APIError(400, "The chunk was cut off; its checksum cannot be checked")
+        assert chunk_hash is not None
+        if chunk_hash.digest() != checksum[1]:
+            raise APIError(460, "Upload-Checksum does not match the chunk's bytes", name="CHECKSUM_MISMATCH")
+    new_offset = offset + received
+    progress = appender.stored(final=new_offset == upload.length)
+    if not lease.settle(
+        offset=new_offset,
+        content_type=sniffed,
+        s3_upload_id=progress.s3_upload_id,
+        parts=list(progress.parts),
+        tail_key=progress.tail_key,
+        tail_size=progress.tail_size,
+    ):
+        raise lost_race()
+    db.session.commit()
+    lease.committed()
+    if running is not None:
+        _hashes().keep(upload.id, new_offset, running)
+    if cut_off:
+        log.info("upload %s: the client hung up after %d bytes of its chunk; they are kept", upload.id, received)
+
+
+def _stop(upload: Upload, error: APIError) -> APIError:
+    """An upload that can never become a file (its type or size is refused): removed, and ``error`` to raise."""
+    _remove(upload)
+    return error
+
+
+def discard_new(upload: Upload) -> None:
+    """An upload whose creation request failed with its first bytes: its client never learnt where it is."""
+    db.session.rollback()
+    fresh = db.session.get(Upload, upload.id)
+    if fresh is not None and fresh.file_id is None:
+        _remove(fresh)
+
+
+def _remove(upload: Upload) -> None:
+    try:
+        parts_of(_backend(upload)).purge(progress_of(upload))
+    except BackendError as exc:  # the row stays: the expiry sweep tries again
+        log.warning("could not remove the parts of upload %s: %s", upload.id, exc)
+        return
+    _hashes().forget(upload.id)
+    db.session.execute(sa.delete(Upload).where(Upload.id == upload.id))
+    db.session.commit()
+
+
+# ---------------------------------------------------------------------------------------------- finish
+
+
+def finish(upload: Upload) -> Upload:
+    """Its last byte is in: the blob and the file record. Again harmless when it was done (or half done
+    by a request that died): each step looks at what is there first."""
+    lease = Lease(upload)
+    if not lease.take(offset=upload.length, force=False):
+        db.session.refresh(upload)
+        if upload.file_id is not None:
+            return upload
+        raise lost_race()
+    backend = _backend(upload)
+    try:
+        parts_of(backend).finish(progress_of(upload))
+        content_type = upload.content_type or service.sniff(_head(backend, upload), upload.filename)
+        owner_folder = service.target_folder(upload.folder_id, upload.owner, "Upload-Metadata")
+        limit = service.config()["maxFileSize"]
+        if upload.length > limit:
+            raise service.too_large(limit)
+        service.check_type(content_type)
+        sha256 = _sha256(backend, upload)
+        blob = service.StoredBlob(upload.id, backend, upload.key, upload.length, content_type, sha256)
+        service.add_record(
+            blob, owner=upload.owner, display=upload.filename, folder=owner_folder, is_public=upload.is_public
+        )
+        if not lease.settle(file_id=upload.id, content_type=content_type):
+            raise lost_race()
+        db.session.commit()
+        lease.committed()
+    except APIError as exc:
+        db.session.rollback()
+        if exc.status in (400, 413, 415):  # never acceptable: the upload goes
+            raise _stop(upload, exc) from None
+        lease.release()
+        raise
+    except BackendError as exc:
+        lease.release()
+        raise provider_error(f"Storing the upload failed: {exc}") from None
+    except BaseException:
+        lease.release()
+        raise
+    _hashes().forget(upload.id)
+    db.session.refresh(upload)
+    return upload
+
+
+def _head(backend: Backend, upload: Upload) -> bytes:
+    if upload.length == 0:
+        return b""
+    chunks = backend.read(upload.key, 0, min(service.SNIFF_BYTES, upload.length))
+    try:
+        return b"".join(chunks)
+    finally:
+        chunks.close()
+
+
+def _sha256(backend: Backend, upload: Upload) -> str:
+    """From the running hash when this process took every chunk; else read back once."""
+    running = _hashes().take(upload.id, upload.length)
+    if running is not None:
+        return running.hexdigest()
+    digest = hashlib.sha256()
+    chunks = backend.read(upload.key)
+    try:
+        for chunk in chunks:
+            digest.update(chunk)
+            time.sleep(0)  # under eventlet: let other requests run between chunks
+    finally:
+        chunks.close()
+    return digest.hexdigest()
+
+
+# ------------------------------------------------------------------------------------------ termination
+
+
+def terminate(upload: Upload) -> None:
+    """DELETE: its parts and its row. A finished upload's bytes are a file now (deleted as a file)."""
+    if upload.file_id is not None:
+        raise conflict(f"The upload is complete; its file {upload.file_id} is deleted with DELETE /storage/file/…")
+    lease = Lease(upload)
+    parts = parts_of(_backend(upload))
+    try:
+        with parts.appending(progress_of(upload), lease.keep):
+            if not lease.take(offset=None, force=_exclusive(parts)):
+                raise lost_race()
+            db.session.refresh(upload)
+            parts.purge(progress_of(upload))
+            _hashes().forget(upload.id)
+            db.session.execute(sa.delete(Upload).where(Upload.id == upload.id, Upload.writer == lease.token))
+            db.session.commit()
+    except Busy:
+        raise lost_race() from None
+    except BackendError as exc:
+        lease.release()
+        raise provider_error(f"Removing the upload failed: {exc}") from None
+
+
+# -------------------------------------------------------------------------------------------- expiry
+
+
+_expired = LeaseQueue(
+    Upload.__table__,
+    # Due at ``next_attempt_at`` (its expiry), unless a request is writing to it right now.
+    sa.or_(Upload.__table__.c.writer.is_(None), Upload.__table__.c.writer_until < sa.bindparam("now")),
+    [Upload.__table__.c[name] for name in ("id", "claim", "file_id")],
+)
+
+
+def expire() -> int:
+    """Remove expired uploads (a finished one's row only: its bytes are a file): each by one process, whichever
+    claims it. Returns how many were removed."""
+    removed = 0
+    for row in _expired.claim(db.session, EXPIRE_BATCH, EXPIRE_LEASE_SECONDS):
+        upload = db.session.get(Upload, row.id)
+        if upload is None:
+            continue
+        recorded = db.session.get(File, row.id) is not None
+        if row.file_id is None and not recorded:
+            try:
+                parts_of(_backend(upload)).purge(progress_of(upload))
+            except BackendError as exc:  # claimed again once its lease ends
+                log.warning("could not remove the parts of expired upload %s: %s", row.id, exc)
+                continue
+        db.session.execute(sa.delete(Upload).where(Upload.id == row.id, Upload.claim == row.claim))
+        db.session.commit()
+        removed += 1
+    if removed:
+        log.info("removed %d expired upload(s)", removed)
+    return removed
+
+
+def start_expiry(app: Flask, every: float = service.SWEEP_EVERY_SECONDS) -> None:
+    """``Module.background``: :func:`expire` at start and every ``every`` seconds in each serving process."""
+
+    def step() -> None:
+        with app.app_context():
+            expire()
+        time.sleep(every)
+
+    start_loop("storage-upload-expiry", "expiring uploads", step, ThrottledWarning(log), retry_seconds=every)

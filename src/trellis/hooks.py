@@ -32,6 +32,23 @@ class Specs:
     def trellis_user_deleted(self, user_id: str) -> None:
         """A user was deleted: modules remove what belongs only to that user."""
 
+    @hookspec
+    def trellis_backup_tables(self, connection: Any) -> list[Any]:
+        """The tables the module creates at run time (not in the shared metadata), as ``connection`` sees
+        them: a list of :class:`trellis.backups.parts.RuntimeTable`. A backup copies them beside the
+        metadata's tables; a restore drops the current ones and creates those the restored rows describe."""
+
+    @hookspec
+    def trellis_backup_blobs(self, rows: Any) -> list[Any]:
+        """The stored files the backed-up rows reference: :class:`trellis.backups.parts.Blob` objects.
+        ``rows(table_name)`` iterates the snapshot's rows of a table (dicts)."""
+
+    @hookspec
+    def trellis_restore_blobs(self, connection: Any, rows: Any, blob: Any) -> Any:
+        """Put back the stored files of the restored rows (``rows(table_name)``; ``blob(name)`` opens one
+        as a binary file) before the restore commits: a :class:`trellis.backups.parts.BlobRestore`, or
+        None when the module keeps no files. ``connection`` still shows the rows being replaced."""
+
 
 def make_manager() -> pluggy.PluginManager:
     manager = pluggy.PluginManager("trellis")

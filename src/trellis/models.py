@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .db import Base, JSONType, UTCDateTime, new_id, utcnow
@@ -99,3 +99,32 @@ class EventConsumer(Base):
 
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     last_event_id: Mapped[int] = mapped_column(BigInteger)
+
+
+class BackupRecord(Base):
+    """One archive of ``trellis.backups``: its state while it is written and once it is kept.
+
+    A row ``running`` whose ``heartbeat_at`` is older than ``trellis.backups.jobs.STALE_SECONDS`` belongs to
+    a process that died (kill -9): it is shown as failed, and its part file is never listed as an archive.
+    """
+
+    __tablename__ = "core_backups"
+
+    name: Mapped[str] = mapped_column(String(160), primary_key=True)
+    status: Mapped[str] = mapped_column(String(10))  # running | done | failed
+    size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    scheduled: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class BackupLock(Base):
+    """A restore in progress (``name`` = ``restore``): one at a time across processes, and no backup meanwhile.
+    The holder renews ``heartbeat_at``; a lock whose holder died is taken over once stale."""
+
+    __tablename__ = "core_backup_locks"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,0 +1,362 @@
+"""Backups as jobs: where archives are kept, their records, the restore lock, running one in the background.
+
+Archives are files in ``TRELLIS_BACKUP_PATH`` (default ``instance/backups``), each written as
+``<name>.part`` and renamed once complete, so a process killed mid-way never leaves a half archive under
+an archive's name. Their state is a row of ``core_backups``: ``running`` (renewed every few seconds by the
+writer), ``done`` or ``failed``; a ``running`` row whose writer stopped renewing it (kill -9) is reported as
+failed. A restore holds the row ``restore`` of ``core_backup_locks``: one restore at a time across
+processes, and no backup starts meanwhile; a lock whose holder died (its process gone on this host, or no
+renewal for ``LOCK_STALE_SECONDS``) is taken over.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import secrets
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import IO, Any
+
+import sqlalchemy as sa
+from flask import Flask, current_app
+
+from .. import audit, db
+from ..errors import APIError, bad_request, conflict, not_found
+from ..models import BackupLock, BackupRecord
+from . import archive, create, restore
+from .archive import ArchiveError
+
+log = logging.getLogger(__name__)
+
+STALE_SECONDS = 60.0  # a running backup not renewed for this long is dead (the writer renews every 5 s)
+LOCK_STALE_SECONDS = 600.0  # PostgreSQL: the restore lock is renewed every 30 s from another connection
+LOCK_RENEW_SECONDS = 30.0
+RESTORE_LOCK = "restore"
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.zip$")
+_records = BackupRecord.__table__
+_locks = BackupLock.__table__
+
+
+def folder(app: Flask | None = None) -> Path:
+    path = Path((app or current_app).config["BACKUP_PATH"])
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def new_name(scheduled: bool = False) -> str:
+    stamp = db.utcnow().strftime("%Y%m%d-%H%M%S")
+    return f"trellis-{stamp}-{secrets.token_hex(3)}{'-scheduled' if scheduled else ''}.zip"
+
+
+def checked_name(name: str) -> str:
+    if not NAME.match(name):
+        raise bad_request("Not a backup name", {"name": ["letters, digits, '.', '_', '-', ending in .zip"]})
+    return name
+
+
+# ---- records ------------------------------------------------------------------------------------------
+
+
+def _engine() -> sa.Engine:
+    return current_app.extensions["trellis"].engine
+
+
+def listing() -> list[dict[str, Any]]:
+    """Every archive, newest first, as the admin routes show them."""
+    with _engine().connect() as connection:
+        rows = connection.execute(sa.select(_records).order_by(_records.c.created_at.desc())).all()
+    return [_shown(row) for row in rows]
+
+
+def _shown(row: Any) -> dict[str, Any]:
+    status, error = row.status, row.error
+    if status == "running" and row.heartbeat_at < db.utcnow() - timedelta(seconds=STALE_SECONDS):
+        status, error = "failed", "interrupted: the process writing it stopped"
+    shown = {"name": row.name, "size": row.size, "createdAt": db.isoformat(row.created_at), "status": status}
+    if error:
+        shown["error"] = error
+    return shown
+
+
+def record(name: str) -> dict[str, Any]:
+    with _engine().connect() as connection:
+        row = connection.execute(sa.select(_records).where(_records.c.name == name)).first()
+    if row is None:
+        raise not_found(f"No backup named {name}")
+    return _shown(row)
+
+
+def done_path(name: str) -> Path:
+    """The file of a finished archive (404 when there is none)."""
+    if record(checked_name(name))["status"] != "done" or not (folder() / name).is_file():
+        raise not_found(f"No finished backup named {name}")
+    return folder() / name
+
+
+def delete(name: str) -> None:
+    shown = record(checked_name(name))
+    if shown["status"] == "running":
+        raise conflict("The backup is still being written")
+    db.session.execute(_records.delete().where(_records.c.name == name))
+    audit.record("backups", "backup.delete", name)
+    db.session.commit()
+    for path in (folder() / name, folder() / f"{name}.part"):
+        path.unlink(missing_ok=True)
+
+
+def blobs_held() -> bool:
+    """Whether a backup is being written: stored files must then outlive their records' deletion (the
+    Storage module leaves the blob to its sweep), since the backup's snapshot may still reference them."""
+    fresh = db.utcnow() - timedelta(seconds=STALE_SECONDS)
+    query = sa.select(_records.c.name).where(_records.c.status == "running", _records.c.heartbeat_at >= fresh)
+    with _engine().connect() as connection:
+        return connection.execute(query.limit(1)).first() is not None
+
+
+def _start_record(name: str, scheduled: bool) -> None:
+    """Insert the ``running`` row (409 when the name is taken, as when another process runs this schedule)."""
+    if restore_running():
+        raise conflict("A restore is running; start the backup once it is done")
+    now = db.utcnow()
+    try:
+        db.session.execute(
+            _records.insert().values(name=name, status="running", scheduled=scheduled, created_at=now, heartbeat_at=now)
+        )
+        audit.record("backups", "backup.create", name, {"scheduled": scheduled})
+        db.session.commit()
+    except sa.exc.IntegrityError:
+        db.session.rollback()
+        raise conflict(f"A backup named {name} exists already") from None
+
+
+def _finish(name: str, **values: Any) -> None:
+    with _engine().begin() as connection:
+        connection.execute(_records.update().where(_records.c.name == name).values(heartbeat_at=db.utcnow(), **values))
+
+
+def _heartbeat(name: str) -> None:
+    try:
+        _finish(name)
+    except sa.exc.SQLAlchemyError as exc:  # a restore holding SQLite's write lock: the next beat tries again
+        log.warning("could not renew backup %s: %s", name, exc.__class__.__name__)
+
+
+# ---- backup ------------------------------------------------------------------------------------------
+
+
+def run_backup(app: Flask, name: str, output: Path | None = None) -> dict[str, Any]:
+    """Write the backup ``name`` whose ``running`` row exists, into the backups folder (or ``output``);
+    marks it done or failed. Returns the manifest. Call in an app context."""
+    target = output or folder(app) / name
+    part = target.with_name(target.name + ".part")
+    try:
+        manifest = create.write(app, part, heartbeat=lambda: _heartbeat(name))
+        os.replace(part, target)
+    except BaseException as exc:
+        part.unlink(missing_ok=True)
+        message = _failure(exc)
+        log.error("backup %s failed: %s", name, message)
+        _quietly_finish(name, status="failed", error=message)
+        raise
+    _finish(name, status="done", size=target.stat().st_size)
+    log.info("backup %s written: %d tables, %d files", name, len(manifest["tables"]), len(manifest["files"]))
+    return manifest
+
+
+def _quietly_finish(name: str, **values: Any) -> None:
+    try:
+        _finish(name, **values)
+    except sa.exc.SQLAlchemyError:
+        log.exception("could not record the end of backup %s", name)
+
+
+def _failure(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return "no space left on the disk of the backups folder"
+    if isinstance(exc, APIError):
+        return exc.message
+    return f"{exc.__class__.__name__}: {str(exc)[:300]}"
+
+
+def start_backup(app: Flask, scheduled: bool = False, name: str | None = None) -> str:
+    """Record a new backup and write it in a background thread; returns its name."""
+    name = name or new_name(scheduled)
+    _start_record(name, scheduled)
+
+    def work() -> None:
+        with app.app_context():
+            try:
+                run_backup(app, name)
+            except Exception:  # recorded as failed; a background thread has nobody else to tell
+                pass
+            finally:
+                if scheduled:
+                    prune_scheduled(app)
+
+    threading.Thread(target=work, name=f"trellis-backup-{name}", daemon=True).start()
+    return name
+
+
+def backup_now(app: Flask, output: Path | None = None) -> tuple[str, dict[str, Any]]:
+    """Write a backup in this thread (the CLI); returns its name and manifest."""
+    name = output.name if output is not None else new_name()
+    _start_record(name if NAME.match(name) else new_name(), False)
+    return name, run_backup(app, name, output)
+
+
+def prune_scheduled(app: Flask) -> None:
+    """Keep the newest ``keep`` finished scheduled backups (config ``backups.keep``); remove the others."""
+    from ..module_config import get as get_config
+
+    keep = get_config("backups")["keep"]
+    query = (
+        sa.select(_records.c.name)
+        .where(_records.c.scheduled.is_(True), _records.c.status == "done")
+        .order_by(_records.c.created_at.desc())
+        .offset(keep)
+    )
+    with _engine().connect() as connection:
+        names = connection.execute(query).scalars().all()
+    for name in names:
+        delete(name)
+
+
+# ---- upload ------------------------------------------------------------------------------------------
+
+
+def upload(stream: IO[bytes], filename: str | None) -> dict[str, Any]:
+    """Keep an uploaded archive once it verifies (400 otherwise: nothing is kept)."""
+    name = filename if filename and NAME.match(filename) else new_name()
+    target = folder() / name
+    part = target.with_name(name + ".part")
+    if target.exists():
+        raise conflict(f"A backup named {name} exists already")
+    try:
+        with part.open("wb") as out:
+            while chunk := stream.read(archive.CHUNK):
+                out.write(chunk)
+        verified(current_app._get_current_object(), part)  # type: ignore[attr-defined]
+    except ArchiveError as exc:
+        part.unlink(missing_ok=True)
+        raise bad_request(str(exc)) from None
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        if exc.errno == errno.ENOSPC:
+            raise conflict("No space left on the disk of the backups folder") from None
+        raise
+    now = db.utcnow()
+    try:
+        db.session.execute(
+            _records.insert().values(
+                name=name, status="done", scheduled=False, size=part.stat().st_size, created_at=now, heartbeat_at=now
+            )
+        )
+        audit.record("backups", "backup.upload", name, {"size": part.stat().st_size})
+        db.session.commit()
+    except sa.exc.IntegrityError:
+        db.session.rollback()
+        part.unlink(missing_ok=True)
+        raise conflict(f"A backup named {name} exists already") from None
+    os.replace(part, target)
+    return record(name)
+
+
+# ---- restore -----------------------------------------------------------------------------------------
+
+
+def verified(app: Flask, path: Path) -> archive.Archive:
+    """The archive at ``path`` checked whole, against this database's migrations and loaded modules."""
+    with app.extensions["trellis"].engine.connect() as connection:
+        heads = set(create.current_heads(connection))
+    checked = archive.verify(path, heads=heads, known=_known_revisions(app))
+    restore.check_fits(app, checked)
+    return checked
+
+
+def _known_revisions(app: Flask) -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    from ..migrate import alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config(app))
+    return {revision.revision for revision in script.walk_revisions()}
+
+
+def restore_from(app: Flask, path: Path) -> dict[str, Any]:
+    """Verify the archive, then restore it under the restore lock (409 while another restore runs)."""
+    try:
+        checked = verified(app, path)
+    except ArchiveError as exc:
+        raise bad_request(str(exc)) from None
+    with restore_lock():
+        return restore.restore(app, checked)
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def _dead(holder: str, heartbeat: Any) -> bool:
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname()[:40] and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    return heartbeat < db.utcnow() - timedelta(seconds=LOCK_STALE_SECONDS)
+
+
+def restore_running() -> bool:
+    with _engine().connect() as connection:
+        row = connection.execute(sa.select(_locks).where(_locks.c.name == RESTORE_LOCK)).first()
+    return row is not None and not _dead(row.holder, row.heartbeat_at)
+
+
+@contextmanager
+def restore_lock() -> Iterator[None]:
+    holder = _holder()
+    engine = _engine()
+    with engine.begin() as connection:
+        row = connection.execute(sa.select(_locks).where(_locks.c.name == RESTORE_LOCK)).first()
+        if row is not None and not _dead(row.holder, row.heartbeat_at):
+            raise conflict("Another restore is running")
+        if row is not None:
+            connection.execute(_locks.delete().where(_locks.c.name == RESTORE_LOCK, _locks.c.holder == row.holder))
+        try:
+            with connection.begin_nested():
+                connection.execute(_locks.insert().values(name=RESTORE_LOCK, holder=holder, heartbeat_at=db.utcnow()))
+        except sa.exc.IntegrityError:
+            raise conflict("Another restore is running") from None
+    stop = threading.Event()
+    renewer = None
+    if engine.dialect.name == "postgresql":  # SQLite: the holder's process id says whether it lives
+        renewer = threading.Thread(target=_renew, args=(engine, holder, stop), daemon=True, name="trellis-restore-lock")
+        renewer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        if renewer is not None:
+            renewer.join(5)
+        with engine.begin() as connection:
+            connection.execute(_locks.delete().where(_locks.c.name == RESTORE_LOCK, _locks.c.holder == holder))
+
+
+def _renew(engine: sa.Engine, holder: str, stop: threading.Event) -> None:
+    while not stop.wait(LOCK_RENEW_SECONDS):
+        try:
+            with engine.begin() as connection:
+                connection.execute(_locks.update().where(_locks.c.holder == holder).values(heartbeat_at=db.utcnow()))
+        except sa.exc.SQLAlchemyError as exc:
+            log.warning("could not renew the restore lock: %s", exc.__class__.__name__)

@@ -1,0 +1,123 @@
+"""Admin routes of backups: ``/admin/backups`` (list, start, download, delete, upload, restore)."""
+
+from __future__ import annotations
+
+from flask import current_app, request, send_file
+from marshmallow import Schema, fields, validate
+
+from ..credentials import admin_required
+from ..errors import ErrorSchema, bad_request
+from ..http import Blueprint, body_limit
+from . import jobs
+
+blp = Blueprint("backups", __name__, description="Backups and restore of the whole state: tables and stored files")
+
+UPLOAD_LIMIT = 1 << 40  # an archive holds every stored file: no limit below the disk's
+
+
+class BackupSchema(Schema):
+    name = fields.String(required=True)
+    size = fields.Integer(allow_none=True)
+    createdAt = fields.String()
+    status = fields.String(validate=validate.OneOf(["running", "done", "failed"]))
+    error = fields.String()
+
+
+class BackupListSchema(Schema):
+    backups = fields.List(fields.Nested(BackupSchema), required=True)
+    count = fields.Integer(required=True)
+
+
+class StartedSchema(Schema):
+    name = fields.String(required=True)
+    status = fields.String(required=True)
+
+
+class RestoredSchema(Schema):
+    name = fields.String(required=True)
+    status = fields.String(required=True)
+    tables = fields.Integer()
+    files = fields.Integer()
+
+
+_NAME = {"name": {"description": "the archive's name (`….zip`)"}}
+
+
+@blp.route("/admin/backups", methods=["GET"])
+@admin_required
+@blp.response(200, BackupListSchema)
+def list_backups():
+    """Every backup, newest first; a backup whose writer died is `failed`."""
+    backups = jobs.listing()
+    return {"backups": backups, "count": len(backups)}
+
+
+@blp.route("/admin/backups", methods=["POST"])
+@admin_required
+@blp.response(202, StartedSchema)
+@blp.alt_response(409, schema=ErrorSchema, description="A restore is running")
+def start_backup():
+    """Start a backup of every table and stored file; it is written in the background (see the list)."""
+    name = jobs.start_backup(current_app._get_current_object())  # type: ignore[attr-defined]
+    return {"name": name, "status": "running"}
+
+
+@blp.route("/admin/backups/upload", methods=["POST"])
+@admin_required
+@body_limit(UPLOAD_LIMIT)
+@blp.doc(
+    requestBody={
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}
+            }
+        },
+    }
+)
+@blp.response(201, BackupSchema)
+@blp.alt_response(400, schema=ErrorSchema, description="Not a usable Trellis backup (damaged, truncated, foreign)")
+@blp.alt_response(409, schema=ErrorSchema, description="A backup of that name exists, or the disk is full")
+def upload_backup():
+    """Add an archive (multipart `file`), kept once it is verified whole."""
+    upload = request.files.get("file") if request.mimetype == "multipart/form-data" else None
+    if upload is None:
+        raise bad_request(
+            "Send the archive as the multipart field file", {"file": ["Missing data for required field."]}
+        )
+    return jobs.upload(upload.stream, upload.filename)
+
+
+@blp.route("/admin/backups/<string:name>", methods=["GET"])
+@admin_required
+@blp.doc(parameters=[{"in": "path", "name": "name", **_NAME["name"]}])
+@blp.response(200, description="The archive (a zip file; `Range` requests are honoured)")
+@blp.alt_response(404, schema=ErrorSchema, description="No finished backup of that name")
+def download_backup(name: str):
+    """Download an archive."""
+    path = jobs.done_path(name)
+    return send_file(path, mimetype="application/zip", as_attachment=True, download_name=name, conditional=True)
+
+
+@blp.route("/admin/backups/<string:name>", methods=["DELETE"])
+@admin_required
+@blp.response(204)
+@blp.alt_response(404, schema=ErrorSchema, description="No backup of that name")
+@blp.alt_response(409, schema=ErrorSchema, description="It is still being written")
+def delete_backup(name: str):
+    """Delete an archive and its record."""
+    jobs.delete(name)
+
+
+@blp.route("/admin/backups/<string:name>/restore", methods=["POST"])
+@admin_required
+@blp.response(202, RestoredSchema)
+@blp.alt_response(400, schema=ErrorSchema, description="The archive is damaged, foreign or from other migrations")
+@blp.alt_response(404, schema=ErrorSchema, description="No finished backup of that name")
+@blp.alt_response(409, schema=ErrorSchema, description="Another restore is running")
+def restore_backup(name: str):
+    """Replace every table and stored file by the archive's. Answered once the restored state is committed:
+    from then on every process serves it."""
+    path = jobs.done_path(name)
+    result = jobs.restore_from(current_app._get_current_object(), path)  # type: ignore[attr-defined]
+    return {"name": name, "status": "done", "tables": len(result["tables"]), "files": result["files"]}

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from flask import current_app, request, send_file
+from flask import current_app, send_file
+from flask_smorest.fields import Upload
 from marshmallow import Schema, fields, validate
 
 from ..credentials import admin_required
-from ..errors import ErrorSchema, bad_request
+from ..errors import ErrorSchema
 from ..http import Blueprint, body_limit
 from . import jobs
 
@@ -21,6 +22,12 @@ class BackupSchema(Schema):
     createdAt = fields.String()
     status = fields.String(validate=validate.OneOf(["running", "done", "failed"]))
     error = fields.String()
+
+
+class BackupUploadForm(Schema):
+    """The multipart body of an upload: the archive as the part ``file`` (werkzeug spools it to disk)."""
+
+    file = Upload(required=True, metadata={"description": "the archive (a zip file made by a Trellis backup)"})
 
 
 class BackupListSchema(Schema):
@@ -40,7 +47,7 @@ class RestoredSchema(Schema):
     files = fields.Integer()
 
 
-_NAME = {"name": {"description": "the archive's name (`….zip`)"}}
+_NAME = {"name": {"description": "the archive's name (`….zip`)", "schema": {"type": "string"}}}
 
 
 @blp.route("/admin/backups", methods=["GET"])
@@ -65,26 +72,13 @@ def start_backup():
 @blp.route("/admin/backups/upload", methods=["POST"])
 @admin_required
 @body_limit(UPLOAD_LIMIT)
-@blp.doc(
-    requestBody={
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {"type": "object", "properties": {"file": {"type": "string", "format": "binary"}}}
-            }
-        },
-    }
-)
+@blp.arguments(BackupUploadForm, location="files")
 @blp.response(201, BackupSchema)
 @blp.alt_response(400, schema=ErrorSchema, description="Not a usable Trellis backup (damaged, truncated, foreign)")
 @blp.alt_response(409, schema=ErrorSchema, description="A backup of that name exists, or the disk is full")
-def upload_backup():
+def upload_backup(form: dict):
     """Add an archive (multipart `file`), kept once it is verified whole."""
-    upload = request.files.get("file") if request.mimetype == "multipart/form-data" else None
-    if upload is None:
-        raise bad_request(
-            "Send the archive as the multipart field file", {"file": ["Missing data for required field."]}
-        )
+    upload = form["file"]
     return jobs.upload(upload.stream, upload.filename)
 
 

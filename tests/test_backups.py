@@ -285,6 +285,9 @@ def test_admin_routes_start_list_download_upload_restore_delete(make_app, tmp_pa
     client.post("/database/Product", headers=ADMIN, json={"title": "Chair", "price": 40})
     restored = client.post("/admin/backups/copy.zip/restore", headers=ADMIN)
     assert restored.status_code == 202, restored.get_json()
+    assert restored.get_json() == {"name": "copy.zip", "status": "running"}
+    state = _restore_finished(client)
+    assert state["status"] == "done" and state["name"] == "copy.zip" and "error" not in state, state
     assert [t for t, _ in _products(app)] == ["Pen", "Lamp", "Desk"]
     assert client.delete(f"/admin/backups/{name}", headers=ADMIN).status_code == 204
     assert client.get(f"/admin/backups/{name}", headers=ADMIN).status_code == 404
@@ -293,6 +296,55 @@ def test_admin_routes_start_list_download_upload_restore_delete(make_app, tmp_pa
     # The upload's entry went with the restore (the audit log is restored too); the restore's own is there.
     assert {e["action"] for e in audited} >= {"backup.create", "restore", "backup.delete"}
     assert client.get("/admin/backups/..%2Fsecrets.json", headers=ADMIN).status_code in (400, 404)
+
+
+def _restore_finished(client: Any) -> dict[str, Any]:
+    from trellis.testing.waiting import wait_until
+
+    def finished() -> dict[str, Any] | None:
+        state = client.get("/admin/backups", headers=ADMIN).get_json()["restore"]
+        return state if state and state["status"] != "running" else None
+
+    return wait_until(finished, "the restore has finished", timeout=60)
+
+
+def test_one_restore_at_a_time_and_a_damaged_entry_fails_in_the_background(make_app, tmp_path):
+    from trellis.backups import jobs
+
+    app = make_app(database_kind())
+    _fill(app)
+    with app.app_context():
+        name = jobs.backup_now(app)[0]
+    archive = tmp_path / "good.zip"
+    archive.write_bytes((Path(app.config["BACKUP_PATH"]) / name).read_bytes())
+    client = app.test_client()
+    assert client.get("/admin/backups", headers=ADMIN).get_json()["restore"] is None
+    # Another holder (as another process would) has the lock: a restore and a backup are refused meanwhile.
+    with app.app_context():
+        holder = jobs._acquire("elsewhere.zip")
+    try:
+        assert client.get("/admin/backups", headers=ADMIN).get_json()["restore"]["status"] == "running"
+        refused = client.post(f"/admin/backups/{name}/restore", headers=ADMIN)
+        assert refused.status_code == 409 and "restore" in refused.get_json()["message"]
+        assert client.post("/admin/backups", headers=ADMIN).status_code == 409
+    finally:
+        with app.app_context():
+            jobs._release(holder, "done")
+    # An entry damaged after the upload passes the quick check (202) but not the checksums: the restore
+    # fails before it changes anything, and says why.
+    client.post("/database/Product", headers=ADMIN, json={"title": "Chair", "price": 40})
+    counts = _counts(app)
+    flipped = _damaged(archive, tmp_path)["flipped"]
+    (Path(app.config["BACKUP_PATH"]) / name).write_bytes(flipped.read_bytes())
+    started = client.post(f"/admin/backups/{name}/restore", headers=ADMIN)
+    assert started.status_code == 202, started.get_json()
+    state = _restore_finished(client)
+    assert state["status"] == "failed" and "damaged" in state["error"], state
+    assert _counts(app) == counts and len(_products(app)) == 4
+    # A foreign file under a done archive's name is refused at once, before the lock is taken.
+    (Path(app.config["BACKUP_PATH"]) / name).write_bytes(b"PK not a zip at all")
+    assert client.post(f"/admin/backups/{name}/restore", headers=ADMIN).status_code == 400
+    assert client.get("/admin/backups", headers=ADMIN).get_json()["restore"]["status"] == "failed"
 
 
 def test_a_write_during_the_backup_is_wholly_out(make_app, tmp_path, monkeypatch):

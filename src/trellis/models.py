@@ -120,11 +120,18 @@ class BackupRecord(Base):
 
 
 class BackupLock(Base):
-    """A restore in progress (``name`` = ``restore``): one at a time across processes, and no backup meanwhile.
-    The holder renews ``heartbeat_at``; a lock whose holder died is taken over once stale."""
+    """The latest restore (``name`` = ``restore``), which is also the lock of the next: one restore at a time
+    across processes, and no backup meanwhile. While ``status`` is ``running`` the holder renews
+    ``heartbeat_at``; a running restore whose holder died (kill -9) is shown as failed and its lock is
+    taken over (``trellis.backups.jobs``)."""
 
     __tablename__ = "core_backup_locks"
 
     name: Mapped[str] = mapped_column(String(40), primary_key=True)
     holder: Mapped[str] = mapped_column(String(64))
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    backup: Mapped[str | None] = mapped_column(String(160), nullable=True)  # the archive restored
+    status: Mapped[str] = mapped_column(String(10))  # running | done | failed
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -122,12 +122,13 @@ class Archive:
         return entry
 
 
-def verify(path: Path, heads: set[str] | None = None, known: set[str] | None = None) -> Archive:
+def verify(path: Path, heads: set[str] | None = None, known: set[str] | None = None, checksums: bool = True) -> Archive:
     """Read the whole archive against its manifest (every entry's sha256 and the zip's own CRCs).
 
     ``heads``: the running code's migration heads; ``known``: every revision the running code knows. An
     archive from newer code (a head this code does not know) is refused; so is one whose heads differ
-    from the running database's (restore it with the release that made it, then upgrade)."""
+    from the running database's (restore it with the release that made it, then upgrade). Without
+    ``checksums`` only the manifest and the list of entries are read (the zip's directory: quick)."""
     try:
         with zipfile.ZipFile(path) as archive:
             manifest = _manifest(archive)
@@ -139,19 +140,24 @@ def verify(path: Path, heads: set[str] | None = None, known: set[str] | None = N
                 raise ArchiveError(
                     f"the archive's entries do not match its manifest (missing {missing[:3]}, extra {extra[:3]})"
                 )
-            for name, expected in listed.items():
-                digest = hashlib.sha256()
-                with archive.open(name) as entry:
-                    while chunk := entry.read(CHUNK):
-                        digest.update(chunk)
-                if digest.hexdigest() != expected:
-                    raise ArchiveError(f"{name} is damaged (its checksum does not match the manifest)")
+            if checksums:
+                _check_sums(archive, listed)
     except ArchiveError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, KeyError, ValueError) as exc:
         raise ArchiveError(f"not a readable Trellis backup ({exc.__class__.__name__}: {_short(exc)})") from None
     _check_heads(manifest, heads, known)
     return Archive(path, manifest)
+
+
+def _check_sums(archive: zipfile.ZipFile, listed: dict[str, str]) -> None:
+    for name, expected in listed.items():
+        digest = hashlib.sha256()
+        with archive.open(name) as entry:
+            while chunk := entry.read(CHUNK):
+                digest.update(chunk)
+        if digest.hexdigest() != expected:
+            raise ArchiveError(f"{name} is damaged (its checksum does not match the manifest)")
 
 
 def _short(exc: BaseException) -> str:

@@ -47,6 +47,11 @@ def backup_restore(file: Path, yes: bool) -> None:
 
 @backup_group.command("list")
 def backup_list() -> None:
-    """The archives, newest first."""
+    """The archives, newest first, then the latest restore."""
     for shown in jobs.listing():
         click.echo(f"{shown['name']}\t{shown['status']}\t{shown['size'] or ''}\t{shown['createdAt']}")
+    restored = jobs.restore_state()
+    if restored is not None:
+        click.echo(f"latest restore: {restored['name']}\t{restored['status']}\t{restored['startedAt']}")
+        if "error" in restored:
+            click.echo(f"  {restored['error']}")

@@ -4,9 +4,10 @@ Archives are files in ``TRELLIS_BACKUP_PATH`` (default ``instance/backups``), ea
 ``<name>.part`` and renamed once complete, so a process killed mid-way never leaves a half archive under
 an archive's name. Their state is a row of ``core_backups``: ``running`` (renewed every few seconds by the
 writer), ``done`` or ``failed``; a ``running`` row whose writer stopped renewing it (kill -9) is reported as
-failed. A restore holds the row ``restore`` of ``core_backup_locks``: one restore at a time across
-processes, and no backup starts meanwhile; a lock whose holder died (its process gone on this host, or no
-renewal for ``LOCK_STALE_SECONDS``) is taken over.
+failed. A restore holds the row ``restore`` of ``core_backup_locks`` (which afterwards records how it
+ended): one restore at a time across processes, and no backup starts meanwhile; a lock whose holder died
+(its process gone on this host, or no renewal for ``LOCK_STALE_SECONDS``) is taken over. The admin route
+restores in a background thread (202 at once); the CLI in its own.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import re
 import secrets
 import socket
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -271,11 +271,12 @@ def upload(stream: IO[bytes], filename: str | None) -> dict[str, Any]:
 # ---- restore -----------------------------------------------------------------------------------------
 
 
-def verified(app: Flask, path: Path) -> archive.Archive:
-    """The archive at ``path`` checked whole, against this database's migrations and loaded modules."""
+def verified(app: Flask, path: Path, checksums: bool = True) -> archive.Archive:
+    """The archive at ``path`` checked whole (without ``checksums``: its manifest and entry list only),
+    against this database's migrations and loaded modules."""
     with app.extensions["trellis"].engine.connect() as connection:
         heads = set(create.current_heads(connection))
-    checked = archive.verify(path, heads=heads, known=_known_revisions(app))
+    checked = archive.verify(path, heads=heads, known=_known_revisions(app), checksums=checksums)
     restore.check_fits(app, checked)
     return checked
 
@@ -290,13 +291,51 @@ def _known_revisions(app: Flask) -> set[str]:
 
 
 def restore_from(app: Flask, path: Path) -> dict[str, Any]:
-    """Verify the archive, then restore it under the restore lock (409 while another restore runs)."""
+    """Verify the archive, then restore it in this thread under the restore lock (the CLI; 409 while
+    another restore runs). Call in an app context."""
     try:
         checked = verified(app, path)
     except ArchiveError as exc:
         raise bad_request(str(exc)) from None
-    with restore_lock():
-        return restore.restore(app, checked)
+    holder = _acquire(path.name)
+    try:
+        result = restore.restore(app, checked)
+    except BaseException as exc:
+        _release(holder, "failed", _failure(exc))
+        raise
+    _release(holder, "done")
+    return result
+
+
+def start_restore(app: Flask, name: str) -> None:
+    """Check the archive's manifest against this code (400), take the restore lock (409), then verify every
+    entry and restore in a background thread; the outcome is ``restore_state()``. Call in an app context.
+
+    The checksums are read in the background: they cost a read of the whole archive (about a second per
+    100 MB here), too long to hold a request for; a damaged entry still stops the restore before it changes
+    anything, and the restore is then ``failed`` with the reason."""
+    path = done_path(name)
+    try:
+        verified(app, path, checksums=False)
+    except ArchiveError as exc:
+        raise bad_request(str(exc)) from None
+    if blobs_held():
+        raise conflict("A backup is being written; restore once it is done")
+    holder = _acquire(name)
+
+    def work() -> None:
+        with app.app_context():
+            try:
+                restore.restore(app, verified(app, path))
+            except BaseException as exc:  # recorded as failed; a background thread has nobody else to tell
+                message = _failure(exc)
+                log.error("restore of %s failed: %s", name, message)
+                _release(holder, "failed", message)
+                return
+            _release(holder, "done")
+            log.info("restored %s", name)
+
+    threading.Thread(target=work, name=f"trellis-restore-{name}", daemon=True).start()
 
 
 def _holder() -> str:
@@ -317,46 +356,93 @@ def _dead(holder: str, heartbeat: Any) -> bool:
     return heartbeat < db.utcnow() - timedelta(seconds=LOCK_STALE_SECONDS)
 
 
-def restore_running() -> bool:
+def _latest_restore() -> Any:
     with _engine().connect() as connection:
-        row = connection.execute(sa.select(_locks).where(_locks.c.name == RESTORE_LOCK)).first()
-    return row is not None and not _dead(row.holder, row.heartbeat_at)
+        return connection.execute(sa.select(_locks).where(_locks.c.name == RESTORE_LOCK)).first()
 
 
-@contextmanager
-def restore_lock() -> Iterator[None]:
-    holder = _holder()
+def restore_running() -> bool:
+    row = _latest_restore()
+    return row is not None and row.status == "running" and not _dead(row.holder, row.heartbeat_at)
+
+
+def restore_state() -> dict[str, Any] | None:
+    """The latest restore as the admin routes show it (None before the first): a running restore whose
+    process died is ``failed``; its transaction died with it, so the previous state is in place."""
+    row = _latest_restore()
+    if row is None:
+        return None
+    status, error = row.status, row.error
+    if status == "running" and _dead(row.holder, row.heartbeat_at):
+        status, error = "failed", "interrupted: the process restoring it stopped; the previous state is in place"
+    shown = {"name": row.backup, "status": status, "startedAt": db.isoformat(row.started_at)}
+    if row.finished_at is not None:
+        shown["finishedAt"] = db.isoformat(row.finished_at)
+    if error:
+        shown["error"] = error
+    return shown
+
+
+def _acquire(backup: str) -> str:
+    """Take the restore lock for ``backup`` (409 while a live holder has it); returns the holder's id.
+
+    The row is replaced only if it is still the one read (same holder and status): of two processes that
+    read the same finished or dead row, PostgreSQL lets one update it and the other then finds no match."""
+    holder, now = _holder(), db.utcnow()
+    values = {
+        "holder": holder,
+        "heartbeat_at": now,
+        "backup": backup,
+        "status": "running",
+        "error": None,
+        "started_at": now,
+        "finished_at": None,
+    }
     engine = _engine()
     with engine.begin() as connection:
         row = connection.execute(sa.select(_locks).where(_locks.c.name == RESTORE_LOCK)).first()
-        if row is not None and not _dead(row.holder, row.heartbeat_at):
-            raise conflict("Another restore is running")
-        if row is not None:
-            connection.execute(_locks.delete().where(_locks.c.name == RESTORE_LOCK, _locks.c.holder == row.holder))
-        try:
-            with connection.begin_nested():
-                connection.execute(_locks.insert().values(name=RESTORE_LOCK, holder=holder, heartbeat_at=db.utcnow()))
-        except sa.exc.IntegrityError:
-            raise conflict("Another restore is running") from None
-    stop = threading.Event()
-    renewer = None
+        if row is None:
+            try:
+                with connection.begin_nested():
+                    connection.execute(_locks.insert().values(name=RESTORE_LOCK, **values))
+            except sa.exc.IntegrityError:
+                raise conflict("Another restore is running") from None
+        else:
+            if row.status == "running" and not _dead(row.holder, row.heartbeat_at):
+                raise conflict("Another restore is running")
+            taken = connection.execute(
+                _locks.update()
+                .where(_locks.c.name == RESTORE_LOCK, _locks.c.holder == row.holder, _locks.c.status == row.status)
+                .values(**values)
+            )
+            if taken.rowcount != 1:
+                raise conflict("Another restore is running")
     if engine.dialect.name == "postgresql":  # SQLite: the holder's process id says whether it lives
-        renewer = threading.Thread(target=_renew, args=(engine, holder, stop), daemon=True, name="trellis-restore-lock")
-        renewer.start()
+        threading.Thread(target=_renew, args=(engine, holder), daemon=True, name="trellis-restore-lock").start()
+    return holder
+
+
+def _release(holder: str, status: str, error: str | None = None) -> None:
+    """Record the restore's outcome; the lock is free from then on (and the renewal stops)."""
     try:
-        yield
-    finally:
-        stop.set()
-        if renewer is not None:
-            renewer.join(5)
-        with engine.begin() as connection:
-            connection.execute(_locks.delete().where(_locks.c.name == RESTORE_LOCK, _locks.c.holder == holder))
+        with _engine().begin() as connection:
+            connection.execute(
+                _locks.update()
+                .where(_locks.c.name == RESTORE_LOCK, _locks.c.holder == holder)
+                .values(status=status, error=error, finished_at=db.utcnow())
+            )
+    except sa.exc.SQLAlchemyError:
+        log.exception("could not record the end of the restore")
 
 
-def _renew(engine: sa.Engine, holder: str, stop: threading.Event) -> None:
-    while not stop.wait(LOCK_RENEW_SECONDS):
+def _renew(engine: sa.Engine, holder: str) -> None:
+    """Renew the running restore's heartbeat until its row is no longer running under ``holder``."""
+    running = (_locks.c.name == RESTORE_LOCK) & (_locks.c.holder == holder) & (_locks.c.status == "running")
+    while True:
+        time.sleep(LOCK_RENEW_SECONDS)
         try:
             with engine.begin() as connection:
-                connection.execute(_locks.update().where(_locks.c.holder == holder).values(heartbeat_at=db.utcnow()))
+                if connection.execute(_locks.update().where(running).values(heartbeat_at=db.utcnow())).rowcount != 1:
+                    return
         except sa.exc.SQLAlchemyError as exc:
             log.warning("could not renew the restore lock: %s", exc.__class__.__name__)

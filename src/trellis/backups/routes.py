@@ -30,21 +30,23 @@ class BackupUploadForm(Schema):
     file = Upload(required=True, metadata={"description": "the archive (a zip file made by a Trellis backup)"})
 
 
+class RestoreSchema(Schema):
+    name = fields.String(required=True, metadata={"description": "the archive restored"})
+    status = fields.String(required=True, validate=validate.OneOf(["running", "done", "failed"]))
+    startedAt = fields.String(required=True)
+    finishedAt = fields.String()
+    error = fields.String()
+
+
 class BackupListSchema(Schema):
     backups = fields.List(fields.Nested(BackupSchema), required=True)
     count = fields.Integer(required=True)
+    restore = fields.Nested(RestoreSchema, allow_none=True, metadata={"description": "the latest restore"})
 
 
 class StartedSchema(Schema):
     name = fields.String(required=True)
     status = fields.String(required=True)
-
-
-class RestoredSchema(Schema):
-    name = fields.String(required=True)
-    status = fields.String(required=True)
-    tables = fields.Integer()
-    files = fields.Integer()
 
 
 _NAME = {"name": {"description": "the archive's name (`….zip`)", "schema": {"type": "string"}}}
@@ -54,9 +56,9 @@ _NAME = {"name": {"description": "the archive's name (`….zip`)", "schema": {"t
 @admin_required
 @blp.response(200, BackupListSchema)
 def list_backups():
-    """Every backup, newest first; a backup whose writer died is `failed`."""
+    """Every backup, newest first, and the latest restore; a backup or restore whose process died is `failed`."""
     backups = jobs.listing()
-    return {"backups": backups, "count": len(backups)}
+    return {"backups": backups, "count": len(backups), "restore": jobs.restore_state()}
 
 
 @blp.route("/admin/backups", methods=["POST"])
@@ -105,13 +107,13 @@ def delete_backup(name: str):
 
 @blp.route("/admin/backups/<string:name>/restore", methods=["POST"])
 @admin_required
-@blp.response(202, RestoredSchema)
-@blp.alt_response(400, schema=ErrorSchema, description="The archive is damaged, foreign or from other migrations")
+@blp.response(202, StartedSchema)
+@blp.alt_response(400, schema=ErrorSchema, description="The archive is foreign or from newer code")
 @blp.alt_response(404, schema=ErrorSchema, description="No finished backup of that name")
-@blp.alt_response(409, schema=ErrorSchema, description="Another restore is running")
+@blp.alt_response(409, schema=ErrorSchema, description="Another restore is running, or a backup is being written")
 def restore_backup(name: str):
-    """Replace every table and stored file by the archive's. Answered once the restored state is committed:
-    from then on every process serves it."""
-    path = jobs.done_path(name)
-    result = jobs.restore_from(current_app._get_current_object(), path)  # type: ignore[attr-defined]
-    return {"name": name, "status": "done", "tables": len(result["tables"]), "files": result["files"]}
+    """Start replacing every table and stored file by the archive's. It runs in the background: `restore`
+    in `GET /admin/backups` says when it is done (from then on every process serves the restored state)
+    or why it failed (the previous state is then in place)."""
+    jobs.start_restore(current_app._get_current_object(), name)  # type: ignore[attr-defined]
+    return {"name": name, "status": "running"}

@@ -1,4 +1,4 @@
-"""core: backups (trellis.backups): the archives' records and the restore lock
+"""core: backups (trellis.backups): the archives' records and the restore lock (the latest restore's record)
 
 Revision ID: core_0005
 Revises: core_0004
@@ -33,6 +33,11 @@ def upgrade() -> None:
         sa.Column("name", sa.String(40), nullable=False),
         sa.Column("holder", sa.String(64), nullable=False),
         sa.Column("heartbeat_at", UTCDateTime(), nullable=False),
+        sa.Column("backup", sa.String(160), nullable=True),
+        sa.Column("status", sa.String(10), nullable=False),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("started_at", UTCDateTime(), nullable=False),
+        sa.Column("finished_at", UTCDateTime(), nullable=True),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_core_backup_locks")),
     )
 

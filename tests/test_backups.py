@@ -418,3 +418,222 @@ def test_schedule_runs_once_across_two_processes(make_app):
     finally:
         second.extensions["trellis_events"].stop()
         second.extensions["trellis"].engine.dispose()
+
+
+# ---- real server processes -------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def serve(tmp_path: Path) -> Iterator[Callable[[Any], Any]]:
+    """``serve(app)``: a real server process (eventlet) on ``app``'s database, folders and secrets; all are
+    stopped at the end (those killed already included)."""
+    from trellis.testing.plugin import LiveServer, free_port, live_server_env
+
+    started: list[Any] = []
+
+    def start(app: Any) -> Any:
+        port = free_port()
+        config = {k: app.config[k] for k in ("DATABASE_URL", "MASTER_KEY", "SECRET_KEY", "STORAGE_PATH")}
+        env = live_server_env(
+            {**config, "PASSWORD_PROFILE": "test"}, tmp_path, port, TRELLIS_BACKUP_PATH=app.config["BACKUP_PATH"]
+        )
+        server = LiveServer(env, port, tmp_path / f"server-{port}.log")
+        started.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def _latest_restore(app: Any) -> dict[str, Any] | None:
+    from trellis.backups import jobs
+
+    with app.app_context():
+        return jobs.restore_state()
+
+
+def test_two_processes_serve_the_restored_state_at_once(make_app, serve):
+    import requests
+
+    from trellis.backups import jobs
+    from trellis.testing.waiting import wait_until
+
+    app = make_app(database_kind())
+    data = _fill(app)
+    with app.app_context():
+        name = jobs.backup_now(app)[0]
+    client = app.test_client()
+    # The state moves on after the backup: a schema, a document, a config, a user, a deleted file.
+    assert client.post("/admin/database/schemas", headers=ADMIN, json={"name": "Later", "fields": {"n": "Number"}})
+    assert client.post("/database/Product", headers=ADMIN, json={"title": "Chair", "price": 40}).status_code == 201
+    assert client.put("/config/backups", headers=ADMIN, json={"keep": 9}).status_code == 200
+    later = {"email": "bob@example.com", "password": "bob-password-1"}
+    assert client.post("/authentication/local/new", json=later).status_code in (200, 201)
+    assert client.delete(f"/storage/file/{data['file']}", headers=data["user"]).status_code in (200, 204)
+
+    a, b = serve(app), serve(app)
+
+    def through(server: Any) -> dict[str, Any]:
+        """What a client sees of schemas, config, users, documents and files through one process."""
+        schemas = requests.get(f"{server.url}/admin/database/schemas", headers=ADMIN, timeout=30).json()
+        products = requests.get(f"{server.url}/database/Product?sort=price", headers=ADMIN, timeout=30).json()
+        signed = requests.post(f"{server.url}/authentication/local", json=data["account"], timeout=30)
+        token = signed.json().get("accessToken")
+        file = requests.get(
+            f"{server.url}/storage/download/{data['file']}", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+        return {
+            "schemas": sorted({s["name"] for s in schemas["schemas"]} & {"Later", "Product"}),
+            "keep": requests.get(f"{server.url}/config/backups", headers=ADMIN, timeout=30).json()["keep"],
+            "bob": requests.post(f"{server.url}/authentication/local", json=later, timeout=30).status_code,
+            "products": [(d["title"], d["price"]) for d in products["documents"]],
+            "file": (file.status_code, file.content[:19]),
+        }
+
+    moved_on = {
+        "schemas": ["Later", "Product"],
+        "keep": 9,
+        "bob": 200,
+        "products": [("Pen", 2), ("Lamp", 9.5), ("Chair", 40), ("Desk", 180)],
+        "file": (404, b'{"code":404,"messag'[:19]),
+    }
+    seen = through(b)  # b's caches now hold the state after the backup
+    assert {k: v for k, v in seen.items() if k != "file"} == {k: v for k, v in moved_on.items() if k != "file"}
+    assert seen["file"][0] == 404
+    started = requests.post(f"{a.url}/admin/backups/{name}/restore", headers=ADMIN, timeout=30)
+    assert started.status_code == 202, started.text
+    wait_until(
+        lambda: (
+            requests.get(f"{a.url}/admin/backups", headers=ADMIN, timeout=30).json()["restore"]["status"] != "running"
+        ),
+        "the restore has finished",
+        timeout=120,
+    )
+    assert requests.get(f"{b.url}/admin/backups", headers=ADMIN, timeout=30).json()["restore"]["status"] == "done"
+    restored = {
+        "schemas": ["Product"],
+        "keep": 3,
+        "bob": 401,
+        "products": [("Pen", 2), ("Lamp", 9.5), ("Desk", 180)],
+        "file": (200, b"hello from a backup"),
+    }
+    # At once, through the other process and through the one that restored: nothing waits or retries.
+    assert through(b) == restored
+    assert through(a) == restored
+
+
+def _writer_holds_the_database(app: Any) -> bool:
+    """Whether a transaction of another connection is writing: SQLite's write lock is taken, or (PostgreSQL)
+    a restore holds its EXCLUSIVE table locks."""
+    url = app.config["DATABASE_URL"]
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        connection = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=0, isolation_level=None)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("ROLLBACK")
+            return False
+        except sqlite3.OperationalError:
+            return True
+        finally:
+            connection.close()
+    engine = app.extensions["trellis"].engine
+    query = (
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "WHERE l.mode = 'ExclusiveLock' AND l.granted AND c.relname = 'database_schemas'"
+    )
+    with engine.connect() as connection:
+        return connection.exec_driver_sql(query).scalar() > 0
+
+
+def _many_documents(app: Any, count: int) -> None:
+    """``count`` more Product documents, a thousand per request (a list body creates many)."""
+    client = app.test_client()
+    for start in range(0, count, 1000):
+        batch = [{"title": f"Bulk {i}", "price": 1000 + i} for i in range(start, min(count, start + 1000))]
+        assert client.post("/database/Product/many", headers=ADMIN, json={"docs": batch}).status_code == 201
+
+
+KILL_DOCUMENTS = 30_000  # enough for a restore to take seconds on a busy 2-core machine
+
+
+def test_kill_9_mid_restore_leaves_the_previous_state_and_its_lock_is_recovered(make_app, serve):
+    import signal
+
+    import requests
+
+    from trellis.backups import jobs
+    from trellis.testing.waiting import wait_until
+
+    app = make_app(database_kind())
+    _fill(app)
+    _many_documents(app, KILL_DOCUMENTS)
+    with app.app_context():
+        name = jobs.backup_now(app)[0]
+    client = app.test_client()
+    assert client.post("/database/Product", headers=ADMIN, json={"title": "After", "price": 0}).status_code == 201
+    before = _counts(app)
+    server = serve(app)
+    assert requests.post(f"{server.url}/admin/backups/{name}/restore", headers=ADMIN, timeout=30).status_code == 202
+    # Killed while the restore's transaction writes (its lock row says running, its writes hold the database).
+    wait_until(
+        lambda: _writer_holds_the_database(app) or _latest_restore(app)["status"] != "running",
+        "the restore is writing",
+        timeout=120,
+        interval=0.01,
+    )
+    assert _latest_restore(app)["status"] == "running", _latest_restore(app)
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait(10)
+    state = _latest_restore(app)
+    assert state["status"] == "failed" and "interrupted" in state["error"], state
+    assert _counts(app) == before  # nothing of the restore is in: the previous state, "After" included
+    assert "After" in {t for t, _ in _products(app)}
+    # The lock went with the process: another process restores at once.
+    other = serve(app)
+    assert requests.post(f"{other.url}/admin/backups/{name}/restore", headers=ADMIN, timeout=30).status_code == 202
+    wait_until(lambda: _latest_restore(app)["status"] != "running", "the second restore has finished", timeout=180)
+    assert _latest_restore(app)["status"] == "done"
+    assert "After" not in {t for t, _ in _products(app)}
+    listed = app.test_client().get("/database/Product?limit=1", headers=ADMIN).get_json()
+    assert listed["count"] == 3 + KILL_DOCUMENTS
+
+
+def test_kill_9_mid_backup_leaves_no_archive_listed_as_done(make_app, serve):
+    import signal
+
+    import requests
+
+    from trellis.backups import jobs
+    from trellis.testing.waiting import wait_until
+
+    app = make_app(database_kind())
+    _fill(app)
+    _many_documents(app, KILL_DOCUMENTS)
+    server = serve(app)
+    started = requests.post(f"{server.url}/admin/backups", headers=ADMIN, timeout=30)
+    assert started.status_code == 202
+    name = started.json()["name"]
+    part = Path(app.config["BACKUP_PATH"]) / f"{name}.part"
+    wait_until(part.exists, "the backup is being written", timeout=60, interval=0.01)
+    os.kill(server.process.pid, signal.SIGKILL)
+    server.process.wait(10)
+    client = app.test_client()
+    listed = {b["name"]: b for b in client.get("/admin/backups", headers=ADMIN).get_json()["backups"]}
+    assert listed[name]["status"] == "failed" and "interrupted" in listed[name]["error"], listed
+    assert not (Path(app.config["BACKUP_PATH"]) / name).exists()
+    assert client.get(f"/admin/backups/{name}", headers=ADMIN).status_code == 404
+    assert client.post(f"/admin/backups/{name}/restore", headers=ADMIN).status_code == 404
+    with app.app_context():
+        assert not jobs.blobs_held()  # deleted files' blobs are no longer held for the dead backup
+    # The next backup clears the dead one's part file, and is done.
+    again = client.post("/admin/backups", headers=ADMIN).get_json()["name"]
+    assert not part.exists()
+    wait_until(
+        lambda: client.get("/admin/backups", headers=ADMIN).get_json()["backups"][0]["status"] == "done",
+        f"backup {again} is done",
+        timeout=120,
+    )

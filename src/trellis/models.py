@@ -104,8 +104,9 @@ class EventConsumer(Base):
 class BackupRecord(Base):
     """One archive of ``trellis.backups``: its state while it is written and once it is kept.
 
-    A row ``running`` whose ``heartbeat_at`` is older than ``trellis.backups.jobs.STALE_SECONDS`` belongs to
-    a process that died (kill -9): it is shown as failed, and its part file is never listed as an archive.
+    A row ``running`` whose writer died (kill -9) is shown as failed: ``holder`` names the writing process
+    (host and pid, checked at once on the same host), and elsewhere a ``heartbeat_at`` older than
+    ``trellis.backups.jobs.STALE_SECONDS`` tells. Its part file is never listed as an archive.
     """
 
     __tablename__ = "core_backups"
@@ -117,6 +118,7 @@ class BackupRecord(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    holder: Mapped[str | None] = mapped_column(String(64), nullable=True)  # host:pid:token of the writer
 
 
 class BackupLock(Base):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -150,12 +151,20 @@ def verify(path: Path, heads: set[str] | None = None, known: set[str] | None = N
     return Archive(path, manifest)
 
 
+def cooperate() -> None:
+    """Let the process's other work run: under eventlet a backup or restore is a green thread, and SQLite's
+    calls never yield to the hub by themselves, so without this a restore of 30,000 documents held every
+    request of the process (its own 202 included) for its whole 1.3 s. A no-op switch elsewhere."""
+    time.sleep(0)
+
+
 def _check_sums(archive: zipfile.ZipFile, listed: dict[str, str]) -> None:
     for name, expected in listed.items():
         digest = hashlib.sha256()
         with archive.open(name) as entry:
             while chunk := entry.read(CHUNK):
                 digest.update(chunk)
+                cooperate()
         if digest.hexdigest() != expected:
             raise ArchiveError(f"{name} is damaged (its checksum does not match the manifest)")
 

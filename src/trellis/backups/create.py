@@ -25,6 +25,7 @@ from .. import db
 from ..db import Base
 from ..modules import ENTRY_POINT_GROUP
 from . import archive, rows, tables
+from .archive import cooperate
 
 BATCH = 1000  # rows per fetch from the streaming cursor
 HEARTBEAT_SECONDS = 5.0
@@ -89,8 +90,10 @@ def _copy(writer: archive.ArchiveWriter, connection: Connection, table: sa.Table
 
     def lines() -> Iterator[str]:
         result = connection.execution_options(yield_per=BATCH).execute(sa.select(*columns))
-        for row in result:
+        for count, row in enumerate(result, start=1):
             beat()
+            if count % BATCH == 0:
+                cooperate()
             yield encode(list(row))
 
     return writer.table(table.name, [c.name for c in columns], lines())
@@ -115,6 +118,7 @@ def _beating(chunks: Any, beat: Callable[[], None]) -> Iterator[bytes]:
     try:
         for chunk in chunks:
             beat()
+            cooperate()
             yield chunk
     finally:
         close = getattr(chunks, "close", None)

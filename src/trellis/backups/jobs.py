@@ -75,9 +75,15 @@ def listing() -> list[dict[str, Any]]:
     return [_shown(row) for row in rows]
 
 
+def _writer_dead(row: Any) -> bool:
+    if row.heartbeat_at < db.utcnow() - timedelta(seconds=STALE_SECONDS):
+        return True
+    return row.holder is not None and _dead(row.holder, row.heartbeat_at)
+
+
 def _shown(row: Any) -> dict[str, Any]:
     status, error = row.status, row.error
-    if status == "running" and row.heartbeat_at < db.utcnow() - timedelta(seconds=STALE_SECONDS):
+    if status == "running" and _writer_dead(row):
         status, error = "failed", "interrupted: the process writing it stopped"
     shown = {"name": row.name, "size": row.size, "createdAt": db.isoformat(row.created_at), "status": status}
     if error:
@@ -115,9 +121,9 @@ def blobs_held() -> bool:
     """Whether a backup is being written: stored files must then outlive their records' deletion (the
     Storage module leaves the blob to its sweep), since the backup's snapshot may still reference them."""
     fresh = db.utcnow() - timedelta(seconds=STALE_SECONDS)
-    query = sa.select(_records.c.name).where(_records.c.status == "running", _records.c.heartbeat_at >= fresh)
+    query = sa.select(_records).where(_records.c.status == "running", _records.c.heartbeat_at >= fresh)
     with _engine().connect() as connection:
-        return connection.execute(query.limit(1)).first() is not None
+        return any(not _writer_dead(row) for row in connection.execute(query))
 
 
 def _start_record(name: str, scheduled: bool) -> None:
@@ -127,7 +133,9 @@ def _start_record(name: str, scheduled: bool) -> None:
     now = db.utcnow()
     try:
         db.session.execute(
-            _records.insert().values(name=name, status="running", scheduled=scheduled, created_at=now, heartbeat_at=now)
+            _records.insert().values(
+                name=name, status="running", scheduled=scheduled, created_at=now, heartbeat_at=now, holder=_holder()
+            )
         )
         audit.record("backups", "backup.create", name, {"scheduled": scheduled})
         db.session.commit()
@@ -189,6 +197,7 @@ def start_backup(app: Flask, scheduled: bool = False, name: str | None = None) -
     """Record a new backup and write it in a background thread; returns its name."""
     name = name or new_name(scheduled)
     _start_record(name, scheduled)
+    _sweep_parts(app)
 
     def work() -> None:
         with app.app_context():
@@ -202,6 +211,15 @@ def start_backup(app: Flask, scheduled: bool = False, name: str | None = None) -
 
     threading.Thread(target=work, name=f"trellis-backup-{name}", daemon=True).start()
     return name
+
+
+def _sweep_parts(app: Flask) -> None:
+    """Remove the part files of backups whose writer died (kill -9 leaves them behind)."""
+    with _engine().connect() as connection:
+        rows = connection.execute(sa.select(_records).where(_records.c.status.in_(("running", "failed")))).all()
+    for row in rows:
+        if row.status == "failed" or _writer_dead(row):
+            (folder(app) / f"{row.name}.part").unlink(missing_ok=True)
 
 
 def backup_now(app: Flask, output: Path | None = None) -> tuple[str, dict[str, Any]]:

@@ -32,7 +32,7 @@ from flask import Flask
 from .. import audit, db
 from ..models import EventRecord
 from . import tables
-from .archive import Archive, ArchiveError
+from .archive import Archive, ArchiveError, cooperate
 from .parts import BlobRestore
 from .rows import decoder
 
@@ -145,6 +145,7 @@ def _insert(connection: sa.Connection, archive: Archive, table: sa.Table) -> int
         if len(batch) >= BATCH:
             connection.execute(table.insert(), batch)
             batch = []
+            cooperate()
     if batch:
         connection.execute(table.insert(), batch)
     if later:

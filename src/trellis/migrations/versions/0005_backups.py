@@ -26,6 +26,7 @@ def upgrade() -> None:
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("heartbeat_at", UTCDateTime(), nullable=False),
+        sa.Column("holder", sa.String(64), nullable=True),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_core_backups")),
     )
     op.create_table(

@@ -226,7 +226,7 @@ def _check_heads(manifest: dict[str, Any], heads: set[str] | None, known: set[st
         )
     if heads is not None and archived != heads:
         raise ArchiveError(
-            "the backup's migration heads differ from this database's "
-            f"({', '.join(sorted(archived))} against {', '.join(sorted(heads))}): restore it with the release "
-            "that made it, then upgrade"
+            f"the backup was made at older migrations ({', '.join(sorted(archived - heads)) or 'none'} where this "
+            f"database is at {', '.join(sorted(heads - archived))}): restore it with the release that made it, then "
+            "upgrade (docs/operations.md, 'An archive from an older release')"
         )

@@ -342,6 +342,13 @@ def test_one_restore_at_a_time_and_a_damaged_entry_fails_in_the_background(make_
     finally:
         with app.app_context():
             jobs._release(holder, "done")
+    # A backup being written (its record running, its writer alive): no restore meanwhile.
+    with app.app_context():
+        jobs._start_record("writing.zip", False)
+    refused = client.post(f"/admin/backups/{name}/restore", headers=ADMIN)
+    assert refused.status_code == 409 and "backup" in refused.get_json()["message"]
+    with app.app_context():
+        jobs._finish("writing.zip", status="failed", error="given up by the test")
     # An entry damaged after the upload passes the quick check (202) but not the checksums: the restore
     # fails before it changes anything, and says why.
     client.post("/database/Product", headers=ADMIN, json={"title": "Chair", "price": 40})

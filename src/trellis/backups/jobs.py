@@ -329,17 +329,18 @@ def start_restore(app: Flask, name: str) -> None:
     """Check the archive's manifest against this code (400), take the restore lock (409), then verify every
     entry and restore in a background thread; the outcome is ``restore_state()``. Call in an app context.
 
-    The checksums are read in the background: they cost a read of the whole archive (about a second per
-    100 MB here), too long to hold a request for; a damaged entry still stops the restore before it changes
+    The checksums are read in the background: they cost a read of the whole archive, too long to hold a
+    request for when it holds gigabytes of files; a damaged entry still stops the restore before it changes
     anything, and the restore is then ``failed`` with the reason."""
     path = done_path(name)
     try:
         verified(app, path, checksums=False)
     except ArchiveError as exc:
         raise bad_request(str(exc)) from None
+    holder = _acquire(name)  # from here no backup starts (``_start_record``): then none may be running
     if blobs_held():
+        _release(holder, "failed", "not started: a backup was being written")
         raise conflict("A backup is being written; restore once it is done")
-    holder = _acquire(name)
 
     def work() -> None:
         with app.app_context():

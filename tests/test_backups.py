@@ -656,3 +656,57 @@ def test_kill_9_mid_backup_leaves_no_archive_listed_as_done(make_app, serve):
         f"backup {again} is done",
         timeout=120,
     )
+
+
+def test_archives_kept_in_s3_through_the_storage_module(make_app, tmp_path):
+    """``backups.storage: s3``: the archive goes to the Storage module's bucket (moto's S3 server on
+    127.0.0.1), is listed, downloaded and restored from there, and deleted from it."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from trellis.testing.plugin import free_port
+    from trellis.testing.waiting import wait_until
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing-secret"}
+        s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1", **keys)
+        s3.create_bucket(Bucket="trellis-backups-test")
+        app = make_app(database_kind())
+        data = _fill(app)
+        client = app.test_client()
+        settings = {
+            "bucket": "trellis-backups-test",
+            "region": "us-east-1",
+            "endpointUrl": f"http://127.0.0.1:{port}",
+            "accessKeyId": keys["aws_access_key_id"],
+            "secretAccessKey": keys["aws_secret_access_key"],
+        }
+        assert client.put("/config/storage", headers=ADMIN, json={"s3": settings}).status_code == 200
+        assert client.put("/config/backups", headers=ADMIN, json={"storage": "s3"}).status_code == 200
+        name = client.post("/admin/backups", headers=ADMIN).get_json()["name"]
+
+        def finished() -> dict[str, Any] | None:
+            shown = client.get("/admin/backups", headers=ADMIN).get_json()["backups"][0]
+            return shown if shown["status"] != "running" else None
+
+        assert wait_until(finished, "the backup has finished", timeout=60)["status"] == "done"
+        stored = s3.list_objects_v2(Bucket="trellis-backups-test")["Contents"]
+        assert len(stored) == 1  # the archive (the user's file stayed in the local backend)
+        assert not (Path(app.config["BACKUP_PATH"]) / name).exists()  # kept in S3 only
+        remote = s3.get_object(Bucket="trellis-backups-test", Key=stored[0]["Key"])["Body"].read()
+        download = client.get(f"/admin/backups/{name}", headers=ADMIN)
+        assert download.status_code == 200 and download.data == remote and remote[:2] == b"PK"
+        client.post("/database/Product", headers=ADMIN, json={"title": "Chair", "price": 40})
+        assert client.post(f"/admin/backups/{name}/restore", headers=ADMIN).status_code == 202
+        assert _restore_finished(client)["status"] == "done"
+        assert [t for t, _ in _products(app)] == ["Pen", "Lamp", "Desk"]
+        file = client.get(f"/storage/download/{data['file']}", headers=data["user"])
+        assert file.data == b"hello from a backup\n" * 500
+        assert client.delete(f"/admin/backups/{name}", headers=ADMIN).status_code == 204
+        assert s3.list_objects_v2(Bucket="trellis-backups-test").get("Contents", []) == []
+        assert not (Path(app.config["BACKUP_PATH"]) / name).exists()
+    finally:
+        server.stop()

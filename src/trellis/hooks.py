@@ -43,6 +43,12 @@ class Specs:
         """The stored files the backed-up rows reference: :class:`trellis.backups.parts.Blob` objects.
         ``rows(table_name)`` iterates the snapshot's rows of a table (dicts)."""
 
+    @hookspec(firstresult=True)
+    def trellis_backup_store(self) -> Any:
+        """Where archives are kept with the config ``backups.storage: s3``: an object with ``writer(key,
+        content_type)`` (``write``, ``commit``, ``abort``, ``close``), ``read(key)`` (an iterable of chunks
+        with ``close``) and ``delete(key)``; None when the module has no such store configured."""
+
     @hookspec
     def trellis_restore_blobs(self, connection: Any, rows: Any, blob: Any) -> Any:
         """Put back the stored files of the restored rows (``rows(table_name)``; ``blob(name)`` opens one

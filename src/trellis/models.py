@@ -119,6 +119,7 @@ class BackupRecord(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     holder: Mapped[str | None] = mapped_column(String(64), nullable=True)  # host:pid:token of the writer
+    store: Mapped[str | None] = mapped_column(String(10), nullable=True)  # s3: kept in the Storage module's bucket
 
 
 class BackupLock(Base):

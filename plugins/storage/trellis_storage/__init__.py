@@ -14,7 +14,7 @@ from .admin import blp as admin_blp
 from .backends import S3Clients
 from .config import StorageConfig
 from .routes import blp
-from .service import StorageState, backup_blobs, delete_user_data, restore_blobs, start_sweeper
+from .service import StorageState, backup_blobs, backup_store, delete_user_data, restore_blobs, start_sweeper
 
 
 class _UserHooks:
@@ -27,6 +27,11 @@ class _UserHooks:
     def trellis_backup_blobs(self, rows: Any) -> Any:
         """A backup holds the blob of every file record in its snapshot."""
         return backup_blobs(rows)
+
+    @hookimpl
+    def trellis_backup_store(self) -> Any:
+        """Backup archives in S3 go to the bucket of this module's S3 settings."""
+        return backup_store()
 
     @hookimpl
     def trellis_restore_blobs(self, connection: Any, rows: Any, blob: Any) -> Any:

@@ -571,6 +571,12 @@ def restore_blobs(
     return BlobRestore(finish=finish, undo=lambda: _remove_all(written))
 
 
+def backup_store() -> Backend | None:
+    """The backups' archive store (``backups.storage: s3``): the S3 backend of the configured bucket."""
+    cfg = config()
+    return _s3(cfg, cfg["s3"]["bucket"]) if cfg["s3"]["bucket"] else None
+
+
 def _remove_all(blobs: list[tuple[Backend, str]]) -> None:
     for backend, key in blobs:
         _delete_blob(backend, key)

@@ -30,8 +30,11 @@ class BackupsConfig(ModuleConfigSchema):
     )
     storage = fields.String(
         load_default="local",
-        validate=validate.OneOf(["local"]),
-        metadata={"description": "where archives are kept: `local` (TRELLIS_BACKUP_PATH)"},
+        validate=validate.OneOf(["local", "s3"]),
+        metadata={
+            "description": "where archives are kept: `local` (TRELLIS_BACKUP_PATH) or `s3` (the Storage module's "
+            "S3 bucket; written locally first, and fetched back to restore or download)"
+        },
     )
 
     @validates("schedule")

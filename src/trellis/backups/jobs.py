@@ -13,6 +13,7 @@ restores in a background thread (202 at once); the CLI in its own.
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import os
 import re
@@ -30,6 +31,7 @@ from flask import Flask, current_app
 from .. import audit, db
 from ..errors import APIError, bad_request, conflict, not_found
 from ..models import BackupLock, BackupRecord
+from ..module_config import get as get_config
 from . import archive, create, restore
 from .archive import ArchiveError
 
@@ -39,6 +41,7 @@ STALE_SECONDS = 60.0  # a running backup not renewed for this long is dead (the 
 LOCK_STALE_SECONDS = 600.0  # PostgreSQL: the restore lock is renewed every 30 s from another connection
 LOCK_RENEW_SECONDS = 30.0
 RESTORE_LOCK = "restore"
+REMOTE_PREFIX = "trellis-backup:"  # hashed with an archive's name into its key in the S3 store
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.zip$")
 _records = BackupRecord.__table__
 _locks = BackupLock.__table__
@@ -100,16 +103,79 @@ def record(name: str) -> dict[str, Any]:
 
 
 def done_path(name: str) -> Path:
-    """The file of a finished archive (404 when there is none)."""
-    if record(checked_name(name))["status"] != "done" or not (folder() / name).is_file():
+    """The file of a finished archive (404 when there is none); one kept in S3 is fetched into the backups
+    folder first (and stays there as a copy until the archive is deleted)."""
+    with _engine().connect() as connection:
+        row = connection.execute(sa.select(_records).where(_records.c.name == checked_name(name))).first()
+    if row is None or _shown(row)["status"] != "done":
         raise not_found(f"No finished backup named {name}")
-    return folder() / name
+    path = folder() / name
+    if not path.is_file() and row.store == "s3":
+        _pull(name, path)
+    if not path.is_file():
+        raise not_found(f"No finished backup named {name}")
+    return path
+
+
+# ---- the S3 store (config backups.storage: s3) ----------------------------------------------------------
+
+
+def _remote() -> Any:
+    store = current_app.extensions["trellis"].hooks.hook.trellis_backup_store()
+    if store is None:
+        raise conflict("backups.storage is s3, but the Storage module has no S3 bucket configured")
+    return store
+
+
+def _remote_key(name: str) -> str:
+    """The archive's key in the bucket: shaped as the Storage module's blob keys (two shard levels and 32 hex
+    digits, the only keys its backends accept), from a hash of the name."""
+    digest = hashlib.sha256(f"{REMOTE_PREFIX}{name}".encode()).hexdigest()[:32]
+    return f"{digest[:2]}/{digest[2:4]}/{digest}"
+
+
+def _push(path: Path, name: str) -> None:
+    """Copy a finished archive to the S3 store (the local file is removed by the caller once it is there)."""
+    writer = _remote().writer(_remote_key(name), "application/zip")
+    try:
+        with path.open("rb") as source:
+            while chunk := source.read(archive.CHUNK):
+                writer.write(chunk)
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        writer.close()
+
+
+def _pull(name: str, path: Path) -> None:
+    part = path.with_name(f"{name}.{secrets.token_hex(4)}.fetch")
+    chunks = _remote().read(_remote_key(name))
+    try:
+        with part.open("wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        os.replace(part, path)
+    except Exception as exc:
+        part.unlink(missing_ok=True)
+        log.error("could not fetch backup %s from S3: %s", name, exc.__class__.__name__)
+        raise conflict(f"Backup {name} could not be fetched from S3 ({exc.__class__.__name__})") from None
+    finally:
+        chunks.close()
 
 
 def delete(name: str) -> None:
     shown = record(checked_name(name))
     if shown["status"] == "running":
         raise conflict("The backup is still being written")
+    with _engine().connect() as connection:
+        store = connection.execute(sa.select(_records.c.store).where(_records.c.name == name)).scalar()
+    if store == "s3":
+        try:
+            _remote().delete(_remote_key(name))
+        except Exception as exc:  # the bucket's answer: the record stays, so the delete can be tried again
+            raise APIError(502, f"The S3 store refused to delete {name} ({exc.__class__.__name__})") from None
     db.session.execute(_records.delete().where(_records.c.name == name))
     audit.record("backups", "backup.delete", name)
     db.session.commit()
@@ -164,8 +230,11 @@ def run_backup(app: Flask, name: str, output: Path | None = None) -> dict[str, A
     marks it done or failed. Returns the manifest. Call in an app context."""
     target = output or folder(app) / name
     part = target.with_name(target.name + ".part")
+    remote = output is None and get_config("backups")["storage"] == "s3"
     try:
         manifest = create.write(app, part, heartbeat=lambda: _heartbeat(name))
+        if remote:
+            _push(part, name)
         os.replace(part, target)
     except BaseException as exc:
         part.unlink(missing_ok=True)
@@ -173,7 +242,10 @@ def run_backup(app: Flask, name: str, output: Path | None = None) -> dict[str, A
         log.error("backup %s failed: %s", name, message)
         _quietly_finish(name, status="failed", error=message)
         raise
-    _finish(name, status="done", size=target.stat().st_size)
+    size = target.stat().st_size
+    if remote:
+        target.unlink()
+    _finish(name, status="done", size=size, store="s3" if remote else "local")
     log.info("backup %s written: %d tables, %d files", name, len(manifest["tables"]), len(manifest["files"]))
     return manifest
 
@@ -231,8 +303,6 @@ def backup_now(app: Flask, output: Path | None = None) -> tuple[str, dict[str, A
 
 def prune_scheduled(app: Flask) -> None:
     """Keep the newest ``keep`` finished scheduled backups (config ``backups.keep``); remove the others."""
-    from ..module_config import get as get_config
-
     keep = get_config("backups")["keep"]
     query = (
         sa.select(_records.c.name)

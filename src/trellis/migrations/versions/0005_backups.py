@@ -27,6 +27,7 @@ def upgrade() -> None:
         sa.Column("created_at", UTCDateTime(), nullable=False),
         sa.Column("heartbeat_at", UTCDateTime(), nullable=False),
         sa.Column("holder", sa.String(64), nullable=True),
+        sa.Column("store", sa.String(10), nullable=True),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_core_backups")),
     )
     op.create_table(

@@ -39,6 +39,15 @@ DOCUMENT_ROUTES = re.compile(r"^/database/(?!schemas($|/))")
 
 # Covered by a module's own tests, which need that module's fake provider server.
 COVERED_IN_MODULE_TESTS = {
+    **{
+        operation: ("tests/test_backups.py", "test_admin_routes_start_list_download_upload_restore_delete")
+        for operation in (
+            "POST /admin/backups",
+            "POST /admin/backups/upload",
+            "POST /admin/backups/{name}/restore",
+            "DELETE /admin/backups/{name}",
+        )
+    },
     "POST /admin/email/templates/{templateId}/upload": (
         "plugins/email/tests/test_email_mailgun.py",
         "test_upload_creates_then_updates_the_provider_template",

@@ -12,10 +12,12 @@ from flask import current_app
 from flask.cli import AppGroup
 
 from . import admins, migrate, scaffold
+from .backups.cli import backup_group
 from .errors import APIError
 from .openapi import document
 
 trellis_cli = AppGroup("trellis", help="Trellis administration.")
+trellis_cli.add_command(backup_group)
 
 
 @trellis_cli.group("admin")

@@ -368,12 +368,22 @@ class EventLog:
 
     def complete_after(self, after: int, family: str) -> bool:
         oldest = self.oldest(family)
-        if oldest is None or after >= oldest - 1:
+        if oldest is None:
+            return True
+        if after < oldest and self._restored_at(oldest, family):
+            return False  # the state was replaced by a restore after ``after``: the client must resync
+        if after >= oldest - 1:
             return True
         # Fewer kept than the retention count: the family was never pruned.
         kept = sa.select(_table.c.id).where(_table.c.family == family).limit(self.retention_count).subquery()
         with self.read_engine.connect() as connection:
             return connection.execute(sa.select(sa.func.count()).select_from(kept)).scalar_one() < self.retention_count
+
+    def _restored_at(self, event_id: int, family: str) -> bool:
+        """Whether ``event_id`` is a restore's marker: a row whose topic is its family (``trellis.backups``)."""
+        query = sa.select(_table.c.topic).where(_table.c.event_id == event_id)
+        with self.read_engine.connect() as connection:
+            return connection.execute(query).scalar() == family
 
     def start(self) -> None:
         if self._started:

@@ -37,6 +37,29 @@ class Specs:
         """Teams were deleted (a team and all its sub-teams), in the caller's transaction: modules remove
         what refers to them (the Authorization module: the teams' relation tuples)."""
 
+    @hookspec
+    def trellis_backup_tables(self, connection: Any) -> list[Any]:
+        """The tables the module creates at run time (not in the shared metadata), as ``connection`` sees
+        them: a list of :class:`trellis.backups.parts.RuntimeTable`. A backup copies them beside the
+        metadata's tables; a restore drops the current ones and creates those the restored rows describe."""
+
+    @hookspec
+    def trellis_backup_blobs(self, rows: Any) -> list[Any]:
+        """The stored files the backed-up rows reference: :class:`trellis.backups.parts.Blob` objects.
+        ``rows(table_name)`` iterates the snapshot's rows of a table (dicts)."""
+
+    @hookspec(firstresult=True)
+    def trellis_backup_store(self) -> Any:
+        """Where archives are kept with the config ``backups.storage: s3``: an object with ``writer(key,
+        content_type)`` (``write``, ``commit``, ``abort``, ``close``), ``read(key)`` (an iterable of chunks
+        with ``close``) and ``delete(key)``; None when the module has no such store configured."""
+
+    @hookspec
+    def trellis_restore_blobs(self, connection: Any, rows: Any, blob: Any) -> Any:
+        """Put back the stored files of the restored rows (``rows(table_name)``; ``blob(name)`` opens one
+        as a binary file) before the restore commits: a :class:`trellis.backups.parts.BlobRestore`, or
+        None when the module keeps no files. ``connection`` still shows the rows being replaced."""
+
 
 def make_manager() -> pluggy.PluginManager:
     manager = pluggy.PluginManager("trellis")

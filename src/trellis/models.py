@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .db import Base, JSONType, UTCDateTime, new_id, utcnow
@@ -99,3 +99,42 @@ class EventConsumer(Base):
 
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     last_event_id: Mapped[int] = mapped_column(BigInteger)
+
+
+class BackupRecord(Base):
+    """One archive of ``trellis.backups``: its state while it is written and once it is kept.
+
+    A row ``running`` whose writer died (kill -9) is shown as failed: ``holder`` names the writing process
+    (host and pid, checked at once on the same host), and elsewhere a ``heartbeat_at`` older than
+    ``trellis.backups.jobs.STALE_SECONDS`` tells. Its part file is never listed as an archive.
+    """
+
+    __tablename__ = "core_backups"
+
+    name: Mapped[str] = mapped_column(String(160), primary_key=True)
+    status: Mapped[str] = mapped_column(String(10))  # running | done | failed
+    size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    scheduled: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    holder: Mapped[str | None] = mapped_column(String(64), nullable=True)  # host:pid:token of the writer
+    store: Mapped[str | None] = mapped_column(String(10), nullable=True)  # s3: kept in the Storage module's bucket
+
+
+class BackupLock(Base):
+    """The latest restore (``name`` = ``restore``), which is also the lock of the next: one restore at a time
+    across processes, and no backup meanwhile. While ``status`` is ``running`` the holder renews
+    ``heartbeat_at``; a running restore whose holder died (kill -9) is shown as failed and its lock is
+    taken over (``trellis.backups.jobs``)."""
+
+    __tablename__ = "core_backup_locks"
+
+    name: Mapped[str] = mapped_column(String(40), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(64))
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    backup: Mapped[str | None] = mapped_column(String(160), nullable=True)  # the archive restored
+    status: Mapped[str] = mapped_column(String(10))  # running | done | failed
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -191,6 +191,7 @@ CORE: tuple[Setting, ...] = (
     Setting("ADMIN_USERNAME", TEXT, "admin", "the first administrator's name"),
     Setting("ADMIN_PASSWORD", TEXT, None, "the first administrator's password", shown="generated"),
     Setting("STORAGE_PATH", TEXT, None, "files of the Storage module's local backend", shown="`instance/storage`"),
+    Setting("BACKUP_PATH", TEXT, None, "folder of the backup archives (`trellis.backups`)", shown="`instance/backups`"),
     Setting(
         "INSTANCE_PATH",
         TEXT,

@@ -20,6 +20,7 @@ from . import (
     live,
     models,  # noqa: F401  (the tables belong to the shared metadata)
 )
+from .backup import BackupHooks
 from .graphql_http import graphql_blp
 from .live_http import SETTINGS, changes_blp
 from .live_sockets import namespace_factories
@@ -81,6 +82,7 @@ module = Module(
     openapi_paths=openapi_paths,
     settings=SETTINGS,
     init_app=init_app,
+    hooks=(BackupHooks(),),
     # One <thing> per schema: database.<schemaName>.<action>.
     events=(
         EventTopic("database.*.create", "Documents were created in the schema named by the middle segment"),

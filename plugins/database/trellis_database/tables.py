@@ -119,8 +119,12 @@ def _quote(connection: Connection, identifier: str) -> str:
 
 def create_table(connection: Connection, name: str, fields: dict[str, Field]) -> dict[str, dict[str, Any]]:
     """Create the table with its generated columns (one statement) and indexes; returns the column state."""
+    return create_from_state(connection, name, desired_columns(name, fields))
+
+
+def create_from_state(connection: Connection, name: str, wanted: dict[str, ColumnState]) -> dict[str, dict[str, Any]]:
+    """Create the table as a schema's stored column state describes it (a restore: ``SchemaRecord.storage``)."""
     dialect = connection.dialect.name
-    wanted = desired_columns(name, fields)
     generated = []
     for field_name, state in wanted.items():
         sql_type, expression = _generated(dialect, field_name, state.type)

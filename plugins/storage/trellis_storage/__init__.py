@@ -14,7 +14,14 @@ from .admin import blp as admin_blp
 from .backends import S3Clients
 from .config import StorageConfig
 from .routes import blp
-from .service import StorageState, delete_user_data, start_sweeper
+from .service import (
+    StorageState,
+    backup_blobs,
+    backup_store,
+    delete_user_data,
+    restore_blobs,
+    start_sweeper,
+)
 from .tus_routes import blp as tus_blp
 from .uploads import RunningHashes, start_expiry
 
@@ -24,6 +31,21 @@ class _UserHooks:
     def trellis_user_deleted(self, user_id: str) -> None:
         """A deleted user's files and folders go with them (blobs once the deletion commits)."""
         delete_user_data(user_id)
+
+    @hookimpl
+    def trellis_backup_blobs(self, rows: Any) -> Any:
+        """A backup holds the blob of every file record in its snapshot."""
+        return backup_blobs(rows)
+
+    @hookimpl
+    def trellis_backup_store(self) -> Any:
+        """Backup archives in S3 go to the bucket of this module's S3 settings."""
+        return backup_store()
+
+    @hookimpl
+    def trellis_restore_blobs(self, connection: Any, rows: Any, blob: Any) -> Any:
+        """A restore puts back the blobs of the restored file records."""
+        return restore_blobs(connection, rows, blob)
 
 
 # Published in the Database module's schema list (read-only: the records are managed here).

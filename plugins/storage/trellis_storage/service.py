@@ -12,12 +12,13 @@ Rules that hold everywhere here:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import mimetypes
 import time
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, BinaryIO
@@ -31,6 +32,8 @@ from werkzeug.utils import secure_filename
 
 from trellis import audit, db, events, reads
 from trellis.background import ThrottledWarning, start_loop
+from trellis.backups.jobs import blobs_held
+from trellis.backups.parts import Blob, BlobRestore
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
 from trellis.module_config import get as get_config
@@ -323,6 +326,8 @@ def sweep() -> int:
 
 
 def _settle(entry: Any, cfg: dict[str, Any]) -> bool:
+    if entry.reason == "delete" and blobs_held():
+        return False  # a running backup's snapshot may still list the deleted file
     backend = _backend_at(cfg, entry.backend, entry.location)
     with backend.writing(entry.key) as live:
         if live is None:  # S3: a deleted file's blob is garbage at once, an upload's once it is old enough
@@ -472,7 +477,10 @@ def record_file_events(action: str, records: list[File]) -> None:
 
 
 def _delete_committed(blobs: list[tuple[Backend, str, str]]) -> None:
-    """After the deleting transaction commits: the blobs, then the journal entries of those gone."""
+    """After the deleting transaction commits: the blobs, then the journal entries of those gone. While a
+    backup runs they stay (its snapshot may still list the files): the journal keeps them for the sweep."""
+    if blobs_held():
+        return
     _forget([entry for backend, key, entry in blobs if _delete_blob(backend, key)])
 
 
@@ -541,3 +549,63 @@ def content_disposition(record: File) -> str:
     kind = "inline" if is_inline(record.content_type) else "attachment"
     quoted = quote(record.display_name, safe="!#$&+-.^_`|~")
     return f"{kind}; filename=\"{record.name}\"; filename*=UTF-8''{quoted}"
+
+
+# ------------------------------------------------------------------------------------------- backups
+
+
+def backup_blobs(rows: Callable[[str], Iterator[dict[str, Any]]]) -> Iterator[Blob]:
+    """The blob of every file record of a backup's snapshot, read from the backend that holds it."""
+    cfg = config()
+    for row in rows(File.__tablename__):
+        backend = _backend_at(cfg, row["backend"], row["location"])
+        yield Blob(f"{MODULE}/{row['id']}", functools.partial(backend.read, row["key"]))
+
+
+def restore_blobs(
+    connection: Any, rows: Callable[[str], Iterator[dict[str, Any]]], blob: Callable[[str], BinaryIO]
+) -> BlobRestore:
+    """Write the blobs of a restore's file records to their backends (a blob's key names its file, so a
+    file present before and after is the same bytes); after the commit remove the blobs of the files the
+    restore dropped, after a failure the blobs it wrote that were not there before."""
+    cfg = config()
+    table = File.__table__
+    before = {tuple(r) for r in connection.execute(select(table.c.backend, table.c.location, table.c.key))}
+    restored: set[tuple[str, str | None, str]] = set()
+    written: list[tuple[Backend, str]] = []
+    try:
+        for row in rows(File.__tablename__):
+            place = (row["backend"], row["location"], row["key"])
+            backend = _backend_at(cfg, row["backend"], row["location"])
+            writer = backend.writer(row["key"], row["content_type"])
+            try:
+                with blob(f"{MODULE}/{row['id']}") as source:
+                    while chunk := source.read(READ_CHUNK):
+                        writer.write(chunk)
+                writer.commit()
+            except BaseException:
+                writer.abort()
+                raise
+            writer.close()
+            restored.add(place)
+            if place not in before:
+                written.append((backend, row["key"]))
+    except BaseException:
+        _remove_all(written)
+        raise
+
+    def finish() -> None:
+        _remove_all([(_backend_at(cfg, name, location), key) for name, location, key in before - restored])
+
+    return BlobRestore(finish=finish, undo=lambda: _remove_all(written))
+
+
+def backup_store() -> Backend | None:
+    """The backups' archive store (``backups.storage: s3``): the S3 backend of the configured bucket."""
+    cfg = config()
+    return _s3(cfg, cfg["s3"]["bucket"]) if cfg["s3"]["bucket"] else None
+
+
+def _remove_all(blobs: list[tuple[Backend, str]]) -> None:
+    for backend, key in blobs:
+        _delete_blob(backend, key)

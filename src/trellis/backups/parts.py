@@ -1,0 +1,41 @@
+"""What a module hands the backups through its hooks (``trellis.hooks``): run-time tables and stored files.
+
+The shared metadata already names every table a module declares as a model; these cover the rest without
+the core knowing any module: the Database module's per-schema tables and the Storage module's blobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+
+@dataclass(frozen=True)
+class RuntimeTable:
+    """A table created at run time. ``table`` lists the columns a backup copies (columns the database
+    computes itself are left out); ``create`` makes the table, indexes included, on a restore's connection."""
+
+    table: sa.Table
+    create: Callable[[Connection], None]
+
+
+@dataclass(frozen=True)
+class Blob:
+    """One stored file: ``name`` is its path in the archive under ``files/`` (``storage/<file id>``);
+    ``read()`` gives its bytes in chunks."""
+
+    name: str
+    read: Callable[[], Iterable[bytes]]
+
+
+@dataclass(frozen=True)
+class BlobRestore:
+    """A module's files being put back. Before the restore commits the restored blobs are already written;
+    then exactly one of ``finish`` (after the commit: remove the blobs nothing references any more) and
+    ``undo`` (the restore failed: remove what it wrote that was not there before) is called."""
+
+    finish: Callable[[], None]
+    undo: Callable[[], None]

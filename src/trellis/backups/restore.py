@@ -1,0 +1,203 @@
+"""Restoring an archive: everything replaced in one transaction, files included, then every process told.
+
+The archive has been verified as a whole (``archive.verify``) and checked against the loaded modules
+(:func:`check_fits`) before anything changes. Then, in the one transaction of ``db.session``:
+
+1. each module with files writes the archive's blobs to their backends (``trellis_restore_blobs``);
+2. the current run-time tables are dropped and every model table emptied (children first);
+3. the archive's rows are inserted (parents first; a table's references to itself are set after its
+   rows are in), then the run-time tables the restored rows describe are created and filled;
+4. the event log is not copied back: it gets one marker per event family numbered above every number
+   used before and in the archive, so numbers are never given twice, every family's change number moves
+   (the Database module's list counts are keyed by it) and a replay from before the restore answers
+   "resync required"; durable consumers (webhooks) go on from there;
+5. every cache generation is bumped (``trellis.cache``): each process rebuilds its caches for its next
+   request.
+
+It commits, and only then are blobs nothing references any more removed. A failure rolls everything back
+and removes the blobs step 1 wrote that were not there before: the previous state stays. On PostgreSQL the
+model tables are locked (``EXCLUSIVE``: reads go on, writes wait for the restored state).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Flask
+
+from .. import audit, db
+from ..models import EventRecord
+from . import tables
+from .archive import Archive, ArchiveError, cooperate
+from .parts import BlobRestore
+from .rows import decoder
+
+log = logging.getLogger(__name__)
+
+BATCH = 1000
+RESTORE_FAMILY = "trellis.restore"
+
+
+def check_fits(app: Flask, archive: Archive) -> None:
+    """Refuse (ArchiveError) an archive holding tables of modules this process does not load."""
+    with app.extensions["trellis"].engine.connect() as connection:
+        known = {t.name for t in tables.model_tables(connection)}
+    foreign = sorted(name for name, entry in archive.tables().items() if not entry.get("runtime") and name not in known)
+    if foreign:
+        raise ArchiveError(f"the backup holds tables no loaded module declares: {', '.join(foreign[:10])}")
+
+
+def restore(app: Flask, archive: Archive) -> dict[str, Any]:
+    """Replace the whole state by the archive's (see the module docstring). Call in an app context."""
+    trellis = app.extensions["trellis"]
+    hooks = trellis.hooks.hook
+    session = db.session
+    session.rollback()
+    connection = session.connection()
+    postgresql = connection.dialect.name == "postgresql"
+    archived = archive.tables()
+    model = tables.model_tables(connection)
+    if postgresql:
+        names = ", ".join(connection.dialect.identifier_preparer.quote(t.name) for t in model)
+        connection.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
+    else:
+        connection.exec_driver_sql("PRAGMA defer_foreign_keys = ON")
+    before_latest, before_families = _event_state(connection)
+    generations = set(connection.execute(sa.text(f"SELECT name FROM {tables.GENERATIONS}")).scalars())
+    restorers: list[BlobRestore] = []
+    try:
+        for made in hooks.trellis_restore_blobs(connection=connection, rows=_rows(archive), blob=archive.open_blob):
+            if made is not None:
+                restorers.append(made)
+        for runtime in tables.runtime_tables(hooks, connection):
+            connection.execute(sa.schema.DropTable(runtime.table, if_exists=True))
+        for table in reversed(model):
+            if table.name != tables.GENERATIONS:
+                connection.execute(table.delete())
+        counts: dict[str, int] = {}
+        for table in model:
+            if table.name in archived and table.name not in (tables.EVENTS, tables.GENERATIONS):
+                counts[table.name] = _insert(connection, archive, table)
+        for runtime in tables.runtime_tables(hooks, connection):
+            runtime.create(connection)
+            if runtime.table.name in archived:
+                counts[runtime.table.name] = _insert(connection, archive, runtime.table)
+        archived_latest, archived_families = _archived_events(archive)
+        _move_event_log(connection, max(before_latest, archived_latest), before_families | archived_families, archive)
+        generations |= _archived_generations(archive)
+        for name in sorted(generations):
+            trellis.generations.bump(name)
+        audit.record("backups", "restore", archive.path.name, {"tables": len(counts)})
+        session.commit()
+    except BaseException:
+        session.rollback()
+        for restorer in restorers:
+            _quietly(restorer.undo, "undoing a module's restored files")
+        raise
+    for restorer in restorers:
+        _quietly(restorer.finish, "removing files the restored state no longer references")
+    return {"tables": counts, "files": len(archive.manifest["files"])}
+
+
+def _quietly(step: Callable[[], None], what: str) -> None:
+    try:
+        step()
+    except Exception:
+        log.exception("%s failed", what)
+
+
+def _rows(archive: Archive) -> Callable[[str], Iterator[dict[str, Any]]]:
+    """``rows(name)`` for the blob hooks: the archive's rows of a table, as dicts by column name (values as
+    JSON holds them)."""
+
+    def rows(name: str) -> Iterator[dict[str, Any]]:
+        if name not in archive.tables():
+            return iter(())
+        columns, lines = archive.lines(name)
+        return (dict(zip(columns, values, strict=True)) for values in lines)
+
+    return rows
+
+
+def _insert(connection: sa.Connection, archive: Archive, table: sa.Table) -> int:
+    """Insert the archive's rows of ``table`` in batches; references of the table to itself are set once
+    every row is in (a child may come before its parent). Columns the archive lacks take their defaults."""
+    names, lines = archive.lines(table.name)
+    columns = [table.c[name] for name in names if name in table.c]
+    keep = [i for i, name in enumerate(names) if name in table.c]
+    decode = decoder(columns)
+    self_refs = [fk.parent for fk in table.foreign_keys if fk.column.table is table and fk.parent.nullable]
+    pk = list(table.primary_key.columns)
+    later: list[dict[str, Any]] = []
+    batch: list[dict[str, Any]] = []
+    count = 0
+    for values in lines:
+        row = decode([values[i] for i in keep])
+        if self_refs and any(row.get(c.key) is not None for c in self_refs):
+            later.append({**{f"pk_{c.key}": row[c.key] for c in pk}, **{c.key: row[c.key] for c in self_refs}})
+            row.update({c.key: None for c in self_refs})
+        batch.append(row)
+        count += 1
+        if len(batch) >= BATCH:
+            connection.execute(table.insert(), batch)
+            batch = []
+            cooperate()
+    if batch:
+        connection.execute(table.insert(), batch)
+    if later:
+        update = (
+            table.update()
+            .where(*(c == sa.bindparam(f"pk_{c.key}") for c in pk))
+            .values({c.key: sa.bindparam(c.key) for c in self_refs})
+        )
+        connection.execute(update, later)
+    return count
+
+
+def _event_state(connection: sa.Connection) -> tuple[int, set[str]]:
+    events = EventRecord.__table__
+    latest = connection.execute(sa.select(sa.func.max(events.c.event_id))).scalar() or 0
+    families = set(connection.execute(sa.select(events.c.family).distinct()).scalars())
+    return latest, families
+
+
+def _archived_events(archive: Archive) -> tuple[int, set[str]]:
+    if tables.EVENTS not in archive.tables():
+        return 0, set()
+    names, lines = archive.lines(tables.EVENTS)
+    at_id, at_family = names.index("event_id"), names.index("family")
+    latest, families = 0, set()
+    for values in lines:
+        latest = max(latest, values[at_id] or 0)
+        families.add(values[at_family])
+    return latest, families
+
+
+def _archived_generations(archive: Archive) -> set[str]:
+    if tables.GENERATIONS not in archive.tables():
+        return set()
+    names, lines = archive.lines(tables.GENERATIONS)
+    at = names.index("name")
+    return {values[at] for values in lines}
+
+
+def _move_event_log(connection: sa.Connection, used: int, families: set[str], archive: Archive) -> None:
+    """One marker per family above every number used, and durable consumers placed after them.
+
+    A marker's topic is its two-segment family, which no subscription pattern (three segments) matches:
+    live consumers never see one. It is the family's oldest kept event, so ``trellis.events.complete_after``
+    tells a replay from before the restore that it must resync."""
+    events = EventRecord.__table__
+    now = db.utcnow()
+    payload = json.dumps({"restored": archive.path.name})
+    markers = [
+        {"event_id": used + i, "topic": family, "family": family, "payload": payload, "created_at": now}
+        for i, family in enumerate(sorted(families | {RESTORE_FAMILY}), start=1)
+    ]
+    connection.execute(events.insert(), markers)
+    last = used + len(markers)
+    connection.execute(sa.text(f"UPDATE {tables.CONSUMERS} SET last_event_id = :last"), {"last": last})

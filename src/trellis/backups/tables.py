@@ -1,0 +1,36 @@
+"""Which tables a backup holds: the shared metadata's (the core's and every loaded module's models) that exist
+in the database, plus the run-time tables modules report through ``trellis_backup_tables``. Nothing is listed
+by name: a module installed tomorrow is backed up with no change here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from ..db import Base
+from ..models import BackupLock, BackupRecord, CacheGeneration, EventConsumer, EventRecord
+from .parts import RuntimeTable
+
+# The backups' own records describe archives that live outside the database: a restore keeps them as they are.
+OWN = frozenset({BackupRecord.__tablename__, BackupLock.__tablename__})
+# Tables a restore treats by their meaning rather than copying back (see ``restore``).
+GENERATIONS = CacheGeneration.__tablename__
+EVENTS = EventRecord.__tablename__
+CONSUMERS = EventConsumer.__tablename__
+
+
+def model_tables(connection: Connection) -> list[sa.Table]:
+    """The metadata's tables present in the database, parents before children (foreign keys)."""
+    present = set(sa.inspect(connection).get_table_names())
+    return [t for t in Base.metadata.sorted_tables if t.name in present and t.name not in OWN]
+
+
+def runtime_tables(hooks: Any, connection: Connection) -> list[RuntimeTable]:
+    """The run-time tables every loaded module reports, as ``connection`` sees the database."""
+    found = [table for reported in hooks.trellis_backup_tables(connection=connection) for table in reported or ()]
+    names = [t.table.name for t in found]
+    if len(set(names)) != len(names):
+        raise RuntimeError("two modules report the same run-time table")
+    return found

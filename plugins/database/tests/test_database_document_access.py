@@ -332,3 +332,18 @@ def test_field_backed_arrays_of_users_and_a_team_field(dbapi, make_user, admin_h
     dbapi.client.patch(url, json={"watchers": [dave.id]}, headers=alice.headers)
     assert [dbapi.list("Board", headers=u.headers)["count"] for u in (bob, dave)] == [0, 1]
     dbapi.post("Board", {"title": "b", "team": "0" * 32}, headers=alice.headers, expect=400)
+
+
+def test_deleting_ones_own_account_removes_ones_grants_and_owned_tuples(dbapi, notes, make_user):
+    alice, bob = make_user(), make_user()
+    hers = dbapi.post("Note", {"text": "alice's"}, headers=alice.headers)
+    his = dbapi.post("Note", {"text": "bob's"}, headers=bob.headers)
+    _share(dbapi.client, alice, hers["_id"], f"User:{bob.id}", "editor")
+    _share(dbapi.client, bob, his["_id"], f"User:{alice.id}", "reader")
+    response = dbapi.client.delete("/authentication/user", json={"password": bob.password}, headers=bob.headers)
+    assert response.status_code == 200, response.get_json()
+    grants = dbapi.client.get(f"/database/Note/{hers['_id']}/grants", headers=alice.headers).get_json()
+    assert grants["grants"] == [{"subject": f"User:{alice.id}", "relation": "owner"}]
+    # bob's note stays (documents are the app's data), shared with alice; its owner tuple went with bob
+    remaining = dbapi.client.get(f"/database/Note/{his['_id']}/grants", headers=alice.headers).get_json()
+    assert remaining["grants"] == [{"subject": f"User:{alice.id}", "relation": "reader"}]

@@ -48,8 +48,15 @@ def _header(name: str, description: str, *, required: bool = False, pattern: str
 
 _VERSION = _header("Tus-Resumable", "the protocol version: 1.0.0", required=True)
 _OFFSET_HEADER = {"Upload-Offset": {"description": "bytes stored so far", "schema": {"type": "integer"}}}
-_EXPIRES_HEADER = {"Upload-Expires": {"description": "when an unfinished upload is removed (RFC 9110 date)"}}
-_FILE_HEADER = {"Trellis-File-Id": {"description": "the file's id, once the last byte is stored"}}
+_EXPIRES_HEADER = {
+    "Upload-Expires": {
+        "description": "when an unfinished upload is removed (RFC 9110 date)",
+        "schema": {"type": "string"},
+    }
+}
+_FILE_HEADER = {
+    "Trellis-File-Id": {"description": "the file's id, once the last byte is stored", "schema": {"type": "string"}}
+}
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -122,10 +129,10 @@ def _checksum() -> tuple[str, bytes] | None:
         204: {
             "description": "What this server supports",
             "headers": {
-                "Tus-Version": {"description": "1.0.0"},
-                "Tus-Extension": {"description": ",".join(uploads.EXTENSIONS)},
-                "Tus-Max-Size": {"description": "maxFileSize in bytes"},
-                "Tus-Checksum-Algorithm": {"description": "sha1"},
+                "Tus-Version": {"description": "1.0.0", "schema": {"type": "string"}},
+                "Tus-Extension": {"description": ",".join(uploads.EXTENSIONS), "schema": {"type": "string"}},
+                "Tus-Max-Size": {"description": "maxFileSize in bytes", "schema": {"type": "integer"}},
+                "Tus-Checksum-Algorithm": {"description": "sha1", "schema": {"type": "string"}},
             },
         }
     },
@@ -165,7 +172,11 @@ def capabilities():
     responses={
         201: {
             "description": "Created; `Location` is the upload's URL",
-            "headers": {"Location": {"description": "the upload's URL"}, **_OFFSET_HEADER, **_EXPIRES_HEADER},
+            "headers": {
+                "Location": {"description": "the upload's URL", "schema": {"type": "string"}},
+                **_OFFSET_HEADER,
+                **_EXPIRES_HEADER,
+            },
         },
         413: _error("Upload-Length is over maxFileSize"),
         415: _error("The first bytes are of a type not in allowedTypes"),
@@ -209,7 +220,7 @@ def create():
             "description": "The upload's state",
             "headers": {
                 **_OFFSET_HEADER,
-                "Upload-Length": {"description": "the file's size"},
+                "Upload-Length": {"description": "the file's size", "schema": {"type": "integer"}},
                 **_EXPIRES_HEADER,
                 **_FILE_HEADER,
             },

@@ -507,7 +507,7 @@ def _acquire(backup: str) -> str:
             if taken.rowcount != 1:
                 raise conflict("Another restore is running")
     if engine.dialect.name == "postgresql":  # SQLite: the holder's process id says whether it lives
-        threading.Thread(target=_renew, args=(engine, holder), daemon=True, name="trellis-restore-lock").start()
+        threading.Thread(target=_renew, args=(engine, holder), daemon=True, name="trellis-lock-renewal").start()
     return holder
 
 

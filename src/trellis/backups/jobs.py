@@ -527,11 +527,15 @@ def _release(holder: str, status: str, error: str | None = None) -> None:
 def _renew(engine: sa.Engine, holder: str) -> None:
     """Renew the running restore's heartbeat until its row is no longer running under ``holder``."""
     running = (_locks.c.name == RESTORE_LOCK) & (_locks.c.holder == holder) & (_locks.c.status == "running")
+    renewed = time.monotonic()
     while True:
         time.sleep(LOCK_RENEW_SECONDS)
         try:
             with engine.begin() as connection:
                 if connection.execute(_locks.update().where(running).values(heartbeat_at=db.utcnow())).rowcount != 1:
                     return
+            renewed = time.monotonic()
         except sa.exc.SQLAlchemyError as exc:
+            if time.monotonic() - renewed > LOCK_STALE_SECONDS:
+                return  # others have taken the lock as dead by now: nothing left to renew
             log.warning("could not renew the restore lock: %s", exc.__class__.__name__)

@@ -11,6 +11,7 @@ consequences of those changes, which have their own events, and are not audited 
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
@@ -102,7 +103,7 @@ def grant(subject: str, relation: str, resource_type: str, doc_ids: list[str]) -
     ]
     events.record_many(f"{family(resource_type)}.grant", granted)
     _audit("relation.grant", resource_type, granted)
-    return [as_dict(_Row(**r)) for r in rows]
+    return [as_dict(SimpleNamespace(**r)) for r in rows]  # as_dict reads attributes, as of a table row
 
 
 def _audit(action: str, resource_type: str, changed: list[dict[str, str]]) -> None:
@@ -114,11 +115,6 @@ def _audit(action: str, resource_type: str, changed: list[dict[str, str]]) -> No
     else:
         changes["resources"] = [c["resource"] for c in changed]
     audit.record("authorization", action, target, changes, users=True)
-
-
-class _Row:
-    def __init__(self, **values: Any) -> None:
-        self.__dict__.update(values)
 
 
 def created(resource_type: str, doc_ids: list[str], owner: str) -> None:

@@ -44,7 +44,7 @@ def make_app(app_config: dict[str, Any], tmp_path: Path) -> Iterator[Callable[[s
 
     made: list[tuple[Any, str | None]] = []
 
-    def make(kind: str) -> Any:
+    def make(kind: str, **settings: Any) -> Any:
         folder = tmp_path / uuid.uuid4().hex[:8]
         folder.mkdir()
         dropped = None
@@ -66,6 +66,7 @@ def make_app(app_config: dict[str, Any], tmp_path: Path) -> Iterator[Callable[[s
             "DATABASE_URL": url,
             "STORAGE_PATH": str(folder / "storage"),
             "BACKUP_PATH": str(folder / "backups"),
+            **settings,
         }
         application = create_app(config)
         upgrade(application)
@@ -231,20 +232,20 @@ def _damaged(archive: Path, folder: Path) -> dict[str, Path]:
                 data = json.dumps(manifest).encode()
             changed.writestr(info, data)
     out["newer"] = newer
-    older = folder / "older.zip"  # as if made before the core's latest migration had run
-    with zipfile.ZipFile(archive) as source, zipfile.ZipFile(older, "w") as changed:
+    foreign = folder / "branch.zip"  # made by an installation with a module of its own, unknown here
+    with zipfile.ZipFile(archive) as source, zipfile.ZipFile(foreign, "w") as changed:
         for info in source.infolist():
             data = source.read(info.filename)
             if info.filename == "manifest.json":
                 manifest = json.loads(data)
-                manifest["heads"] = ["core_0004" if h == "core_0005" else h for h in manifest["heads"]]
+                manifest["heads"] = [*manifest["heads"], "ledger_0002"]
                 data = json.dumps(manifest).encode()
             changed.writestr(info, data)
-    out["older"] = older
+    out["branch"] = foreign
     return out
 
 
-def test_damaged_foreign_newer_and_older_archives_are_refused(make_app, tmp_path):
+def test_damaged_foreign_newer_and_foreign_branch_archives_are_refused(make_app, tmp_path):
     app = make_app(database_kind())
     _fill(app)
     archive = tmp_path / "good.zip"
@@ -258,8 +259,8 @@ def test_damaged_foreign_newer_and_older_archives_are_refused(make_app, tmp_path
         )
         assert answer.status_code == 400, (kind, answer.get_json())
         assert answer.get_json()["message"], kind
-        if kind == "older":  # refused, saying how to bring it over (docs/operations.md)
-            assert "older migrations" in answer.get_json()["message"], answer.get_json()
+        if kind == "branch":  # a migration branch this installation does not have: says which
+            assert "ledger_0002 are unknown here" in answer.get_json()["message"], answer.get_json()
         from trellis.errors import APIError
 
         with pytest.raises(APIError) as refused:
@@ -268,6 +269,160 @@ def test_damaged_foreign_newer_and_older_archives_are_refused(make_app, tmp_path
     assert client.get("/admin/backups", headers=ADMIN).get_json()["count"] == 1  # the CLI's, none uploaded
     assert _counts(app) == counts
     assert len(_products(app)) == 4
+
+
+# Where an older release stopped: each later migration changes a table's shape (sessions gain their client
+# columns; teams and resumable uploads arrive) or its data (database_0003 gives every document table its row
+# of count epochs, from the schema records it finds).
+OLDER = ("authentication_0003", "storage_0002", "database_0002")
+
+
+def _make_older(app: Any, *revisions: str) -> list[str]:
+    """Bring ``app``'s database, rows and all, down to ``revisions`` (each one branch's), as a release before
+    them left it; returns its heads. The rows were written through the real routes at head (this code cannot
+    write into older tables), the downgrades reshaped them. database_0003's count rows are removed: at
+    database_0002 nothing made them, so their return shows that migration ran over the restored rows."""
+    from trellis.backups import create
+    from trellis.migrate import downgrade
+
+    for revision in revisions:
+        downgrade(app, revision)
+    with app.extensions["trellis"].engine.begin() as connection:
+        if "database_0002" in revisions:
+            connection.exec_driver_sql("DELETE FROM database_count_epochs")
+        return create.current_heads(connection)
+
+
+def _storage_of(app: Any, schema: str) -> str:
+    from trellis_database.models import SchemaRecord
+
+    records = SchemaRecord.__table__
+    with app.extensions["trellis"].engine.connect() as connection:
+        storage = connection.execute(sa.select(records.c.storage).where(records.c.name == schema)).scalar_one()
+    return storage["table"]
+
+
+def _code_heads(app: Any) -> list[str]:
+    from trellis.backups import lineage
+
+    with app.app_context():
+        return sorted(lineage.scripts(app).get_heads())
+
+
+def test_an_archive_from_older_migrations_restores_then_migrates(make_app, tmp_path):
+    from trellis.backups import create
+
+    old = make_app(database_kind())
+    data = _fill(old)
+    heads = _make_older(old, *OLDER)
+    assert set(OLDER) <= set(heads) and heads != _code_heads(old)
+    with old.extensions["trellis"].engine.connect() as connection:
+        sessions = connection.exec_driver_sql("SELECT count(*) FROM auth_sessions").scalar()
+        assert "ip" not in {c["name"] for c in sa.inspect(connection).get_columns("auth_sessions")}
+    products = _storage_of(old, "Product")
+    archive = tmp_path / "older.zip"
+    manifest = _backup(old, archive)
+    assert manifest["heads"] == heads  # the database's heads, not the code's
+    listed = {t["name"]: t["rows"] for t in manifest["tables"]}
+    assert listed["auth_sessions"] == sessions >= 1 and "storage_uploads" not in listed
+
+    new = make_app(database_kind())
+    client = new.test_client()
+    made = client.post("/admin/database/schemas", headers=ADMIN, json={"name": "Other", "fields": {"n": "Number"}})
+    assert made.status_code in (200, 201)
+    assert _restore(new, archive)["migrated"] is True
+    with new.extensions["trellis"].engine.connect() as connection:
+        inspector = sa.inspect(connection)
+        # At head again, with the archive's rows in the migrated shape.
+        assert create.current_heads(connection) == _code_heads(new)
+        assert {"ip", "user_agent"} <= {c["name"] for c in inspector.get_columns("auth_sessions")}
+        assert {"auth_teams", "storage_uploads"} <= set(inspector.get_table_names())
+        assert connection.exec_driver_sql("SELECT count(*) FROM auth_sessions WHERE ip IS NULL").scalar() == sessions
+        counted = connection.exec_driver_sql("SELECT table_name, epoch, counted_until FROM database_count_epochs")
+        # database_0003 ran over the restored schema records: the Product table has its row again.
+        assert [tuple(row) for row in counted] == [(products, 0, None)]
+    # And the app serves it: documents, the account, its file; new writes go on.
+    assert _products(new) == [("Pen", 2), ("Lamp", 9.5), ("Desk", 180)]
+    names = {s["name"] for s in client.get("/admin/database/schemas", headers=ADMIN).get_json()["schemas"]}
+    assert "Product" in names and "Other" not in names
+    signed = client.post("/authentication/local", json=data["account"])
+    assert signed.status_code == 200, signed.get_json()
+    user = {"Authorization": f"Bearer {signed.get_json()['accessToken']}"}
+    download = client.get(f"/storage/download/{data['file']}", headers=user)
+    assert download.status_code == 200 and download.data == b"hello from a backup\n" * 500
+    assert client.post("/database/Product", headers=ADMIN, json={"title": "Stool", "price": 15}).status_code == 201
+    assert client.get("/database/Product?limit=1", headers=ADMIN).get_json()["count"] == 4
+    assert client.get("/config/backups", headers=ADMIN).get_json()["keep"] == 3
+
+
+# A later core migration that the archived rows break: a unique index over audit entries the archive holds
+# twice (the same config changed twice). A fresh database takes it; the restore's upgrade cannot.
+FAILING_MIGRATION = '''"""test: one audit entry per module, action and target"""
+
+from alembic import op
+
+revision = "core_0006"
+down_revision = "core_0005"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_index("ix_test_audit_once", "trellis_audit_log", ["module", "action", "target"], unique=True)
+
+
+def downgrade() -> None:
+    op.drop_index("ix_test_audit_once", table_name="trellis_audit_log")
+'''
+
+
+def _blobs_on_disk(app: Any) -> set[str]:
+    root = Path(app.config["STORAGE_PATH"])
+    return {p.name for p in root.rglob("*") if p.is_file() and not p.name.endswith(".part")}
+
+
+def _journal(app: Any) -> list[str]:
+    with app.extensions["trellis"].engine.connect() as connection:
+        return list(connection.exec_driver_sql("SELECT reason FROM storage_pending_blobs").scalars())
+
+
+def test_a_migration_failing_during_an_older_restore_leaves_the_previous_state(make_app, tmp_path):
+    import shutil
+
+    from trellis.backups import create
+    from trellis.migrate import DEFAULT_SCRIPT_LOCATION
+
+    migrations = tmp_path / "migrations"
+    shutil.copytree(DEFAULT_SCRIPT_LOCATION, migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    (migrations / "versions" / "0006_test_audit_once.py").write_text(FAILING_MIGRATION)
+    old = make_app(database_kind(), MIGRATIONS_PATH=str(migrations))
+    _make_older(old, "core_0005")
+    _fill(old)
+    assert old.test_client().put("/config/backups", headers=ADMIN, json={"keep": 4}).status_code == 200
+    _make_older(old, *OLDER)
+    archive = tmp_path / "older.zip"
+    _backup(old, archive)
+
+    new = make_app(database_kind(), MIGRATIONS_PATH=str(migrations))
+    data = _fill(new)  # its own file, user and documents: the state that must stay
+    client = new.test_client()
+    assert client.post("/database/Product", headers=ADMIN, json={"title": "Kept", "price": 1}).status_code == 201
+    counts, blobs = _counts(new), _blobs_on_disk(new)
+    with new.extensions["trellis"].engine.connect() as connection:
+        heads = create.current_heads(connection)
+    assert "core_0006" in heads
+    with pytest.raises(sa.exc.IntegrityError):
+        _restore(new, archive)
+    assert _counts(new) == counts
+    with new.extensions["trellis"].engine.connect() as connection:
+        assert create.current_heads(connection) == heads
+        assert "ip" in {c["name"] for c in sa.inspect(connection).get_columns("auth_sessions")}
+    # The archive's file was written before the migration failed, and removed again; nothing left journaled.
+    assert _blobs_on_disk(new) == blobs == {data["file"]}
+    assert _journal(new) == []
+    assert _latest_restore(new)["status"] == "failed"
+    assert "Kept" in {t for t, _ in _products(new)}
+    assert client.post("/authentication/local", json=data["account"]).status_code == 200
 
 
 def test_admin_routes_start_list_download_upload_restore_delete(make_app, tmp_path):

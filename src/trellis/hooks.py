@@ -55,10 +55,10 @@ class Specs:
         with ``close``) and ``delete(key)``; None when the module has no such store configured."""
 
     @hookspec
-    def trellis_restore_blobs(self, connection: Any, rows: Any, blob: Any) -> Any:
-        """Put back the stored files of the restored rows (``rows(table_name)``; ``blob(name)`` opens one
-        as a binary file) before the restore commits: a :class:`trellis.backups.parts.BlobRestore`, or
-        None when the module keeps no files. ``connection`` still shows the rows being replaced."""
+    def trellis_restore_blobs(self, rows: Any, blob: Any) -> Any:
+        """How to put back the stored files of the restored rows (``rows(table_name)``; ``blob(name)`` opens
+        one as a binary file): a :class:`trellis.backups.parts.BlobRestore`, or None when the module keeps
+        no files. Called before the restore's transaction begins."""
 
 
 def make_manager() -> pluggy.PluginManager:

@@ -43,9 +43,9 @@ class _UserHooks:
         return backup_store()
 
     @hookimpl
-    def trellis_restore_blobs(self, connection: Any, rows: Any, blob: Any) -> Any:
+    def trellis_restore_blobs(self, rows: Any, blob: Any) -> Any:
         """A restore puts back the blobs of the restored file records."""
-        return restore_blobs(connection, rows, blob)
+        return restore_blobs(rows, blob)
 
 
 # Published in the Database module's schema list (read-only: the records are managed here).

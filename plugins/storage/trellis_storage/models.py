@@ -50,12 +50,16 @@ class File(Base):
 class PendingBlob(Base):
     """A blob that may have no record: an upload's, from before its bytes are written until its record is
     saved (removed in that transaction), or a deleted file's, from the deleting transaction until the blob
-    is gone. What a killed process leaves here, the sweep removes (``service.sweep``)."""
+    is gone, or a restore's, from before its bytes are written until the restore commits. What a killed
+    process leaves here, the sweep removes (``service.sweep``).
+
+    It describes this installation's backends, not data: a backup leaves it out and a restore keeps it."""
 
     __tablename__ = "storage_pending_blobs"
+    __table_args__ = {"info": {"backup": "kept"}}
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
-    reason: Mapped[str] = mapped_column(String(8))  # "upload" | "delete"
+    reason: Mapped[str] = mapped_column(String(8))  # "upload" | "delete" | "restore"
     backend: Mapped[str] = mapped_column(String(16))
     location: Mapped[str | None] = mapped_column(String(255), default=None)
     key: Mapped[str] = mapped_column(String(255))

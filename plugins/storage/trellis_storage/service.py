@@ -32,7 +32,7 @@ from werkzeug.utils import secure_filename
 
 from trellis import audit, db, events, reads
 from trellis.background import ThrottledWarning, start_loop
-from trellis.backups.jobs import blobs_held
+from trellis.backups.jobs import blobs_held, restore_running
 from trellis.backups.parts import Blob, BlobRestore
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
@@ -283,6 +283,11 @@ SWEEP_EVERY_SECONDS = 600.0
 
 def _journal(reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
     """Journal entries for ``blobs`` in the session's transaction (the caller commits); their ids."""
+    return _journal_on(db.session, reason, blobs)
+
+
+def _journal_on(connection: Any, reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
+    """Journal entries for ``blobs`` through ``connection`` (a connection or the session); their ids."""
     rows = [
         {
             "id": db.new_id(),
@@ -294,9 +299,14 @@ def _journal(reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
         }
         for b, k in blobs
     ]
-    if rows:
-        db.session.execute(insert(PendingBlob), rows)
+    for start in range(0, len(rows), SWEEP_BATCH):
+        connection.execute(insert(PendingBlob), rows[start : start + SWEEP_BATCH])
     return [row["id"] for row in rows]
+
+
+def _delete_entries(connection: Any, ids: list[str]) -> None:
+    for start in range(0, len(ids), SWEEP_BATCH):  # bounded: SQLite limits a statement's parameters
+        connection.execute(delete(PendingBlob).where(PendingBlob.id.in_(ids[start : start + SWEEP_BATCH])))
 
 
 def _forget(ids: list[str]) -> None:
@@ -305,7 +315,7 @@ def _forget(ids: list[str]) -> None:
         return
     try:
         with reads.transaction() as connection:
-            connection.execute(delete(PendingBlob).where(PendingBlob.id.in_(ids)))
+            _delete_entries(connection, ids)
     except Exception as exc:  # the sweep finds the entries again; settling twice is harmless
         log.warning("could not drop %d storage journal entries: %s", len(ids), exc.__class__.__name__)
 
@@ -328,6 +338,9 @@ def sweep() -> int:
 def _settle(entry: Any, cfg: dict[str, Any]) -> bool:
     if entry.reason == "delete" and blobs_held():
         return False  # a running backup's snapshot may still list the deleted file
+    if entry.reason == "restore" and restore_running():
+        return False  # its records are not committed yet; a dead restore's entries are settled
+
     backend = _backend_at(cfg, entry.backend, entry.location)
     with backend.writing(entry.key) as live:
         if live is None:  # S3: a deleted file's blob is garbage at once, an upload's once it is old enough
@@ -562,24 +575,35 @@ def backup_blobs(rows: Callable[[str], Iterator[dict[str, Any]]]) -> Iterator[Bl
         yield Blob(f"{MODULE}/{row['id']}", functools.partial(backend.read, row["key"]))
 
 
-def restore_blobs(
-    connection: Any, rows: Callable[[str], Iterator[dict[str, Any]]], blob: Callable[[str], BinaryIO]
-) -> BlobRestore:
-    """Write the blobs of a restore's file records to their backends (a blob's key names its file, so a
-    file present before and after is the same bytes); after the commit remove the blobs of the files the
-    restore dropped, after a failure the blobs it wrote that were not there before."""
+def restore_blobs(rows: Callable[[str], Iterator[dict[str, Any]]], blob: Callable[[str], BinaryIO]) -> BlobRestore:
+    """Put back the blobs of a restore's file records (a blob's key names its file, so a file present before
+    and after is the same bytes), crash-safe across processes through the journal:
+
+    - now, before the restore's transaction, one ``restore`` entry per blob to write is committed: a restore
+      killed from here on leaves entries the sweep settles (the blobs no committed record references go);
+    - ``write``, in the restore's transaction: the blobs are written, their entries removed and the blobs of
+      the files the restore drops journaled as ``delete`` — all of which commits or rolls back with the rows;
+    - ``finish`` (committed): those dropped files' blobs removed; ``undo`` (rolled back): the blobs written
+      that were not there before removed. Whatever a killed process skipped, the sweep does."""
     cfg = config()
+    wanted = [
+        (row["id"], (row["backend"], row["location"], row["key"]), row["content_type"])
+        for row in rows(File.__tablename__)
+    ]
+    with reads.transaction() as connection:
+        journal = _journal_on(connection, "restore", [(_backend_at(cfg, n, loc), k) for _, (n, loc, k), _ in wanted])
     table = File.__table__
-    before = {tuple(r) for r in connection.execute(select(table.c.backend, table.c.location, table.c.key))}
-    restored: set[tuple[str, str | None, str]] = set()
-    written: list[tuple[Backend, str]] = []
-    try:
-        for row in rows(File.__tablename__):
-            place = (row["backend"], row["location"], row["key"])
-            backend = _backend_at(cfg, row["backend"], row["location"])
-            writer = backend.writer(row["key"], row["content_type"])
+    written: list[tuple[Backend, str, str]] = []
+    gone: list[tuple[Backend, str, str]] = []
+
+    def write(connection: Any) -> None:
+        before = {tuple(r) for r in connection.execute(select(table.c.backend, table.c.location, table.c.key))}
+        restored: set[tuple[str, str | None, str]] = set()
+        for (file_id, place, content_type), entry in zip(wanted, journal, strict=True):
+            backend, key = _backend_at(cfg, place[0], place[1]), place[2]
+            writer = backend.writer(key, content_type)
             try:
-                with blob(f"{MODULE}/{row['id']}") as source:
+                with blob(f"{MODULE}/{file_id}") as source:
                     while chunk := source.read(READ_CHUNK):
                         writer.write(chunk)
                 writer.commit()
@@ -589,15 +613,17 @@ def restore_blobs(
             writer.close()
             restored.add(place)
             if place not in before:
-                written.append((backend, row["key"]))
-    except BaseException:
-        _remove_all(written)
-        raise
+                written.append((backend, key, entry))
+        _delete_entries(connection, journal)
+        dropped = [(_backend_at(cfg, name, location), key) for name, location, key in before - restored]
+        gone.extend((b, k, e) for (b, k), e in zip(dropped, _journal_on(connection, "delete", dropped), strict=True))
 
-    def finish() -> None:
-        _remove_all([(_backend_at(cfg, name, location), key) for name, location, key in before - restored])
+    def undo() -> None:
+        removing = {entry for _, _, entry in written}
+        _forget([entry for entry in journal if entry not in removing])
+        _delete_committed(written)
 
-    return BlobRestore(finish=finish, undo=lambda: _remove_all(written))
+    return BlobRestore(write=write, finish=lambda: _delete_committed(gone), undo=undo)
 
 
 def backup_store() -> Backend | None:

@@ -20,7 +20,7 @@ import re
 import time
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -123,13 +123,12 @@ class Archive:
         return entry
 
 
-def verify(path: Path, heads: set[str] | None = None, known: set[str] | None = None, checksums: bool = True) -> Archive:
+def verify(path: Path, check_heads: Callable[[list[str]], None] | None = None, checksums: bool = True) -> Archive:
     """Read the whole archive against its manifest (every entry's sha256 and the zip's own CRCs).
 
-    ``heads``: the running code's migration heads; ``known``: every revision the running code knows. An
-    archive from newer code (a head this code does not know) is refused; so is one whose heads differ
-    from the running database's (restore it with the release that made it, then upgrade). Without
-    ``checksums`` only the manifest and the list of entries are read (the zip's directory: quick)."""
+    ``check_heads(heads)`` raises ArchiveError for migration heads this database cannot restore from
+    (``lineage.check``). Without ``checksums`` only the manifest and the list of entries are read (the zip's
+    directory: quick)."""
     try:
         with zipfile.ZipFile(path) as archive:
             manifest = _manifest(archive)
@@ -147,7 +146,8 @@ def verify(path: Path, heads: set[str] | None = None, known: set[str] | None = N
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, KeyError, ValueError) as exc:
         raise ArchiveError(f"not a readable Trellis backup ({exc.__class__.__name__}: {_short(exc)})") from None
-    _check_heads(manifest, heads, known)
+    if check_heads is not None:
+        check_heads(manifest["heads"])
     return Archive(path, manifest)
 
 
@@ -216,17 +216,3 @@ def _file_entry(entry: Any) -> bool:
         and ".." not in entry["name"]
         and isinstance(entry.get("sha256"), str)
     )
-
-
-def _check_heads(manifest: dict[str, Any], heads: set[str] | None, known: set[str] | None) -> None:
-    archived = set(manifest["heads"])
-    if known is not None and archived - known:
-        raise ArchiveError(
-            f"the backup comes from newer code (migrations {', '.join(sorted(archived - known))} are unknown here)"
-        )
-    if heads is not None and archived != heads:
-        raise ArchiveError(
-            f"the backup was made at older migrations ({', '.join(sorted(archived - heads)) or 'none'} where this "
-            f"database is at {', '.join(sorted(heads - archived))}): restore it with the release that made it, then "
-            "upgrade (docs/operations.md, 'An archive from an older release')"
-        )

@@ -86,7 +86,9 @@ def current_heads(connection: Connection) -> list[str]:
 
 def _copy(writer: archive.ArchiveWriter, connection: Connection, table: sa.Table, beat: Callable[[], None]) -> dict:
     encode = rows.encoder()
-    columns = list(table.columns)
+    # The columns the database has: one whose migrations have not all run lacks the newest ones.
+    present = {column["name"] for column in sa.inspect(connection).get_columns(table.name)}
+    columns = [column for column in table.columns if column.name in present]
 
     def lines() -> Iterator[str]:
         result = connection.execution_options(yield_per=BATCH).execute(sa.select(*columns))

@@ -32,7 +32,7 @@ from .. import audit, db
 from ..errors import APIError, bad_request, conflict, not_found
 from ..models import BackupLock, BackupRecord
 from ..module_config import get as get_config
-from . import archive, create, restore
+from . import archive, create, lineage, restore
 from .archive import ArchiveError
 
 log = logging.getLogger(__name__)
@@ -262,6 +262,8 @@ def _failure(exc: BaseException) -> str:
         return "no space left on the disk of the backups folder"
     if isinstance(exc, APIError):
         return exc.message
+    if isinstance(exc, ArchiveError):
+        return str(exc)
     return f"{exc.__class__.__name__}: {str(exc)[:300]}"
 
 
@@ -363,19 +365,11 @@ def verified(app: Flask, path: Path, checksums: bool = True) -> archive.Archive:
     """The archive at ``path`` checked whole (without ``checksums``: its manifest and entry list only),
     against this database's migrations and loaded modules."""
     with app.extensions["trellis"].engine.connect() as connection:
-        heads = set(create.current_heads(connection))
-    checked = archive.verify(path, heads=heads, known=_known_revisions(app), checksums=checksums)
+        heads = create.current_heads(connection)
+    script = lineage.scripts(app)
+    checked = archive.verify(path, lambda archived: lineage.check(script, archived, heads), checksums=checksums)
     restore.check_fits(app, checked)
     return checked
-
-
-def _known_revisions(app: Flask) -> set[str]:
-    from alembic.script import ScriptDirectory
-
-    from ..migrate import alembic_config
-
-    script = ScriptDirectory.from_config(alembic_config(app))
-    return {revision.revision for revision in script.walk_revisions()}
 
 
 def restore_from(app: Flask, path: Path) -> dict[str, Any]:
@@ -390,6 +384,8 @@ def restore_from(app: Flask, path: Path) -> dict[str, Any]:
         result = restore.restore(app, checked)
     except BaseException as exc:
         _release(holder, "failed", _failure(exc))
+        if isinstance(exc, ArchiveError):
+            raise bad_request(str(exc)) from None
         raise
     _release(holder, "done")
     return result

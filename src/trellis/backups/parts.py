@@ -33,9 +33,13 @@ class Blob:
 
 @dataclass(frozen=True)
 class BlobRestore:
-    """A module's files being put back. Before the restore commits the restored blobs are already written;
-    then exactly one of ``finish`` (after the commit: remove the blobs nothing references any more) and
-    ``undo`` (the restore failed: remove what it wrote that was not there before) is called."""
+    """A module's files being put back, made before the restore's transaction begins (the module records
+    there, committed, what it is about to write, so a restore killed at any point leaves nothing it cannot
+    find again). ``write(connection)`` writes the blobs inside the restore's transaction, before its rows
+    are replaced (``connection`` still shows the rows being replaced); then exactly one of ``finish`` (after
+    the commit: remove the blobs nothing references any more) and ``undo`` (the restore failed: remove what
+    it wrote that was not there before) is called."""
 
+    write: Callable[[Connection], None]
     finish: Callable[[], None]
     undo: Callable[[], None]

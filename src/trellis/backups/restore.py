@@ -3,15 +3,18 @@
 The archive has been verified as a whole (``archive.verify``) and checked against the loaded modules
 (:func:`check_fits`) before anything changes. Then, in the one transaction of ``db.session``:
 
-1. each module with files writes the archive's blobs to their backends (``trellis_restore_blobs``);
+1. each module with files writes the archive's blobs to their backends (``trellis_restore_blobs``; each
+   recorded, committed, what it was about to write before the transaction began: see ``BlobRestore``);
 2. the current run-time tables are dropped and every model table emptied (children first);
-3. the archive's rows are inserted (parents first; a table's references to itself are set after its
-   rows are in), then the run-time tables the restored rows describe are created and filled;
-4. the event log is not copied back: it gets one marker per event family numbered above every number
+3. an archive from older migrations: the tables are brought to its heads (``lineage``);
+4. the archive's rows are inserted (parents first; a table's references to itself are set after its
+   rows are in), then the run-time tables the restored rows describe are created and filled; an archive
+   from older migrations: every later migration runs over them;
+5. the event log is not copied back: it gets one marker per event family numbered above every number
    used before and in the archive, so numbers are never given twice, every family's change number moves
    (the Database module's list counts are keyed by it) and a replay from before the restore answers
    "resync required"; durable consumers (webhooks) go on from there;
-5. every cache generation is bumped (``trellis.cache``): each process rebuilds its caches for its next
+6. every cache generation is bumped (``trellis.cache``): each process rebuilds its caches for its next
    request.
 
 It commits, and only then are blobs nothing references any more removed. A failure rolls everything back
@@ -30,8 +33,9 @@ import sqlalchemy as sa
 from flask import Flask
 
 from .. import audit, db
+from ..db import Base
 from ..models import EventRecord
-from . import tables
+from . import create, lineage, tables
 from .archive import Archive, ArchiveError, cooperate
 from .parts import BlobRestore
 from .rows import decoder
@@ -43,9 +47,12 @@ RESTORE_FAMILY = "trellis.restore"
 
 
 def check_fits(app: Flask, archive: Archive) -> None:
-    """Refuse (ArchiveError) an archive holding tables of modules this process does not load."""
+    """Refuse (ArchiveError) an archive holding tables of modules this process does not load. An archive from
+    older migrations is checked against the tables as they were at its heads, once the restore has them."""
     with app.extensions["trellis"].engine.connect() as connection:
-        known = {t.name for t in tables.model_tables(connection)}
+        if set(archive.manifest["heads"]) != set(create.current_heads(connection)):
+            return
+        known = {t.name for t in tables.model_tables(connection)} | tables.kept_names()
     foreign = sorted(name for name, entry in archive.tables().items() if not entry.get("runtime") and name not in known)
     if foreign:
         raise ArchiveError(f"the backup holds tables no loaded module declares: {', '.join(foreign[:10])}")
@@ -56,42 +63,51 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
     trellis = app.extensions["trellis"]
     hooks = trellis.hooks.hook
     session = db.session
+    # Before the transaction begins: on SQLite a transaction that has read cannot write once another has
+    # committed (the modules' journals), so the session's reads (a module's config) end here too.
     session.rollback()
-    connection = session.connection()
-    postgresql = connection.dialect.name == "postgresql"
-    archived = archive.tables()
-    model = tables.model_tables(connection)
-    if postgresql:
-        names = ", ".join(connection.dialect.identifier_preparer.quote(t.name) for t in model)
-        connection.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
-    else:
-        connection.exec_driver_sql("PRAGMA defer_foreign_keys = ON")
-    before_latest, before_families = _event_state(connection)
-    generations = set(connection.execute(sa.text(f"SELECT name FROM {tables.GENERATIONS}")).scalars())
-    restorers: list[BlobRestore] = []
+    restorers: list[BlobRestore] = [
+        made for made in hooks.trellis_restore_blobs(rows=_rows(archive), blob=archive.open_blob) if made is not None
+    ]
+    session.rollback()
     try:
-        for made in hooks.trellis_restore_blobs(connection=connection, rows=_rows(archive), blob=archive.open_blob):
-            if made is not None:
-                restorers.append(made)
+        connection = session.connection()
+        archived = archive.tables()
+        heads = archive.manifest["heads"]
+        older = set(heads) != set(create.current_heads(connection))
+        model = tables.model_tables(connection)
+        if connection.dialect.name == "postgresql":
+            names = ", ".join(connection.dialect.identifier_preparer.quote(t.name) for t in model)
+            connection.exec_driver_sql(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
+        else:
+            connection.exec_driver_sql("PRAGMA defer_foreign_keys = ON")
+        before_latest, before_families = _event_state(connection)
+        generations = set(connection.execute(sa.text(f"SELECT name FROM {tables.GENERATIONS}")).scalars())
+        for restorer in restorers:
+            restorer.write(connection)
         for runtime in tables.runtime_tables(hooks, connection):
             connection.execute(sa.schema.DropTable(runtime.table, if_exists=True))
         for table in reversed(model):
             if table.name != tables.GENERATIONS:
                 connection.execute(table.delete())
-        counts: dict[str, int] = {}
-        for table in model:
-            if table.name in archived and table.name not in (tables.EVENTS, tables.GENERATIONS):
-                counts[table.name] = _insert(connection, archive, table)
+        if older:
+            lineage.downgrade_to(app, connection, heads)
+            targets = _as_archived(connection, archived)
+        else:
+            targets = [t for t in model if t.name in archived and t.name not in (tables.EVENTS, tables.GENERATIONS)]
+        counts = {table.name: _insert(connection, archive, table) for table in targets}
         for runtime in tables.runtime_tables(hooks, connection):
             runtime.create(connection)
             if runtime.table.name in archived:
                 counts[runtime.table.name] = _insert(connection, archive, runtime.table)
+        if older:
+            lineage.upgrade(app, connection)
         archived_latest, archived_families = _archived_events(archive)
         _move_event_log(connection, max(before_latest, archived_latest), before_families | archived_families, archive)
         generations |= _archived_generations(archive)
         for name in sorted(generations):
             trellis.generations.bump(name)
-        audit.record("backups", "restore", archive.path.name, {"tables": len(counts)})
+        audit.record("backups", "restore", archive.path.name, {"tables": len(counts), "migrated": older})
         session.commit()
     except BaseException:
         session.rollback()
@@ -100,7 +116,27 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
         raise
     for restorer in restorers:
         _quietly(restorer.finish, "removing files the restored state no longer references")
-    return {"tables": counts, "files": len(archive.manifest["files"])}
+    return {"tables": counts, "files": len(archive.manifest["files"]), "migrated": older}
+
+
+def _as_archived(connection: sa.Connection, archived: dict[str, dict[str, Any]]) -> list[sa.Table]:
+    """The archive's tables as the database has them now (at the archive's heads), parents first. A column
+    the current models still declare keeps their type (its conversions: UTC datetimes, JSON)."""
+    present = set(sa.inspect(connection).get_table_names())
+    kept = tables.kept_names()
+    missing = sorted(n for n, entry in archived.items() if not entry.get("runtime") and n not in present | kept)
+    if missing:
+        raise ArchiveError(f"the backup holds tables its migrations do not have here: {', '.join(missing[:10])}")
+    skipped = {tables.EVENTS, tables.GENERATIONS} | kept
+    wanted = [name for name, entry in archived.items() if not entry.get("runtime") and name not in skipped]
+    reflected = sa.MetaData()
+    reflected.reflect(connection, only=wanted)
+    for table in reflected.tables.values():
+        model = Base.metadata.tables.get(table.name)
+        for column in table.columns:
+            if model is not None and column.name in model.c:
+                column.type = model.c[column.name].type
+    return [table for table in reflected.sorted_tables if table.name in wanted]
 
 
 def _quietly(step: Callable[[], None], what: str) -> None:

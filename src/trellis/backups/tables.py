@@ -21,10 +21,21 @@ EVENTS = EventRecord.__tablename__
 CONSUMERS = EventConsumer.__tablename__
 
 
+def kept(table: sa.Table) -> bool:
+    """Whether a restore keeps the table as it is (and a backup leaves it out): the backups' own records, and
+    tables a module marks ``info={"backup": "kept"}`` because they describe this installation rather than
+    its data (the Storage module's journal of blobs in its backends)."""
+    return table.name in OWN or table.info.get("backup") == "kept"
+
+
+def kept_names() -> set[str]:
+    return {t.name for t in Base.metadata.sorted_tables if kept(t)}
+
+
 def model_tables(connection: Connection) -> list[sa.Table]:
     """The metadata's tables present in the database, parents before children (foreign keys)."""
     present = set(sa.inspect(connection).get_table_names())
-    return [t for t in Base.metadata.sorted_tables if t.name in present and t.name not in OWN]
+    return [t for t in Base.metadata.sorted_tables if t.name in present and not kept(t)]
 
 
 def runtime_tables(hooks: Any, connection: Connection) -> list[RuntimeTable]:

@@ -13,20 +13,27 @@ config = context.config
 target_metadata = Base.metadata
 
 
+def _run(connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        # SQLite cannot ALTER most things; batch mode recreates tables instead.
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+        # `flask trellis db revision --module NAME` compares that module's tables only.
+        include_object=include_object(config.attributes.get("include_tables")),
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
 def run_migrations_online() -> None:
-    engine = config.attributes["engine"]
-    with engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            # SQLite cannot ALTER most things; batch mode recreates tables instead.
-            render_as_batch=connection.dialect.name == "sqlite",
-            compare_type=True,
-            # `flask trellis db revision --module NAME` compares that module's tables only.
-            include_object=include_object(config.attributes.get("include_tables")),
-        )
-        with context.begin_transaction():
-            context.run_migrations()
+    given = config.attributes.get("connection")
+    if given is not None:  # a restore's transaction (trellis.backups.restore): it commits or rolls back
+        _run(given)
+        return
+    with config.attributes["engine"].connect() as connection:
+        _run(connection)
         connection.commit()
 
 

@@ -734,7 +734,7 @@ def _many_documents(app: Any, count: int) -> None:
 KILL_DOCUMENTS = 30_000  # enough for a restore to take seconds on a busy 2-core machine
 
 
-def test_kill_9_mid_restore_leaves_the_previous_state_and_its_lock_is_recovered(make_app, serve):
+def test_kill_9_mid_restore_leaves_the_previous_state_no_orphan_blob_and_its_lock_is_recovered(make_app, serve):
     import signal
 
     import requests
@@ -743,18 +743,23 @@ def test_kill_9_mid_restore_leaves_the_previous_state_and_its_lock_is_recovered(
     from trellis.testing.waiting import wait_until
 
     app = make_app(database_kind())
-    _fill(app)
+    data = _fill(app)
     _many_documents(app, KILL_DOCUMENTS)
     with app.app_context():
         name = jobs.backup_now(app)[0]
     client = app.test_client()
     assert client.post("/database/Product", headers=ADMIN, json={"title": "After", "price": 0}).status_code == 201
+    # The file goes after the backup: the restore writes its blob back, for a record not committed yet.
+    (blob,) = Path(app.config["STORAGE_PATH"]).rglob(data["file"])
+    assert client.delete(f"/storage/file/{data['file']}", headers=data["user"]).status_code in (200, 204)
+    assert not blob.exists()
     before = _counts(app)
     server = serve(app)
     assert requests.post(f"{server.url}/admin/backups/{name}/restore", headers=ADMIN, timeout=30).status_code == 202
-    # Killed while the restore's transaction writes (its lock row says running, its writes hold the database).
+    # Killed while the restore's transaction writes (its lock row says running, its writes hold the database),
+    # its blob written.
     wait_until(
-        lambda: _writer_holds_the_database(app) or _latest_restore(app)["status"] != "running",
+        lambda: (_writer_holds_the_database(app) and blob.exists()) or _latest_restore(app)["status"] != "running",
         "the restore is writing",
         timeout=120,
         interval=0.01,
@@ -766,14 +771,21 @@ def test_kill_9_mid_restore_leaves_the_previous_state_and_its_lock_is_recovered(
     assert state["status"] == "failed" and "interrupted" in state["error"], state
     assert _counts(app) == before  # nothing of the restore is in: the previous state, "After" included
     assert "After" in {t for t, _ in _products(app)}
-    # The lock went with the process: another process restores at once.
+    assert client.get(f"/storage/download/{data['file']}", headers=data["user"]).status_code == 404
+    # The blob it wrote is an orphan now, but journaled: the next process's sweep (at its start) removes it.
+    assert blob.exists() and "restore" in _journal(app)
     other = serve(app)
+    wait_until(lambda: not blob.exists() and _journal(app) == [], "the orphan blob is swept", timeout=60)
+    # The lock went with the process: another process restores at once.
     assert requests.post(f"{other.url}/admin/backups/{name}/restore", headers=ADMIN, timeout=30).status_code == 202
     wait_until(lambda: _latest_restore(app)["status"] != "running", "the second restore has finished", timeout=180)
     assert _latest_restore(app)["status"] == "done"
     assert "After" not in {t for t, _ in _products(app)}
     listed = app.test_client().get("/database/Product?limit=1", headers=ADMIN).get_json()
     assert listed["count"] == 3 + KILL_DOCUMENTS
+    download = client.get(f"/storage/download/{data['file']}", headers=data["user"])
+    assert download.status_code == 200 and download.data == b"hello from a backup\n" * 500
+    assert _blobs_on_disk(app) == {data["file"]} and _journal(app) == []
 
 
 def test_kill_9_mid_backup_leaves_no_archive_listed_as_done(make_app, serve):

@@ -309,7 +309,9 @@ def _code_heads(app: Any) -> list[str]:
         return sorted(lineage.scripts(app).get_heads())
 
 
-def test_an_archive_from_older_migrations_restores_then_migrates(make_app, tmp_path):
+def test_an_archive_from_older_migrations_restores_then_migrates(make_app, serve, tmp_path):
+    import requests
+
     from trellis.backups import create
 
     old = make_app(database_kind())
@@ -330,6 +332,8 @@ def test_an_archive_from_older_migrations_restores_then_migrates(make_app, tmp_p
     client = new.test_client()
     made = client.post("/admin/database/schemas", headers=ADMIN, json={"name": "Other", "fields": {"n": "Number"}})
     assert made.status_code in (200, 201)
+    server = serve(new)  # another process, its caches primed with the state before
+    assert requests.get(f"{server.url}/database/Other", headers=ADMIN, timeout=30).status_code == 200
     assert _restore(new, archive)["migrated"] is True
     with new.extensions["trellis"].engine.connect() as connection:
         inspector = sa.inspect(connection)
@@ -353,6 +357,11 @@ def test_an_archive_from_older_migrations_restores_then_migrates(make_app, tmp_p
     assert client.post("/database/Product", headers=ADMIN, json={"title": "Stool", "price": 15}).status_code == 201
     assert client.get("/database/Product?limit=1", headers=ADMIN).get_json()["count"] == 4
     assert client.get("/config/backups", headers=ADMIN).get_json()["keep"] == 3
+    # The other process serves the restored, migrated state at once.
+    listed = requests.get(f"{server.url}/database/Product?sort=price", headers=ADMIN, timeout=30).json()
+    assert [d["title"] for d in listed["documents"]] == ["Pen", "Lamp", "Stool", "Desk"]
+    assert requests.get(f"{server.url}/database/Other", headers=ADMIN, timeout=30).status_code == 404
+    assert requests.post(f"{server.url}/authentication/local", json=data["account"], timeout=30).status_code == 200
 
 
 # A later core migration that the archived rows break: a unique index over audit entries the archive holds

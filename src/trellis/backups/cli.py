@@ -42,7 +42,8 @@ def backup_restore(file: Path, yes: bool) -> None:
         result = jobs.restore_from(app, file)
     except APIError as exc:
         raise click.ClickException(exc.message) from None
-    click.echo(f"restored {file}: {len(result['tables'])} tables, {result['files']} files")
+    migrated = ", then migrated to this release's heads" if result["migrated"] else ""
+    click.echo(f"restored {file}: {len(result['tables'])} tables, {result['files']} files{migrated}")
 
 
 @backup_group.command("list")

@@ -364,6 +364,16 @@ def test_an_archive_from_older_migrations_restores_then_migrates(make_app, serve
     assert [d["title"] for d in listed["documents"]] == ["Pen", "Lamp", "Stool", "Desk"]
     assert requests.get(f"{server.url}/database/Other", headers=ADMIN, timeout=30).status_code == 404
     assert requests.post(f"{server.url}/authentication/local", json=data["account"], timeout=30).status_code == 200
+    # The other way round is refused: an archive above the database's heads (upgrade the database first).
+    current = tmp_path / "current.zip"
+    _backup(new, current)
+    kept = _counts(old)
+    from trellis.errors import APIError
+
+    with pytest.raises(APIError) as refused:
+        _restore(old, current)
+    assert refused.value.status == 400 and "upgrade the database first" in refused.value.message
+    assert "authentication_0005" in refused.value.message and _counts(old) == kept
 
 
 # A later core migration that the archived rows break: a unique index over audit entries the archive holds

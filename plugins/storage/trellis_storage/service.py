@@ -340,7 +340,6 @@ def _settle(entry: Any, cfg: dict[str, Any]) -> bool:
         return False  # a running backup's snapshot may still list the deleted file
     if entry.reason == "restore" and restore_running():
         return False  # its records are not committed yet; a dead restore's entries are settled
-
     backend = _backend_at(cfg, entry.backend, entry.location)
     with backend.writing(entry.key) as live:
         if live is None:  # S3: a deleted file's blob is garbage at once, an upload's once it is old enough
@@ -630,8 +629,3 @@ def backup_store() -> Backend | None:
     """The backups' archive store (``backups.storage: s3``): the S3 backend of the configured bucket."""
     cfg = config()
     return _s3(cfg, cfg["s3"]["bucket"]) if cfg["s3"]["bucket"] else None
-
-
-def _remove_all(blobs: list[tuple[Backend, str]]) -> None:
-    for backend, key in blobs:
-        _delete_blob(backend, key)

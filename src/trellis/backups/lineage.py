@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from alembic import command
+from alembic.config import Config
 from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationStep
 from alembic.script import ScriptDirectory
@@ -76,7 +78,7 @@ def downgrade_to(app: Flask, connection: Connection, heads: list[str]) -> None:
 
 def upgrade(app: Flask, connection: Connection) -> None:
     """Run, on ``connection``, every migration up to this code's heads."""
-    _run(app, connection, lambda script, current: script._upgrade_revs("heads", current))
+    command.upgrade(_on(app, connection), "heads")
 
 
 def _heads(current: Any) -> tuple[str, ...]:
@@ -85,9 +87,14 @@ def _heads(current: Any) -> tuple[str, ...]:
     return (current,) if isinstance(current, str) else tuple(current)
 
 
-def _run(app: Flask, connection: Connection, steps: Callable[[ScriptDirectory, Any], list[Any]]) -> None:
+def _on(app: Flask, connection: Connection) -> Config:
     config = alembic_config(app)
     config.attributes["connection"] = connection  # env.py runs on it and leaves the transaction open
+    return config
+
+
+def _run(app: Flask, connection: Connection, steps: Callable[[ScriptDirectory, Any], list[Any]]) -> None:
+    config = _on(app, connection)
     script = ScriptDirectory.from_config(config)
     with EnvironmentContext(config, script, fn=lambda current, _context: steps(script, current)):
         script.run_env()

@@ -809,6 +809,37 @@ def test_kill_9_mid_restore_leaves_the_previous_state_no_orphan_blob_and_its_loc
     assert _blobs_on_disk(app) == {data["file"]} and _journal(app) == []
 
 
+def test_the_storage_sweep_leaves_a_live_restores_blobs_and_removes_a_dead_ones(make_app):
+    """A restore's journaled blobs have no committed record until it commits: the sweep of any process leaves
+    them while the restore's holder lives, and removes the unreferenced ones once it is gone."""
+    from trellis import db
+    from trellis.backups import jobs
+    from trellis_storage import service
+    from trellis_storage.backends import key_for
+    from trellis_storage.models import PendingBlob
+
+    app = make_app(database_kind())
+    with app.app_context():
+        backend = service.active_backend()
+        key = key_for(uuid.uuid4().hex)
+        writer = backend.writer(key, "application/octet-stream")
+        writer.write(b"written back by a restore")
+        writer.commit()
+        writer.close()
+        entry = {"id": db.new_id(), "reason": "restore", "backend": backend.name, "key": key, "created_at": db.utcnow()}
+        with app.extensions["trellis"].engine.begin() as connection:
+            connection.execute(PendingBlob.__table__.insert().values(**entry))
+        holder = jobs._acquire("elsewhere.zip")  # a live restore (this process)
+        db.session.remove()  # the sweep runs in an app context of its own: its reads start now
+        try:
+            assert service.sweep() == 0
+            assert backend.keys() == [key] and _journal(app) == ["restore"]
+        finally:
+            jobs._release(holder, "failed", "given up by the test")
+        assert service.sweep() == 1
+        assert backend.keys() == [] and _journal(app) == []
+
+
 def test_kill_9_mid_backup_leaves_no_archive_listed_as_done(make_app, serve):
     import signal
 

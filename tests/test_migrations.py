@@ -23,3 +23,29 @@ def test_upgrade_matches_models_and_downgrade_removes_everything(app_config, emp
     downgrade(app, "base")
     assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
     engine.dispose()
+
+
+def test_upgrade_keeps_child_rows_of_a_table_that_sqlite_batch_mode_recreates(app_config, empty_database_url):
+    """webhooks_0002 changes a column's nullability: SQLite's batch mode copies ``webhooks`` to a new table
+    and drops the old one. With foreign keys on, that DROP deletes every row first, cascading to
+    ``webhooks_deliveries``: an upgrade from webhooks_0001 must keep the deliveries."""
+    app = create_app({**app_config, "DATABASE_URL": empty_database_url})
+    engine = app.extensions["trellis"].engine
+    upgrade(app, "webhooks_0001")
+    stamp = "2026-11-01 00:00:00"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO webhooks (id, url, events, secret, active, created_at, updated_at) "
+            f"VALUES ('w1', 'http://127.0.0.1/x', '[]', 's', true, '{stamp}', '{stamp}')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO webhooks_deliveries (id, webhook_id, event, body, status, attempts, next_attempt_at, "
+            f"created_at) VALUES ('d1', 'w1', 'e', '{{}}', 'pending', 0, '{stamp}', '{stamp}')"
+        )
+    upgrade(app)
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM webhooks_deliveries").scalar() == 1
+        assert conn.exec_driver_sql("SELECT active_since IS NOT NULL FROM webhooks").scalar()
+        if conn.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    engine.dispose()

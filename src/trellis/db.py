@@ -130,8 +130,30 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+# The execution option that begins a SQLite transaction with foreign keys off (migrations, a restore).
+SQLITE_FOREIGN_KEYS_OFF = "trellis_sqlite_foreign_keys_off"
+
+
 def _sqlite_begin(connection: Any) -> None:
+    if connection.get_execution_options().get(SQLITE_FOREIGN_KEYS_OFF) and not isinstance(
+        connection.engine.pool, StaticPool
+    ):
+        # Batch mode recreates a table and drops the old one; with foreign keys on, that DROP first deletes
+        # every row, cascading to the children (an upgrade from webhooks_0001 lost every delivery). The pragma
+        # is a no-op inside a transaction, so it goes before BEGIN, on a connection closed afterwards instead
+        # of pooled; `foreign_key_violation` takes the checks' place before the commit.
+        connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+        connection.detach()
     connection.exec_driver_sql("BEGIN")
+
+
+def foreign_key_violation(connection: Any) -> str | None:
+    """On SQLite, the first row that points to a missing parent, described (None when there is none, and
+    always on other databases, which never turn their checks off)."""
+    if connection.dialect.name != "sqlite":
+        return None
+    row = connection.exec_driver_sql("PRAGMA foreign_key_check").first()
+    return None if row is None else f"a row of {row[0]} references a missing row of {row[2]}"
 
 
 def engine() -> Engine:

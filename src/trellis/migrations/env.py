@@ -6,7 +6,7 @@ app's engine; every module's models are imported by then, so ``Base.metadata`` i
 
 from alembic import context
 
-from trellis.db import Base
+from trellis.db import SQLITE_FOREIGN_KEYS_OFF, Base, foreign_key_violation
 from trellis.migrate import include_object
 
 config = context.config
@@ -25,6 +25,9 @@ def _run(connection) -> None:
     )
     with context.begin_transaction():
         context.run_migrations()
+        broken = foreign_key_violation(connection)
+        if broken is not None:
+            raise RuntimeError(f"the migrations left {broken}; nothing was changed")
 
 
 def run_migrations_online() -> None:
@@ -33,7 +36,7 @@ def run_migrations_online() -> None:
         _run(given)
         return
     with config.attributes["engine"].connect() as connection:
-        _run(connection)
+        _run(connection.execution_options(**{SQLITE_FOREIGN_KEYS_OFF: True}))
         connection.commit()
 
 

@@ -268,3 +268,22 @@ def test_sqlite_keeps_an_fts5_table_that_backups_skip(app, dbapi, articles, db):
             ).scalars()
         )
         assert [name for name in indexes if name.startswith("dbfts_")]
+
+
+def test_postgresql_answers_from_the_gin_index(app, dbapi, articles, db):
+    """The query's expression is the index's (a JSONB subscript would not be): the plan uses the index."""
+    from trellis_database import search
+    from trellis_database.registry import snapshot
+
+    connection = db.connection()
+    if connection.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's GIN index")
+    dbapi.post("Article", {"title": "quartz clock"})
+    schema = snapshot().document_schema("Article")
+    statement = sa.select(schema.table.c.id).where(search.condition(schema, "quartz clo", "postgresql"))
+    sql = statement.compile(dialect=connection.dialect, compile_kwargs={"literal_binds": True})
+    connection.execute(sa.text("SET LOCAL enable_seqscan = off"))
+    plan = "\n".join(connection.execute(sa.text(f"EXPLAIN {sql}")).scalars())
+    index = search.State.of(schema.storage["search"]).index
+    assert f"Bitmap Index Scan on {index}" in plan, plan
+    assert connection.execute(statement).scalars().all() != []

@@ -214,9 +214,11 @@ def query_value(schema: Any, text: str, dialect: str) -> str | None:
 def _pg_vector(data: Any, state: State) -> sa.ColumnElement:
     """The tsvector of a document: every searchable field's text values in the schema's language."""
     config = sa.literal_column(f"'{state.language}'::regconfig")
+    # The ``->`` operator spelled out: SQLAlchemy renders a JSONB index as ``data['f']`` on recent servers,
+    # a different expression from the index's ``data -> 'f'``, which the planner would then not use.
     parts = [
         sa.func.coalesce(
-            sa.func.to_tsvector(config, sa.type_coerce(data, JSONB)[sa.literal_column(f"'{name}'")]),
+            sa.func.to_tsvector(config, data.op("->", return_type=JSONB)(sa.literal_column(f"'{name}'"))),
             sa.literal_column("''::tsvector"),
         )
         for name in state.fields

@@ -167,7 +167,7 @@ def explain(server: Server, query: str) -> str:
         cursor.execute(
             f'EXPLAIN (ANALYZE, BUFFERS) SELECT id FROM "{table}" WHERE {vector} @@ {tsquery} '
             f"ORDER BY ts_rank({vector}, {tsquery}) DESC, id LIMIT 20",
-            (query, query, query),
+            (query, query),
         )
         return "\n".join(row[0] for row in cursor.fetchall())
 

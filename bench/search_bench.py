@@ -46,13 +46,12 @@ from typing import Any
 import psycopg2
 import requests
 
-from bench.access_bench import _dsn, measure, seed_access, sign_in
-from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, insert_many, paired_line
+from bench.access_bench import _dsn, load_documents, measure, seed_access, sign_in
+from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, paired_line
 from bench.peer_bench import _backends
 
 RESULTS = ROOT / "bench" / "results" / "search.md"
 MODULES = "authentication,authorization,database,email,sms"
-ACCESS = {"conduit": {"authorization": {"enabled": True}}}
 FIELDS = {"title": "String", "body": "String", "price": "Number"}
 SEARCHABLE = {"title": {"type": "String", "searchable": True}, "body": {"type": "String", "searchable": True}}
 VOCABULARY = 5000
@@ -68,25 +67,15 @@ def _words(rnd: random.Random) -> list[str]:
 
 
 def load(server: Server, documents: int, rnd: random.Random, vocabulary: list[str]) -> list[str]:
-    requests.post(
-        f"{server.url}/admin/database/schemas",
-        json={"name": "Doc", "fields": FIELDS, "modelOptions": ACCESS},
-        headers=server.admin_headers,
-        timeout=60,
-    ).raise_for_status()
     weights = [1 / (i + 10) for i in range(len(vocabulary))]
 
     def text(low: int, high: int) -> str:
         return " ".join(rnd.choices(vocabulary, weights, k=rnd.randint(low, high)))
 
-    batches = [
-        [
-            {"title": text(3, 8), "body": text(20, 40), "price": round(rnd.uniform(0, 1000), 2)}
-            for _ in range(start, min(start + 1000, documents))
-        ]
-        for start in range(0, documents, 1000)
-    ]
-    return insert_many(server, "Doc", batches)
+    def make(_index: int) -> dict[str, Any]:
+        return {"title": text(3, 8), "body": text(20, 40), "price": round(rnd.uniform(0, 1000), 2)}
+
+    return load_documents(server, documents, rnd, FIELDS, make)
 
 
 class Writer(threading.Thread):

@@ -287,3 +287,23 @@ def test_postgresql_answers_from_the_gin_index(app, dbapi, articles, db):
     index = search.State.of(schema.storage["search"]).index
     assert f"Bitmap Index Scan on {index}" in plan, plan
     assert connection.execute(statement).scalars().all() != []
+
+
+def test_a_custom_endpoint_write_is_indexed_too(dbapi, articles):
+    response = dbapi.client.post(
+        "/admin/database/customEndpoints",
+        headers=dbapi.admin,
+        json={
+            "name": "addArticle",
+            "operation": "POST",
+            "selectedSchema": "Article",
+            "inputs": [{"name": "title", "type": "String", "location": "body"}],
+            "assignments": [
+                {"schemaField": "title", "action": "set", "assignmentField": {"type": "Input", "value": "title"}}
+            ],
+        },
+    )
+    assert response.status_code == 201, response.get_json()
+    made = dbapi.client.post("/database/function/addArticle", json={"title": "Gardening tools"})
+    assert made.status_code == 201, made.get_json()
+    assert _titles(dbapi, "Article", "garden") == ["Gardening tools"]

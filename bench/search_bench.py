@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import statistics
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg2
@@ -145,7 +147,6 @@ def sqlite_rebuild_seconds(documents: int, rnd: random.Random, vocabulary: list[
     """SQLite: how long making ``title`` and ``body`` searchable takes on ``documents`` rows (the FTS5 table,
     its triggers and the copy of every row, in one transaction: the one writer waits meanwhile), through
     the module's own DDL (``tables.create_table``, ``search.create``) on a file database."""
-    import json
     import tempfile
 
     import sqlalchemy as sa
@@ -266,6 +267,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_seconds": load_seconds,
         "sample": sample,
         "plan": plan,
+        "sqlite": sqlite,
     }
 
 
@@ -334,6 +336,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args(argv)
     result = run(args)
+    # The raw figures first: a report that fails to render must not lose a run that took minutes.
+    Path(args.output).with_suffix(".json").write_text(json.dumps(result, default=str, indent=1))
     text = report(result, args)
     with open(args.output, "w") as out:
         out.write(text)

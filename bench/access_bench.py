@@ -50,7 +50,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,22 +88,24 @@ def _new_id() -> str:
     return uuid.uuid4().hex
 
 
-def load_documents(server: Server, documents: int, rnd: random.Random) -> list[str]:
-    """The documents through the Database module's own route (1,000 per request, two at a time)."""
+def load_documents(
+    server: Server,
+    documents: int,
+    rnd: random.Random,
+    fields: dict[str, Any] = SCHEMA,
+    make: Callable[[int], dict[str, Any]] | None = None,
+) -> list[str]:
+    """The schema ``Doc`` under access control and its documents through the Database module's own route
+    (1,000 per request, two at a time); ``make(i)`` builds document ``i`` (default: a title and a price)."""
     requests.post(
         f"{server.url}/admin/database/schemas",
-        json={"name": "Doc", "fields": SCHEMA, "modelOptions": ACCESS},
+        json={"name": "Doc", "fields": fields, "modelOptions": ACCESS},
         headers=server.admin_headers,
         timeout=60,
     ).raise_for_status()
-    batches = [
-        [
-            {"title": f"Doc {i}", "price": round(rnd.uniform(0, 1000), 2)}
-            for i in range(start, min(start + 1000, documents))
-        ]
-        for start in range(0, documents, 1000)
-    ]
-
+    if make is None:
+        make = lambda i: {"title": f"Doc {i}", "price": round(rnd.uniform(0, 1000), 2)}  # noqa: E731
+    batches = [[make(i) for i in range(start, min(start + 1000, documents))] for start in range(0, documents, 1000)]
     return insert_many(server, "Doc", batches)
 
 

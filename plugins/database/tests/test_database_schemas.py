@@ -30,6 +30,7 @@ def test_create_returns_the_record_with_defaults(dbapi):
     }
     assert record["modelOptions"] == {
         "timestamps": True,
+        "search": {"language": "simple"},
         "conduit": {
             "permissions": {"extendable": True, "canCreate": True, "canModify": "Everything", "canDelete": True},
             "cms": {

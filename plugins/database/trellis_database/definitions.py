@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from .fields import Field, FieldError, parse_field
+from .search import DEFAULT_LANGUAGE, LANGUAGES
 
 SCHEMA_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 # Path segments the document routes use, and names GraphQL keeps for itself.
@@ -30,6 +31,7 @@ class DefinitionError(ValueError):
 def default_options(owned: bool = False) -> dict[str, Any]:
     return {
         "timestamps": True,
+        "search": {"language": DEFAULT_LANGUAGE},
         "conduit": {
             "permissions": {
                 "extendable": not owned,
@@ -78,6 +80,7 @@ def field_definitions(fields: dict[str, Field]) -> dict[str, Any]:
 def merge_options(current: dict[str, Any], model_options: Any, conduit_options: Any) -> dict[str, Any]:
     """Apply ``modelOptions`` (and Conduit's ``conduitOptions`` = ``modelOptions.conduit``) onto ``current``."""
     merged = copy.deepcopy(current)
+    merged.setdefault("search", {"language": DEFAULT_LANGUAGE})  # schemas stored before search existed
     # Schemas stored before an option existed get its default (access control came in Wave 3).
     for key, value in default_options()["conduit"].items():
         merged.setdefault("conduit", {}).setdefault(key, copy.deepcopy(value))
@@ -94,6 +97,7 @@ def merge_options(current: dict[str, Any], model_options: Any, conduit_options: 
 _CRUD_SHAPE = {"enabled": bool, "authenticated": bool}
 _OPTIONS_SHAPE: dict[str, Any] = {
     "timestamps": bool,
+    "search": {"language": LANGUAGES},
     "conduit": {
         "permissions": {"extendable": bool, "canCreate": bool, "canModify": CAN_MODIFY, "canDelete": bool},
         "cms": {"enabled": bool, "crudOperations": {op: _CRUD_SHAPE for op in CRUD_OPERATIONS}},

@@ -24,6 +24,7 @@ from trellis.errors import APIError, bad_request, conflict, not_found
 from trellis_authentication import service as users_service
 
 from . import counts, document_access
+from . import search as full_text
 from .access import allowed
 from .fields import FieldError, check_value
 from .query import Compiler
@@ -318,10 +319,12 @@ def find(
     limit: int = 25,
     count: bool = True,
     acting: Acting | None = None,
+    search: str | None = None,
 ) -> tuple[list[dict[str, Any]], int | None]:
-    """One page of documents matching ``where`` (a condition tree) and the total before skip/limit
-    (None when ``count`` is False); with ``acting``, only the documents it may read."""
-    texts, total = find_json(schema, where, sort, skip, limit, count, acting)
+    """One page of documents matching ``where`` (a condition tree) and the words of ``search`` (see
+    :mod:`.search`), and the total before skip/limit (None when ``count`` is False); with ``acting``, only
+    the documents it may read."""
+    texts, total = find_json(schema, where, sort, skip, limit, count, acting, search)
     return [json.loads(text) for text in texts], total
 
 
@@ -333,6 +336,7 @@ def find_json(
     limit: int = 25,
     count: bool = True,
     acting: Acting | None = None,
+    search: str | None = None,
 ) -> tuple[list[str], int | None]:
     """:func:`find` with each document as JSON text (see :func:`document_json`).
 
@@ -342,14 +346,28 @@ def find_json(
     read predicate, and the count is remembered per caller's subjects and the change numbers of
     everything that may change what it reads (the schema's documents, its grants, and those of the
     schemas it inherits from).
+
+    ``search`` adds :func:`.search.condition` (its query text bound as one more parameter) and, without
+    ``sort``, orders by its rank, best first, then by id. Words that leave nothing to look for answer
+    an empty page without a query.
     """
     dialect_name = dialect()
     compiler = Compiler(schema, dialect_name)
     shape, values = compiler.prepare(where)
     families = [] if acting is None else document_access.change_families(schema)
+    searched = None if search is None else full_text.query_value(schema, search, dialect_name)
+    if search is not None and searched is None:
+        return [], (0 if count else None)
 
     def build() -> tuple[sa.Select, sa.Select]:
         condition = compiler.build(shape)
+        order = compiler.order_by(sort)
+        if search is not None:
+            parameter = sa.bindparam(full_text.PARAMETER, type_=sa.String)
+            matching = full_text.condition(schema, search, dialect_name, parameter)
+            condition = matching if condition is None else sa.and_(condition, matching)
+            if not sort:
+                order = [full_text.rank(schema, search, dialect_name, parameter).desc(), schema.table.c.id.asc()]
         if acting is not None:
             readable = document_access.read_condition(schema, acting)
             condition = readable if condition is None else sa.and_(condition, readable)
@@ -359,12 +377,15 @@ def find_json(
         total = sa.select(sa.func.count()).select_from(table)
         if condition is not None:
             page, total = page.where(condition), total.where(condition)
-        page = page.order_by(*compiler.order_by(sort)).offset(sa.bindparam("skip")).limit(sa.bindparam("limit"))
+        page = page.order_by(*order).offset(sa.bindparam("skip")).limit(sa.bindparam("limit"))
         return page, total
 
     access_key = None if acting is None else document_access.statement_key(schema)
-    page, total_stmt = _statement(schema, ("find", dialect_name, shape, sort or "", access_key), build)
+    key = ("find", dialect_name, shape, sort or "", access_key, search is not None)
+    page, total_stmt = _statement(schema, key, build)
     params = {f"p{index}": value for index, value in enumerate(values)}
+    if searched is not None:
+        params[full_text.PARAMETER] = searched
     if acting is not None:
         params.update(acting.parameters())
 
@@ -376,9 +397,9 @@ def find_json(
             return rows, skip + len(rows)  # a short page tells the total without counting
         changes = (rows[0][5] if not families else ".".join(str(n) for n in rows[0][5:])) if rows else None
         query = (
-            (schema.version, shape, values)
+            (schema.version, shape, values, searched)
             if acting is None
-            else (schema.version, shape, values, access_key, acting.subjects)
+            else (schema.version, shape, values, searched, access_key, acting.subjects)
         )
         total = counts.cache().count(
             schema.table.name,

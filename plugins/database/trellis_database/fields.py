@@ -17,7 +17,9 @@ from typing import Any
 TYPES = ("String", "Number", "Boolean", "Date", "ObjectId", "JSON", "Relation")
 # Fields with a typed SQL column (and, by default, an index): everything but arrays and JSON.
 SCALAR_TYPES = frozenset({"String", "Number", "Boolean", "Date", "ObjectId", "Relation"})
-DEFINITION_KEYS = frozenset({"type", "model", "required", "unique", "default", "description", "index", "maxLength"})
+DEFINITION_KEYS = frozenset(
+    {"type", "model", "required", "unique", "default", "description", "index", "maxLength", "searchable"}
+)
 # Indexed (or unique) String fields hold at most this many characters unless ``maxLength`` says otherwise,
 # and at most INDEX_MAX_BYTES of UTF-8 whatever it says: PostgreSQL refuses a btree entry over ~2,700
 # bytes (a 500 before this limit existed). The same rule holds on SQLite, so data moves between them.
@@ -51,6 +53,7 @@ class Field:
     description: str | None = None
     index: bool = True
     max_length: int | None = None  # declared ``maxLength`` (characters), String fields only
+    searchable: bool = False  # full-text indexed (String and [String] only; see search.py)
 
     @property
     def scalar(self) -> bool:
@@ -89,6 +92,8 @@ class Field:
             out["index"] = False
         if self.max_length is not None:
             out["maxLength"] = self.max_length
+        if self.searchable:
+            out["searchable"] = True
         return out
 
 
@@ -125,7 +130,7 @@ def parse_field(name: str, raw: Any) -> Field:
             raise FieldError("A Relation field needs 'model': the name of the related schema")
     elif model is not None:
         raise FieldError("'model' is only for Relation fields")
-    for flag in ("required", "unique", "index"):
+    for flag in ("required", "unique", "index", "searchable"):
         if flag in raw and not isinstance(raw[flag], bool):
             raise FieldError(f"'{flag}' must be true or false")
     description = raw.get("description")
@@ -147,7 +152,10 @@ def parse_field(name: str, raw: Any) -> Field:
         description=description,
         index=bool(raw.get("index", True)),
         max_length=max_length,
+        searchable=bool(raw.get("searchable", False)),
     )
+    if field.searchable and kind != "String":
+        raise FieldError("Only String and [String] fields can be searchable")
     if field.unique and not field.scalar:
         raise FieldError("Only single-valued fields other than JSON can be unique")
     if raw.get("index") and not field.scalar:

@@ -129,6 +129,11 @@ PUBLIC_USER = GraphQLObjectType(
     {"_id": GraphQLField(GraphQLNonNull(GraphQLID)), "email": GraphQLField(GraphQLString)},
     description="A user as others may see it (a Relation field to User): never a secret",
 )
+SEARCH_ARGUMENT = GraphQLArgument(
+    GraphQLString,
+    description="Words to find in the searchable fields (every word in some field, the last also as a prefix); "
+    "best match first unless sort is given",
+)
 SCOPE_ARGUMENT = GraphQLArgument(
     GraphQLString, description="Act as a team you are a member of (`Team:<id>`): its grants only"
 )
@@ -206,6 +211,7 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
         obj = objects[schema.name]
         scope = {"scope": SCOPE_ARGUMENT} if document_access.opted_in(schema) else {}
         where = GraphQLArgument(_where_type(schema))
+        search = {"search": SEARCH_ARGUMENT} if (schema.storage or {}).get("search") else {}
         query[schema.name] = GraphQLField(
             GraphQLNonNull(GraphQLList(GraphQLNonNull(obj))),
             args={
@@ -213,6 +219,7 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
                 "skip": GraphQLArgument(GraphQLInt),
                 "limit": GraphQLArgument(GraphQLInt),
                 "sort": GraphQLArgument(GraphQLString),
+                **search,
                 **scope,
             },
             resolve=_list_resolver(snap, schema.name),
@@ -227,7 +234,7 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
         )
         query[f"{schema.name}__count"] = GraphQLField(
             GraphQLNonNull(GraphQLInt),
-            args={"where": where, **scope},
+            args={"where": where, **search, **scope},
             resolve=_count_resolver(snap, schema.name),
             description=f"How many {schema.name} documents match (exact; only those you may read)",
         )
@@ -489,13 +496,16 @@ def _list_resolver(snap: Snapshot, name: str):
         limit: Any = None,
         sort: Any = None,
         scope: str | None = None,
+        search: str | None = None,
     ):
         schema = _schema(snap, name)
         caller = _guard(schema, "read", scope)
         skip, limit = _page(skip, limit)
         try:
             condition = where_tree(where, schema)
-            docs, _ = documents.find(schema, condition, sort, skip, limit, count=False, acting=caller.acting)
+            docs, _ = documents.find(
+                schema, condition, sort, skip, limit, count=False, acting=caller.acting, search=search
+            )
             _finish(info, snap, schema, docs, caller)
             return docs
         except APIError as exc:
@@ -524,12 +534,13 @@ def _one_resolver(snap: Snapshot, name: str):
 
 
 def _count_resolver(snap: Snapshot, name: str):
-    def resolve(_root: Any, _info: Any, where: Any = None, scope: str | None = None):
+    def resolve(_root: Any, _info: Any, where: Any = None, scope: str | None = None, search: str | None = None):
         schema = _schema(snap, name)
         caller = _guard(schema, "read", scope)
         try:
             # The list's own count (cached per query shape, caller's subjects and change numbers): exact.
-            _, total = documents.find_json(schema, where_tree(where, schema), None, 0, 1, True, caller.acting)
+            condition = where_tree(where, schema)
+            _, total = documents.find_json(schema, condition, None, 0, 1, True, caller.acting, search)
             return total
         except APIError as exc:
             raise _error(exc) from None

@@ -31,12 +31,13 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from trellis import connections, events
+from trellis import connections, db, events
 from trellis.access import Acting
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, not_found
 
 from . import live_access
+from . import search as full_text
 from .access import allowed
 from .live_access import Sides
 from .query import Compiler, parse_where
@@ -120,20 +121,30 @@ def readable_schema(name: Any, identity: Identity | None) -> Any:
 
 
 def compile_filter(
-    schema: Any, condition: Any, describe: Callable[[], str]
+    schema: Any, condition: Any, describe: Callable[[], str], search: Any = None
 ) -> tuple[Callable[[dict[str, Any]], bool] | None, str]:
-    """The predicate of a condition tree (None when there is no condition) and the key under which
-    subscriptions with the same filter share its evaluation (``describe()``: the filter in a canonical
-    form, "" for none; called once the filter is known to be valid)."""
+    """The predicate of a condition tree and full-text ``search`` words (None when there is neither) and
+    the key under which subscriptions with the same filter share its evaluation (``describe()``: the
+    filter in a canonical form, "" for none; called once the filter is known to be valid). A document
+    matches the words exactly when the list would find it (:func:`.search.matcher`)."""
     predicate = Compiler(schema, "python").predicate(condition)  # 400 for what the list would refuse
     text = describe()
+    if search is not None:
+        words = full_text.matcher(schema, full_text.check_text(search), db.engine().dialect.name)
+        where = predicate if text else None
+        text += "\nsearch:" + search
+        predicate = words if where is None else (lambda doc: where(doc) and words(doc))
+        return predicate, f"{schema.name}\n{text}"
     return (predicate if text else None), f"{schema.name}\n{text}"
 
 
-def where_filter(schema: Any, where: Any) -> tuple[Callable[[dict[str, Any]], bool] | None, str]:
-    """A subscription's JSON ``where`` (the REST operators)."""
+def where_filter(schema: Any, where: Any, search: Any = None) -> tuple[Callable[[dict[str, Any]], bool] | None, str]:
+    """A subscription's JSON ``where`` (the REST operators) and ``search`` words."""
     return compile_filter(
-        schema, parse_where(where), lambda: json.dumps(where, sort_keys=True, separators=(",", ":")) if where else ""
+        schema,
+        parse_where(where),
+        lambda: json.dumps(where, sort_keys=True, separators=(",", ":")) if where else "",
+        search,
     )
 
 

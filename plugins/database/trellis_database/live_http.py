@@ -65,13 +65,14 @@ ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
 @changes_blp.doc(
     operationId="streamDocumentChanges",
     summary="Changes of a schema's documents as Server-Sent Events",
-    description="The list's credentials and field filters; `Last-Event-ID` (or, without it, `since`) replays "
+    description="The list's credentials, field filters and `search` words; `Last-Event-ID` (or, without it, `since`) replays "
     "the events after that eventId first; `events` keeps some of create, update, delete, enter, leave. A client "
     "that falls behind by more than the stream's buffer is disconnected; it resumes with `Last-Event-ID`.",
     security=[{}, {"bearerAuth": []}, {"masterkey": []}],
     parameters=[
         {"name": "since", "in": "query", "schema": {"type": "integer", "minimum": 0}},
         {"name": "events", "in": "query", "schema": {"type": "string"}, "example": "create,update"},
+        {"name": "search", "in": "query", "schema": {"type": "string", "maxLength": 500}, "example": "red shoe"},
         {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
     ],
     responses={
@@ -89,8 +90,11 @@ def stream_changes(schemaName: str) -> Response:
     snap = snapshot_having(lambda s: s.document_schema(schemaName) is not None)
     schema = snap.document_schema(schemaName)
     identity = authorize(schema, "read", schemaName)  # exactly the list's rules
-    filters = MultiDict([(key, value) for key, value in request.args.items(multi=True) if key not in STREAM_PARAMS])
-    predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters))
+    filters = MultiDict(
+        [(key, value) for key, value in request.args.items(multi=True) if key not in STREAM_PARAMS and key != "search"]
+    )
+    words = request.args.get("search")
+    predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters), words)
     kinds = parse_kinds(request.args.get("events"))
     since = _since()
     if since is not None:

@@ -4,7 +4,7 @@ Connect with auth ``{token}`` (a user or admin token), ``{masterkey}``, or nothi
 invalid credential refuses the connection. Events in, each acknowledged with a result or
 ``{"error": {name, status, message}}``:
 
-- ``subscribe`` ``{schema, where?, events?, since?}`` → ``{subscriptionId}``;
+- ``subscribe`` ``{schema, where?, search?, events?, since?}`` → ``{subscriptionId}``;
 - ``unsubscribe`` ``{subscriptionId}`` → ``{subscriptionId, unsubscribed: true}``.
 
 Event out: ``change`` ``{subscriptionId, eventId, event, schema, document, at}`` (see ``live.py``); under
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # The contract names "/database/"; "/database" is the spelling most Socket.IO clients produce.
 NAMESPACES = ("/database/", "/database")
 MAX_SUBSCRIPTIONS = 100  # per connection: a flood is refused, not served
-SUBSCRIBE_KEYS = frozenset({"schema", "where", "events", "since"})
+SUBSCRIBE_KEYS = frozenset({"schema", "where", "search", "events", "since"})
 
 
 def connection_identity(auth: Any) -> Identity | None:
@@ -99,13 +99,15 @@ class DatabaseNamespace(Namespace):
     @socket_event
     def on_subscribe(self, data: Any = None) -> dict[str, Any]:
         if not isinstance(data, dict):
-            raise bad_request("subscribe takes {schema, where?, events?, since?}", {"_schema": ["Not an object"]})
+            raise bad_request(
+                "subscribe takes {schema, where?, search?, events?, since?}", {"_schema": ["Not an object"]}
+            )
         unknown = sorted(str(key) for key in data if key not in SUBSCRIBE_KEYS)
         if unknown:
             raise bad_request(f"Unknown field {unknown[0]!r}", {key: ["Unknown field."] for key in unknown})
         identity = self._identity()
         schema = readable_schema(data.get("schema"), identity)
-        predicate, filter_key = where_filter(schema, data.get("where"))
+        predicate, filter_key = where_filter(schema, data.get("where"), data.get("search"))
         kinds = parse_kinds(data.get("events"))
         since = parse_since(data.get("since"))
         if since is not None:

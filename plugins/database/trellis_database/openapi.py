@@ -19,6 +19,7 @@ from typing import Any
 
 from flask import Flask
 
+from . import search as full_text
 from .document_access import opted_in
 from .endpoint_definitions import declares_scope, path_of
 from .fields import Field
@@ -424,20 +425,33 @@ def _list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
             "description": "`none` leaves out the total count",
         }
     )
+    searchable = full_text.searchable_fields(schema.fields) if (schema.storage or {}).get("search") else []
+    if searchable:
+        params.append(
+            {
+                "name": "search",
+                "in": "query",
+                "schema": {"type": "string", "maxLength": full_text.MAX_SEARCH_LENGTH},
+                "example": "red sho",
+                "description": f"words to find in {', '.join(searchable)}: every word in some field, the last one "
+                "also as a prefix, `-word` excludes; best match first unless `sort` is given",
+            }
+        )
     for name, field in schema.fields.items():
         if field.type == "JSON":
             params.append(_operator_parameter(name, "$exists", {"type": "boolean"}, "the field is present"))
             continue
         item = _value_schema(Field(name=name, type=field.type, model=field.model))
-        params.append(
-            {
-                "name": name,
-                "in": "query",
-                "schema": item,
-                "required": False,
-                "description": f"equals (also {name}<v for $lt and {name}>v for $gt)",
-            }
-        )
+        if name != "search":  # the list's full-text parameter; such a field filters with search[$eq]
+            params.append(
+                {
+                    "name": name,
+                    "in": "query",
+                    "schema": item,
+                    "required": False,
+                    "description": f"equals (also {name}<v for $lt and {name}>v for $gt)",
+                }
+            )
         for op in _operators(field):
             if op in ("$in", "$nin"):
                 value: dict[str, Any] = {"type": "array", "items": item}

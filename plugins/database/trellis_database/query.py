@@ -34,7 +34,7 @@ from .registry import CompiledSchema
 
 OPERATORS = ("eq", "ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists")
 COMPARISONS = {"lt", "lte", "gt", "gte"}
-LIST_PARAMS = frozenset({"skip", "limit", "sort", "select", "populate", "count", "scope"})
+LIST_PARAMS = frozenset({"skip", "limit", "sort", "select", "populate", "count", "scope", "search"})
 MAX_POPULATE_DEPTH = 5
 MAX_CONDITIONS = 100
 

@@ -230,17 +230,21 @@ def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any
     """Documents, with ``skip``, ``limit``, ``sort``, ``select``, ``populate`` and field filters:
     ``field=v``, ``field[$ne|$lt|$lte|$gt|$gte]=v``, ``field[$in|$nin]=a,b``, ``field[$contains]=text``,
     ``field[$exists]=true``, ``field<v``, ``field>v``. ``count`` is the total before skip/limit;
-    ``count=none`` leaves it out (no counting)."""
+    ``count=none`` leaves it out (no counting). ``search``: full-text words over the searchable fields,
+    best match first without ``sort``."""
     conditions = parse_filters(request.args)
     select = parse_select(schema, args.get("select"))
     tree = parse_populate(snap, schema, args.get("populate"))
     counted = args.get("count", "exact") == "exact"
+    words = args.get("search")
     if not tree and select is None:  # the stored JSON goes out as it is, never decoded
         texts, count = documents.find_json(
-            schema, conditions, args.get("sort"), args["skip"], args["limit"], counted, acting
+            schema, conditions, args.get("sort"), args["skip"], args["limit"], counted, acting, words
         )
         return _json_text(f'{{"documents":[{",".join(texts)}]' + (f',"count":{count}}}' if counted else "}"))
-    docs, count = documents.find(schema, conditions, args.get("sort"), args["skip"], args["limit"], counted, acting)
+    docs, count = documents.find(
+        schema, conditions, args.get("sort"), args["skip"], args["limit"], counted, acting, words
+    )
     if tree:
         documents.populate(snap, schema, docs, tree, identify(), document_access.scope_argument())
     if select is not None:

@@ -18,6 +18,7 @@ from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 
 from . import document_access, tables
+from . import search as full_text
 from .definitions import (
     DefinitionError,
     check_name,
@@ -123,6 +124,32 @@ def _sync(row: SchemaRecord, fields: dict[str, Field], what: str) -> None:
         db.session.rollback()
         raise conflict(f"Existing documents break the {what}: a unique field has duplicate values") from None
     row.storage = {**row.storage, "columns": columns}
+
+
+def _sync_search(row: SchemaRecord, fields: dict[str, Field], options: dict[str, Any]) -> full_text.State | None:
+    """Bring the full-text search structures in line with ``fields``/``options`` in this transaction; returns
+    the state whose PostgreSQL index is left to :func:`_build_search` after the commit (None: nothing left)."""
+    connection = db.session.connection()
+    table = row.storage["table"]
+    wanted = full_text.desired(table, fields, options, connection.dialect.name)
+    pending = full_text.sync(connection, table, row.storage.get("search"), wanted)
+    row.storage = {**row.storage, "search": wanted.as_dict() if wanted else None}
+    return wanted if pending else None
+
+
+def _build_search(schema_id: str, table: str | None, pending: full_text.State | None, changed_search: bool) -> None:
+    """After the commit (PostgreSQL): build the new index concurrently and drop the old one; writes go on
+    meanwhile, and the admin's request answers once the index is there. Runs with the session outside any
+    transaction: a concurrent build waits for every older transaction, the caller's own included."""
+    if not changed_search or table is None or db.engine().dialect.name != "postgresql":
+        return
+    records = SchemaRecord.__table__
+
+    def current(connection: sa.Connection) -> full_text.State | None:
+        storage = connection.execute(sa.select(records.c.storage).where(records.c.id == schema_id)).scalar()
+        return full_text.State.of((storage or {}).get("search"))
+
+    full_text.build_pending(db.engine(), table, pending, current)
 
 
 def _drop_data(row: SchemaRecord, names: list[str]) -> None:
@@ -241,8 +268,11 @@ def create(body: dict[str, Any]) -> dict[str, Any]:
     db.session.add(row)
     _flush(row)
     table = tables.table_name(row.id)
-    columns = tables.create_table(db.session.connection(), table, fields)
-    row.storage = {"table": table, "columns": columns}
+    connection = db.session.connection()
+    columns = tables.create_table(connection, table, fields)
+    wanted = full_text.desired(table, fields, options, connection.dialect.name)
+    full_text.create(connection, table, wanted)  # an empty table: built at once, in this transaction
+    row.storage = {"table": table, "columns": columns, "search": wanted.as_dict() if wanted else None}
     _check_access(row)
     out = record(row)
     audit.record("database", "schema.create", row.id, body)
@@ -284,11 +314,14 @@ def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
     _check_relations(snap, name, effective)
     _check_endpoints_keep(schema.id, effective)
     old_name = row.name
+    before = (row.storage or {}).get("search")
+    pending = None
     if not schema.owned:
         row.fields = field_definitions(fields)
         _drop_data(row, [n for n in schema.fields if n not in effective])
         _fill_required(row, [f for n, f in effective.items() if f.required and not _was_required(schema, n)])
         _sync(row, effective, "schema change")
+        pending = _sync_search(row, effective, options)
     row.name, row.model_options = name, options
     row.version += 1
     row.updated_at = utcnow()
@@ -302,7 +335,9 @@ def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
     out = record(row) if not schema.owned else _owned_record(schema, row)
     audit.record("database", "schema.update", schema.id, body)
     changed()
+    table, after = (row.storage or {}).get("table"), (row.storage or {}).get("search")
     db.session.commit()
+    _build_search(schema.id, table, pending, after != before)
     return out
 
 
@@ -349,6 +384,7 @@ def delete(schema_id: str, delete_data: bool) -> str:
         count = tables.count_rows(db.session.connection(), table)
         if count and not delete_data:
             raise conflict(f"{schema.name} has {count} documents; add ?deleteData=true to delete them too")
+        full_text.drop(db.session.connection(), full_text.State.of(row.storage.get("search")))
         tables.drop_table(db.session.connection(), table)
     db.session.execute(sa.delete(CustomEndpointRecord).where(CustomEndpointRecord.schema_id == schema.id))
     if access.control() is not None:
@@ -395,16 +431,21 @@ def set_extension(schema_id: str, raw_fields: Any) -> dict[str, Any]:
     effective = {**schema.base_fields, **extension_fields(extensions)}
     _check_endpoints_keep(schema.id, effective)
     row.extensions = extensions
+    before = (row.storage or {}).get("search")
+    pending = None
     if row.storage.get("table"):
         _drop_data(row, [n for n in schema.fields if n not in effective])
         _sync(row, effective, "extension")
+        pending = _sync_search(row, effective, row.model_options)
     row.version += 1
     row.updated_at = now
     _flush(row)
     out = record(row) if not schema.owned else _owned_record(schema, row)
     audit.record("database", "schema.extension", schema.id, {"fields": raw_fields})
     changed()
+    table, after = (row.storage or {}).get("table"), (row.storage or {}).get("search")
     db.session.commit()
+    _build_search(schema.id, table, pending, after != before)
     return out
 
 

@@ -16,6 +16,7 @@ from trellis.http import ListArgs, list_schema
 
 from .definitions import CAN_MODIFY, default_options
 from .fields import TYPES
+from .search import LANGUAGES, MAX_SEARCH_LENGTH
 
 # A field definition as OpenAPI describes it (the schema service checks it): clients and the console read
 # the type names here rather than keeping a copy.
@@ -36,6 +37,7 @@ FIELD_DEFINITION = {
                 "description": {"type": "string"},
                 "index": {"type": "boolean"},
                 "maxLength": {"type": "integer", "minimum": 1},
+                "searchable": {"type": "boolean", "description": "full-text search (String and [String])"},
             },
         },
     ]
@@ -44,6 +46,10 @@ MODEL_OPTIONS = {
     "default": default_options(),
     "properties": {
         "timestamps": {"type": "boolean"},
+        "search": {
+            "type": "object",
+            "properties": {"language": {"type": "string", "enum": list(LANGUAGES), "default": "simple"}},
+        },
         "conduit": {
             "type": "object",
             "properties": {
@@ -159,6 +165,15 @@ class DocumentListArgs(ListArgs):
     scope = ma.String(
         validate=validate.Length(max=80),
         metadata={"description": "`Team:<id>`: act as that team (its grants only); schemas under access control"},
+    )
+    search = ma.String(
+        validate=validate.Length(max=MAX_SEARCH_LENGTH),
+        metadata={
+            "description": "words to find in the schema's searchable fields: every word in some field, the last "
+            "one also as a prefix, `-word` excludes; best match first unless `sort` is given (400 when the "
+            "schema has no searchable field)",
+            "example": "red shoe",
+        },
     )
 
 

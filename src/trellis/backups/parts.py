@@ -16,10 +16,13 @@ from sqlalchemy.engine import Connection
 @dataclass(frozen=True)
 class RuntimeTable:
     """A table created at run time. ``table`` lists the columns a backup copies (columns the database
-    computes itself are left out); ``create`` makes the table, indexes included, on a restore's connection."""
+    computes itself are left out); ``create`` makes the table, indexes included, on a restore's connection;
+    ``drop`` (optional) removes what ``create`` made besides the table, after the table is dropped (e.g. a
+    search index kept in a table of its own)."""
 
     table: sa.Table
     create: Callable[[Connection], None]
+    drop: Callable[[Connection], None] | None = None
 
 
 @dataclass(frozen=True)

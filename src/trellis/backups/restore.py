@@ -87,6 +87,8 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
             restorer.write(connection)
         for runtime in tables.runtime_tables(hooks, connection):
             connection.execute(sa.schema.DropTable(runtime.table, if_exists=True))
+            if runtime.drop is not None:
+                runtime.drop(connection)
         for table in reversed(model):
             if table.name != tables.GENERATIONS:
                 connection.execute(table.delete())

@@ -5,7 +5,9 @@ count, filters with ``where``, null keys, and every bad input as a 400 naming it
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -346,3 +348,25 @@ def test_the_crud_rules_of_the_list_apply(dbapi, make_user):
     dbapi.crud("Closed", {"n": "Number"}, read=(False, False))
     assert dbapi.client.get("/database/Closed/aggregate", headers=user.headers).status_code == 404
     assert dbapi.client.get("/database/Nowhere/aggregate", headers=dbapi.admin).status_code == 404
+
+
+def _documented_examples() -> list[tuple[str, Any]]:
+    """``(query, answer)`` of each ``curl`` example in docs/database.md's Aggregation section."""
+    text = (Path(__file__).parents[3] / "docs" / "database.md").read_text()
+    section = text.split("## Aggregation", 1)[1].split("\n## ", 1)[0]
+    examples = []
+    for block in section.split("$ curl")[1:]:
+        command, _, output = block.partition("\n")
+        query = re.search(r'aggregate\?([^"]*)"', command).group(1)
+        encoded = re.search(r"--data-urlencode '(\w+)=([^']*)'", command)
+        if encoded:
+            query += f"&{encoded.group(1)}={quote(encoded.group(2))}"
+        examples.append((query, json.loads(output.split("```", 1)[0].replace("\n", ""))))
+    return examples
+
+
+def test_the_documented_examples_answer_as_documented(dbapi, sales):
+    examples = _documented_examples()
+    assert len(examples) == 3
+    for query, answer in examples:
+        assert aggregate(dbapi, query) == answer, query

@@ -13,6 +13,8 @@ from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trellis import db as trellis_db
 from trellis.db import UTCDateTime
@@ -370,3 +372,70 @@ def test_the_documented_examples_answer_as_documented(dbapi, sales):
     assert len(examples) == 3
     for query, answer in examples:
         assert aggregate(dbapi, query) == answer, query
+
+
+# Mostly what the route accepts, with about one value in ten that it must refuse (or a text of anything).
+GROUPS = ["region", "paid", "when", "when:day", "when:week", "when:month", "when:year", "createdAt:week", "customer"]
+GROUPS += ["amount", "updatedAt:year", "_id", "region", "paid", "tags", "when:hour"]
+KEYS = (
+    st.sampled_from(GROUPS)
+    | st.sampled_from(GROUPS)
+    | st.sampled_from(GROUPS)
+    | st.text(alphabet="abz_:,.-0", max_size=6)
+)
+OPERANDS = {
+    "sum": ["amount"] * 5 + ["region"],
+    "avg": ["amount"] * 5 + ["when"],
+    "min": ["amount", "when", "createdAt", "updatedAt", "amount", "when", "paid"],
+    "max": ["amount", "when", "createdAt", "updatedAt", "amount", "when", "tags"],
+}
+OPERATIONS = st.fixed_dictionaries(
+    {},
+    optional={
+        op: st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True) for op, names in OPERANDS.items()
+    },
+)
+SORTS = st.builds(
+    lambda sign, what: sign + what,
+    st.sampled_from(["", "-"]),
+    st.sampled_from(["count", "sum.amount", "avg.amount", "min.when", "max.createdAt", "region", "paid", "when"])
+    | st.sampled_from(["count", "sum.amount", "region", "sum.region", "x.y", ""]),
+)
+WHERE = st.sampled_from(
+    ['{"amount":{"$gt":3}}', '{"$or":[{"paid":true},{"region":"south"}]}', '{"when":{"$exists":true}}']
+)
+WHERE |= st.sampled_from(["[]", "{", '{"a":1}'])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    group_by=st.lists(KEYS, max_size=3, unique=True),
+    operations=OPERATIONS,
+    sort=st.none() | st.none() | st.lists(SORTS, min_size=1, max_size=2),
+    limit=st.none() | st.integers(1, 1000).map(str) | st.sampled_from(["0", "1001", "x", ""]),
+    count=st.sampled_from([None, "true", "false", "1", "true", "yes"]),
+    where=st.none() | st.none() | WHERE,
+)
+def test_combinations_are_answered_or_refused_never_failed(
+    dbapi, sales, group_by, operations, sort, limit, count, where
+):
+    """Generated combinations of the aggregate's own parameters: a 200 of the documented shape, or a 400."""
+    params: list[tuple[str, str]] = [("groupBy", ",".join(group_by))] if group_by else []
+    params += [(op, ",".join(names)) for op, names in operations.items()]
+    params += [
+        (name, value)
+        for name, value in (("sort", sort and ",".join(sort)), ("limit", limit), ("count", count), ("where", where))
+        if value is not None
+    ]
+    response = dbapi.client.get("/database/Sale/aggregate", query_string=params, headers=dbapi.admin)
+    body = response.get_json()
+    assert response.status_code in (200, 400), (params, body)
+    if response.status_code == 400:
+        assert body["message"] and body["errors"], (params, body)
+        return
+    assert 0 <= len(body["groups"]) <= body["count"], (params, body)
+    for group in body["groups"]:
+        assert set(group) == {"key"} | ({"count"} if count in ("true", "1") else set()) | set(operations), (
+            params,
+            group,
+        )

@@ -115,6 +115,7 @@ def test_without_group_by_one_group_covers_everything(dbapi, sales):
         "count": 1,
         "groups": [{"key": {}, "count": 6, "sum": {"amount": 45}, "avg": {"amount": 9}}],
     }
+    assert aggregate(dbapi, "groupBy=&count=true&sum=")["groups"] == [{"key": {}, "count": 6}]
     # nothing matches: still the one group, of no documents (sum 0, avg null)
     assert aggregate(dbapi, "count=true&sum=amount&avg=amount&region=west") == {
         "count": 1,

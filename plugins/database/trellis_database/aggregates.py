@@ -66,12 +66,14 @@ class Spec:
 
 
 def _names(value: str | list[str] | None, key: str, most: int) -> list[str]:
-    """``a,b`` (or a list of such) → names (each at most once, at most ``most`` of them)."""
+    """``a,b`` (or a list of such; an empty one names none) → names (each at most once, at most ``most``)."""
     parts = value if isinstance(value, list) else ([] if value is None else [value])
     names: list[str] = []
     for part in parts:
         if not isinstance(part, str):
             raise query_error(f"{key} takes field names", key)
+        if part == "":  # `groupBy=` as no groupBy: one group
+            continue
         for name in part.split(","):
             name = name.strip()
             if not name:
@@ -308,6 +310,7 @@ def _build(compiler: Compiler, shape: Any, schema: CompiledSchema, spec: Spec, a
     labelled_keys = [expression.label(f"k{index}") for index, expression in enumerate(keys.values())]
     labelled = {what: expression.label(f"r{index}") for index, (what, expression) in enumerate(results.items())}
     statement = sa.select(*labelled_keys, *labelled.values(), sa.func.count().over().label("groups"))
+    statement = statement.select_from(schema.table)  # `count=true` alone names no column of it
     condition = readable(compiler, shape, schema, acting)
     if condition is not None:
         statement = statement.where(condition)

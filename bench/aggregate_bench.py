@@ -45,7 +45,8 @@ from bench.access_bench import (
     seed_access,
     sign_in,
 )
-from bench.common import ROOT, Server, bench_server, redis_child, wrk
+from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, redis_child, wrk
+from bench.peer_bench import _backends, _process_cpu
 
 RESULTS = ROOT / "bench" / "results" / "aggregate.md"
 MODULES = "authentication,authorization,database,email,sms"
@@ -73,41 +74,58 @@ def captured_statement(server: Server, headers: dict[str, str]) -> tuple[str, An
 
 
 def raw(dsn: str, sql: str, parameters: Any, seconds: float, connections: int = CONNECTIONS) -> dict[str, float]:
-    """``connections`` threads running ``sql`` for ``seconds``: req/s and latency percentiles (ms)."""
+    """``connections`` threads running ``sql`` for ``seconds``: req/s, latency percentiles (ms) and the CPU
+    their PostgreSQL backends spent per statement (µs)."""
     latencies: list[list[float]] = [[] for _ in range(connections)]
-    start = threading.Barrier(connections + 1)
+    backends: list[int] = []
+    start, finish, release = (threading.Barrier(connections + 1) for _ in range(3))
     deadline = [float("inf")]  # set once every connection is open
 
     def worker(mine: list[float]) -> None:
         with contextlib.closing(psycopg2.connect(dsn)) as connection, connection.cursor() as cursor:
             connection.autocommit = True  # as Trellis's read connection
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.append(cursor.fetchone()[0])
             start.wait()
             while time.monotonic() < deadline[0]:
                 began = time.perf_counter()
                 cursor.execute(sql, parameters)
                 cursor.fetchall()
                 mine.append(time.perf_counter() - began)
+            finish.wait()  # the backends' CPU is read before they go
+            release.wait()
 
     threads = [threading.Thread(target=worker, args=(mine,)) for mine in latencies]
     for thread in threads:
         thread.start()
     start.wait()
+    cpu = sum(_process_cpu(pid) for pid in backends)
     began = time.monotonic()
     deadline[0] = began + seconds
+    finish.wait()
+    elapsed = time.monotonic() - began
+    cpu = sum(_process_cpu(pid) for pid in backends) - cpu
+    release.wait()
     for thread in threads:
         thread.join()
-    elapsed = time.monotonic() - began
     every = sorted(x for mine in latencies for x in mine)
     return {
         "rps": round(len(every) / elapsed, 1),
         "p50_ms": round(every[len(every) // 2] * 1000, 2),
         "p99_ms": round(every[min(len(every) - 1, int(len(every) * 0.99))] * 1000, 2),
         "non_2xx": 0.0,
+        "cpu_us": cpu / max(len(every), 1) * 1e6,
     }
 
 
 def trellis(server: Server, headers: dict[str, str], seconds: int) -> dict[str, float]:
-    return wrk(server.url, connections=CONNECTIONS, duration=seconds, threads=1, headers=headers, paths=[QUERY])
+    """wrk's figures, and the CPU per request (µs) of the server process and its PostgreSQL backends."""
+    database = server.database_url.rsplit("/", 1)[1]
+    pids = [server.process.pid, *_backends(PG_ADMIN_DSN, database)]
+    cpu = sum(_process_cpu(pid) for pid in pids)
+    stats = wrk(server.url, connections=CONNECTIONS, duration=seconds, threads=1, headers=headers, paths=[QUERY])
+    cpu = sum(_process_cpu(pid) for pid in pids) - cpu
+    return {**stats, "cpu_us": cpu / max(stats["rps"] * seconds, 1) * 1e6}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -155,8 +173,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 rows.append(row)
                 print(
                     f"round {number} {caller}: trellis {row['trellis']['rps']} req/s, raw {row['raw']['rps']} req/s "
-                    f"→ {row['trellis']['rps'] / row['raw']['rps']:.2f}× (load {row['trellis']['load']:.1f} / "
-                    f"{row['raw']['load']:.1f}, non-2xx {int(row['trellis']['non_2xx'])})",
+                    f"→ {row['trellis']['rps'] / row['raw']['rps']:.2f}× (CPU µs/req {row['trellis']['cpu_us']:,.0f} / "
+                    f"{row['raw']['cpu_us']:,.0f}, load {row['trellis']['load']:.1f} / {row['raw']['load']:.1f}, "
+                    f"non-2xx {int(row['trellis']['non_2xx'])})",
                     flush=True,
                 )
     return {
@@ -187,8 +206,8 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
         f"{args.rounds} interleaved rounds (the side that goes first alternates).",
         "",
         "| caller | Trellis ÷ raw (median) | per round | Trellis req/s | raw req/s | Trellis p50 / p99 ms "
-        "| raw p50 / p99 ms | load | goal |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| raw p50 / p99 ms | CPU µs/req Trellis (server + PostgreSQL) / raw (PostgreSQL) | load | goal |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for caller in ("admin", "user"):
         mine = [r for r in rows if r["caller"] == caller]
@@ -202,7 +221,8 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
             f"| {caller} | **{statistics.median(ratios):.2f}** | {', '.join(f'{x:.2f}' for x in ratios)} "
             f"| {med('trellis', 'rps'):,.1f} | {med('raw', 'rps'):,.1f} "
             f"| {med('trellis', 'p50_ms'):.1f} / {med('trellis', 'p99_ms'):.1f} "
-            f"| {med('raw', 'p50_ms'):.1f} / {med('raw', 'p99_ms'):.1f} | {min(loads):.1f}–{max(loads):.1f} | ≥ {GOAL} |"
+            f"| {med('raw', 'p50_ms'):.1f} / {med('raw', 'p99_ms'):.1f} "
+            f"| {med('trellis', 'cpu_us'):,.0f} / {med('raw', 'cpu_us'):,.0f} | {min(loads):.1f}–{max(loads):.1f} | ≥ {GOAL} |"
         )
     bad = [(r["caller"], int(r["trellis"]["non_2xx"] + r["trellis"].get("socket_errors", 0))) for r in rows]
     lines += [

@@ -440,3 +440,12 @@ def test_combinations_are_answered_or_refused_never_failed(
             params,
             group,
         )
+
+
+def test_a_sum_beyond_a_float_is_a_400(dbapi):
+    dbapi.create_schema("Huge", {"n": "Number"})
+    dbapi.many("Huge", [{"n": 1e308}, {"n": 1e308}])
+    response = dbapi.client.get("/database/Huge/aggregate?sum=n&max=n", headers=dbapi.admin)
+    assert response.status_code == 400, response.get_json()
+    assert response.get_json()["message"] == "The sum of n is beyond the range of a 64-bit float"
+    assert aggregate(dbapi, "max=n", schema="Huge")["groups"] == [{"key": {}, "max": {"n": 1e308}}]

@@ -93,19 +93,21 @@ def load_documents(
     documents: int,
     rnd: random.Random,
     fields: dict[str, Any] = SCHEMA,
-    make: Callable[[int], dict[str, Any]] | None = None,
+    make: Callable[[int, random.Random], dict[str, Any]] | None = None,
 ) -> list[str]:
-    """The schema ``Doc`` under access control and its documents through the Database module's own route
-    (1,000 per request, two at a time); ``make(i)`` builds document ``i`` (default: a title and a price)."""
+    """The documents of ``Doc`` (``fields``; ``make(i, rnd)`` gives the i-th, by default a title and a
+    price) through the Database module's own route (1,000 per request, two at a time)."""
     requests.post(
         f"{server.url}/admin/database/schemas",
         json={"name": "Doc", "fields": fields, "modelOptions": ACCESS},
         headers=server.admin_headers,
         timeout=60,
     ).raise_for_status()
-    if make is None:
-        make = lambda i: {"title": f"Doc {i}", "price": round(rnd.uniform(0, 1000), 2)}  # noqa: E731
-    batches = [[make(i) for i in range(start, min(start + 1000, documents))] for start in range(0, documents, 1000)]
+    make = make or (lambda i, rnd: {"title": f"Doc {i}", "price": round(rnd.uniform(0, 1000), 2)})
+    batches = [
+        [make(i, rnd) for i in range(start, min(start + 1000, documents))] for start in range(0, documents, 1000)
+    ]
+
     return insert_many(server, "Doc", batches)
 
 
@@ -255,26 +257,13 @@ def explain(server: Server, headers: dict[str, dict[str, str]], doc_id: str, x: 
     """``{caller: {"list": plan, "count": plan, "get": plan}}``: the statements the server's own code
     runs for the list and get below (an app in this process on the same database, no Redis, so the
     count is computed), each run with ``EXPLAIN (ANALYZE, BUFFERS)`` after one warm-up."""
-    import sqlalchemy as sa
-
-    from trellis import create_app
-
-    def record(dbapi_connection: Any, _: Any) -> None:
-        dbapi_connection.cursor_factory = _Recording
-
-    # On the Engine class: the app has two engines (its session's, and the autocommit one of reads).
-    sa.event.listen(sa.engine.Engine, "connect", record)
-    saved = dict(os.environ)
-    os.environ.update({k: v for k, v in server.env.items() if k != "PORT"})
-    os.environ.update(TRELLIS_ASYNC_MODE="threading", TRELLIS_REDIS_URL="", TRELLIS_LOG_LEVEL="ERROR")
-    try:
-        app = create_app()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    client = app.test_client()
     plans: dict[str, dict[str, str]] = {}
-    with contextlib.closing(psycopg2.connect(_dsn(server))) as connection, connection.cursor() as cursor:
+    with (
+        recording_app(server) as app,
+        contextlib.closing(psycopg2.connect(_dsn(server))) as connection,
+        connection.cursor() as cursor,
+    ):
+        client = app.test_client()
         connection.autocommit = True
         for caller, caller_headers in headers.items():
             found: dict[str, tuple[str, Any]] = {}
@@ -296,8 +285,34 @@ def explain(server: Server, headers: dict[str, dict[str, str]], doc_id: str, x: 
                     cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, parameters)
                     plan = "\n".join(row[0] for row in cursor.fetchall())
                 plans[caller][name] = cursor.mogrify(sql, parameters).decode() + "\n\n" + plan
-    sa.event.remove(sa.engine.Engine, "connect", record)
     return plans
+
+
+@contextlib.contextmanager
+def recording_app(server: Server) -> Iterator[Any]:
+    """An app in this process on ``server``'s database (no Redis) whose psycopg2 cursors keep what they run
+    in ``_Recording.log``: the statements the server's own code makes for a request."""
+    import sqlalchemy as sa
+
+    from trellis import create_app
+
+    def record(dbapi_connection: Any, _: Any) -> None:
+        dbapi_connection.cursor_factory = _Recording
+
+    # On the Engine class: the app has two engines (its session's, and the autocommit one of reads).
+    sa.event.listen(sa.engine.Engine, "connect", record)
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in server.env.items() if k != "PORT"})
+    os.environ.update(TRELLIS_ASYNC_MODE="threading", TRELLIS_REDIS_URL="", TRELLIS_LOG_LEVEL="ERROR")
+    try:
+        app = create_app()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        yield app
+    finally:
+        sa.event.remove(sa.engine.Engine, "connect", record)
 
 
 # ---- measuring ----------------------------------------------------------------------------------
@@ -486,20 +501,31 @@ FINDINGS = """
 """
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str, results: Path, argv: list[str] | None) -> argparse.Namespace:
+    """Rounds, run lengths and the data's size: the options of the benchmarks on this data."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=2, help="seconds of load before each measured run")
     parser.add_argument("--duration", type=int, default=10, help="measured seconds per run")
     parser.add_argument("--documents", type=int, default=100_000)
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--grants", type=int, default=20_000)
-    parser.add_argument("--no-write", action="store_true", help=f"do not write {RESULTS.relative_to(ROOT)}")
-    args = parser.parse_args(argv)
-    command = " ".join([".venv/bin/python -m bench.access_bench", *(argv if argv is not None else sys.argv[1:])])
+    parser.add_argument("--no-write", action="store_true", help=f"do not write {results.relative_to(ROOT)}")
+    return parser.parse_args(argv)
+
+
+def provenance(module: str, argv: list[str] | None) -> tuple[str, str]:
+    """(the command as typed, the short revision) for a report's first line."""
+    command = " ".join([f".venv/bin/python -m {module}", *(argv if argv is not None else sys.argv[1:])])
     revision = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
+    return command, revision
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(__doc__.splitlines()[0], RESULTS, argv)
+    command, revision = provenance("bench.access_bench", argv)
     result = run(args)
     text = report(result, args, command, revision)
     print(text)

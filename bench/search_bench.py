@@ -72,11 +72,11 @@ def _words(rnd: random.Random) -> list[str]:
 def load(server: Server, documents: int, rnd: random.Random, vocabulary: list[str]) -> list[str]:
     weights = [1 / (i + 10) for i in range(len(vocabulary))]
 
-    def text(low: int, high: int) -> str:
+    def text(rnd: random.Random, low: int, high: int) -> str:
         return " ".join(rnd.choices(vocabulary, weights, k=rnd.randint(low, high)))
 
-    def make(_index: int) -> dict[str, Any]:
-        return {"title": text(3, 8), "body": text(20, 40), "price": round(rnd.uniform(0, 1000), 2)}
+    def make(_index: int, rnd: random.Random) -> dict[str, Any]:
+        return {"title": text(rnd, 3, 8), "body": text(rnd, 20, 40), "price": round(rnd.uniform(0, 1000), 2)}
 
     return load_documents(server, documents, rnd, FIELDS, make)
 

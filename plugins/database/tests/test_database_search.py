@@ -307,3 +307,50 @@ def test_a_custom_endpoint_write_is_indexed_too(dbapi, articles):
     made = dbapi.client.post("/database/function/addArticle", json={"title": "Gardening tools"})
     assert made.status_code == 201, made.get_json()
     assert _titles(dbapi, "Article", "garden") == ["Gardening tools"]
+
+
+def test_aggregates_take_the_same_search(dbapi, articles, make_user):
+    """``search`` on ``/aggregate`` and ``X__aggregate``/``X_aggregate`` groups exactly what the list finds."""
+    dbapi.post("Article", {"title": "running shoes", "code": "a", "price": 10})
+    dbapi.post("Article", {"title": "runner socks", "code": "a", "price": 5})
+    dbapi.post("Article", {"title": "runs daily", "code": "b", "price": 7})
+    dbapi.post("Article", {"title": "walking shoes", "code": "b", "price": 20})
+
+    def groups(query: str) -> Any:
+        response = dbapi.client.get(f"/database/Article/aggregate?{query}", headers=dbapi.admin)
+        assert response.status_code == 200, response.get_json()
+        return response.get_json()
+
+    got = groups(urlencode({"search": "run", "groupBy": "code", "count": "true", "sum": "price"}))
+    # "run" stems "running" and "runs" (english) and, as the last word, is a prefix of "runner"
+    assert got == {
+        "groups": [
+            {"key": {"code": "a"}, "count": 2, "sum": {"price": 15}},
+            {"key": {"code": "b"}, "count": 1, "sum": {"price": 7}},
+        ],
+        "count": 2,
+    }
+    assert _search(dbapi, "Article", "run")["count"] == 3
+    assert groups(urlencode({"search": "shoes", "count": "true", "price[$gt]": "15"}))["groups"] == [
+        {"key": {}, "count": 1}
+    ]
+    assert groups(urlencode({"search": "the !", "count": "true"}))["groups"] == [{"key": {}, "count": 0}]
+    dbapi.create_schema("Plain", {"title": "String"})
+    refused = dbapi.client.get("/database/Plain/aggregate?search=x&count=true", headers=dbapi.admin)
+    assert refused.status_code == 400 and "search" in refused.get_json()["errors"]
+    got = dbapi.graphql(
+        '{ a: Article__aggregate(search: "run", count: true) { count groups { key count } } '
+        'b: Article_aggregate(search: "shoes", groupBy: ["code"], count: true) { groups { key count } } }'
+    )
+    assert got == {
+        "data": {
+            "a": {"count": 1, "groups": [{"key": {}, "count": 3}]},
+            "b": {"groups": [{"key": {"code": "a"}, "count": 1}, {"key": {"code": "b"}, "count": 1}]},
+        }
+    }
+    dbapi.create_schema("Memo", {"title": {"type": "String", "searchable": True}}, modelOptions=ACCESS)
+    alice, bob = make_user(), make_user()
+    dbapi.post("Memo", {"title": "budget alice"}, headers=alice.headers)
+    dbapi.post("Memo", {"title": "budget bob"}, headers=bob.headers)
+    mine = dbapi.client.get("/database/Memo/aggregate?search=budget&count=true", headers=bob.headers)
+    assert mine.status_code == 200 and mine.get_json()["groups"] == [{"key": {}, "count": 1}]

@@ -2,7 +2,8 @@
 
 Built from a registry snapshot and cached on it, so it is rebuilt only when schemas change. Per
 schema ``X``: query fields ``X(where, skip, limit, sort): [X!]!``, ``X__one(_id): X`` (null when there
-is no such document) and ``X__count(where): Int!`` (exact), and mutations ``createX(data)``,
+is no such document), ``X__count(where): Int!`` (exact) and ``X__aggregate(where, groupBy, count, sum, avg,
+min, max, sort, limit): Aggregate__Result!`` (the REST aggregate: ``aggregates.py``), and mutations ``createX(data)``,
 ``updateX(_id, data)`` (merge, like PATCH), ``deleteX(_id)``. ``where`` takes ``field``,
 ``field_ne|_lt|_lte|_gt|_gte|_in|_nin|_contains|_exists`` and ``AND``/``OR`` lists, compiled by the
 same compiler as the REST filters. Relations resolve to nested objects: the list resolver reads the
@@ -62,7 +63,7 @@ from trellis.credentials import identify
 from trellis.errors import APIError
 from trellis.http import deleted
 
-from . import document_access, documents
+from . import aggregates, document_access, documents
 from .access import allowed, check_permission
 from .fields import MAX_ARRAY_LENGTH, Field
 from .query import MAX_POPULATE_DEPTH, Condition, Group
@@ -115,6 +116,8 @@ BUILT_IN_TYPES = frozenset(
         "JSON",
         "Deleted__Result",
         "User__Public",
+        "Aggregate__Result",
+        "Aggregate__Group",
         "String",
         "Int",
         "Float",
@@ -134,6 +137,26 @@ SEARCH_ARGUMENT = GraphQLArgument(
     description="Words to find in the searchable fields (every word in some field, the last also as a prefix); "
     "best match first unless sort is given",
 )
+AGGREGATE_GROUP = GraphQLObjectType(
+    "Aggregate__Group",
+    {
+        "key": GraphQLField(GraphQLNonNull(JSONScalar), description="`{<field>: value}` of the group"),
+        "count": GraphQLField(GraphQLInt, description="documents in the group (asked with `count: true`)"),
+        **{
+            op: GraphQLField(JSONScalar, description=f"`{{<field>: {op}}}` of the fields asked in `{op}`")
+            for op in aggregates.OPERATIONS
+        },
+    },
+    description="One group of an aggregate (the REST route's group, as JSON values)",
+)
+AGGREGATE_RESULT = GraphQLObjectType(
+    "Aggregate__Result",
+    {
+        "groups": GraphQLField(GraphQLNonNull(GraphQLList(GraphQLNonNull(AGGREGATE_GROUP)))),
+        "count": GraphQLField(GraphQLNonNull(GraphQLInt), description="the number of groups before `limit`"),
+    },
+)
+NAMES = GraphQLList(GraphQLNonNull(GraphQLString))
 SCOPE_ARGUMENT = GraphQLArgument(
     GraphQLString, description="Act as a team you are a member of (`Team:<id>`): its grants only"
 )
@@ -143,7 +166,15 @@ def type_names(schema: CompiledSchema) -> set[str]:
     """The GraphQL type names and query field names one CMS schema brings in (a schema whose names meet
     another's is left out)."""
     name = schema.name
-    return {name, f"{name}__Where", f"{name}__Input", f"{name}__Patch", f"{name}__one", f"{name}__count"}
+    return {
+        name,
+        f"{name}__Where",
+        f"{name}__Input",
+        f"{name}__Patch",
+        f"{name}__one",
+        f"{name}__count",
+        f"{name}__aggregate",
+    }
 
 
 def build(snap: Snapshot) -> GraphQLSchema:
@@ -237,6 +268,21 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
             args={"where": where, **search, **scope},
             resolve=_count_resolver(snap, schema.name),
             description=f"How many {schema.name} documents match (exact; only those you may read)",
+        )
+        query[f"{schema.name}__aggregate"] = query[f"{schema.name}_aggregate"] = GraphQLField(
+            GraphQLNonNull(AGGREGATE_RESULT),
+            args={
+                "where": where,
+                "groupBy": GraphQLArgument(NAMES, description="fields; a Date as `field:day|week|month|year`"),
+                "count": GraphQLArgument(GraphQLBoolean),
+                **{op: GraphQLArgument(NAMES) for op in aggregates.OPERATIONS},
+                "sort": GraphQLArgument(GraphQLString, description="`count`, `-count`, a groupBy field, `-sum.price`"),
+                "limit": GraphQLArgument(GraphQLInt, description="groups: 100 by default, at most 1000"),
+                **search,
+                **scope,
+            },
+            resolve=_aggregate_resolver(snap, schema.name),
+            description=f"Groups of the {schema.name} documents you may read, with count, sum, avg, min, max",
         )
         id_arg = {**id_arg, **scope}
         if schema.fields:  # an input object needs at least one field: a schema without any takes no data
@@ -542,6 +588,32 @@ def _count_resolver(snap: Snapshot, name: str):
             condition = where_tree(where, schema)
             _, total = documents.find_json(schema, condition, None, 0, 1, True, caller.acting, search)
             return total
+        except APIError as exc:
+            raise _error(exc) from None
+
+    return resolve
+
+
+def _aggregate_resolver(snap: Snapshot, name: str):
+    def resolve(
+        _root: Any,
+        _info: Any,
+        where: Any = None,
+        groupBy: list[str] | None = None,  # noqa: N803 - the argument's GraphQL name
+        count: bool | None = None,
+        sort: str | None = None,
+        limit: int | None = None,
+        scope: str | None = None,
+        search: str | None = None,
+        **operations: Any,
+    ):
+        schema = _schema(snap, name)
+        caller = _guard(schema, "read", scope)
+        try:
+            spec = aggregates.make_spec(schema, groupBy, bool(count), operations, sort)
+            condition = where_tree(where, schema)
+            limit = aggregates.parse_limit(limit)
+            return aggregates.aggregate(schema, spec, condition, limit, caller.acting, search)
         except APIError as exc:
             raise _error(exc) from None
 

@@ -32,6 +32,7 @@ GENERIC_DOCUMENT_PATHS = (
     "/database/{schemaName}/many",
     "/database/{schemaName}/{docId}",
     "/database/{schemaName}/changes",
+    "/database/{schemaName}/aggregate",
     "/database/{schemaName}/{docId}/grants",
 )
 ADMIN = [{"masterkey": []}, {"bearerAuth": []}]
@@ -313,6 +314,84 @@ def _schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
     )
     changes["responses"]["200"]["content"] = {"text/event-stream": {"schema": {"type": "string"}}}
     out["paths"][f"{collection}/changes"] = {"get": changes}
+    out["schemas"][f"Database{schema.name}Aggregate"] = _aggregate_schema(schema)
+    out["paths"][f"{collection}/aggregate"] = {
+        "get": operation(
+            "read",
+            "aggregate",
+            f"Groups of {schema.name} documents: count, sum, avg, min, max",
+            parameters=[*_aggregate_parameters(schema), *_list_parameters(schema)[_LIST_PAGING:], *scoped],
+            responses=_responses(
+                200,
+                {"$ref": f"#/components/schemas/Database{schema.name}Aggregate"},
+                "The groups (only the operations asked for) and how many there are before limit",
+                400,
+                401,
+                404,
+                access=access,
+            ),
+        )
+    }
+
+
+def _aggregate_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
+    """The aggregate's own query parameters (aggregates.py); the field filters follow them."""
+    numbers = [name for name, field in schema.fields.items() if field.type == "Number" and not field.array]
+    dates = ["createdAt", "updatedAt"] if schema.timestamps else []
+    dates += [name for name, field in schema.fields.items() if field.type == "Date" and not field.array]
+    text = {"type": "string"}
+    return [
+        {
+            "name": "groupBy",
+            "in": "query",
+            "schema": text,
+            "description": "up to 5 single-valued fields, comma-separated; a Date as `field:day|week|month|year` "
+            "(UTC, weeks from Monday); none: one group of every match",
+        },
+        {"name": "count", "in": "query", "schema": {"type": "boolean"}, "description": "documents per group"},
+        *(
+            {"name": op, "in": "query", "schema": text, "description": f"fields, comma-separated: {', '.join(names)}"}
+            for op, names in (("sum", numbers), ("avg", numbers), ("min", numbers + dates), ("max", numbers + dates))
+        ),
+        {
+            "name": "sort",
+            "in": "query",
+            "schema": text,
+            "description": "`count`, a groupBy field or `<op>.<field>` (`sum.price`), `-` for descending; "
+            "comma-separated, 5 at most. Default: by the group keys",
+        },
+        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+        {
+            "name": "where",
+            "in": "query",
+            "schema": text,
+            "description": 'the filters as JSON, with `$and`/`$or`: `{"price": {"$lt": 10}}`',
+        },
+    ]
+
+
+def _aggregate_schema(schema: CompiledSchema) -> dict[str, Any]:
+    values = {"type": "object", "additionalProperties": {"nullable": True}}
+    group = {
+        "type": "object",
+        "required": ["key"],
+        "properties": {
+            "key": {"type": "object", "description": "`{<field>: value}`; a bucket is the ISO time it starts"},
+            "count": {"type": "integer"},
+            "sum": {"type": "object", "additionalProperties": {"type": "number"}},
+            "avg": {"type": "object", "additionalProperties": {"type": "number", "nullable": True}},
+            "min": values,
+            "max": values,
+        },
+    }
+    return {
+        "type": "object",
+        "required": ["groups", "count"],
+        "properties": {
+            "groups": {"type": "array", "items": group},
+            "count": {"type": "integer", "description": "the number of groups before `limit`"},
+        },
+    }
 
 
 SCOPE_PARAMETER = {

@@ -69,15 +69,16 @@ _BRACKET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\[\$?([A-Za-z]+)\]$")
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def parse_filters(args: MultiDict) -> list[Condition]:
-    """Filters of the list route's query string (everything but skip/limit/sort/select/populate).
+def parse_filters(args: MultiDict, reserved: frozenset[str] = LIST_PARAMS) -> list[Condition]:
+    """Filters of a query string: every parameter but the route's own (``reserved``; the list's are
+    skip/limit/sort/select/populate/count/scope).
 
     ``price[$lt]=10``; ``price<10`` (werkzeug hands it over as the key ``price<10`` with an empty
     value); ``price<=10`` arrives as key ``price<`` with value ``10``.
     """
     conditions: list[Condition] = []
     for key, values in args.lists():
-        if key in LIST_PARAMS:
+        if key in reserved:
             continue
         for value in values:
             conditions.append(_parse_filter(key, value))

@@ -20,12 +20,13 @@ from trellis.errors import ErrorSchema, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
-from . import document_access, documents, endpoint_calls, endpoint_definitions, schema_service
+from . import aggregates, document_access, documents, endpoint_calls, endpoint_definitions, schema_service
 from .access import authorize, check_permission
 from .endpoint_definitions import EndpointBody, EndpointChangesBody, EndpointListSchema, EndpointRecordSchema
 from .query import parse_filters, parse_populate, parse_select
 from .registry import snapshot, snapshot_having
 from .schemas import (
+    AggregateResultSchema,
     DeleteSchemaArgs,
     DocumentBodySchema,
     DocumentListArgs,
@@ -250,6 +251,19 @@ def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any
     if select is not None:
         docs = [documents.project(doc, select) for doc in docs]
     return json_response({"documents": docs, "count": count} if counted else {"documents": docs})
+
+
+@documents_blp.route("/database/<string:schemaName>/aggregate", methods=["GET"])
+@_retry_stale
+@_document_access("read")
+@documents_blp.response(200, AggregateResultSchema)
+def aggregate_documents(schemaName: str, snap: Any, schema: Any, acting: Any):
+    """Groups of the documents the caller may read: ``groupBy=field[,field]`` (a Date as
+    ``field:day|week|month|year``), ``count=true``, ``sum|avg|min|max=field[,field]``, ``sort``, ``limit``
+    (groups, at most 1000), with the list's field filters, ``where`` (JSON), ``search`` and ``scope``. One SQL
+    statement."""
+    spec, where, limit = aggregates.from_query(schema, request.args)
+    return json_response(aggregates.aggregate(schema, spec, where, limit, acting, request.args.get("search")))
 
 
 @documents_blp.route("/database/<string:schemaName>", methods=["POST"])

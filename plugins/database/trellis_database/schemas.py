@@ -186,6 +186,19 @@ DocumentListSchema = Schema.from_dict(
 )
 
 
+AggregateResultSchema = Schema.from_dict(
+    {
+        "groups": ma.List(
+            ma.Dict(),
+            required=True,
+            metadata={"description": "`{key: {<field>: value}, count?, sum?: {<field>: n}, avg?, min?, max?}`"},
+        ),
+        "count": ma.Integer(required=True, metadata={"description": "the number of groups before `limit`"}),
+    },
+    name="DatabaseAggregate",
+)
+
+
 class ManyBodySchema(Schema):
     docs = BoundedList(ma.Dict(), required=True, min_items=1, max_items=1000)
 

@@ -36,3 +36,23 @@ def conformance(
         case.call_and_validate(headers=headers, checks=wanted)
 
     return exercise
+
+
+def failures(
+    schema: Any, callers: list[dict[str, str]], examples: int = 6, negative: bool = False
+) -> tuple[int, dict[str, str]]:
+    """``(operations, failures)``: :func:`conformance` over every operation of a schemathesis ``schema`` for
+    each caller's headers (``negative``: also with data that does not fit), every failure kept (by operation,
+    caller and mode) so that one test reports them all together."""
+    found: dict[str, str] = {}
+    operations = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        operations += 1
+        for headers in callers:
+            for mode in (False, True) if negative else (False,):
+                try:
+                    conformance(operation, headers, examples, negative=mode)()
+                except Exception as exc:  # noqa: BLE001  (collect every failing operation, report them together)
+                    found[f"{operation.label} {sorted(headers)} negative={mode}"] = str(exc)[:1500]
+    return operations, found

@@ -23,6 +23,8 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from trellis import statements
+
 log = logging.getLogger(__name__)
 
 NAMING_CONVENTION = {
@@ -197,6 +199,7 @@ event.listen(_AppSession, "after_rollback", _drop_after_commit)
 
 def init_app(app: Flask) -> Engine:
     eng = make_engine(app.config["DATABASE_URL"], app.config["ASYNC_MODE"])
+    statements.prepare_statements(eng, bool(app.config.get("DATABASE_PREPARE", True)))
 
     @app.teardown_appcontext
     def _remove_session(_exc: BaseException | None) -> None:

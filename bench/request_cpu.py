@@ -104,7 +104,7 @@ def main() -> None:
         ids = load_trellis(trellis.url, trellis.admin_headers)
         vacuum(trellis.database_url)
         requests.get(f"{trellis.url}/database/Item?limit=1&count=none", timeout=10)
-        sides = [("trellis", trellis.url, trellis_cases(ids, rnd, True), trellis.process.pid, trellis.database_url)]
+        sides = [("trellis", trellis.url, trellis_cases(ids, rnd), trellis.process.pid, trellis.database_url)]
         ceiling = stack.enter_context(ceiling_server())
         sides.append(("ceiling", ceiling.url, {"get by id": {"paths": ["/item"]}}, ceiling.process.pid, "/none"))
         if args.parse:

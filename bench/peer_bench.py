@@ -322,12 +322,16 @@ def measure(
         wrk(base, case["paths"], warmup, case.get("method", "GET"), case.get("body"), case.get("headers"))
     pg = backends()
     window = CpuWindow([server_pid, *pg])
-    server, pg_before = _process_cpu(server_pid), sum(_process_cpu(pid) for pid in pg)
+    server, pg_before = _process_cpu(server_pid), {pid: _process_cpu(pid) for pid in pg}
     stats = wrk(base, case["paths"], seconds, case.get("method", "GET"), case.get("body"), case.get("headers"))
     requests_done = max(stats["rps"] * seconds, 1)
     cpu_us = (_process_cpu(server_pid) - server) / requests_done * 1e6
-    pg_us = (sum(_process_cpu(pid) for pid in pg) - pg_before) / requests_done * 1e6
-    return {**stats, **window.close(), "server_cpu_us": cpu_us, "pg_cpu_us": pg_us}
+    # Backends listed again: one opened during the run counts whole, one closed during it is lost (its
+    # CPU is no longer readable), so a pool that churns connections is undercounted, never negative.
+    after = {pid: _process_cpu(pid) for pid in backends()}
+    pg_us = sum(max(0.0, cpu - pg_before.get(pid, 0.0)) for pid, cpu in after.items()) / requests_done * 1e6
+    churn = len(set(pg) ^ set(after))
+    return {**stats, **window.close(), "server_cpu_us": cpu_us, "pg_cpu_us": pg_us, "backends_churned": churn}
 
 
 # ---- running as a user under access control ---------------------------------------------------------
@@ -412,11 +416,14 @@ def run(
 def _print_row(row: dict[str, Any]) -> None:
     print(paired_line(row["round"], row["operation"], ("trellis", row["trellis"]), ("parse", row["parse"])), flush=True)
     print(
-        "    µs/request server + PostgreSQL: trellis {:.0f} + {:.0f}, parse {:.0f} + {:.0f}".format(
+        "    µs/request server + PostgreSQL: trellis {:.0f} + {:.0f}, parse {:.0f} + {:.0f} "
+        "(backends opened or closed during the run: {}, {})".format(
             row["trellis"]["server_cpu_us"],
             row["trellis"]["pg_cpu_us"],
             row["parse"]["server_cpu_us"],
             row["parse"]["pg_cpu_us"],
+            row["trellis"]["backends_churned"],
+            row["parse"]["backends_churned"],
         ),
         flush=True,
     )

@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=int, default=15, help="measured seconds per run")
     parser.add_argument("--documents", type=int, default=100_000)
     parser.add_argument("--as-user", action="store_true", help="call Trellis as a user under access control")
-    parser.add_argument("--only", help="comma-separated operations (default: all)")
+    parser.add_argument("--only", action="append", help="an operation to run (repeat it; default: all)")
     parser.add_argument("--output", type=Path, default=RESULTS, help="the markdown file the dated section is added to")
     parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args(argv)
@@ -534,8 +534,7 @@ def main(argv: list[str] | None = None) -> None:
         ).stdout.strip()
     )
     args.load_before = _load()
-    only = [name.strip() for name in args.only.split(",")] if args.only else None
-    results = run(args.rounds, args.warmup, args.duration, args.documents, args.as_user, only)
+    results = run(args.rounds, args.warmup, args.duration, args.documents, args.as_user, args.only)
     text = report(results, command, args, revision)
     print(text)
     if not args.no_write:

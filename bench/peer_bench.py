@@ -256,60 +256,50 @@ def wrk(
     return parse_wrk(result.stdout)
 
 
-def trellis_cases(
-    ids: list[str], rnd: random.Random, headers: dict[str, str] | None = None
+def _cases(
+    ids: list[str],
+    rnd: random.Random,
+    common: dict[str, Any],
+    collection: str,
+    listed: Callable[[int, bool], str],
+    update_method: str,
 ) -> dict[str, dict[str, Any]]:
+    """The five operations on one server: ``collection`` is the Items' path, ``listed(x, counted)`` a
+    list's path (prices below x, sorted by price descending, 20 a page)."""
     sample = rnd.sample(ids, min(5000, len(ids)))
     xs = [rnd.randint(1, 950) for _ in range(20_000)]
-    common = {"headers": headers} if headers else {}
     return {
-        "get by id": {**common, "paths": [f"/database/Item/{i}" for i in sample]},
-        "list + exact count": {
-            **common,
-            "paths": [f"/database/Item?price[$lt]={x}&sort=-price&limit=20" for x in xs],
-        },
-        "list, no count": {
-            **common,
-            "paths": [f"/database/Item?price[$lt]={x}&sort=-price&limit=20&count=none" for x in xs],
-        },
-        "create": {**common, "paths": ["/database/Item"], "method": "POST", "body": NEW_ITEM},
+        "get by id": {**common, "paths": [f"{collection}/{i}" for i in sample]},
+        "list + exact count": {**common, "paths": [listed(x, True) for x in xs]},
+        "list, no count": {**common, "paths": [listed(x, False) for x in xs]},
+        "create": {**common, "paths": [collection], "method": "POST", "body": NEW_ITEM},
         "update": {
             **common,
-            "paths": [f"/database/Item/{i}" for i in sample],
-            "method": "PATCH",
+            "paths": [f"{collection}/{i}" for i in sample],
+            "method": update_method,
             "body": {"price": 99.5},
         },
     }
+
+
+def trellis_cases(
+    ids: list[str], rnd: random.Random, headers: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    def listed(x: int, counted: bool) -> str:
+        return f"/database/Item?price[$lt]={x}&sort=-price&limit=20" + ("" if counted else "&count=none")
+
+    return _cases(ids, rnd, {"headers": headers} if headers else {}, "/database/Item", listed, "PATCH")
 
 
 def parse_cases(ids: list[str], rnd: random.Random) -> dict[str, dict[str, Any]]:
     """Parse's side of each operation: its list with ``count=1`` beside ours with the exact count, its
     plain list beside ours with ``count=none``."""
-    sample = rnd.sample(ids, min(5000, len(ids)))
-    xs = [rnd.randint(1, 950) for _ in range(20_000)]
 
-    def where(x: int) -> str:
-        return urllib.parse.quote(json.dumps({"price": {"$lt": x}}, separators=(",", ":")))
+    def listed(x: int, counted: bool) -> str:
+        where = urllib.parse.quote(json.dumps({"price": {"$lt": x}}, separators=(",", ":")))
+        return f"/parse/classes/Item?where={where}&order=-price&limit=20" + ("&count=1" if counted else "")
 
-    common = {"headers": PARSE_HEADERS}
-    return {
-        "get by id": {**common, "paths": [f"/parse/classes/Item/{i}" for i in sample]},
-        "list + exact count": {
-            **common,
-            "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20&count=1" for x in xs],
-        },
-        "list, no count": {
-            **common,
-            "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20" for x in xs],
-        },
-        "create": {**common, "paths": ["/parse/classes/Item"], "method": "POST", "body": NEW_ITEM},
-        "update": {
-            **common,
-            "paths": [f"/parse/classes/Item/{i}" for i in sample],
-            "method": "PUT",
-            "body": {"price": 99.5},
-        },
-    }
+    return _cases(ids, rnd, {"headers": PARSE_HEADERS}, "/parse/classes/Item", listed, "PUT")
 
 
 def measure(

@@ -63,6 +63,7 @@ from bench.common import (
     ROOT,
     Server,
     bench_server,
+    explain_plain_and_prepared,
     insert_many,
     paired_line,
     redis_child,
@@ -281,10 +282,9 @@ def explain(server: Server, headers: dict[str, dict[str, str]], doc_id: str, x: 
                     found.setdefault(name, (sql, parameters))
             plans[caller] = {}
             for name, (sql, parameters) in found.items():
-                for _ in range(2):
-                    cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, parameters)
-                    plan = "\n".join(row[0] for row in cursor.fetchall())
-                plans[caller][name] = cursor.mogrify(sql, parameters).decode() + "\n\n" + plan
+                plain, prepared = explain_plain_and_prepared(cursor, sql, parameters)
+                plans[caller][name] = plain
+                plans[caller][f"{name}, prepared"] = prepared
     return plans
 
 
@@ -303,7 +303,13 @@ def recording_app(server: Server) -> Iterator[Any]:
     sa.event.listen(sa.engine.Engine, "connect", record)
     saved = dict(os.environ)
     os.environ.update({k: v for k, v in server.env.items() if k != "PORT"})
-    os.environ.update(TRELLIS_ASYNC_MODE="threading", TRELLIS_REDIS_URL="", TRELLIS_LOG_LEVEL="ERROR")
+    # Unprepared, so the recording sees each statement's SQL (the EXPLAIN prepares it as the server does).
+    os.environ.update(
+        TRELLIS_ASYNC_MODE="threading",
+        TRELLIS_REDIS_URL="",
+        TRELLIS_LOG_LEVEL="ERROR",
+        TRELLIS_DATABASE_PREPARE="false",
+    )
     try:
         app = create_app()
     finally:
@@ -444,7 +450,7 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
         "get by id, captured from its own code and replayed (second run shown), for the user and the admin."
     )
     for caller, plans in result["plans"].items():
-        for name in ("list", "count", "get"):
+        for name in ("list", "list, prepared", "count", "count, prepared", "get", "get, prepared"):
             if name in plans:
                 lines += ["", f"### {caller}: {name}", "", "```", plans[name], "```"]
     return "\n".join(lines) + "\n"

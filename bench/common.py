@@ -330,3 +330,34 @@ def table(rows: list[tuple[str, dict[str, float]]]) -> str:
     for name, s in rows:
         lines.append(f"| {name} | {s['rps']} | {s['p50_ms']} | {s['p90_ms']} | {s['p99_ms']} | {int(s['non_2xx'])} |")
     return "\n".join(lines)
+
+
+def explain_plain_and_prepared(cursor: Any, sql: str, parameters: Any) -> tuple[str, str]:
+    """``EXPLAIN (ANALYZE, BUFFERS)`` of a statement the server ran (psycopg2's SQL and parameters), as
+    it was sent before statements were prepared, and as the server runs it now: ``PREPARE`` once
+    (``trellis.statements.prepared_form``), seven runs so PostgreSQL settles on its plan, then the
+    ``EXECUTE``. The second of two runs each."""
+    from trellis.statements import prepared_form
+
+    for _ in range(2):
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, parameters)
+        plain = "\n".join(row[0] for row in cursor.fetchall())
+    prepared = prepared_form(sql)
+    cursor.execute("DEALLOCATE ALL")
+    cursor.execute(prepared.prepare, parameters)
+    for _ in range(7):
+        cursor.execute(prepared.execute, parameters)
+    for _ in range(2):
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + prepared.execute, parameters)
+        after = "\n".join(row[0] for row in cursor.fetchall())
+    # What PostgreSQL's generic plan would cost where it keeps planning per run (plan_cache_mode=auto
+    # chooses a custom plan when the generic one's estimate is higher): measured, not configured.
+    cursor.execute("SET plan_cache_mode = force_generic_plan")
+    for _ in range(2):
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + prepared.execute, parameters)
+        generic = [row[0] for row in cursor.fetchall()]
+    cursor.execute("RESET plan_cache_mode")
+    cursor.execute("DEALLOCATE ALL")
+    timings = [line.strip() for line in generic if line.startswith(("Planning Time", "Execution Time"))]
+    after += "\n\nThe generic plan forced (plan_cache_mode = force_generic_plan): " + ", ".join(timings)
+    return cursor.mogrify(sql, parameters).decode() + "\n\n" + plain, prepared.execute + "\n\n" + after

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ PARSE_DSN = "postgresql://bench:bench@127.0.0.1:5432/bench"
 PARSE_HEADERS = {"X-Parse-Application-Id": "bench", "X-Parse-Master-Key": "bench-master"}
 RESULTS = ROOT / "bench" / "results" / "peer.md"
 SCHEMA = {"title": "String", "price": "Number", "tags": ["String"], "owner": "String"}
+ACCESS = {"conduit": {"authorization": {"enabled": True}}}
 NEW_ITEM = {"title": "Bench item", "price": 12.5, "tags": ["new", "sale"], "owner": "user1"}
 CONNECTIONS = 16
 
@@ -180,11 +181,11 @@ def redis_child() -> Iterator[str]:
         process.wait(10)
 
 
-def load_trellis(url: str, headers: dict[str, str]) -> list[str]:
-    """The rows Parse's seed made, loaded into Trellis in the same order; returns the new ids."""
-    requests.post(
-        f"{url}/admin/database/schemas", json={"name": "Item", "fields": SCHEMA}, headers=headers, timeout=60
-    ).raise_for_status()
+def load_trellis(url: str, headers: dict[str, str], options: dict[str, Any] | None = None) -> list[str]:
+    """The rows Parse's seed made, loaded into Trellis in the same order; returns the new ids. ``options``:
+    the schema's ``modelOptions`` (access control)."""
+    schema = {"name": "Item", "fields": SCHEMA, **({"modelOptions": options} if options else {})}
+    requests.post(f"{url}/admin/database/schemas", json=schema, headers=headers, timeout=60).raise_for_status()
     with contextlib.closing(psycopg2.connect(PARSE_DSN)) as connection, connection.cursor() as cursor:
         cursor.execute('SELECT title, price, tags, owner FROM "Item" ORDER BY "createdAt" DESC, "objectId"')
         rows = cursor.fetchall()
@@ -255,163 +256,237 @@ def wrk(
     return parse_wrk(result.stdout)
 
 
-def trellis_cases(ids: list[str], rnd: random.Random, with_no_count: bool) -> dict[str, dict[str, Any]]:
+def _cases(
+    ids: list[str],
+    rnd: random.Random,
+    common: dict[str, Any],
+    collection: str,
+    listed: Callable[[int, bool], str],
+    update_method: str,
+) -> dict[str, dict[str, Any]]:
+    """The five operations on one server: ``collection`` is the Items' path, ``listed(x, counted)`` a
+    list's path (prices below x, sorted by price descending, 20 a page)."""
     sample = rnd.sample(ids, min(5000, len(ids)))
     xs = [rnd.randint(1, 950) for _ in range(20_000)]
-    cases = {
-        "get by id": {"paths": [f"/database/Item/{i}" for i in sample]},
-        "list + exact count": {"paths": [f"/database/Item?price[$lt]={x}&sort=-price&limit=20" for x in xs]},
-        "create": {"paths": ["/database/Item"], "method": "POST", "body": NEW_ITEM},
-        "update": {"paths": [f"/database/Item/{i}" for i in sample], "method": "PATCH", "body": {"price": 99.5}},
-    }
-    if with_no_count:
-        cases["list, no count"] = {
-            "paths": [f"/database/Item?price[$lt]={x}&sort=-price&limit=20&count=none" for x in xs]
-        }
-    return cases
-
-
-def parse_cases(ids: list[str], rnd: random.Random) -> dict[str, dict[str, Any]]:
-    sample = rnd.sample(ids, min(5000, len(ids)))
-    xs = [rnd.randint(1, 950) for _ in range(20_000)]
-
-    def where(x: int) -> str:
-        return urllib.parse.quote(json.dumps({"price": {"$lt": x}}, separators=(",", ":")))
-
-    common = {"headers": PARSE_HEADERS}
     return {
-        "get by id": {**common, "paths": [f"/parse/classes/Item/{i}" for i in sample]},
-        "list + exact count": {
-            **common,
-            "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20&count=1" for x in xs],
-        },
-        "list, no count": {
-            **common,
-            "paths": [f"/parse/classes/Item?where={where(x)}&order=-price&limit=20" for x in xs],
-        },
-        "create": {**common, "paths": ["/parse/classes/Item"], "method": "POST", "body": NEW_ITEM},
+        "get by id": {**common, "paths": [f"{collection}/{i}" for i in sample]},
+        "list + exact count": {**common, "paths": [listed(x, True) for x in xs]},
+        "list, no count": {**common, "paths": [listed(x, False) for x in xs]},
+        "create": {**common, "paths": [collection], "method": "POST", "body": NEW_ITEM},
         "update": {
             **common,
-            "paths": [f"/parse/classes/Item/{i}" for i in sample],
-            "method": "PUT",
+            "paths": [f"{collection}/{i}" for i in sample],
+            "method": update_method,
             "body": {"price": 99.5},
         },
     }
 
 
-def measure(base: str, case: dict[str, Any], pids: list[int], warmup: int, seconds: int) -> dict[str, float]:
-    """wrk's figures, the CPU shares of the run, and the server process's CPU per request (``pids[0]``:
-    its own work, which other engineers' load moves far less than req/s)."""
+def trellis_cases(
+    ids: list[str], rnd: random.Random, headers: dict[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    def listed(x: int, counted: bool) -> str:
+        return f"/database/Item?price[$lt]={x}&sort=-price&limit=20" + ("" if counted else "&count=none")
+
+    return _cases(ids, rnd, {"headers": headers} if headers else {}, "/database/Item", listed, "PATCH")
+
+
+def parse_cases(ids: list[str], rnd: random.Random) -> dict[str, dict[str, Any]]:
+    """Parse's side of each operation: its list with ``count=1`` beside ours with the exact count, its
+    plain list beside ours with ``count=none``."""
+
+    def listed(x: int, counted: bool) -> str:
+        where = urllib.parse.quote(json.dumps({"price": {"$lt": x}}, separators=(",", ":")))
+        return f"/parse/classes/Item?where={where}&order=-price&limit=20" + ("&count=1" if counted else "")
+
+    return _cases(ids, rnd, {"headers": PARSE_HEADERS}, "/parse/classes/Item", listed, "PUT")
+
+
+def measure(
+    base: str, case: dict[str, Any], server_pid: int, backends: Callable[[], list[int]], warmup: int, seconds: int
+) -> dict[str, float]:
+    """wrk's figures, the CPU shares of the run, and per request the server process's CPU and its
+    PostgreSQL backends' (listed after the warm-up, when the pools have opened their connections):
+    their own work, which other engineers' load moves far less than req/s."""
     if warmup:
         wrk(base, case["paths"], warmup, case.get("method", "GET"), case.get("body"), case.get("headers"))
-    window = CpuWindow(pids)
-    server = _process_cpu(pids[0])
+    pg = backends()
+    window = CpuWindow([server_pid, *pg])
+    server, pg_before = _process_cpu(server_pid), {pid: _process_cpu(pid) for pid in pg}
     stats = wrk(base, case["paths"], seconds, case.get("method", "GET"), case.get("body"), case.get("headers"))
-    cpu_us = (_process_cpu(pids[0]) - server) / max(stats["rps"] * seconds, 1) * 1e6
-    return {**stats, **window.close(), "server_cpu_us": cpu_us}
+    requests_done = max(stats["rps"] * seconds, 1)
+    cpu_us = (_process_cpu(server_pid) - server) / requests_done * 1e6
+    # Backends listed again: one opened during the run counts whole, one closed during it is lost (its
+    # CPU is no longer readable), so a pool that churns connections is undercounted, never negative.
+    after = {pid: _process_cpu(pid) for pid in backends()}
+    pg_us = sum(max(0.0, cpu - pg_before.get(pid, 0.0)) for pid, cpu in after.items()) / requests_done * 1e6
+    churn = len(set(pg) ^ set(after))
+    return {**stats, **window.close(), "server_cpu_us": cpu_us, "pg_cpu_us": pg_us, "backends_churned": churn}
 
 
-def run(rounds: int, warmup: int, seconds: int, documents: int) -> tuple[list[dict[str, Any]], bool]:
+# ---- running as a user under access control ---------------------------------------------------------
+
+ACCESS_MODULES = "authentication,authorization,database,email,sms"
+
+
+def as_user(url: str, admin_headers: dict[str, str], database_url: str, doc_ids: list[str]) -> dict[str, str]:
+    """A signed-up user who may edit (so read) every Item, as Parse's master key may: one ``editor`` tuple
+    per document, written by bulk SQL into the Authorization module's table. Returns its headers."""
+    body = {"email": "peer@example.com", "password": "peer-bench-password-1"}
+    requests.post(f"{url}/authentication/users", json=body, headers=admin_headers, timeout=30).raise_for_status()
+    tokens = requests.post(f"{url}/authentication/local", json=body, timeout=30)
+    tokens.raise_for_status()
+    subject = f"User:{tokens.json()['userId']}"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    dsn = database_url.replace("postgresql+psycopg2://", "postgresql://")
+    with contextlib.closing(psycopg2.connect(dsn)) as connection, connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO authz_relations (id, subject, relation, resource_type, resource_id, created_at) "
+            "SELECT md5(random()::text || d), %s, 'editor', 'Item', d, %s::timestamptz FROM unnest(%s::varchar[]) AS d",
+            (subject, now, doc_ids),
+        )
+        connection.commit()
+    return {"Authorization": f"Bearer {tokens.json()['accessToken']}"}
+
+
+def run(
+    rounds: int, warmup: int, seconds: int, documents: int, user: bool = False, only: list[str] | None = None
+) -> list[dict[str, Any]]:
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
+    modules = ACCESS_MODULES if user else "authentication,database,email,sms"
     with (
         parse_server(documents) as parse_ids,
         redis_child() as redis_url,
-        bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=redis_url) as trellis,
+        bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url) as trellis,
         ceiling_server() as ceiling,
     ):
-        trellis_ids = load_trellis(trellis.url, trellis.admin_headers)
+        trellis_ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if user else None)
+        headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, trellis_ids) if user else None
         vacuum(trellis.database_url)
-        probe = requests.get(f"{trellis.url}/database/Item?limit=1&count=none", timeout=10)
-        with_no_count = probe.status_code == 200 and "count" not in probe.json()
-        ours = trellis_cases(trellis_ids, rnd, with_no_count)
+        ours = trellis_cases(trellis_ids, rnd, headers)
         theirs = parse_cases(parse_ids, rnd)
+        names = [name for name in ours if only is None or name in only]
         trellis_db = trellis.database_url.rsplit("/", 1)[1]
         for number in range(1, rounds + 1):
-            for name in ours:
+            for name in names:
                 order = ["trellis", "parse"] if (number + len(results)) % 2 else ["parse", "trellis"]
                 row: dict[str, Any] = {"round": number, "operation": name}
                 for side in order:
                     if side == "trellis":
-                        pids = [trellis.process.pid, *_backends(PARSE_DSN, trellis_db)]
-                        row["trellis"] = measure(trellis.url, ours[name], pids, warmup, seconds)
+                        row["trellis"] = measure(
+                            trellis.url,
+                            ours[name],
+                            trellis.process.pid,
+                            lambda: _backends(PARSE_DSN, trellis_db),
+                            warmup,
+                            seconds,
+                        )
                     else:
-                        pids = [parse_pid(), *_backends(PARSE_DSN, "bench")]
-                        row["parse"] = measure(PARSE_URL.rsplit("/parse", 1)[0], theirs[name], pids, warmup, seconds)
+                        row["parse"] = measure(
+                            PARSE_URL.rsplit("/parse", 1)[0],
+                            theirs[name],
+                            parse_pid(),
+                            lambda: _backends(PARSE_DSN, "bench"),
+                            warmup,
+                            seconds,
+                        )
                 results.append(row)
                 _print_row(row)
-            ceiling_case = {"paths": ["/item"]}
-            top = measure(ceiling.url, ceiling_case, [ceiling.process.pid], warmup, seconds)
-            get = next(r for r in reversed(results) if r["operation"] == "get by id")
-            results.append({"round": number, "operation": "ceiling", "ceiling": top, "trellis": get["trellis"]})
+            top = measure(ceiling.url, {"paths": ["/item"]}, ceiling.process.pid, list, warmup, seconds)
+            results.append({"round": number, "operation": "floor", "floor": top})
             print(
-                f"round {number}: ceiling {top['rps']} req/s (foreign CPU {top['foreign_pct']:.0f}%), "
-                f"get by id {get['trellis']['rps'] / top['rps'] * 100:.0f}% of it",
+                f"round {number}: bare Flask route (the floor) {top['rps']} req/s, "
+                f"{top['server_cpu_us']:.0f} µs/request (foreign CPU {top['foreign_pct']:.0f}%)",
                 flush=True,
             )
-    return results, with_no_count
+    return results
 
 
 def _print_row(row: dict[str, Any]) -> None:
     print(paired_line(row["round"], row["operation"], ("trellis", row["trellis"]), ("parse", row["parse"])), flush=True)
+    print(
+        "    µs/request server + PostgreSQL: trellis {:.0f} + {:.0f}, parse {:.0f} + {:.0f} "
+        "(backends opened or closed during the run: {}, {})".format(
+            row["trellis"]["server_cpu_us"],
+            row["trellis"]["pg_cpu_us"],
+            row["parse"]["server_cpu_us"],
+            row["parse"]["pg_cpu_us"],
+            row["trellis"]["backends_churned"],
+            row["parse"]["backends_churned"],
+        ),
+        flush=True,
+    )
 
 
-GOALS = {"get by id": 2.0, "list + exact count": 1.5, "create": 1.5, "update": 1.5}
+GOALS = {"get by id": 1.2, "list + exact count": 2.5, "list, no count": 1.2, "create": 1.0, "update": 1.0}
+BESIDE = {"list + exact count": "Parse with `count=1`", "list, no count": "Parse's plain list"}
 
 
 def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace, revision: str) -> str:
+    """A dated section for ``bench/results/peer.md``: the medians, then every round."""
+    caller = "a user under access control (an `editor` tuple per Item)" if args.as_user else "the admin"
     lines = [
-        "# Trellis beside Parse Server 9.10",
+        f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (revision `{revision}`)",
         "",
-        f"Command: `{command}` (revision `{revision}`). {args.documents:,} Items on each side, one process each, "
-        f"same PostgreSQL, `wrk -t1 -c{CONNECTIONS}`, {args.warmup} s warm-up + {args.duration} s measured per run, "
-        f"{args.rounds} interleaved rounds. Machine: {os.cpu_count()} cores shared with other engineers' work "
-        "(foreign CPU = share of both cores used by other processes during the measured run).",
+        f"Command: `{command}`. {args.documents:,} Items on each side, one process each, same PostgreSQL, "
+        f"`wrk -t1 -c{CONNECTIONS}`, {args.warmup} s warm-up + {args.duration} s measured per run, "
+        f"{args.rounds} interleaved rounds; Trellis called by {caller}. Load average before the run: "
+        f"{args.load_before}, after: {_load()}. µs/request: CPU of the server process and of the PostgreSQL "
+        "backends serving it (`/proc/<pid>/stat`), divided by the requests answered.",
         "",
-        "| operation | Trellis ÷ Parse, median | per round | Trellis req/s (median) | Parse req/s (median) "
-        "| foreign CPU % (min–max) | goal |",
-        "|---|---:|---|---:|---:|---:|---:|",
+        "| operation | Trellis ÷ Parse, median | per round | Trellis req/s | Parse req/s "
+        "| Trellis µs server + PG | Parse µs server + PG | foreign CPU % | goal |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
-    names = list(dict.fromkeys(r["operation"] for r in results if r["operation"] != "ceiling"))
+    names = list(dict.fromkeys(r["operation"] for r in results if r["operation"] != "floor"))
+
+    def med(rows: list[dict[str, Any]], side: str, key: str) -> float:
+        return statistics.median(r[side][key] for r in rows)
+
     for name in names:
         rows = [r for r in results if r["operation"] == name]
         ratios = [r["trellis"]["rps"] / r["parse"]["rps"] for r in rows]
         foreign = [r[s]["foreign_pct"] for r in rows for s in ("trellis", "parse")]
         goal = GOALS.get(name)
+        label = f"{name} (beside {BESIDE[name]})" if name in BESIDE else name
         lines.append(
-            f"| {name} | **{statistics.median(ratios):.2f}** | {', '.join(f'{x:.2f}' for x in ratios)} "
-            f"| {statistics.median(r['trellis']['rps'] for r in rows):,.0f} "
-            f"| {statistics.median(r['parse']['rps'] for r in rows):,.0f} "
+            f"| {label} | **{statistics.median(ratios):.2f}** | {', '.join(f'{x:.2f}' for x in ratios)} "
+            f"| {med(rows, 'trellis', 'rps'):,.0f} | {med(rows, 'parse', 'rps'):,.0f} "
+            f"| {med(rows, 'trellis', 'server_cpu_us'):,.0f} + {med(rows, 'trellis', 'pg_cpu_us'):,.0f} "
+            f"| {med(rows, 'parse', 'server_cpu_us'):,.0f} + {med(rows, 'parse', 'pg_cpu_us'):,.0f} "
             f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |"
         )
-    ceilings = [r for r in results if r["operation"] == "ceiling"]
-    shares = [r["trellis"]["rps"] / r["ceiling"]["rps"] for r in ceilings]
+    floors = [r for r in results if r["operation"] == "floor"]
+    per_round = ", ".join(f"{r['floor']['rps']:,.0f}" for r in floors)
     lines.append(
-        f"| get by id ÷ bare Flask route | **{statistics.median(shares):.2f}** | {', '.join(f'{x:.2f}' for x in shares)} "
-        f"| {statistics.median(r['trellis']['rps'] for r in ceilings):,.0f} "
-        f"| ceiling {statistics.median(r['ceiling']['rps'] for r in ceilings):,.0f} "
-        f"| {min(r['ceiling']['foreign_pct'] for r in ceilings):.0f}–"
-        f"{max(r['ceiling']['foreign_pct'] for r in ceilings):.0f} | ≥ 0.70 |"
+        f"| bare Flask route (the floor) | | {per_round} req/s "
+        f"| {med(floors, 'floor', 'rps'):,.0f} | | {med(floors, 'floor', 'server_cpu_us'):,.0f} | "
+        f"| {min(r['floor']['foreign_pct'] for r in floors):.0f}–{max(r['floor']['foreign_pct'] for r in floors):.0f} "
+        "| |"
     )
     lines += [
         "",
-        "p50 latency (ms) and server-process CPU per request (µs; Trellis's Python process, Parse's node "
-        "process, PostgreSQL not included), medians over rounds:",
+        "Every round (req/s; µs/request server + PostgreSQL; p50 ms):",
         "",
-        "| operation | Trellis p50 | Parse p50 | Trellis CPU/request | Parse CPU/request | Parse ÷ Trellis CPU |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| round | operation | Trellis req/s | Parse req/s | ratio | Trellis µs | Parse µs | Trellis p50 | Parse p50 "
+        "| foreign % |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in names:
-        rows = [r for r in results if r["operation"] == name]
-        ours = statistics.median(r["trellis"]["server_cpu_us"] for r in rows)
-        theirs = statistics.median(r["parse"]["server_cpu_us"] for r in rows)
+    for r in results:
+        if r["operation"] == "floor":
+            f = r["floor"]
+            lines.append(
+                f"| {r['round']} | floor | {f['rps']:,.0f} | | | {f['server_cpu_us']:,.0f} | | {f['p50_ms']} | "
+                f"| {f['foreign_pct']:.0f} |"
+            )
+            continue
+        t, p = r["trellis"], r["parse"]
         lines.append(
-            f"| {name} | {statistics.median(r['trellis']['p50_ms'] for r in rows):.1f} "
-            f"| {statistics.median(r['parse']['p50_ms'] for r in rows):.1f} "
-            f"| {ours:,.0f} | {theirs:,.0f} | {theirs / ours:.2f} |"
+            f"| {r['round']} | {r['operation']} | {t['rps']:,.0f} | {p['rps']:,.0f} | {t['rps'] / p['rps']:.2f} "
+            f"| {t['server_cpu_us']:,.0f} + {t['pg_cpu_us']:,.0f} | {p['server_cpu_us']:,.0f} + {p['pg_cpu_us']:,.0f} "
+            f"| {t['p50_ms']} | {p['p50_ms']} | {t['foreign_pct']:.0f} / {p['foreign_pct']:.0f} |"
         )
-    ceiling_cpu = statistics.median(r["ceiling"]["server_cpu_us"] for r in ceilings)
-    lines.append(f"| bare Flask route (ceiling) | | | {ceiling_cpu:,.0f} | | |")
     errors = [
         (r["operation"], side, int(r[side]["non_2xx"]))
         for r in results
@@ -423,13 +498,20 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     return "\n".join(lines) + "\n"
 
 
+def _load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=3, help="seconds of load before each measured run")
     parser.add_argument("--duration", type=int, default=15, help="measured seconds per run")
     parser.add_argument("--documents", type=int, default=100_000)
-    parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the markdown table")
+    parser.add_argument("--as-user", action="store_true", help="call Trellis as a user under access control")
+    parser.add_argument("--only", action="append", help="an operation to run (repeat it; default: all)")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="the markdown file the dated section is added to")
+    parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args(argv)
     for tool in ("wrk", "redis-server", "psql", "node"):
         if shutil.which(tool) is None:
@@ -441,11 +523,14 @@ def main(argv: list[str] | None = None) -> None:
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
     )
-    results, _ = run(args.rounds, args.warmup, args.duration, args.documents)
+    args.load_before = _load()
+    results = run(args.rounds, args.warmup, args.duration, args.documents, args.as_user, args.only)
     text = report(results, command, args, revision)
     print(text)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    if not args.no_write:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        with args.output.open("a") as out:
+            out.write("\n" + text)
 
 
 if __name__ == "__main__":

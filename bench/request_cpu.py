@@ -24,10 +24,13 @@ import requests
 
 from bench.common import bench_server, ceiling_server
 from bench.peer_bench import (
+    ACCESS,
+    ACCESS_MODULES,
     PARSE_DSN,
     PARSE_URL,
     _backends,
     _process_cpu,
+    as_user,
     load_trellis,
     parse_cases,
     parse_pid,
@@ -89,22 +92,24 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--parse", action="store_true", help="also measure Parse (needs the shared peer)")
-    parser.add_argument("--only", default="", help="comma-separated operation names")
+    parser.add_argument("--only", action="append", help="an operation to measure (repeat it; default: all)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's collapsed stacks of each Trellis run")
+    parser.add_argument("--as-user", action="store_true", help="Trellis called by a user under access control")
     args = parser.parse_args()
     rnd = random.Random(15)
-    only = {name.strip() for name in args.only.split(",") if name.strip()}
+    only = set(args.only or ())
     with contextlib.ExitStack() as stack:
         parse_ids = stack.enter_context(parse_server(args.documents))  # both sides load the same rows
         redis_url = stack.enter_context(redis_child())
-        trellis = stack.enter_context(
-            bench_server("postgresql", modules="authentication,database,email,sms", TRELLIS_REDIS_URL=redis_url)
-        )
-        ids = load_trellis(trellis.url, trellis.admin_headers)
+        modules = ACCESS_MODULES if args.as_user else "authentication,database,email,sms"
+        trellis = stack.enter_context(bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url))
+        ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if args.as_user else None)
+        headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, ids) if args.as_user else None
         vacuum(trellis.database_url)
         requests.get(f"{trellis.url}/database/Item?limit=1&count=none", timeout=10)
-        sides = [("trellis", trellis.url, trellis_cases(ids, rnd, True), trellis.process.pid, trellis.database_url)]
+        cases = trellis_cases(ids, rnd, headers)
+        sides = [("trellis", trellis.url, cases, trellis.process.pid, trellis.database_url)]
         ceiling = stack.enter_context(ceiling_server())
         sides.append(("ceiling", ceiling.url, {"get by id": {"paths": ["/item"]}}, ceiling.process.pid, "/none"))
         if args.parse:

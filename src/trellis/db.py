@@ -23,6 +23,8 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from trellis import statements
+
 log = logging.getLogger(__name__)
 
 NAMING_CONVENTION = {
@@ -79,7 +81,9 @@ def normalise_url(url: str, async_mode: str) -> URL:
     """PostgreSQL always goes through psycopg2, the driver we install.
 
     ``postgresql://`` and the contract's ``postgresql+psycopg://`` are accepted; under eventlet
-    psycopg2 is made cooperative, which psycopg 3 cannot be (it would block the hub).
+    psycopg2 is made cooperative. psycopg 3 blocks eventlet's hub with its default wait function (``poll()``
+    in C: four 0.5 s queries in greenlets took 2.05 s), cooperates only with ``PSYCOPG_WAIT_FUNC=wait_select``
+    set in the environment, and spent ~65 µs more client CPU per statement (``bench/prepare_bench.py``).
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() != "psycopg2":
@@ -219,6 +223,7 @@ event.listen(_AppSession, "after_rollback", _drop_after_commit)
 
 def init_app(app: Flask) -> Engine:
     eng = make_engine(app.config["DATABASE_URL"], app.config["ASYNC_MODE"])
+    statements.prepare_statements(eng, bool(app.config.get("DATABASE_PREPARE", True)))
 
     @app.teardown_appcontext
     def _remove_session(_exc: BaseException | None) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from trellis import db
+from trellis import db, statements
 from trellis.errors import APIError
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,8 @@ class ReadConnections:
                 max_overflow=16,
                 pool_recycle=1800,
             )
+            # The reads' connections prepare their statements when the app's main engine does.
+            statements.prepare_statements(self.engine, statements.preparing(engine))
 
     def open(self) -> Connection:
         return self.engine.connect()

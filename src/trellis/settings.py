@@ -184,6 +184,13 @@ CORE: tuple[Setting, ...] = (
         shown="`sqlite:///instance/trellis.db`",
     ),
     Setting(
+        "DATABASE_PREPARE",
+        BOOL,
+        True,
+        "PostgreSQL: prepare the hot statements once per connection on the server; `false` behind a pooler "
+        "that hands each transaction another server connection (pgbouncer's transaction mode)",
+    ),
+    Setting(
         "REDIS_URL", TEXT, None, "Socket.IO message queue between workers, rate-limit storage, Database list counts"
     ),
     Setting("MASTER_KEY", TEXT, None, "the `masterkey` header value", shown="generated into `instance/`"),

@@ -9,17 +9,23 @@ A connection found dead invalidates the pool's older ones through SQLAlchemy's p
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import logging
+import re
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import Table
+from sqlalchemy import Table, event
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 CHECKED = {"sqlalchemy": "2.1.9"}  # see trellis.server
+log = logging.getLogger(__name__)
 
 
 def execute_compiled(
@@ -31,9 +37,11 @@ def execute_compiled(
     on the DB-API cursor: SQLAlchemy's execution layer (context, result wrapping, per-parameter
     processing) cost a create ~150 µs of CPU for its two statements (py-spy, ``bench/results/peer.md``),
     more than the round trip itself. Parameters are plain values; a dict is sent as JSON text (the JSON
-    columns' parameters). DB-API errors come out as SQLAlchemy's (``IntegrityError`` …), as from
-    ``connection.execute``, and a connection found dead is invalidated with every older one of the pool
-    (after a PostgreSQL restart the next requests get fresh connections). SQLite runs through SQLAlchemy.
+    columns' parameters). Outside a transaction block it is also prepared once per connection on the
+    server (see "statements prepared on the server" below). DB-API errors come out as SQLAlchemy's
+    (``IntegrityError`` …), as from ``connection.execute``, and a connection found dead is invalidated with
+    every older one of the pool (after a PostgreSQL restart the next requests get fresh connections).
+    SQLite runs through SQLAlchemy.
     """
     if connection.dialect.name != "postgresql":
         result = connection.execute(statement, parameters)
@@ -50,10 +58,14 @@ def execute_compiled(
     values = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in parameters.items()}
     if own:
         values = {**own, **values}
-    raw = connection.connection.dbapi_connection
+    fairy = connection.connection
+    raw = fairy.dbapi_connection
     try:
         with raw.cursor() as cursor:
-            cursor.execute(sql, values)
+            if raw.autocommit and connection.engine in _PREPARING:
+                run_prepared(cursor, fairy.info, sql, values)
+            else:
+                cursor.execute(sql, values)
             return cursor.fetchall() if cursor.description else []
     except raw.Error as exc:  # psycopg2's base class, as the connection exposes it
         dead = connection.dialect.is_disconnect(exc, raw, None)
@@ -68,6 +80,129 @@ def execute_compiled(
         raise DBAPIError.instance(
             sql, values, exc, raw.Error, connection_invalidated=dead, dialect=connection.dialect
         ) from exc
+
+
+# ---- statements prepared on the server ---------------------------------------------------------------
+# psycopg2 has no protocol-level preparation, so it is SQL's own: ``PREPARE name AS <sql with $n>`` once
+# per connection, then ``EXECUTE name (<values>)``. It saves PostgreSQL's parse, analysis and (once it
+# settles on the generic plan, after five runs) planning of every run: up to 1.3 ms of a list
+# (``bench/results/peer.md``, "Statements prepared once").
+#
+# What is prepared: every statement of :func:`execute_compiled`, and a statement run through SQLAlchemy
+# with the execution option ``PREPARE`` (``statement.execution_options(**statements.PREPARE)``: the
+# list pages and counts, one SQL text per query shape). Only outside a transaction block (autocommit:
+# the read connections; PostgreSQL runs one statement atomically on its own): there a statement that
+# fails because of its preparation can be prepared again and run once more, which a transaction, aborted
+# by the error, cannot. PostgreSQL re-plans a prepared statement by itself after DDL on its tables, but
+# fails it when the DDL changed what it answers or the types its parameters were given ("cached plan
+# must not change result type"; an operator that no longer fits a column whose type changed).
+#
+# Each connection keeps the names it prepared in its pool entry's ``info``, which SQLAlchemy empties
+# whenever the entry gets a new DBAPI connection (a PostgreSQL restart, recycling, an invalidation).
+# Behind a pooler that hands each transaction another server connection (pgbouncer's transaction mode)
+# the names are not where they were made: ``DATABASE_PREPARE=false`` there.
+
+PREPARE = {"trellis_prepare": True}  # execution option: prepare this statement on the server
+_PREPARED_KEY = "trellis_prepared"  # in a pool entry's info: the names prepared on that connection
+_MAX_PER_CONNECTION = 512  # clients choose list shapes: past this many, a connection starts again
+_PREPARING: weakref.WeakSet[Engine] = weakref.WeakSet()
+_PLAIN: set[str] = set()  # statements PostgreSQL cannot prepare (a parameter of unknown type)
+# Errors that a statement's preparation may cause and a fresh preparation cures: its result or parameter
+# types no longer fit the tables (0A000, 42804, 42883), or the name is not there (26000: a pooler, a
+# DISCARD ALL). Running again after a new PREPARE is safe: the statement failed before it did anything.
+_REPREPARE = frozenset({"0A000", "42804", "42883", "26000"})
+_UNPREPARABLE = frozenset({"42P18", "42P08"})  # could not determine / inconsistent parameter type
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    name: str
+    prepare: str  # PREPARE name AS <sql with $1…>
+    execute: str  # EXECUTE name (%(a)s, …): psycopg2 fills in the values
+
+
+@functools.lru_cache(maxsize=2048)
+def prepared_form(sql: str) -> Prepared:
+    """``sql`` (psycopg2's pyformat) as a ``PREPARE`` and its ``EXECUTE``. The name is a digest of the SQL,
+    so the same statement has the same name on every connection. The ``PREPARE`` keeps psycopg2's
+    escaped percent signs: it travels with the ``EXECUTE`` and its values."""
+    order: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return "%%"
+        return f"${order.setdefault(match.group(1), len(order) + 1)}"
+
+    body = _PLACEHOLDER.sub(number, sql)
+    name = "t_" + hashlib.blake2b(sql.encode(), digest_size=12).hexdigest()
+    values = ", ".join(f"%({key})s" for key in order)
+    return Prepared(name, f"PREPARE {name} AS {body}", f"EXECUTE {name} ({values})" if values else f"EXECUTE {name}")
+
+
+def prepare_statements(engine: Engine, enabled: bool = True) -> None:
+    """Let (or stop) ``engine``'s autocommit connections prepare statements on the server (PostgreSQL)."""
+    if enabled and engine.dialect.name == "postgresql":
+        _PREPARING.add(engine)
+        if not event.contains(engine, "do_execute", _do_execute):
+            event.listen(engine, "do_execute", _do_execute)
+    else:
+        _PREPARING.discard(engine)
+
+
+def preparing(engine: Engine) -> bool:
+    return engine in _PREPARING
+
+
+def _do_execute(cursor: Any, sql: str, parameters: Any, context: Any) -> bool | None:
+    """SQLAlchemy's single execution on PostgreSQL: prepared when the statement asks for it (``PREPARE``)
+    and the connection is in autocommit; otherwise SQLAlchemy's own ``cursor.execute``."""
+    if not context.execution_options.get("trellis_prepare") or not cursor.connection.autocommit:
+        return None
+    connection = context.root_connection
+    if connection.engine not in _PREPARING:
+        return None
+    run_prepared(cursor, connection.connection.info, sql, parameters)
+    return True
+
+
+def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any) -> None:
+    """EXECUTE ``sql``, PREPAREd first if this connection has not got it yet: both in one round trip (one
+    simple query of two statements). On an error that a new preparation cures, every name of the
+    connection is dropped (``DEALLOCATE ALL``: what one statement's DDL changed may concern others too) and
+    the statement prepared and run once more; a second failure is the statement's own. A PREPARE is not
+    undone when the EXECUTE after it fails (a unique violation): the name is then found already there."""
+    if sql in _PLAIN:
+        cursor.execute(sql, values)
+        return
+    prepared = prepared_form(sql)
+    names: set[str] = info.setdefault(_PREPARED_KEY, set())
+    prepared_again = False
+    while True:
+        known = prepared.name in names
+        if not known and len(names) >= _MAX_PER_CONNECTION:
+            cursor.execute("DEALLOCATE ALL")
+            names.clear()
+        try:
+            cursor.execute(prepared.execute if known else f"{prepared.prepare}; {prepared.execute}", values)
+        except Exception as exc:
+            state = getattr(exc, "pgcode", None)
+            if not known and state == "42P05":  # duplicate_prepared_statement: made by an earlier failed run
+                names.add(prepared.name)
+                continue
+            if not known and state in _UNPREPARABLE:
+                _PLAIN.add(sql)
+                cursor.execute(sql, values)
+                return
+            if prepared_again or state not in _REPREPARE:
+                raise
+            log.info("prepared statement %s failed (%s); preparing it again", prepared.name, state)
+            cursor.execute("DEALLOCATE ALL")
+            names.clear()
+            prepared_again = True
+            continue
+        names.add(prepared.name)
+        return
 
 
 def insert_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -17,7 +17,7 @@ from flask_jwt_extended import create_access_token
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 
-from trellis import connections, db, reads
+from trellis import connections, db, reads, statements
 from trellis.errors import forbidden, unauthorized
 from trellis.hooks import call as hooks
 from trellis.ratelimit import client_ip
@@ -134,11 +134,12 @@ def purge_sessions() -> int:
     return result.rowcount
 
 
-# Built once: every user request runs it.
+# Built once, and prepared on the server (PostgreSQL): every user request runs it.
 _USER_OF_SESSION = (
     select(*USER_COLUMNS, Session.revoked, Session.expires_at)
     .join(Session, Session.user_id == User.id)
     .where(Session.id == bindparam("session_id"), User.id == bindparam("user_id"))
+    .execution_options(**statements.PREPARE)
 )
 
 

@@ -23,7 +23,7 @@ from flask import current_app
 from sqlalchemy import Select, bindparam, delete, func, literal, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from trellis import EventTopic, db, events, reads
+from trellis import EventTopic, db, events, reads, statements
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 from trellis.hooks import call as hooks
 from trellis.http import paginate
@@ -561,7 +561,7 @@ def _teams_of_statement() -> Select:
     start = select(TeamMember.team_id.label("id")).where(TeamMember.user_id == bindparam("user_id"))
     up = start.cte("mine", recursive=True)
     up = up.union(select(Team.parent_id).join(up, Team.id == up.c.id).where(Team.parent_id.is_not(None)))
-    return select(up.c.id)
+    return select(up.c.id).execution_options(**statements.PREPARE)
 
 
 _TEAMS_OF = _teams_of_statement()

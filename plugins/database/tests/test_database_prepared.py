@@ -1,0 +1,87 @@
+"""Document reads on statements prepared on the server (PostgreSQL; ``trellis.statements``): an app with
+its real read connections (autocommit, so preparing), committing to the test database. A schema change
+between two requests that changes a prepared statement's types still answers correctly."""
+
+from __future__ import annotations
+
+import pytest
+
+from trellis import create_app
+from trellis.testing.plugin import database_kind, wipe_data
+
+pytestmark = pytest.mark.skipif(database_kind() != "postgresql", reason="server-side preparation is PostgreSQL's")
+
+
+@pytest.fixture()
+def committing(app, app_config):
+    wipe_data(app)
+    made = create_app(app_config)
+    try:
+        yield made
+    finally:
+        made.extensions["trellis_events"].stop()
+        made.extensions["trellis"].reads.engine.dispose()
+        wipe_data(app)
+
+
+def _prepared_on_idle_read_connections(application) -> set[str]:
+    """The names prepared on every idle read connection (all of them checked out at once)."""
+    engine = application.extensions["trellis"].reads.engine
+    held = [engine.connect() for _ in range(engine.pool.checkedin())]
+    try:
+        return {name for c in held for name in c.exec_driver_sql("SELECT name FROM pg_prepared_statements").scalars()}
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def test_lists_and_gets_are_prepared_and_a_field_type_change_between_requests_answers(
+    committing, app_config, admin_headers
+):
+    client = committing.test_client()
+    made = client.post(
+        "/admin/database/schemas",
+        json={"name": "Priced", "fields": {"price": {"type": "Number", "index": True}, "code": "String"}},
+        headers=admin_headers,
+    )
+    assert made.status_code == 201, made.get_json()
+    docs = [{"price": p, "code": c} for p, c in ((1, "10"), (5, "5"), (9, "9"))]
+    created = client.post("/database/Priced/many", json={"docs": docs}, headers=admin_headers)
+    assert created.status_code == 201, created.get_json()
+    ids = [doc["_id"] for doc in created.get_json()["docs"]]
+
+    for _ in range(7):  # past PostgreSQL's five custom plans
+        listed = client.get("/database/Priced?price[$lt]=6&sort=-price&limit=20", headers=admin_headers)
+        assert listed.status_code == 200 and [d["price"] for d in listed.get_json()["documents"]] == [5, 1]
+        bare = client.get("/database/Priced?code[$lt]=6&sort=code&count=none", headers=admin_headers)
+        assert [d["code"] for d in bare.get_json()["documents"]] == ["10", "5"]  # compared as text
+        got = client.get(f"/database/Priced/{ids[2]}", headers=admin_headers)
+        assert got.status_code == 200 and got.get_json()["price"] == 9
+    assert len(_prepared_on_idle_read_connections(committing)) >= 3
+
+    # code becomes a Number: its generated column changes type, and the prepared `f_code < $1` (text)
+    # no longer fits it. The next list is answered by the statement prepared again.
+    schema_id = made.get_json()["_id"]
+    changed = client.put(
+        f"/admin/database/schemas/{schema_id}",
+        json={"fields": {"price": {"type": "Number", "index": True}, "code": "Number"}},
+        headers=admin_headers,
+    )
+    assert changed.status_code in (200, 409), changed.get_json()
+    if changed.status_code == 409:
+        pytest.fail(f"the type change was refused: {changed.get_json()}")
+    added = client.post("/database/Priced", json={"price": 2, "code": 3}, headers=admin_headers)
+    assert added.status_code == 201, added.get_json()
+    query = "/database/Priced?code[$lt]=6&sort=code&count=none"
+    bare = client.get(query, headers=admin_headers)
+    assert bare.status_code == 200, bare.get_json()
+    # Compared as numbers now; the earlier documents' codes are JSON strings, not numbers, so not < 6.
+    assert [d["code"] for d in bare.get_json()["documents"]] == [3]
+    unprepared = create_app({**app_config, "DATABASE_PREPARE": False})
+    try:
+        assert unprepared.test_client().get(query, headers=admin_headers).get_json() == bare.get_json()
+    finally:
+        unprepared.extensions["trellis_events"].stop()
+        unprepared.extensions["trellis"].reads.engine.dispose()
+    listed = client.get("/database/Priced?price[$lt]=6&sort=-price&limit=20", headers=admin_headers)
+    assert [d["price"] for d in listed.get_json()["documents"]] == [5, 2, 1] and listed.get_json()["count"] == 3

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from flask import Flask
 
 from .. import audit, db
+from .. import events as trellis_events
 from ..models import EventRecord
 from . import tables
 from .archive import Archive, ArchiveError, cooperate
@@ -76,11 +77,11 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
         for runtime in tables.runtime_tables(hooks, connection):
             connection.execute(sa.schema.DropTable(runtime.table, if_exists=True))
         for table in reversed(model):
-            if table.name != tables.GENERATIONS:
+            if table.name not in (tables.GENERATIONS, tables.COUNTERS):
                 connection.execute(table.delete())
         counts: dict[str, int] = {}
         for table in model:
-            if table.name in archived and table.name not in (tables.EVENTS, tables.GENERATIONS):
+            if table.name in archived and table.name not in (tables.EVENTS, tables.GENERATIONS, tables.COUNTERS):
                 counts[table.name] = _insert(connection, archive, table)
         for runtime in tables.runtime_tables(hooks, connection):
             runtime.create(connection)
@@ -199,5 +200,6 @@ def _move_event_log(connection: sa.Connection, used: int, families: set[str], ar
         for i, family in enumerate(sorted(families | {RESTORE_FAMILY}), start=1)
     ]
     connection.execute(events.insert(), markers)
+    trellis_events.count_commit(connection, [marker["family"] for marker in markers])  # every change number moves
     last = used + len(markers)
     connection.execute(sa.text(f"UPDATE {tables.CONSUMERS} SET last_event_id = :last"), {"last": last})

@@ -1,7 +1,11 @@
 r"""The event log: domain events recorded in the transaction of the change, numbered, fanned out.
 
 A module calls :func:`record` where it writes (``database.Item.update``, ``authentication.user.block``);
-the row commits with the change or not at all (a transactional outbox, table ``core_events``).
+the row commits with the change or not at all (a transactional outbox, table ``core_events``). A write
+that is a single statement (the Database module's single-document writes on PostgreSQL) makes its event
+rows part of that statement instead (:func:`recorded_by`, then :func:`written`): PostgreSQL runs a
+statement atomically, so it commits alone, with no transaction around it. Every commit that records
+events of a family also bumps that family's counter: the change number (:func:`change_number`).
 
 Numbering (the *sequencer*): ``id`` is the insert order, but PostgreSQL transactions commit in another
 order, so a reader that followed ``id`` could skip a row that commits late. After a commit that recorded

@@ -81,14 +81,30 @@ def test_a_refused_write_leaves_no_document_event_or_grant(app, client, user):
     renamed = client.patch(f"/database/{schema}/{second['_id']}", json={"code": "a"}, headers=user.headers)
     assert renamed.status_code == 409
     stranger = create_user_with_client(client)
-    refused = client.delete(f"/database/{schema}/{first.get_json()['_id']}", headers=stranger.headers)
+    first_id = first.get_json()["_id"]
+    refused = client.delete(f"/database/{schema}/{first_id}", headers=stranger.headers)
     assert refused.status_code == 404
-    after = _state(app, schema)
-    assert after == {"documents": 2, "events": 2, "grants": 2, "change": before["change"] + 1}
+    assert (
+        client.patch(f"/database/{schema}/{first_id}", json={"code": "z"}, headers=stranger.headers).status_code == 404
+    )
+    shared = client.post(
+        f"/database/{schema}/{first_id}/grants",
+        json={"subject": f"User:{stranger.id}", "relation": "reader"},
+        headers=user.headers,
+    )
+    assert shared.status_code == 201, shared.get_json()
+    for method in ("PATCH", "DELETE"):  # may read, may not edit or delete: 403, and nothing changes
+        answer = client.open(
+            f"/database/{schema}/{first_id}", method=method, json={"code": "z"}, headers=stranger.headers
+        )
+        assert answer.status_code == 403, (method, answer.get_json())
+    assert client.get(f"/database/{schema}/{first_id}", headers=user.headers).get_json()["code"] == "a"
+    after = _state(app, schema)  # the second document and the share (its own grant event: another family)
+    assert after == {"documents": 2, "events": 2, "grants": 3, "change": before["change"] + 1}
 
     client.delete(f"/database/{schema}/{second['_id']}", headers=user.headers)
     gone = _state(app, schema)
-    assert gone == {"documents": 1, "events": 3, "grants": 1, "change": before["change"] + 2}
+    assert gone == {"documents": 1, "events": 3, "grants": 2, "change": before["change"] + 2}
 
 
 def test_the_change_number_grows_with_each_committed_write_and_not_with_a_rolled_back_one(app, client):

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from trellis import create_app, events
 from trellis.testing.pg_proxy import PostgresProxy
-from trellis.testing.plugin import TEST_MASTER_KEY, database_kind
+from trellis.testing.plugin import TEST_MASTER_KEY, database_kind, wipe_data
 from trellis_authentication.testing import UserAccount, create_user_with_client
 
 ADMIN = {"masterkey": TEST_MASTER_KEY}
@@ -51,9 +51,11 @@ def _state(app: Any, schema: str) -> dict[str, int]:
 
 
 @pytest.fixture()
-def client(app) -> Any:
-    """The app's test client with no test transaction: every write commits."""
-    return app.test_client()
+def client(app) -> Iterator[Any]:
+    """The app's test client with no test transaction: every write commits (and is wiped afterwards,
+    so the tests that count every resource or tuple of the database do not see them)."""
+    yield app.test_client()
+    wipe_data(app)
 
 
 @pytest.fixture()

@@ -33,7 +33,10 @@ SPECIFIC: list[tuple[str, re.Pattern[str]]] = [
             "request parsing",
             r"\(json/decoder\.py|^FastHttpProtocol\.(_?parse_request|_read_headers|_read_request_line) |^[\w.]*get_json |jsonbody\.py",
         ),
-        ("validation", r"^validate |\(trellis_database/fields\.py|\(marshmallow/|\(webargs/|^check_relations "),
+        (
+            "validation",
+            r"^validate |\(trellis_database/fields\.py|\(marshmallow/|^Parser\.[a-z_]+ \(webargs/|^check_relations ",
+        ),
         ("access", r"document_access\.py|\(trellis_authorization/|\(trellis/access\.py"),
         ("event log", r"\(trellis/events\.py"),
         ("Redis (cache tokens, rate limits, counts)", r"\(redis/"),

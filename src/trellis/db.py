@@ -160,6 +160,19 @@ session: scoped_session[Session] = scoped_session(
 )
 
 
+def in_transaction() -> bool:
+    """Whether the core session has a transaction open (without making a session for the question)."""
+    return session.registry.has() and session().in_transaction()
+
+
+def commit() -> None:
+    """Commit the core session's transaction, if one is open. A write that committed on its own (the
+    Database module's single-document writes on PostgreSQL) leaves nothing to commit, and making a
+    session to begin and commit an empty transaction cost ~3.5% of a create's CPU (py-spy)."""
+    if in_transaction():
+        session.commit()
+
+
 _AFTER_COMMIT = "trellis_after_commit"  # in Session.info: the callbacks waiting for the outer commit
 
 

@@ -470,7 +470,7 @@ def _alone() -> bool:
     """Whether a single-document write may commit on its own: PostgreSQL, and no transaction open in the
     session (nothing read or written before it must commit with it). The caller's ``db.session.commit()``
     then has nothing to do."""
-    return dialect() == "postgresql" and not db.session().in_transaction()
+    return dialect() == "postgresql" and not db.in_transaction()
 
 
 def _execute(schema: CompiledSchema, key: Any, build: Any, parameters: dict[str, Any], alone: bool) -> list[Any]:
@@ -638,7 +638,7 @@ def _update_one(
         before = _document_sql(schema, *(written.c[f"old_{c.name}"] for c in columns(table)))
         payload = _concat('{"document":', after, ',"previous":', before, "}")
         parts = events.recorded_by(topic, written, payload, alone)
-        return sa.select(*written.c).add_cte(*parts)
+        return sa.select(*(written.c[c.name] for c in columns(table))).add_cte(*parts)  # the old row stays in SQL
 
     shape = (key, alone, events.enabled(), guarded and document_access.statement_key(schema))
     rows = _execute(schema, shape, build, {**parameters, **(acting.parameters() if guarded else {})}, alone)

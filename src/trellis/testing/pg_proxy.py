@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from types import TracebackType
 
 from .ports import free_port
@@ -61,54 +62,56 @@ class PostgresProxy:
             server = socket.create_connection(self.target)
             self._sockets += [client, server]
             number = len(self._sockets) // 2
-            threading.Thread(target=self._client_to_server, args=(number, client, server), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+            reader = _Frontend(number, self)
+            threading.Thread(target=_pump, args=(client, server, reader.feed), daemon=True).start()
+            threading.Thread(target=_pump, args=(server, client, None), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+    def record(self, number: int, sql: str) -> None:
+        with self._lock:
+            self.queries.append((number, sql))
 
-    def _client_to_server(self, number: int, client: socket.socket, server: socket.socket) -> None:
-        """Forward as it comes, and parse the frontend messages: untyped startup packets, then
-        ``type byte + int32 length`` messages."""
-        buffer, started = b"", False
-        try:
-            while data := client.recv(65536):
-                server.sendall(data)
-                buffer += data
-                while True:
-                    if not started:
-                        if len(buffer) < 8:
-                            break
-                        (length,) = struct.unpack("!i", buffer[:4])
-                        if len(buffer) < length:
-                            break
-                        (code,) = struct.unpack("!i", buffer[4:8])
-                        buffer, started = buffer[length:], code != SSL_REQUEST
-                        continue
-                    if len(buffer) < 5:
-                        break
-                    kind, (length,) = buffer[:1], struct.unpack("!i", buffer[1:5])
-                    if len(buffer) < 1 + length:
-                        break
-                    if kind == b"Q":
-                        with self._lock:
-                            self.queries.append((number, buffer[5 : 1 + length].rstrip(b"\0").decode()))
-                    buffer = buffer[1 + length :]
-        except OSError:
-            pass
-        finally:
-            for sock in (client, server):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+
+def _pump(source: socket.socket, sink: socket.socket, watch: Callable[[bytes], None] | None) -> None:
+    """Forward ``source`` to ``sink`` as it comes (``watch`` sees every chunk); close both at the end."""
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+            if watch is not None:
+                watch(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Frontend:
+    """Parses what a client sends: untyped startup packets, then ``type byte + int32 length`` messages."""
+
+    def __init__(self, number: int, proxy: PostgresProxy) -> None:
+        self.number, self.proxy = number, proxy
+        self.buffer, self.started = b"", False
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+        while True:
+            if not self.started:
+                if len(self.buffer) < 8:
+                    return
+                (length,) = struct.unpack("!i", self.buffer[:4])
+                if len(self.buffer) < length:
+                    return
+                (code,) = struct.unpack("!i", self.buffer[4:8])
+                self.buffer, self.started = self.buffer[length:], code != SSL_REQUEST
+                continue
+            if len(self.buffer) < 5:
+                return
+            kind, (length,) = self.buffer[:1], struct.unpack("!i", self.buffer[1:5])
+            if len(self.buffer) < 1 + length:
+                return
+            if kind == b"Q":
+                self.proxy.record(self.number, self.buffer[5 : 1 + length].rstrip(b"\0").decode())
+            self.buffer = self.buffer[1 + length :]

@@ -1,8 +1,9 @@
 """Documents: validation against the schema, reads (Core rows, no ORM) and writes.
 
 A document is ``{"_id", <fields>…, "createdAt", "updatedAt", "__v"}``; the fields are stored in
-``data``, the rest in columns. Writes are single statements where possible (``UPDATE … RETURNING``),
-reads fetch only the base columns, and populate runs one query per relation field and level.
+``data``, the rest in columns. A single-document write on PostgreSQL is one statement with its event
+and tuples (see "writes" below), reads fetch only the base columns, and populate runs one query per
+relation field and level.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def _record(
     previous: list[dict[str, Any]] | None = None,
     grants: dict[str, list[list[str]]] | None = None,
 ) -> None:
-    """Every document write passes here, inside its transaction, once its statement has run.
+    """Every document write made in a transaction passes here, once its statement has run (on PostgreSQL a
+    single-document write records its event in its own statement instead: ``events.recorded_by``).
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
     for a delete); ``previous`` the documents as they were (updates and deletes); ``grants`` the tuples

@@ -180,9 +180,9 @@ def test_round_trip_of_every_module_and_file(make_app, tmp_path):
     assert restored["files"] == 1
     assert _products(app) == [("Pen", 2), ("Lamp", 9.5), ("Desk", 180)]
     after = _counts(app)
-    assert {n: c for n, c in after.items() if n not in ("core_events", "trellis_audit_log")} == {
-        n: c for n, c in counts.items() if n not in ("core_events", "trellis_audit_log")
-    }
+    # The event log and its change counters are not copied back (a restore moves them forward).
+    moved = ("core_events", "core_event_counters", "trellis_audit_log")
+    assert {n: c for n, c in after.items() if n not in moved} == {n: c for n, c in counts.items() if n not in moved}
     download = client.get(f"/storage/download/{data['file']}", headers=data["user"])
     assert download.status_code == 200 and download.data == b"hello from a backup\n" * 500
     assert client.get("/config/backups", headers=ADMIN).get_json()["keep"] == 3
@@ -293,6 +293,13 @@ def _make_older(app: Any, *revisions: str) -> list[str]:
         return create.current_heads(connection)
 
 
+def _change_counters(app: Any) -> dict[str, int]:
+    """Every event family's change number (``trellis.events.change_number``: the sum of its counters)."""
+    with app.extensions["trellis"].engine.connect() as connection:
+        rows = connection.exec_driver_sql("SELECT family, sum(changes) FROM core_event_counters GROUP BY family")
+        return {family: int(number) for family, number in rows}
+
+
 def _storage_of(app: Any, schema: str) -> str:
     from trellis_database.models import SchemaRecord
 
@@ -316,7 +323,7 @@ def test_an_archive_from_older_migrations_restores_then_migrates(make_app, serve
 
     old = make_app(database_kind())
     data = _fill(old)
-    heads = _make_older(old, *OLDER)
+    heads = _make_older(old, *OLDER, "core_0005")  # core_0005: before the change counters' table
     assert set(OLDER) <= set(heads) and heads != _code_heads(old)
     with old.extensions["trellis"].engine.connect() as connection:
         sessions = connection.exec_driver_sql("SELECT count(*) FROM auth_sessions").scalar()
@@ -334,6 +341,9 @@ def test_an_archive_from_older_migrations_restores_then_migrates(make_app, serve
     assert made.status_code in (200, 201)
     server = serve(new)  # another process, its caches primed with the state before
     assert requests.get(f"{server.url}/database/Other", headers=ADMIN, timeout=30).status_code == 200
+    assert client.post("/database/Other", headers=ADMIN, json={"n": 1}).status_code == 201
+    changes = _change_counters(new)
+    assert changes
     with new.app_context():  # as `flask --app wsgi trellis backup restore` runs it
         restored = new.test_cli_runner().invoke(args=["trellis", "backup", "restore", str(archive), "--yes"])
     assert restored.exit_code == 0 and "then migrated to this release's heads" in restored.output, restored.output
@@ -347,6 +357,9 @@ def test_an_archive_from_older_migrations_restores_then_migrates(make_app, serve
         counted = connection.exec_driver_sql("SELECT table_name, epoch, counted_until FROM database_count_epochs")
         # database_0003 ran over the restored schema records: the Product table has its row again.
         assert [tuple(row) for row in counted] == [(products, 0, None)]
+    # The change counters' table was dropped and made again by the migrations: no number went back.
+    after = _change_counters(new)
+    assert all(after.get(family, 0) > number for family, number in changes.items()), (changes, after)
     # And the app serves it: documents, the account, its file; new writes go on.
     assert _products(new) == [("Pen", 2), ("Lamp", 9.5), ("Desk", 180)]
     names = {s["name"] for s in client.get("/admin/database/schemas", headers=ADMIN).get_json()["schemas"]}
@@ -382,8 +395,8 @@ FAILING_MIGRATION = '''"""test: one audit entry per module, action and target"""
 
 from alembic import op
 
-revision = "core_0006"
-down_revision = "core_0005"
+revision = "core_0007"
+down_revision = "core_0006"
 branch_labels = None
 depends_on = None
 
@@ -415,9 +428,9 @@ def test_a_migration_failing_during_an_older_restore_leaves_the_previous_state(m
 
     migrations = tmp_path / "migrations"
     shutil.copytree(DEFAULT_SCRIPT_LOCATION, migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0006_test_audit_once.py").write_text(FAILING_MIGRATION)
+    (migrations / "versions" / "0007_test_audit_once.py").write_text(FAILING_MIGRATION)
     old = make_app(database_kind(), MIGRATIONS_PATH=str(migrations))
-    _make_older(old, "core_0005")
+    _make_older(old, "core_0006")
     _fill(old)
     assert old.test_client().put("/config/backups", headers=ADMIN, json={"keep": 4}).status_code == 200
     _make_older(old, *OLDER)
@@ -431,7 +444,7 @@ def test_a_migration_failing_during_an_older_restore_leaves_the_previous_state(m
     counts, blobs = _counts(new), _blobs_on_disk(new)
     with new.extensions["trellis"].engine.connect() as connection:
         heads = create.current_heads(connection)
-    assert "core_0006" in heads
+    assert "core_0007" in heads
     with pytest.raises(sa.exc.IntegrityError):
         _restore(new, archive)
     assert _counts(new) == counts

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+import sqlalchemy as sa
 
 from trellis import create_app
 from trellis.testing.pg_cluster import BINARIES
@@ -55,8 +56,19 @@ def test_a_restart_under_reads_and_writes_answers_at_most_503(pg_cluster, app_co
         stop.set()
         for thread in threads:
             thread.join(30)
+    # A write acknowledged is durable: every 201 (each a single statement committed on its own) is there,
+    # with its event, after the restart.
+    acknowledged = {body["_id"] for method, status, body, _r in answers if method == "POST" and status == 201}
+    with application.app_context(), application.extensions["trellis"].engine.connect() as connection:
+        table = connection.execute(sa.text("SELECT id FROM database_schemas WHERE name = 'Restarted'")).scalar_one()
+        stored = set(connection.execute(sa.text(f"SELECT id FROM dbdoc_{table}")).scalars())
+        logged = connection.execute(
+            sa.text("SELECT count(*) FROM core_events WHERE family = 'database.Restarted'")
+        ).scalar_one()
     application.extensions["trellis_events"].stop()  # its loop would outlive the cluster
     application.extensions["trellis"].engine.dispose()
+    assert acknowledged and acknowledged <= stored, len(acknowledged - stored)
+    assert logged == len(stored)  # no document without its event, no event without its document
 
     assert before > 0 and len(answers) > before
     statuses = [status for _m, status, _b, _r in answers]

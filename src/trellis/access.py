@@ -167,6 +167,20 @@ class AccessControl(Protocol):
 
     def deleted(self, resource: str, doc_ids: list[str]) -> dict[str, list[list[str]]]: ...
 
+    # A single-document write in one statement (PostgreSQL, data-modifying CTEs): the same tuple writes as
+    # created/deleted, as parts of the document's own statement. ``written`` is the CTE of the document's
+    # INSERT or DELETE (it returns ``id``).
+
+    def owner_grant(self, resource: str, written: sa.CTE) -> sa.Insert:
+        """The INSERT … SELECT of the owner tuple of the document ``written`` creates; its bound parameters
+        are :meth:`owner_parameters`' and ``now`` (the creation time)."""
+
+    def owner_parameters(self, acting: Acting) -> dict[str, Any] | None:
+        """The owner grant's parameters for this caller; None when what it creates has no owner (admins)."""
+
+    def forget_resources(self, resource: str, written: sa.CTE) -> sa.Delete:
+        """The DELETE of the tuples on the document ``written`` deletes, returning ``subject``, ``relation``."""
+
     def renamed(self, old: str, new: str) -> None: ...
 
     def dropped(self, resource: str) -> None: ...

@@ -91,6 +91,17 @@ class EventRecord(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
+class EventCounter(Base):
+    """How many commits recorded events of a family, striped over a few rows (``trellis.events.change_number``
+    sums them): a write bumps one slot, so concurrent writers of one family rarely wait on the same row."""
+
+    __tablename__ = "core_event_counters"
+
+    family: Mapped[str] = mapped_column(String(200), primary_key=True)
+    slot: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    changes: Mapped[int] = mapped_column(BigInteger)
+
+
 class EventConsumer(Base):
     """How far a named consumer of the event log has got (``trellis.events.consumer``): one row, advanced
     in the transaction of the consumer's work, so an event is handled once whatever process does it."""

@@ -66,6 +66,16 @@ class Control:
         deletion's event can say who could read the documents (live subscribers get ``delete``)."""
         return tuples.forget_resources(resource, doc_ids) if doc_ids else {}
 
+    def owner_grant(self, resource: str, written: sa.CTE) -> sa.Insert:
+        return tuples.owner_insert(resource, written)
+
+    def owner_parameters(self, acting: Acting) -> dict[str, Any] | None:
+        owner = acting.owner_subject
+        return None if owner is None else tuples.owner_parameters(owner)
+
+    def forget_resources(self, resource: str, written: sa.CTE) -> sa.Delete:
+        return tuples.forget_written(resource, written)
+
     def renamed(self, old: str, new: str) -> None:
         tuples.rename_type(old, new)
         definitions.rename(old, new)

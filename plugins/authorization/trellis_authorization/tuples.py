@@ -137,6 +137,36 @@ def created(resource_type: str, doc_ids: list[str], owner: str) -> None:
     )
 
 
+def owner_insert(resource_type: str, written: sa.CTE) -> sa.Insert:
+    """:func:`created` as part of a create's own statement (one round trip): the owner tuple of each row
+    ``written`` returns; bound parameters ``acc_tuple`` (its id), ``acc_owner`` (the subject) and ``now``."""
+    return sa.insert(_table).from_select(
+        ["id", "subject", "relation", "resource_type", "resource_id", "created_at"],
+        sa.select(
+            sa.bindparam("acc_tuple", type_=_table.c.id.type),
+            sa.bindparam("acc_owner", type_=_table.c.subject.type),
+            db.sql_text("owner"),
+            db.sql_text(resource_type),
+            written.c.id,
+            sa.bindparam("now", type_=_table.c.created_at.type),
+        ).select_from(written),
+    )
+
+
+def owner_parameters(owner: str) -> dict[str, Any]:
+    return {"acc_tuple": db.new_id(), "acc_owner": owner}
+
+
+def forget_written(resource_type: str, written: sa.CTE) -> sa.Delete:
+    """:func:`forget_resources` as part of a deletion's own statement: the tuples of the rows ``written``
+    returns, deleted and returned (``resource_id``, ``subject``, ``relation``)."""
+    return (
+        sa.delete(_table)
+        .where(_table.c.resource_type == db.sql_text(resource_type), _table.c.resource_id.in_(sa.select(written.c.id)))
+        .returning(_table.c.resource_id, _table.c.subject, _table.c.relation)
+    )
+
+
 def revoke(resource_type: str, doc_id: str, subject: str, relation: str) -> bool:
     """Remove one tuple; False when there was none."""
     statement = sa.delete(_table).where(

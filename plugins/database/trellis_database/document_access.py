@@ -190,6 +190,24 @@ def created(schema: CompiledSchema, acting_as: Acting | None, doc_ids: list[str]
         control().created(schema.name, doc_ids, acting_as)
 
 
+def owner_parameters(schema: CompiledSchema, acting_as: Acting | None) -> dict[str, Any] | None:
+    """The parameters of :func:`owner_grant` for this caller; None when a create grants nothing (the schema
+    is not under access control, or an administrator creates)."""
+    if acting_as is None or not opted_in(schema):
+        return None
+    return control().owner_parameters(acting_as)
+
+
+def owner_grant(schema: CompiledSchema, written: sa.CTE) -> sa.Insert:
+    """:func:`created` as part of a create's own statement (``written``: its INSERT, returning ``id``)."""
+    return control().owner_grant(schema.name, written)
+
+
+def forget(schema: CompiledSchema, written: sa.CTE) -> sa.Delete | None:
+    """:func:`deleted` as part of a deletion's own statement; None when the schema is not under access control."""
+    return control().forget_resources(schema.name, written) if opted_in(schema) else None
+
+
 def deleted(schema: CompiledSchema, doc_ids: list[str]) -> dict[str, list[list[str]]]:
     """Remove the deleted documents' tuples; returns them by id (for the deletion's event, see
     ``documents._event_payloads``)."""

@@ -1,8 +1,9 @@
 """Documents: validation against the schema, reads (Core rows, no ORM) and writes.
 
 A document is ``{"_id", <fields>…, "createdAt", "updatedAt", "__v"}``; the fields are stored in
-``data``, the rest in columns. Writes are single statements where possible (``UPDATE … RETURNING``),
-reads fetch only the base columns, and populate runs one query per relation field and level.
+``data``, the rest in columns. A single-document write on PostgreSQL is one statement with its event
+and tuples (see "writes" below), reads fetch only the base columns, and populate runs one query per
+relation field and level.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def _record(
     previous: list[dict[str, Any]] | None = None,
     grants: dict[str, list[list[str]]] | None = None,
 ) -> None:
-    """Every document write passes here, inside its transaction, once its statement has run.
+    """Every document write made in a transaction passes here, once its statement has run (on PostgreSQL a
+    single-document write records its event in its own statement instead: ``events.recorded_by``).
 
     ``kind`` is ``create``, ``update`` or ``delete``; ``docs`` are the documents written (their ids
     for a delete); ``previous`` the documents as they were (updates and deletes); ``grants`` the tuples
@@ -500,8 +502,35 @@ def _replace(docs: list[dict[str, Any]], name: str, array: bool, found: dict[str
 
 # ---- writes ----------------------------------------------------------------------------------------
 # One function per kind of write (create, update, delete), used by REST, `/many`, custom endpoints and
-# GraphQL alike. Each validates, runs a statement built once per schema version in the caller's
-# transaction, and passes `_record`. The caller commits.
+# GraphQL alike. Each validates and writes with a statement built once per schema version and shape.
+#
+# PostgreSQL: a single-document write is ONE statement. Its data-modifying CTEs write the document, its
+# event row (and the family's change counter), and under access control its owner tuple (create) or the
+# removal of its tuples (delete): all of it commits or none of it, as PostgreSQL runs a statement
+# atomically. When the session has no transaction open, the statement runs on the request's autocommit
+# connection (`trellis.reads`) and commits on its own: one round trip, no BEGIN/COMMIT (see `_alone`).
+# Work that needs several statements (a relation check, several documents, a caller that wrote already
+# or opened a transaction) runs the same statement in the session's transaction, which the caller
+# commits. SQLite keeps its transaction (in-process: no round trip to save) and `_record`.
+
+
+def _alone() -> bool:
+    """Whether a single-document write may commit on its own: PostgreSQL, and no transaction open in the
+    session (nothing read or written before it must commit with it). The caller's ``db.session.commit()``
+    then has nothing to do."""
+    return dialect() == "postgresql" and not db.in_transaction()
+
+
+def _execute(schema: CompiledSchema, key: Any, build: Any, parameters: dict[str, Any], alone: bool) -> list[Any]:
+    """Run a write statement built once per schema version and ``key``: on the autocommit connection
+    when ``alone``, else in the session's transaction. Its rows (``RETURNING``)."""
+    connection = reads.connection() if alone else db.session.connection()
+    return statements.execute_compiled(connection, _statement(schema, key, build), parameters, schema.statements)
+
+
+def _has_relations(schema: CompiledSchema, values: list[dict[str, Any]]) -> bool:
+    """Whether the documents name related documents: their check reads, in the write's transaction."""
+    return any(field.type == "Relation" and name in doc for doc in values for name, field in schema.fields.items())
 
 
 def create(
@@ -527,18 +556,39 @@ def create(
     check_relations(snapshot, schema, values, prefix="docs." if many else "")
     now = utcnow()
     rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
-
+    docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
     try:
+        if len(rows) == 1 and dialect() == "postgresql":
+            _create_one(schema, rows[0], docs[0], acting)
+            return docs
         if len(rows) == 1:
             _write(schema, "insert", lambda: _insert_statement(schema), rows[0])
         else:  # one statement for the batch (an unnest of column arrays on PostgreSQL)
             statements.insert_rows(db.session.connection(), schema.table, rows)
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
     document_access.created(schema, acting, [r["id"] for r in rows])
     _record("create", schema, docs)
     return docs
+
+
+def _create_one(schema: CompiledSchema, row: dict[str, Any], doc: dict[str, Any], acting: Acting | None) -> None:
+    """PostgreSQL: the document, its event and its owner tuple in one statement."""
+    alone = _alone()
+    grant = document_access.owner_parameters(schema, acting)
+    topic = f"{counts.family(schema.name)}.create"
+
+    def build() -> sa.Select:
+        written = _insert_statement(schema).returning(schema.table.c.id).cte("written")
+        parts = events.recorded_by(topic, written, sa.bindparam("payload", type_=sa.Text), alone)
+        if grant is not None:
+            parts.append(document_access.owner_grant(schema, written).cte("granted"))
+        return sa.select(written.c.id).add_cte(*parts)
+
+    payload = _event_payloads("create", [doc], None)[0]
+    parameters = {**row, "now": row["created_at"], "payload": payload, **(grant or {})}
+    _execute(schema, ("create", alone, events.enabled(), grant is not None), build, parameters, alone)
+    events.written(topic, alone)
 
 
 def _insert_statement(schema: CompiledSchema) -> sa.Insert:
@@ -576,28 +626,110 @@ def update(
     "patch" (PATCH: a merge, ``null`` removes). A missing document is a 404; under access, so is one
     ``acting`` may not read, and one it may read but not edit is a 403."""
     checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
-    for doc_id, _, _ in checked:
-        document_access.require(schema, acting, doc_id, "edit")
+    postgresql = dialect() == "postgresql"
+    # One document, nothing to check in a transaction: one statement that commits alone, whose access
+    # predicate is part of its WHERE (read by the statement, a miss tells 404 from 403 afterwards).
+    alone = len(checked) == 1 and not _has_relations(schema, [values for _, values, _ in checked]) and _alone()
+    if not alone:
+        for doc_id, _, _ in checked:
+            document_access.require(schema, acting, doc_id, "edit")
     check_relations(snapshot, schema, [values for _, values, _ in checked])
     now = utcnow()
     docs, previous = [], []
-    width = len(columns(schema.table))  # the document's columns, then (PostgreSQL) the old ones
     try:
         for doc_id, values, removed in checked:
-            if mode == "replace":
-                key, build, params = "replace", _replace_statement(schema), {"data": values}
-            else:
-                key, build, params = _patch_statement(schema, values, removed)
-            before = None if dialect() == "postgresql" else _locked_by_id(schema, doc_id)
-            rows = _write(schema, key, build, {**params, "doc_id": doc_id, "now": now})
+            key, data, params = _data_change(schema, mode, values, removed)
+            if postgresql:
+                docs.append(_update_one(schema, key, data, {**params, "doc_id": doc_id, "now": now}, acting, alone))
+                continue
+            before = _locked_by_id(schema, doc_id)
+            rows = _write(
+                schema,
+                key,
+                lambda data=data: _update_statement(schema, data()),
+                {**params, "doc_id": doc_id, "now": now},
+            )
             if not rows:
                 raise not_found(f"No {schema.name} document with id {doc_id!r}")
             docs.append(to_document(schema, rows[0]))
-            previous.append(to_document(schema, rows[0][width:] if before is None else before))
+            previous.append(to_document(schema, before))
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    _record("update", schema, docs, previous)
+    if not postgresql:
+        _record("update", schema, docs, previous)
     return docs
+
+
+def _update_one(
+    schema: CompiledSchema, key: Any, data: Any, parameters: dict[str, Any], acting: Acting | None, alone: bool
+) -> dict[str, Any]:
+    """PostgreSQL: ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <old>`` with the event
+    ``{"document": <after>, "previous": <old>}`` made from those rows in the same statement (the lock makes
+    ``old`` the very version this update replaces). ``alone`` under access: the caller's read and edit
+    predicates in the ``old`` subquery; a miss is then told apart (404 or 403) by a read."""
+    guarded = alone and acting is not None
+    topic = f"{counts.family(schema.name)}.update"
+    table = schema.table
+
+    def build() -> sa.Select:
+        old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
+        if guarded:
+            old = old.where(*_access_parts(schema, acting, "edit"))
+        old_row = old.with_for_update().subquery("old")
+        written = (
+            _update_values(schema, data())
+            .where(table.c.id == old_row.c.id)
+            .returning(*columns(table), *(c.label(f"old_{c.name}") for c in old_row.c))
+            .cte("written")
+        )
+        after = _document_sql(schema, *(written.c[c.name] for c in columns(table)))
+        before = _document_sql(schema, *(written.c[f"old_{c.name}"] for c in columns(table)))
+        payload = _concat('{"document":', after, ',"previous":', before, "}")
+        parts = events.recorded_by(topic, written, payload, alone)
+        return sa.select(*(written.c[c.name] for c in columns(table))).add_cte(*parts)  # the old row stays in SQL
+
+    shape = (key, alone, events.enabled(), guarded and document_access.statement_key(schema))
+    rows = _execute(schema, shape, build, {**parameters, **(acting.parameters() if guarded else {})}, alone)
+    if not rows:
+        if guarded:
+            document_access.require(schema, acting, parameters["doc_id"], "edit")
+        raise not_found(f"No {schema.name} document with id {parameters['doc_id']!r}")
+    events.written(topic, alone)
+    return to_document(schema, rows[0])
+
+
+def _access_parts(schema: CompiledSchema, acting: Acting, permission: str) -> list[sa.ColumnElement[bool]]:
+    """The caller may read the document and hold ``permission`` on it (parameters: ``acting.parameters()``)."""
+    return [document_access.read_condition(schema, acting), document_access.read_condition(schema, acting, permission)]
+
+
+def _concat(*parts: Any) -> sa.ColumnElement[str]:
+    """SQL ``a || b || …``; a str part is a constant (an SQL string literal: compiled once)."""
+    items = [db.sql_text(p) if isinstance(p, str) else p for p in parts]
+    result = items[0]
+    for item in items[1:]:
+        result = result.op("||", return_type=sa.Text)(item)
+    return result
+
+
+def _document_sql(schema: CompiledSchema, *row: Any) -> sa.ColumnElement[str]:
+    """:func:`document_json` in SQL, over the columns of a row a statement wrote (its event's payload):
+    the same keys in the same order. ``data`` is PostgreSQL's text of the JSONB (``{"a": 1}``)."""
+    doc_id, data, created, updated, version = row
+    text = sa.cast(data, sa.Text)
+    inner = sa.case(
+        (text == sa.literal_column("'{}'"), sa.literal_column("''")),
+        else_=_concat(",", sa.func.substr(text, sa.literal_column("2"), sa.func.length(text) - sa.literal_column("2"))),
+    )
+    parts: list[Any] = ['{"_id":', sa.cast(sa.func.to_json(doc_id), sa.Text), inner]
+    if schema.timestamps:
+        stamp_format, utc = sa.literal_column(f"'{_STAMP_FORMAT}'"), sa.literal_column("'UTC'")
+        created_text, updated_text = (
+            sa.func.to_char(sa.func.timezone(utc, c), stamp_format) for c in (created, updated)
+        )
+        parts += [',"createdAt":"', created_text, '","updatedAt":"', updated_text, '"']
+    parts += [',"__v":', sa.cast(version, sa.Text), "}"]
+    return _concat(*parts)
 
 
 def _locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
@@ -621,42 +753,39 @@ def patch(
     return update(snapshot, schema, [(doc_id, body)], "patch", acting)[0]
 
 
-def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
-    """``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``: one round trip.
-
-    On PostgreSQL it also returns the document as it was (for the event log), still in one round trip:
-    ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <old>``; the lock makes ``old`` the
-    very version this update replaces.
-    """
+def _update_values(schema: CompiledSchema, data: Any) -> sa.Update:
     table = schema.table
-    statement = sa.update(table).values(
+    return sa.update(table).values(
         data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1
     )
-    if dialect() != "postgresql":
-        return statement.where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table))
-    old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id")).with_for_update().subquery("old")
-    return statement.where(table.c.id == old.c.id).returning(*columns(table), *old.c)
 
 
-def _replace_statement(schema: CompiledSchema) -> Any:
-    return lambda: _update_statement(schema, sa.bindparam("data", type_=schema.table.c.data.type))
-
-
-def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: list[str]) -> tuple[Any, Any, dict]:
-    """(cache key, builder, parameters) of a merge, which the database does. PostgreSQL: one statement
-    per schema, ``data || :set - :unset``; SQLite: ``json_set``/``json_remove`` per set of changed keys."""
+def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
+    """SQLite: ``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``."""
     table = schema.table
+    return _update_values(schema, data).where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table))
+
+
+def _data_change(
+    schema: CompiledSchema, mode: str, values: dict[str, Any], removed: list[str]
+) -> tuple[Any, Any, dict]:
+    """(cache key, builder of the new ``data`` expression, parameters). A replace binds the document; a
+    merge is done by the database. PostgreSQL: one expression per schema, ``data || :set - :unset``;
+    SQLite: ``json_set``/``json_remove`` per set of changed keys."""
+    table = schema.table
+    if mode == "replace":
+        return "replace", lambda: sa.bindparam("data", type_=table.c.data.type), {"data": values}
     if dialect() == "postgresql":
 
-        def build() -> sa.Update:
+        def merged() -> Any:
             merged = sa.type_coerce(table.c.data, JSONB).op("||")(sa.cast(sa.bindparam("set", type_=JSONB), JSONB))
             merged = merged.op("-")(sa.cast(sa.bindparam("unset", type_=sa.ARRAY(sa.Text)), sa.ARRAY(sa.Text)))
-            return _update_statement(schema, sa.type_coerce(merged, JSONB))
+            return sa.type_coerce(merged, JSONB)
 
-        return "patch", build, {"set": values, "unset": removed}
+        return "patch", merged, {"set": values, "unset": removed}
     names = tuple(values)
 
-    def build_sqlite() -> sa.Update:
+    def merged_sqlite() -> Any:
         merged: Any = table.c.data
         if removed:
             merged = sa.func.json_remove(merged, *[f"$.{name}" for name in removed])
@@ -665,15 +794,18 @@ def _patch_statement(schema: CompiledSchema, values: dict[str, Any], removed: li
             for index, name in enumerate(names):
                 args += [f"$.{name}", sa.func.json(sa.bindparam(f"v{index}"))]
             merged = sa.func.json_set(merged, *args)
-        return _update_statement(schema, merged)
+        return merged
 
     parameters = {f"v{index}": json.dumps(values[name]) for index, name in enumerate(names)}
-    return ("patch", names, tuple(removed)), build_sqlite, parameters
+    return ("patch", names, tuple(removed)), merged_sqlite, parameters
 
 
 def delete(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) -> None:
     """Delete one document (404 if there is none, or ``acting`` may not read it; 403 if it may read but
-    not delete it). Its tuples go in the same transaction."""
+    not delete it). Its tuples go in the same transaction (PostgreSQL: the same statement)."""
+    if dialect() == "postgresql":
+        _delete_one(schema, doc_id, acting, _alone())
+        return
     document_access.require(schema, acting, doc_id, "delete")
     table = schema.table
     rows = _write(
@@ -686,6 +818,43 @@ def delete(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) ->
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
     grants = document_access.deleted(schema, [doc_id])
     _record("delete", schema, [doc_id], [to_document(schema, rows[0])], grants)
+
+
+def _delete_one(schema: CompiledSchema, doc_id: str, acting: Acting | None, alone: bool) -> None:
+    """PostgreSQL: the document, its tuples and its event ``{"document": {"_id"}, "previous": <it>,
+    "grants": [[subject, relation], …]}`` (under access control) in one statement. ``alone`` under access:
+    the caller's predicates in its WHERE, as for an update."""
+    guarded = alone and acting is not None
+    if not alone:
+        document_access.require(schema, acting, doc_id, "delete")
+    topic = f"{counts.family(schema.name)}.delete"
+    table = schema.table
+
+    def build() -> sa.Select:
+        condition = [table.c.id == sa.bindparam("doc_id")] + (
+            _access_parts(schema, acting, "delete") if guarded else []
+        )
+        written = sa.delete(table).where(*condition).returning(*columns(table)).cte("written")
+        forget = document_access.forget(schema, written)
+        parts = ['{"document":{"_id":', sa.cast(sa.func.to_json(written.c.id), sa.Text), '},"previous":']
+        parts.append(_document_sql(schema, *(written.c[c.name] for c in columns(table))))
+        ctes = []
+        if forget is not None:
+            gone = forget.cte("forgotten")
+            pairs = sa.func.json_agg(sa.func.json_build_array(gone.c.subject, gone.c.relation))
+            held = sa.select(sa.cast(pairs, sa.Text)).where(gone.c.resource_id == written.c.id).scalar_subquery()
+            parts += [',"grants":', sa.func.coalesce(held, db.sql_text("[]"))]
+            ctes.append(gone)
+        ctes += events.recorded_by(topic, written, _concat(*parts, "}"), alone)
+        return sa.select(written.c.id).add_cte(*ctes)
+
+    shape = ("delete", alone, events.enabled(), guarded and document_access.statement_key(schema))
+    parameters = {"doc_id": doc_id, "now": utcnow(), **(acting.parameters() if guarded else {})}
+    if not _execute(schema, shape, build, parameters, alone):
+        if guarded:
+            document_access.require(schema, acting, doc_id, "delete")
+        raise not_found(f"No {schema.name} document with id {doc_id!r}")
+    events.written(topic, alone)
 
 
 def delete_matching(schema: CompiledSchema, where: Any, acting: Acting | None = None) -> int:

@@ -171,7 +171,7 @@ def run(snap: Snapshot, endpoint: CompiledEndpoint, call: Call, args: Any) -> tu
         check_permission(schema, "create")
         data = _apply(schema, {}, endpoint.assignments, call)
         doc = documents.create(snap, schema, [data], acting=acting)[0]
-        db.session.commit()
+        db.commit()
         return doc, 201
     if endpoint.operation == "DELETE":
         check_permission(schema, "delete")

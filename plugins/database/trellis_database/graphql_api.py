@@ -627,7 +627,7 @@ def _mutation(snap: Snapshot, name: str, operation: str, action: Any):
             caller = _guard(schema, operation, scope)
             check_permission(schema, operation)
             result = action(schema, caller.acting, **kwargs)
-            db.session.commit()
+            db.commit()
         except APIError as exc:
             db.session.rollback()
             raise _error(exc) from None

@@ -277,7 +277,7 @@ def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: An
     require_json()
     check_permission(schema, "create")
     doc = documents.create(snap, schema, [body], acting=acting)[0]
-    db.session.commit()
+    db.commit()  # nothing left when the write committed alone
     return json_response(doc, 201)
 
 
@@ -324,7 +324,7 @@ def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: An
     """Replace a document: fields left out are removed (defaults apply, required fields are needed)."""
     require_json()
     doc = documents.replace(snap, schema, docId, body, acting)
-    db.session.commit()
+    db.commit()  # nothing left when the write committed alone
     return json_response(doc)
 
 
@@ -337,7 +337,7 @@ def patch_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any,
     """Change some fields of a document; ``null`` removes an optional field."""
     require_json()
     doc = documents.patch(snap, schema, docId, body, acting)
-    db.session.commit()
+    db.commit()  # nothing left when the write committed alone
     return json_response(doc)
 
 
@@ -349,7 +349,7 @@ def delete_document(schemaName: str, docId: str, snap: Any, schema: Any, acting:
     """Delete a document."""
     check_permission(schema, "delete")
     documents.delete(schema, docId, acting)
-    db.session.commit()
+    db.commit()  # nothing left when the write committed alone
     return json_response(deleted(docId))
 
 

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from flask import Flask
 
 from .. import audit, db
+from .. import events as trellis_events
 from ..db import Base
 from ..models import EventRecord
 from . import create, lineage, tables
@@ -90,13 +91,15 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
             if runtime.drop is not None:
                 runtime.drop(connection)
         for table in reversed(model):
-            if table.name != tables.GENERATIONS:
+            if table.name not in (tables.GENERATIONS, tables.COUNTERS):
                 connection.execute(table.delete())
         if older:
+            counters = _counters(connection)
             lineage.downgrade_to(app, connection, heads)
             targets = _as_archived(connection, archived)
         else:
-            targets = [t for t in model if t.name in archived and t.name not in (tables.EVENTS, tables.GENERATIONS)]
+            skipped = (tables.EVENTS, tables.GENERATIONS, tables.COUNTERS)
+            targets = [t for t in model if t.name in archived and t.name not in skipped]
         counts = {table.name: _insert(connection, archive, table) for table in targets}
         for runtime in tables.runtime_tables(hooks, connection):
             runtime.create(connection)
@@ -104,6 +107,7 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
                 counts[runtime.table.name] = _insert(connection, archive, runtime.table)
         if older:
             lineage.upgrade(app, connection)
+            _keep_counters(connection, counters)
         archived_latest, archived_families = _archived_events(archive)
         _move_event_log(connection, max(before_latest, archived_latest), before_families | archived_families, archive)
         generations |= _archived_generations(archive)
@@ -132,7 +136,7 @@ def _as_archived(connection: sa.Connection, archived: dict[str, dict[str, Any]])
     missing = sorted(n for n, entry in archived.items() if not entry.get("runtime") and n not in present | kept)
     if missing:
         raise ArchiveError(f"the backup holds tables its migrations do not have here: {', '.join(missing[:10])}")
-    skipped = {tables.EVENTS, tables.GENERATIONS} | kept
+    skipped = {tables.EVENTS, tables.GENERATIONS, tables.COUNTERS} | kept
     wanted = [name for name, entry in archived.items() if not entry.get("runtime") and name not in skipped]
     reflected = sa.MetaData()
     reflected.reflect(connection, only=wanted)
@@ -240,5 +244,23 @@ def _move_event_log(connection: sa.Connection, used: int, families: set[str], ar
         for i, family in enumerate(sorted(families | {RESTORE_FAMILY}), start=1)
     ]
     connection.execute(events.insert(), markers)
+    trellis_events.count_commit(connection, [marker["family"] for marker in markers])  # every change number moves
     last = used + len(markers)
     connection.execute(sa.text(f"UPDATE {tables.CONSUMERS} SET last_event_id = :last"), {"last": last})
+
+
+def _counters(connection: sa.Connection) -> list[dict[str, Any]]:
+    """The change counters' rows (``trellis.events.change_number``), read before an older archive's
+    downgrades may drop their table."""
+    table = Base.metadata.tables[tables.COUNTERS]
+    return [dict(row) for row in connection.execute(sa.select(table)).mappings()]
+
+
+def _keep_counters(connection: sa.Connection, rows: list[dict[str, Any]]) -> None:
+    """Put the counters back as they were before the restore: the upgrade re-created their table seeded
+    from the (emptied) event log, which would take every change number back and let a count cached
+    under an old number answer again. The event log's move then bumps each of them once more."""
+    table = Base.metadata.tables[tables.COUNTERS]
+    connection.execute(table.delete())
+    if rows:
+        connection.execute(table.insert(), rows)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..db import Base
-from ..models import BackupLock, BackupRecord, CacheGeneration, EventConsumer, EventRecord
+from ..models import BackupLock, BackupRecord, CacheGeneration, EventConsumer, EventCounter, EventRecord
 from .parts import RuntimeTable
 
 # The backups' own records describe archives that live outside the database: a restore keeps them as they are.
@@ -19,6 +19,8 @@ OWN = frozenset({BackupRecord.__tablename__, BackupLock.__tablename__})
 GENERATIONS = CacheGeneration.__tablename__
 EVENTS = EventRecord.__tablename__
 CONSUMERS = EventConsumer.__tablename__
+# The change counters only grow (``trellis.events.change_number``): a restore keeps them and bumps them.
+COUNTERS = EventCounter.__tablename__
 
 
 def kept(table: sa.Table) -> bool:

@@ -43,6 +43,7 @@ from flask import Flask, current_app
 from . import background, db, statements
 from .models import EventConsumer, EventRecord
 from .modules import EventTopic, ModuleError, declared_topic
+from .server.socket_fanout import gathered_writes
 from .shared_redis import redis_client, redis_options
 
 log = logging.getLogger(__name__)
@@ -514,21 +515,26 @@ class EventLog:
 
     def offer(self, batch: list[Event]) -> None:
         """Deliver ``batch`` (ascending) to the consumers: what was delivered is skipped, a gap is read."""
-        with self._deliver_lock:
+        with self._deliver_lock, gathered_writes():
             if self._delivered is None:
                 # A receiver starts at the head of the log: what came before is for read() (replay).
                 self._delivered = batch[0].id - 1
+            run: list[Event] = []  # the events that follow the last delivered one: delivered together
             for item in batch:
-                if item.id <= self._delivered:
+                last = run[-1].id if run else self._delivered
+                if item.id <= last:
                     continue
-                if item.id > self._delivered + 1:
+                if item.id > last + 1:
+                    self._deliver(run)
+                    run = []
                     self.catch_up(item.id - 1)
-                if item.id == self._delivered + 1:
-                    self._deliver([item])
+                if item.id == (run[-1].id if run else self._delivered) + 1:
+                    run.append(item)
+            self._deliver(run)
 
     def catch_up(self, through: int | None = None) -> None:
         """Deliver what the table holds after the last delivered event (up to ``through``)."""
-        with self._deliver_lock:
+        with self._deliver_lock, gathered_writes():
             if self._delivered is None:
                 self._delivered = self.latest()
                 return
@@ -547,6 +553,10 @@ class EventLog:
                 self._deliver(batch)
 
     def _deliver(self, batch: list[Event]) -> None:
+        """Hand ``batch`` (contiguous, following the last delivered event) to the consumers. Their socket
+        writes are gathered by the caller (``gathered_writes``): one write per socket for the batch."""
+        if not batch:
+            return
         app = self._app()
         consumers = list(self._consumers)
         self._delivered = batch[-1].id

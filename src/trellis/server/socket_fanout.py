@@ -28,7 +28,9 @@ Checked against python-engineio 4.15.1, python-socketio 5.18.1 and eventlet 0.41
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import socketio as python_socketio
@@ -171,16 +173,59 @@ class FanOutManager(python_socketio.Manager):
         encoded = self.server.packet_class(sio_packet.EVENT, namespace=namespace, data=[event, *arguments]).encode()
         packets = [eio_packet.Packet(eio_packet.MESSAGE, part) for part in _as_list(encoded)]
         frame = b"".join(websocket_frame(p.encode()) for p in packets)
-        sockets = self.server.eio.sockets
         for sid, eio_sid in self.get_participants(namespace, room):
-            if sid in skipped:
-                continue
-            eio_socket = sockets.get(eio_sid)
-            if eio_socket is not None and write_now(eio_socket, frame):
-                continue
-            for p in packets:
-                self.server._send_eio_packet(eio_sid, p)
+            if sid not in skipped:
+                _write(self.server, eio_sid, packets, frame)
+
+
+def _write(server: Any, eio_sid: str, packets: list[Any], frame: bytes) -> None:
+    """``packets`` to one socket: ``frame`` (their frames) in one write when it is idle, else its queue."""
+    eio_socket = server.eio.sockets.get(eio_sid)
+    if eio_socket is not None and write_now(eio_socket, frame):
+        return
+    for p in packets:
+        server._send_eio_packet(eio_sid, p)
 
 
 def _as_list(encoded: str | bytes | list[Any]) -> Iterable[Any]:
     return encoded if isinstance(encoded, list) else [encoded]
+
+
+# ---- packets encoded by the caller, gathered per socket -----------------------------------------------
+
+_gathering = threading.local()  # greenlet-local under eventlet (threading is patched)
+
+
+@contextmanager
+def gathered_writes() -> Iterator[None]:
+    """Hold what :func:`send_encoded` sends inside the block; at its end write each socket's packets as one
+    write (their frames joined), in the order they were sent. A delivery of several events then costs one
+    ``send`` per socket, and its client reads them with one ``recv``. Nested blocks write at the outer end."""
+    if getattr(_gathering, "sockets", None) is not None:
+        yield
+        return
+    sockets: dict[str, tuple[Any, list[str]]] = {}
+    _gathering.sockets = sockets
+    try:
+        yield
+    finally:
+        _gathering.sockets = None
+        for eio_sid, (server, texts) in sockets.items():
+            packets = [eio_packet.Packet(eio_packet.MESSAGE, text) for text in texts]
+            _write(server, eio_sid, packets, b"".join(websocket_frame(p.encode()) for p in packets))
+
+
+def send_encoded(server: python_socketio.Server, namespace: str, sid: str, text: str) -> None:
+    """Send one Socket.IO packet encoded already (the text of ``packet_class(EVENT, namespace, data).encode()``:
+    no binary data, no acknowledgement) to the socket ``sid`` of ``namespace`` in this process, as an emit
+    with ``ignore_queue`` does; held until the end of an open :func:`gathered_writes` block. A socket gone
+    meanwhile is skipped."""
+    eio_sid = server.manager.eio_sid_from_sid(sid, namespace)
+    if eio_sid is None:
+        return
+    gathering = getattr(_gathering, "sockets", None)
+    if gathering is not None:
+        gathering.setdefault(eio_sid, (server, []))[1].append(text)
+        return
+    packet = eio_packet.Packet(eio_packet.MESSAGE, text)
+    _write(server, eio_sid, [packet], websocket_frame(packet.encode()))

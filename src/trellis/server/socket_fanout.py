@@ -14,6 +14,10 @@ kept: a direct write happens only when nothing sent earlier is still waiting. A 
 only in part is finished by a green thread holding the socket's send lock, which the writer also takes.
 Emits with an acknowledgement callback (a packet per recipient) keep python-socketio's path.
 
+Live data sends a packet per subscriber (each names its subscription): :func:`send_encoded` takes the
+packet's text made by the caller (the shared part encoded once per event), and inside
+:func:`gathered_writes` (the delivery of a batch of events) each socket's packets go out as one write.
+
 Works under eventlet (the production server); other async modes keep the library's path.
 
 Checked against python-engineio 4.15.1, python-socketio 5.18.1 and eventlet 0.41.3 (see
@@ -175,16 +179,27 @@ class FanOutManager(python_socketio.Manager):
         frame = b"".join(websocket_frame(p.encode()) for p in packets)
         for sid, eio_sid in self.get_participants(namespace, room):
             if sid not in skipped:
-                _write(self.server, eio_sid, packets, frame)
+                _write(self.server, eio_sid, frame, packets)
 
 
-def _write(server: Any, eio_sid: str, packets: list[Any], frame: bytes) -> None:
-    """``packets`` to one socket: ``frame`` (their frames) in one write when it is idle, else its queue."""
+def _write(server: Any, eio_sid: str, frame: bytes, packets: list[Any]) -> None:
+    """Engine.IO ``packets`` to one socket: ``frame`` (their frames) in one write when it is idle, else its queue."""
     eio_socket = server.eio.sockets.get(eio_sid)
     if eio_socket is not None and write_now(eio_socket, frame):
         return
     for p in packets:
         server._send_eio_packet(eio_sid, p)
+
+
+def _write_texts(server: Any, eio_sid: str, texts: list[str]) -> None:
+    """Socket.IO packets encoded already, as Engine.IO messages (``4`` + text) to one socket; the packet
+    objects are made only for its queue."""
+    frame = b"".join(websocket_frame(_MESSAGE + text) for text in texts)
+    eio_socket = server.eio.sockets.get(eio_sid)
+    if eio_socket is not None and write_now(eio_socket, frame):
+        return
+    for text in texts:
+        server._send_eio_packet(eio_sid, eio_packet.Packet(eio_packet.MESSAGE, text))
 
 
 def _as_list(encoded: str | bytes | list[Any]) -> Iterable[Any]:
@@ -193,6 +208,7 @@ def _as_list(encoded: str | bytes | list[Any]) -> Iterable[Any]:
 
 # ---- packets encoded by the caller, gathered per socket -----------------------------------------------
 
+_MESSAGE = str(eio_packet.MESSAGE)  # an Engine.IO message: this digit, then the Socket.IO packet
 _gathering = threading.local()  # greenlet-local under eventlet (threading is patched)
 
 
@@ -211,8 +227,7 @@ def gathered_writes() -> Iterator[None]:
     finally:
         _gathering.sockets = None
         for eio_sid, (server, texts) in sockets.items():
-            packets = [eio_packet.Packet(eio_packet.MESSAGE, text) for text in texts]
-            _write(server, eio_sid, packets, b"".join(websocket_frame(p.encode()) for p in packets))
+            _write_texts(server, eio_sid, texts)
 
 
 def send_encoded(server: python_socketio.Server, namespace: str, sid: str, text: str) -> None:
@@ -227,5 +242,4 @@ def send_encoded(server: python_socketio.Server, namespace: str, sid: str, text:
     if gathering is not None:
         gathering.setdefault(eio_sid, (server, []))[1].append(text)
         return
-    packet = eio_packet.Packet(eio_packet.MESSAGE, text)
-    _write(server, eio_sid, [packet], websocket_frame(packet.encode()))
+    _write_texts(server, eio_sid, [text])

@@ -61,6 +61,9 @@ COALESCE_SECONDS = 0.005
 RETENTION_PERIOD_SECONDS = 60.0
 BATCH = 1000  # rows numbered per pass and read per range query
 LISTEN_RETRY_SECONDS = 1.0
+# A batch that arrives before an earlier one (two processes number in turn and publish after their
+# commits, in either order) waits this long for it before the gap is read from the table.
+GAP_WAIT_SECONDS = 0.05
 WAIT_FOR_STOP_SECONDS = 5.0
 
 _table = EventRecord.__table__
@@ -306,6 +309,11 @@ class EventLog:
         # pays nothing for the check. Topics outside every loaded module's name (the core's own tests) pass.
         self.strict = bool(app.config.get("TESTING"))
         self._wake = threading.Event()
+        self._inbox: list[Event] = []  # offered, not yet taken by the receiver thread
+        self._inbox_lock = threading.Lock()
+        self._received = threading.Event()
+        self._early: dict[int, Event] = {}  # received after a gap: waiting for the events before them
+        self._gap_since: float | None = None
         self._started = False
         self._stopping = False
         self._threads: list[threading.Thread] = []
@@ -409,7 +417,16 @@ class EventLog:
                 retry_seconds=PERIOD_SECONDS,
                 stopped=stopped,
                 pause=self._wake.wait,
-            )
+            ),
+            background.start_loop(
+                "trellis-events-receive",
+                "event log delivery",
+                functools.partial(_receive, ref),
+                self._warn_pass,
+                retry_seconds=PERIOD_SECONDS,
+                stopped=stopped,
+                pause=self._received.wait,
+            ),
         ]
         if self.redis_url:
             app = self._app()
@@ -430,6 +447,7 @@ class EventLog:
         with self._start_lock:
             self._stopping = True
             self._wake.set()
+            self._received.set()
         for thread in self._threads:
             thread.join(WAIT_FOR_STOP_SECONDS)
         with self._start_lock:
@@ -439,6 +457,8 @@ class EventLog:
         """Forget the receiver's position (after the table was emptied: tests wipe their data)."""
         with self._deliver_lock:
             self._delivered = None
+            self._early.clear()
+            self._gap_since = None
 
     # sequencer
 
@@ -517,23 +537,54 @@ class EventLog:
     # receiver
 
     def offer(self, batch: list[Event]) -> None:
-        """Deliver ``batch`` (ascending) to the consumers: what was delivered is skipped, a gap is read."""
+        """Hand a numbered batch (ascending) to this process's receiver thread, which delivers it (never on
+        the caller's thread: the Redis listener reads on, the sequencer numbers on)."""
+        self.start()
+        with self._inbox_lock:
+            self._inbox += batch
+        self._received.set()
+
+    def receive(self) -> None:
+        """The receiver thread's turn: deliver what was offered, in ``event_id`` order, once each.
+
+        Whatever arrived meanwhile is delivered together (its socket writes gathered: one per socket), so
+        a busy process writes less, not later. An event after a gap waits for the batch before it, up to
+        GAP_WAIT_SECONDS, then the gap is read from the table."""
+        with self._inbox_lock:
+            items, self._inbox = self._inbox, []
         with self._deliver_lock, gathered_writes():
-            if self._delivered is None:
+            if self._delivered is None and items:
                 # A receiver starts at the head of the log: what came before is for read() (replay).
-                self._delivered = batch[0].id - 1
-            run: list[Event] = []  # the events that follow the last delivered one: delivered together
-            for item in batch:
-                last = run[-1].id if run else self._delivered
-                if item.id <= last:
-                    continue
-                if item.id > last + 1:
-                    self._deliver(run)
-                    run = []
-                    self.catch_up(item.id - 1)
-                if item.id == (run[-1].id if run else self._delivered) + 1:
-                    run.append(item)
-            self._deliver(run)
+                self._delivered = min(item.id for item in items) - 1
+            for item in items:
+                if self._delivered is not None and item.id > self._delivered:
+                    self._early[item.id] = item
+            self._deliver_following()
+            if not self._early:
+                self._gap_since = None
+                return
+            now = time.monotonic()
+            if self._gap_since is None:
+                self._gap_since = now
+            elif now - self._gap_since >= GAP_WAIT_SECONDS:
+                first = min(self._early)
+                self.catch_up(first - 1)
+                if self._delivered < first - 1:  # not in the table (pruned, or the table went back)
+                    log.warning(
+                        "events %d to %d are not in the log; delivering from %d", self._delivered + 1, first - 1, first
+                    )
+                    self._delivered = first - 1
+                self._deliver_following()
+                self._gap_since = None if not self._early else now
+
+    def _deliver_following(self) -> None:
+        """Deliver the early events that follow the last delivered one, as one batch; drop the ones it passed."""
+        for passed in [key for key in self._early if key <= self._delivered]:
+            del self._early[passed]
+        run = []
+        while (item := self._early.pop(self._delivered + len(run) + 1, None)) is not None:
+            run.append(item)
+        self._deliver(run)
 
     def catch_up(self, through: int | None = None) -> None:
         """Deliver what the table holds after the last delivered event (up to ``through``)."""
@@ -573,6 +624,7 @@ class EventLog:
                 self.catch_up()
             elif earlier is not None and self._delivered < earlier:
                 self.catch_up(earlier)
+                self._deliver_following()
 
     def _deliver(self, batch: list[Event]) -> None:
         """Hand ``batch`` (contiguous, following the last delivered event) to the consumers. Their socket
@@ -626,13 +678,9 @@ class EventLog:
         return deleted
 
     def tick(self) -> None:
-        """One pass of the background loop: number and publish; each second also catch up from the table
-        (a lost publication), and prune when due."""
+        """One pass of the sequencer's loop: number and publish, and prune when due. (The poll for a lost
+        publication is the receiver thread's: nothing here waits for a delivery.)"""
         self.publish(self.sequence())
-        if time.monotonic() < self._next_poll:
-            return
-        self._next_poll = time.monotonic() + PERIOD_SECONDS
-        self.poll()
         if time.monotonic() >= self._next_retention:
             self._next_retention = time.monotonic() + RETENTION_PERIOD_SECONDS
             self.prune()
@@ -658,6 +706,23 @@ def _pass(ref: weakref.ref) -> None:
     del log_
     if wake.wait(PERIOD_SECONDS):
         time.sleep(COALESCE_SECONDS)
+
+
+def _receive(ref: weakref.ref) -> None:
+    """One turn of the receiver thread: deliver what was offered; poll the table once a period; wait for
+    the next offer (shortly, while a gap waits)."""
+    log_ = ref()
+    if log_ is None:
+        return
+    received = log_._received
+    received.clear()
+    log_.receive()
+    if time.monotonic() >= log_._next_poll:
+        log_._next_poll = time.monotonic() + PERIOD_SECONDS
+        log_.poll()
+    wait = GAP_WAIT_SECONDS if log_._early else PERIOD_SECONDS
+    del log_
+    received.wait(wait)
 
 
 def _stopped(ref: weakref.ref) -> bool:

@@ -169,7 +169,8 @@ def packet(namespace: str, change: dict[str, Any]) -> str:
     """The Socket.IO packet of a ``change`` event: the text python-socketio's ``packet_class(EVENT, namespace,
     ["change", change]).encode()`` gives (``json.dumps`` with its separators), made of the subscription's id and
     the rest of the change encoded once for all its subscribers (``change`` begins with ``subscriptionId``)."""
-    return f'2{namespace},["change",{{"subscriptionId":{json.dumps(change["subscriptionId"])}{_rest.get(change)}'
+    # a subscription id is hex (uuid4().hex): its JSON is itself in quotes
+    return f'2{namespace},["change",{{"subscriptionId":"{change["subscriptionId"]}"{_rest.get(change)}'
 
 
 def _encode_rest(change: dict[str, Any]) -> str:

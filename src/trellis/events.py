@@ -180,8 +180,8 @@ def enabled() -> bool:
 # ---- reading -----------------------------------------------------------------------------------------
 
 
-def read(after: int, family: str | None = None, limit: int = 1000) -> list[Event]:
-    """Numbered events with ``event_id > after`` (of ``family`` when given), ascending."""
+def read(after: int, family: str | tuple[str, ...] | None = None, limit: int = 1000) -> list[Event]:
+    """Numbered events with ``event_id > after`` (of ``family``, or of any of several, when given), ascending."""
     return _log().read(after, family, limit)
 
 
@@ -358,10 +358,12 @@ class EventLog:
 
         return unsubscribe
 
-    def read(self, after: int, family: str | None = None, limit: int = BATCH) -> list[Event]:
+    def read(self, after: int, family: str | tuple[str, ...] | None = None, limit: int = BATCH) -> list[Event]:
         query = sa.select(*_COLUMNS).where(_table.c.event_id > after)
-        if family is not None:
+        if isinstance(family, str):
             query = query.where(_table.c.family == family)
+        elif family is not None:
+            query = query.where(_table.c.family.in_(family))
         query = query.order_by(_table.c.event_id).limit(limit)
         with self.read_engine.connect() as connection:
             rows = connection.execute(query).all()

@@ -138,6 +138,27 @@ def test_grant_and_revoke_send_enter_and_leave_and_nothing_leaks(server, watcher
         watcher.quiet(0.3)
 
 
+def test_a_replay_carries_the_grants_and_revokes_made_while_away(server, watchers):
+    api = Access(server.url)
+    name = api.access_schema({"title": "String"})
+    alice, bob = users(server, 2)
+    away = watchers(server.url, {"token": bob.access_token})
+    away.subscribe(schema=name)
+    later = api.create(name, {"title": "shared while bob is away"}, headers=alice.headers)
+    seen = api.create(name, {"title": "shared at once"}, headers=alice.headers)
+    api.share(name, seen["_id"], f"User:{bob.id}", alice)
+    first = away.next()
+    assert (first["event"], first["document"]) == ("enter", seen)
+    away.close()
+
+    api.share(name, later["_id"], f"User:{bob.id}", alice)  # no event of the documents themselves
+    api.share(name, seen["_id"], f"User:{bob.id}", alice, revoke=True)
+    back = watchers(server.url, {"token": bob.access_token})
+    back.subscribe(schema=name, since=first["eventId"])
+    assert events_of(back, 2) == [("enter", later), ("leave", {"_id": seen["_id"]})]
+    back.quiet(0.3)
+
+
 def test_a_field_change_moves_a_document_between_subscribers(server, watchers):
     api = Access(server.url)
     name = api.access_schema(

@@ -14,8 +14,10 @@ the last one), and live events meanwhile are left to those reads. Once a read co
 events are held, the log is read once more (what was left to the reads while the last one ran), then
 the held ones whose id is higher than the last replayed go out (no gap, no duplicate at the seam), then
 live ones. A replayed event is turned into a change exactly as a live one, with the document's readers
-as they are when it is replayed (the replay reads the schema's own events: a grant or a team change
-made while the client was away shows in the documents' next events, not as a replayed ``enter``).
+as they are when it is replayed. Under access control the replay also reads the grants and revokes that
+concern the schema (``replayed_families``): one made while the client was away replays as ``enter`` or
+``leave``. A team change made meanwhile does not (the subscriber's subjects before it are not kept): it
+shows in the documents' next events.
 Nothing here holds a database connection between events.
 """
 
@@ -140,12 +142,22 @@ def where_filter(schema: Any, where: Any) -> tuple[Callable[[dict[str, Any]], bo
     )
 
 
-def check_replayable(since: int, schema_name: str) -> None:
-    """410 RESYNC_REQUIRED when events of the schema after ``since`` may have been pruned; 400 when
+def replayed_families(schema_name: str, viewer: Acting | None) -> tuple[str, ...]:
+    """The event families a replay reads: the schema's documents and, for a subscriber under access
+    control, the grants and revokes that change who may read them (on the schema and on the schemas it
+    inherits a permission from), so a grant made while the client was away replays as ``enter``."""
+    own = f"database.{schema_name}"
+    if viewer is None:
+        return (own,)
+    return (own, *live_access.grant_families(schema_name))
+
+
+def check_replayable(since: int, families: tuple[str, ...]) -> None:
+    """410 RESYNC_REQUIRED when events of the families after ``since`` may have been pruned; 400 when
     ``since`` is ahead of the log."""
     if since > events.latest():
         raise bad_request("since is ahead of the event log", {"since": ["No such eventId yet"]})
-    if not events.complete_after(since, f"database.{schema_name}"):
+    if not all(events.complete_after(since, family) for family in families):
         raise resync_required(since)
 
 
@@ -220,11 +232,11 @@ class LiveHub:
         if subscription.since is None:
             return
         subscription.last = max(subscription.last, subscription.since)
-        family = f"database.{subscription.schema}"
         holding = False
         while self._active(subscription):
             with self._app.app_context():  # a stream reads its pages after its request has ended
-                page = events.read(subscription.last, family=family, limit=REPLAY_PAGE)
+                families = replayed_families(subscription.schema, subscription.viewer)
+                page = events.read(subscription.last, family=families, limit=REPLAY_PAGE)
                 changes = [change for event in page for change in self._changes(subscription, event, {})]
             yield from changes
             if len(page) == REPLAY_PAGE:

@@ -30,7 +30,16 @@ from trellis.http import Blueprint
 from trellis.settings import COUNT, SECONDS, Setting
 
 from .access import authorize
-from .live import SharedEncoding, Subscription, check_replayable, compile_filter, hub, parse_kinds, parse_since
+from .live import (
+    SharedEncoding,
+    Subscription,
+    check_replayable,
+    compile_filter,
+    hub,
+    parse_kinds,
+    parse_since,
+    replayed_families,
+)
 from .live_access import viewer
 from .query import parse_filters
 from .registry import snapshot_having
@@ -93,8 +102,9 @@ def stream_changes(schemaName: str) -> Response:
     predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters))
     kinds = parse_kinds(request.args.get("events"))
     since = _since()
+    acting = viewer(identity)
     if since is not None:
-        check_replayable(since, schema.name)
+        check_replayable(since, replayed_families(schema.name, acting))
     user_id = identity.id if identity is not None and identity.kind == "user" else None
     live = hub()
     outbox = Outbox(current_app.config["SSE_BUFFER_BYTES"])
@@ -107,7 +117,7 @@ def stream_changes(schemaName: str) -> Response:
         owner="",
         user_id=user_id,
         since=since,
-        viewer=viewer(identity),
+        viewer=acting,
     )
     subscription.owner = f"sse {subscription.id}"
     connection = getattr(request.environ.get("eventlet.input"), "_sock", None)  # eventlet's WSGI server

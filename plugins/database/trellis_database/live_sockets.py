@@ -46,6 +46,7 @@ from .live import (
     parse_kinds,
     parse_since,
     readable_schema,
+    replayed_families,
     where_filter,
 )
 from .live_access import viewer
@@ -130,8 +131,9 @@ class DatabaseNamespace(Namespace):
         predicate, filter_key = where_filter(schema, data.get("where"))
         kinds = parse_kinds(data.get("events"))
         since = parse_since(data.get("since"))
+        acting = viewer(identity)
         if since is not None:
-            check_replayable(since, schema.name)
+            check_replayable(since, replayed_families(schema.name, acting))
         sid = request.sid
         subscription = Subscription(
             schema=schema.name,
@@ -142,7 +144,7 @@ class DatabaseNamespace(Namespace):
             owner=self._owner(sid),
             user_id=identity.id if identity is not None and identity.kind == "user" else None,
             since=since,
-            viewer=viewer(identity),
+            viewer=acting,
         )
         live = hub()
         live.add(subscription, limit=MAX_SUBSCRIPTIONS)

@@ -263,11 +263,12 @@ def test_server_sent_events_show_only_readable_documents(server, watchers):
     kept = api.create(name, {"title": "kept"}, headers=bob.headers)
     # A replay filters the same way, with the readers the documents have when it is read: the create of
     # a document deleted since is not replayed (it has no readers left), its delete is (its grants travel
-    # in the event), and grants are not replayed.
+    # in the event); the grant of a tuple revoked since sends nothing, its revoke sends leave.
     since = int(found[0]["id"]) - 1
     with requests.get(url, params={"since": since}, headers=bob.headers, stream=True, timeout=WAIT) as response:
-        replayed, _ = _sse_events(within(response.iter_lines(decode_unicode=True)), 2)
+        replayed, _ = _sse_events(within(response.iter_lines(decode_unicode=True)), 3)
     assert [(event["event"], event["data"]) for event in replayed] == [
+        ("leave", {"_id": shown["_id"]}),
         ("delete", {"_id": mine["_id"]}),
         ("create", kept),
     ]

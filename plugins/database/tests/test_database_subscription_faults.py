@@ -29,14 +29,20 @@ def _dsn(cluster: Any) -> str:
 
 
 @pytest.fixture()
-def small_cluster(pg_cluster: Any) -> Any:
-    """The throwaway cluster with room for MAX_CONNECTIONS clients."""
+def small_cluster(pg_cluster: Any) -> Iterator[Any]:
+    """The throwaway cluster with room for MAX_CONNECTIONS clients, one of them this test's own (taken
+    before the server starts: a server that opens every other slot must not lock the test out)."""
     admin = psycopg2.connect(_dsn(pg_cluster))
     admin.autocommit = True
     admin.cursor().execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
     admin.close()
     pg_cluster.pg_ctl("restart")
-    return pg_cluster
+    pg_cluster.admin = psycopg2.connect(_dsn(pg_cluster))
+    pg_cluster.admin.autocommit = True
+    try:
+        yield pg_cluster
+    finally:
+        pg_cluster.admin.close()
 
 
 class Fill:
@@ -44,7 +50,7 @@ class Fill:
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
-        self.held: list[Any] = []
+        self.held: list[Any] = [cluster.admin]
 
     def __enter__(self) -> Fill:
         # The server's background threads reconnect every second: end its backends and take their slots
@@ -77,7 +83,7 @@ class Fill:
             self.held.append(connection)
 
     def __exit__(self, *exc: object) -> None:
-        for connection in self.held:
+        for connection in self.held[1:]:
             connection.close()
 
 

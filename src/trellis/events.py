@@ -409,26 +409,17 @@ class EventLog:
         # The threads hold the log weakly: an app discarded without stop() ends them.
         ref = weakref.ref(self)
         stopped = functools.partial(_stopped, ref)
+
+        def loop(name: str, what: str, turn: Callable[[weakref.ref], None], pause: Callable[[float], object]) -> Any:
+            # The database is down or restarting: the next turn, a second later, tries again.
+            return background.start_loop(
+                name, what, functools.partial(turn, ref), self._warn_pass, retry_seconds=PERIOD_SECONDS,
+                stopped=stopped, pause=pause,
+            )  # fmt: skip
+
         self._threads = [
-            # The database is down or restarting: the next pass, a second later, tries again.
-            background.start_loop(
-                "trellis-events",
-                "event log pass",
-                functools.partial(_pass, ref),
-                self._warn_pass,
-                retry_seconds=PERIOD_SECONDS,
-                stopped=stopped,
-                pause=self._wake.wait,
-            ),
-            background.start_loop(
-                "trellis-events-receive",
-                "event log delivery",
-                functools.partial(_receive, ref),
-                self._warn_pass,
-                retry_seconds=PERIOD_SECONDS,
-                stopped=stopped,
-                pause=self._received.wait,
-            ),
+            loop("trellis-events", "event log pass", _pass, self._wake.wait),
+            loop("trellis-events-receive", "event log delivery", _receive, self._received.wait),
         ]
         if self.redis_url:
             app = self._app()
@@ -679,6 +670,21 @@ class EventLog:
                 ).rowcount
         return deleted
 
+    def sequencer_turn(self) -> tuple[threading.Event, float]:
+        self._wake.clear()
+        self.tick()
+        return self._wake, PERIOD_SECONDS
+
+    def receiver_turn(self) -> tuple[threading.Event, float]:
+        """Deliver what was offered; poll the table once a period; then wait for the next offer (shortly,
+        while a gap waits)."""
+        self._received.clear()
+        self.receive()
+        if time.monotonic() >= self._next_poll:
+            self._next_poll = time.monotonic() + PERIOD_SECONDS
+            self.poll()
+        return self._received, GAP_WAIT_SECONDS if self._early else PERIOD_SECONDS
+
     def tick(self) -> None:
         """One pass of the sequencer's loop: number and publish, and prune when due. (The poll for a lost
         publication is the receiver thread's: nothing here waits for a delivery.)"""
@@ -697,34 +703,26 @@ def _stamp(value: Any) -> str:
     return db.isoformat(value) if value is not None and not isinstance(value, str) else value
 
 
-def _pass(ref: weakref.ref) -> None:
-    """One turn of the background loop: a pass, then wait to be poked, or a second (the first at start-up)."""
+def _turn(ref: weakref.ref, turn: Callable[[EventLog], tuple[threading.Event, float]]) -> bool:
+    """One turn of a background thread on a log it holds weakly (nothing once the log is gone): ``turn``
+    works and names the signal to wait for and for how long; whether the signal came."""
     log_ = ref()
     if log_ is None:
-        return
-    wake = log_._wake
-    wake.clear()
-    log_.tick()
+        return False
+    signal, seconds = turn(log_)
     del log_
-    if wake.wait(PERIOD_SECONDS):
+    return signal.wait(seconds)
+
+
+def _pass(ref: weakref.ref) -> None:
+    """The sequencer's turn: a pass, then wait to be poked, or a second (the first at start-up)."""
+    if _turn(ref, EventLog.sequencer_turn):
         time.sleep(COALESCE_SECONDS)
 
 
 def _receive(ref: weakref.ref) -> None:
-    """One turn of the receiver thread: deliver what was offered; poll the table once a period; wait for
-    the next offer (shortly, while a gap waits)."""
-    log_ = ref()
-    if log_ is None:
-        return
-    received = log_._received
-    received.clear()
-    log_.receive()
-    if time.monotonic() >= log_._next_poll:
-        log_._next_poll = time.monotonic() + PERIOD_SECONDS
-        log_.poll()
-    wait = GAP_WAIT_SECONDS if log_._early else PERIOD_SECONDS
-    del log_
-    received.wait(wait)
+    """The receiver's turn: deliver what was offered, poll once a period, wait for the next offer."""
+    _turn(ref, EventLog.receiver_turn)
 
 
 def _stopped(ref: weakref.ref) -> bool:

@@ -11,9 +11,10 @@ from typing import Any
 import psycopg2
 import pytest
 import requests
-import socketio
 
 from trellis.testing.plugin import TEST_MASTER_KEY, LiveServer, database_kind, free_port, live_server_env
+
+from .test_database_subscriptions import Watcher
 
 ADMIN = {"masterkey": TEST_MASTER_KEY}
 WAIT = 15.0
@@ -115,20 +116,12 @@ def test_subscribe_answers_503_when_postgresql_has_no_free_connection(server, sm
     )
     assert created.status_code == 201, created.text
     assert requests.post(f"{server.url}/database/Crowded", json={"n": 1}, headers=ADMIN, timeout=WAIT).ok
-    client = socketio.Client(reconnection=False)
-    client.connect(
-        server.url,
-        socketio_path="realtime",
-        namespaces=["/database/"],
-        transports=["websocket"],
-        auth={"masterkey": TEST_MASTER_KEY},
-        wait_timeout=WAIT,
-    )
+    client = Watcher(server.url, {"masterkey": TEST_MASTER_KEY})
     try:
         # ``since`` reads the event log: a subscription that needs the database
         request = {"schema": "Crowded", "since": 0}
         with Fill(small_cluster):
-            answers = [client.call("subscribe", request, namespace="/database/", timeout=WAIT) for _ in range(3)]
+            answers = [client.call("subscribe", request) for _ in range(3)]
         for answer in answers:
             assert answer == {
                 "error": {
@@ -140,11 +133,11 @@ def test_subscribe_answers_503_when_postgresql_has_no_free_connection(server, sm
         # the slots are free again: the same request subscribes on the same socket, at once or after a 503
         # or two (a pool hands out a connection the test ended, finds it dead and drops it)
         for _ in range(3):
-            again = client.call("subscribe", request, namespace="/database/", timeout=WAIT)
+            again = client.call("subscribe", request)
             if "subscriptionId" in again:
                 break
             assert again == answers[0], again
         assert "subscriptionId" in again, again
     finally:
-        client.disconnect()
+        client.close()
     assert "on_subscribe failed" not in server.log_path.read_text()  # no 500 (its log line)

@@ -61,6 +61,7 @@ class Tally:
         self.answered_at: dict[int, float] = {}
         self.received: dict[tuple[int, int], int] = {}
         self.receipts: list[tuple[int, float]] = []
+        self.first_worker: list[float] = []  # receipt times of the first server's subscribers (even numbers)
         self.failed_writes: dict[int, int] = {}
 
     def on_change(self, subscriber: int, change: dict[str, Any]) -> None:
@@ -69,6 +70,8 @@ class Tally:
         key = (subscriber, seq)
         self.received[key] = self.received.get(key, 0) + 1
         self.receipts.append((seq, now))
+        if subscriber % 2 == 0:
+            self.first_worker.append(now)
 
 
 async def connect(url: str, subscriber: int, schema: str, tally: Tally, http: aiohttp.ClientSession) -> Any:
@@ -156,7 +159,7 @@ def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: A
             pipe.send("ready")
             expected = await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
             await _until_received(tally, expected)
-            pipe.send((tally.received, tally.receipts))
+            pipe.send((tally.received, tally.receipts, tally.first_worker))
             await asyncio.gather(*(client.disconnect() for client in clients))
 
     asyncio.run(main())
@@ -189,6 +192,7 @@ async def run(
     figures["rss_connected_mb"] = [s.rss_mb() for s in servers]
     figures["load_before"] = os.getloadavg()
     spy = start_profile(servers[0], seconds, profile) if profile else None
+    sampled_from = time.perf_counter()
     figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
     if spy is not None:
         await loop.run_in_executor(None, spy.wait)
@@ -197,11 +201,18 @@ async def run(
         mine = set(share)
         pipe.send({pair for pair in expected if pair[0] in mine})
     for child, pipe, _ in children:
-        received, receipts = await loop.run_in_executor(None, pipe.recv)
+        received, receipts, first_worker = await loop.run_in_executor(None, pipe.recv)
         tally.received.update(received)
         tally.receipts += receipts
+        tally.first_worker += first_worker
         child.join(30)
     figures["load_after"] = os.getloadavg()
+    if spy is not None:  # what the profiled worker delivered while py-spy sampled it
+        sampled_to = sampled_from + profile_seconds(seconds)
+        figures["profiled"] = (
+            profile_seconds(seconds),
+            sum(sampled_from <= at <= sampled_to for at in tally.first_worker),
+        )
     figures["rss_after_mb"] = [s.rss_mb() for s in servers]
     figures["rss_peak_mb"] = [s.peak_rss_mb() for s in servers]
     figures["expected"] = len(expected)
@@ -216,12 +227,16 @@ async def run(
     return figures
 
 
+def profile_seconds(seconds: float) -> int:
+    return max(1, int(seconds) - 1)
+
+
 def start_profile(server: Server, seconds: float, output: Path) -> subprocess.Popen:
     """py-spy on ``server`` for the writes (``--nonblocking``: the process is not paused to be sampled),
     collapsed stacks to ``output`` (a line per stack and its count: summarised by ``bench.profile_summary``)."""
     spy = ROOT / ".venv" / "bin" / "py-spy"
     command = [str(spy), "record", "--nonblocking", "--rate", "200", "--format", "raw", "--output", str(output)]
-    command += ["--duration", str(max(1, int(seconds) - 1)), "--pid", str(server.process.pid)]
+    command += ["--duration", str(profile_seconds(seconds)), "--pid", str(server.process.pid)]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -265,7 +280,14 @@ Load average before/after: {figures["load_before"][0]:.1f} / {figures["load_afte
 | server RSS idle (MB, per process) | {rss("rss_idle_mb")} |
 | server RSS with subscribers | {rss("rss_connected_mb")} |
 | server RSS after the writes / peak | {rss("rss_after_mb")} / {rss("rss_peak_mb")} |
-{creates_rows(creates)}"""
+{creates_rows(creates)}{profiled_row(figures)}"""
+
+
+def profiled_row(figures: dict[str, Any]) -> str:
+    if "profiled" not in figures:
+        return ""
+    seconds, deliveries = figures["profiled"]
+    return f"| py-spy on the first worker: deliveries it made while sampled | {deliveries} in {seconds} s |\n"
 
 
 def creates_rows(creates: dict[str, Any] | None) -> str:

@@ -90,6 +90,15 @@ def users(server, count: int) -> list[UserAccount]:
     return [create_user_over_http(server.url) for _ in range(count)]
 
 
+def admin_and(user: UserAccount, server: Any, watchers: Any, schema: str) -> tuple[Any, Any]:
+    """An administrator's and ``user``'s sockets subscribed to ``schema``. Every subscription of a process
+    gets an event in the same pass: once the administrator has one, every other subscription had it."""
+    admin, mine = watchers(server.url, ADMIN), watchers(server.url, {"token": user.access_token})
+    admin.subscribe(schema=schema)
+    mine.subscribe(schema=schema)
+    return admin, mine
+
+
 def events_of(watcher: Any, count: int) -> list[tuple[str, Any]]:
     return [(change["event"], change["document"]) for change in watcher.take(count)]
 
@@ -142,11 +151,8 @@ def test_a_replay_carries_the_grants_and_revokes_made_while_away(server, watcher
     api = Access(server.url)
     name = api.access_schema({"title": "String"})
     alice, bob = users(server, 2)
-    # an event reaches every subscription of a process in the same pass: once the admin has the creates,
-    # bob's subscription was shown them while he could not read them (readers are those at delivery)
-    admin, away = watchers(server.url, ADMIN), watchers(server.url, {"token": bob.access_token})
-    admin.subscribe(schema=name)
-    away.subscribe(schema=name)
+    # once the admin has the creates, bob's subscription was shown them while he could not read them
+    admin, away = admin_and(bob, server, watchers, name)
     later = api.create(name, {"title": "shared while bob is away"}, headers=alice.headers)
     seen = api.create(name, {"title": "shared at once"}, headers=alice.headers)
     admin.take(2)
@@ -235,11 +241,8 @@ def test_server_sent_events_show_only_readable_documents(server, watchers):
     api = Access(server.url)
     name = api.access_schema({"title": "String"})
     alice, bob = users(server, 2)
-    # Every subscription of a process gets an event in the same pass: once one of these has it, the
-    # stream has it too (so each write is applied before the next one is made).
-    admin, bob_socket = watchers(server.url, ADMIN), watchers(server.url, {"token": bob.access_token})
-    admin.subscribe(schema=name)
-    bob_socket.subscribe(schema=name)
+    # once one of these has an event, the stream has it too (so each write is applied before the next)
+    admin, bob_socket = admin_and(bob, server, watchers, name)
     url = f"{server.url}/database/{name}/changes"
     with requests.get(url, headers=bob.headers, stream=True, timeout=WAIT) as response:
         assert response.status_code == 200

@@ -2,12 +2,16 @@
 
     .venv/bin/python -m bench.live_bench                    # 500 subscribers, 200 writes/s for 30 s
     .venv/bin/python -m bench.live_bench --subscribers 100 --rate 50 --seconds 5
+    .venv/bin/python -m bench.live_bench --runs 5 --wrk-seconds 0     # five runs: median and spread of p99
+    .venv/bin/python -m bench.live_bench --rate 400 --profile profile.txt  # py-spy on the first worker
 
 Two eventlet server processes share one PostgreSQL database and Redis (the event log's fan-out).
 Subscribers connect half to each process (masterkey auth) and subscribe to one schema with
 ``where: {bucket: k}``, k = i mod 10, so each write matches ~10% of them. A writer creates documents at a
 fixed rate (alternating between the processes, never waiting for an answer before the next send) with
 ``bucket = seq mod 10``. Every subscriber must receive each matching change exactly once.
+
+Each run appends a dated section to ``bench/results/live.md``.
 
 Latency: from the write's request being sent (an upper bound of commit time) and from its answer
 (after the commit, so a lower bound) to the subscriber's receipt, same clock. Then create throughput
@@ -21,10 +25,14 @@ import asyncio
 import multiprocessing
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -53,6 +61,7 @@ class Tally:
         self.answered_at: dict[int, float] = {}
         self.received: dict[tuple[int, int], int] = {}
         self.receipts: list[tuple[int, float]] = []
+        self.first_worker: list[float] = []  # receipt times of the first server's subscribers (even numbers)
         self.failed_writes: dict[int, int] = {}
 
     def on_change(self, subscriber: int, change: dict[str, Any]) -> None:
@@ -61,6 +70,8 @@ class Tally:
         key = (subscriber, seq)
         self.received[key] = self.received.get(key, 0) + 1
         self.receipts.append((seq, now))
+        if subscriber % 2 == 0:
+            self.first_worker.append(now)
 
 
 async def connect(url: str, subscriber: int, schema: str, tally: Tally, http: aiohttp.ClientSession) -> Any:
@@ -148,13 +159,15 @@ def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: A
             pipe.send("ready")
             expected = await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
             await _until_received(tally, expected)
-            pipe.send((tally.received, tally.receipts))
+            pipe.send((tally.received, tally.receipts, tally.first_worker))
             await asyncio.gather(*(client.disconnect() for client in clients))
 
     asyncio.run(main())
 
 
-async def run(servers: list[Server], subscribers: int, rate: int, seconds: float, processes: int) -> dict[str, Any]:
+async def run(
+    servers: list[Server], subscribers: int, rate: int, seconds: float, processes: int, profile: Path | None = None
+) -> dict[str, Any]:
     """Subscribers in ``processes`` child processes (each its own event loop: one Python process receiving
     all deliveries is a client-side queue of its own), the writer in this one."""
     tally = Tally()
@@ -178,17 +191,28 @@ async def run(servers: list[Server], subscribers: int, rate: int, seconds: float
         assert await loop.run_in_executor(None, pipe.recv) == "ready"
     figures["rss_connected_mb"] = [s.rss_mb() for s in servers]
     figures["load_before"] = os.getloadavg()
+    spy = start_profile(servers[0], seconds, profile) if profile else None
+    sampled_from = time.perf_counter()
     figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
+    if spy is not None:
+        await loop.run_in_executor(None, spy.wait)
     expected = {(n, seq) for seq in tally.sent_at for n in range(subscribers) if n % BUCKETS == seq % BUCKETS}
     for _, pipe, share in children:
         mine = set(share)
         pipe.send({pair for pair in expected if pair[0] in mine})
     for child, pipe, _ in children:
-        received, receipts = await loop.run_in_executor(None, pipe.recv)
+        received, receipts, first_worker = await loop.run_in_executor(None, pipe.recv)
         tally.received.update(received)
         tally.receipts += receipts
+        tally.first_worker += first_worker
         child.join(30)
     figures["load_after"] = os.getloadavg()
+    if spy is not None:  # what the profiled worker delivered while py-spy sampled it
+        sampled_to = sampled_from + profile_seconds(seconds)
+        figures["profiled"] = (
+            profile_seconds(seconds),
+            sum(sampled_from <= at <= sampled_to for at in tally.first_worker),
+        )
     figures["rss_after_mb"] = [s.rss_mb() for s in servers]
     figures["rss_peak_mb"] = [s.peak_rss_mb() for s in servers]
     figures["expected"] = len(expected)
@@ -201,6 +225,19 @@ async def run(servers: list[Server], subscribers: int, rate: int, seconds: float
     for name, values in (("from_send", from_send), ("from_answer", from_answer)):
         figures[name] = {pct: percentile(values, pct) for pct in (50, 90, 99)} if values else {}
     return figures
+
+
+def profile_seconds(seconds: float) -> int:
+    return max(1, int(seconds) - 1)
+
+
+def start_profile(server: Server, seconds: float, output: Path) -> subprocess.Popen:
+    """py-spy on ``server`` for the writes (``--nonblocking``: the process is not paused to be sampled),
+    collapsed stacks to ``output`` (a line per stack and its count: summarised by ``bench.profile_summary``)."""
+    spy = ROOT / ".venv" / "bin" / "py-spy"
+    command = [str(spy), "record", "--nonblocking", "--rate", "200", "--format", "raw", "--output", str(output)]
+    command += ["--duration", str(profile_seconds(seconds)), "--pid", str(server.process.pid)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def create_throughput(server: Server, folder: str, seconds: int) -> dict[str, Any]:
@@ -221,10 +258,11 @@ def create_throughput(server: Server, folder: str, seconds: int) -> dict[str, An
 
 
 def report(figures: dict[str, Any], args: argparse.Namespace, command: str) -> str:
-    send, answer, creates = figures["from_send"], figures["from_answer"], figures["creates"]
+    send, answer, creates = figures["from_send"], figures["from_answer"], figures.get("creates")
     verdict = "met" if send.get(99, 1e9) < TARGET_P99_MS else "missed"
     rss = lambda key: " + ".join(f"{mb:.0f}" for mb in figures[key])  # noqa: E731
-    return f"""# Live data: subscribers across two workers
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"""## {stamp}{f" — {args.label}" if args.label else ""}
 
 `{command}` on {platform.node()} ({os.cpu_count()} cores), PostgreSQL + Redis, two eventlet processes.
 Load average before/after: {figures["load_before"][0]:.1f} / {figures["load_after"][0]:.1f} (the machine is shared).
@@ -242,8 +280,39 @@ Load average before/after: {figures["load_before"][0]:.1f} / {figures["load_afte
 | server RSS idle (MB, per process) | {rss("rss_idle_mb")} |
 | server RSS with subscribers | {rss("rss_connected_mb")} |
 | server RSS after the writes / peak | {rss("rss_after_mb")} / {rss("rss_peak_mb")} |
-| creates/s with the event log | {creates["with"]["rps"]:.0f} (p99 {creates["with"]["p99_ms"]:.1f} ms) |
+{creates_rows(creates)}{profiled_row(figures)}"""
+
+
+def profiled_row(figures: dict[str, Any]) -> str:
+    if "profiled" not in figures:
+        return ""
+    seconds, deliveries = figures["profiled"]
+    return f"| py-spy on the first worker: deliveries it made while sampled | {deliveries} in {seconds} s |\n"
+
+
+def creates_rows(creates: dict[str, Any] | None) -> str:
+    if not creates:
+        return ""
+    return f"""| creates/s with the event log | {creates["with"]["rps"]:.0f} (p99 {creates["with"]["p99_ms"]:.1f} ms) |
 | creates/s without (TRELLIS_EVENTS=false) | {creates["without"]["rps"]:.0f} (p99 {creates["without"]["p99_ms"]:.1f} ms) |
+"""
+
+
+def summary(runs: list[dict[str, Any]]) -> str:
+    """Median and spread of the runs' p50 and p99 from send, every run's figure, the verdict."""
+    p99 = [run["from_send"].get(99, 1e9) for run in runs]
+    p50 = [run["from_send"].get(50, 1e9) for run in runs]
+    every = "met" if max(p99) < TARGET_P99_MS else "missed"
+    lost = sum(run["lost"] for run in runs)
+    loads = " / ".join(f"{run['load_before'][0]:.1f}" for run in runs)
+    return f"""### {len(runs)} runs
+
+| figure | median | spread (min–max) | every run |
+|---|---|---|---|
+| p99 from send (ms) | {statistics.median(p99):.1f} | {min(p99):.1f}–{max(p99):.1f} | {", ".join(f"{v:.1f}" for v in p99)} |
+| p50 from send (ms) | {statistics.median(p50):.1f} | {min(p50):.1f}–{max(p50):.1f} | {", ".join(f"{v:.1f}" for v in p50)} |
+
+Target p99 < {TARGET_P99_MS:.0f} ms in every run: {every}; lost in all runs: {lost}. Load average before each run: {loads}.
 """
 
 
@@ -256,20 +325,42 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--client-processes", type=int, default=2, help="processes holding the subscribers (1: all in one)"
     )
-    parser.add_argument("--no-write", action="store_true", help="print the report, do not write results/live.md")
+    parser.add_argument("--no-write", action="store_true", help="print the report, do not add it to results/live.md")
+    parser.add_argument("--runs", type=int, default=1, help="runs, each with fresh servers; median and spread")
+    parser.add_argument("--label", default="", help="what the runs measure (the section's title)")
+    parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the first worker during the writes")
     args = parser.parse_args(argv)
     command = "python -m bench.live_bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    with bench_server("postgresql", TRELLIS_REDIS_URL=REDIS_URL) as first, tempfile.TemporaryDirectory() as folder:
-        with serve(first.env, folder) as second:
-            figures = asyncio.run(
-                run([first, second], args.subscribers, args.rate, args.seconds, args.client_processes)
-            )
-        figures["creates"] = create_throughput(first, folder, args.wrk_seconds)
-    text = report(figures, args, command.strip())
-    print(text)
-    if not args.no_write:
-        RESULTS.write_text(text)
-    return figures
+    runs = []
+    for number in range(args.runs):
+        last = number == args.runs - 1
+        with bench_server("postgresql", TRELLIS_REDIS_URL=REDIS_URL) as first, tempfile.TemporaryDirectory() as folder:
+            with serve(first.env, folder) as second:
+                figures = asyncio.run(
+                    run(
+                        [first, second],
+                        args.subscribers,
+                        args.rate,
+                        args.seconds,
+                        args.client_processes,
+                        args.profile if last else None,
+                    )
+                )
+            if last and args.wrk_seconds:
+                figures["creates"] = create_throughput(first, folder, args.wrk_seconds)
+        runs.append(figures)
+        text = report(figures, args, command.strip())
+        print(text, flush=True)
+        if not args.no_write:
+            with RESULTS.open("a") as results:
+                results.write("\n" + text)
+    if len(runs) > 1:
+        text = summary(runs)
+        print(text)
+        if not args.no_write:
+            with RESULTS.open("a") as results:
+                results.write("\n" + text)
+    return runs[-1]
 
 
 if __name__ == "__main__":

@@ -161,6 +161,20 @@ def test_receiver_fills_a_gap_from_the_table_and_polls_for_a_lost_last_message(l
         inbox.get(timeout=0.3)
 
 
+def test_a_batch_published_before_an_earlier_one_waits_for_it_not_for_the_table(log):
+    inbox, _ = _collect("early.*.*")
+    base = events.latest()
+    now = db.isoformat(db.utcnow())
+    # Two processes numbered base+1 then base+2 but published in the other order; neither row is in the
+    # table, so only the wait for the earlier batch delivers both.
+    log.offer([events.Event(base + 2, "early.t.2", "early.t", {}, now)])
+    log.offer([events.Event(base + 1, "early.t.1", "early.t", {}, now)])
+    assert [inbox.get(timeout=WAIT).id for _ in range(2)] == [base + 1, base + 2]
+    with pytest.raises(queue.Empty):
+        inbox.get(timeout=0.3)
+    log.reset()  # the receiver is ahead of the table now: start again from what it holds
+
+
 def test_retention_keeps_recent_events_and_the_last_n_of_each_family(app_config, log):
     pruning = create_app({**app_config, "EVENTS_RETENTION_SECONDS": 600, "EVENTS_RETENTION_COUNT": 3})
     old, recent = db.utcnow() - timedelta(minutes=30), db.utcnow()

@@ -156,7 +156,11 @@ def test_socketio_manager_and_server_as_the_fanout_calls_them():
     ]  # fmt: skip
     assert _parameters(socketio.Manager.get_participants) == ["self", "namespace", "room"]
     assert _parameters(socketio.Server._send_eio_packet) == ["self", "eio_sid", "eio_pkt"]
+    assert _parameters(socketio.Manager.eio_sid_from_sid) == ["self", "sid", "namespace"]  # send_encoded
     server = socketio.Server(async_mode="eventlet")
+    sid = server.manager.connect("eio-sid", "/database/")
+    assert server.manager.eio_sid_from_sid(sid, "/database/") == "eio-sid"
+    assert server.manager.eio_sid_from_sid("gone", "/database/") is None
     encoded = server.packet_class(sio_packet.EVENT, namespace="/", data=["message", "hi"]).encode()
     assert encoded == '2["message","hi"]'
     assert eio_packet.Packet(eio_packet.MESSAGE, encoded).encode() == '42["message","hi"]'

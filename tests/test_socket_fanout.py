@@ -68,7 +68,8 @@ def idle_socket():
     eio_socket = engineio.socket.Socket(server.eio, "sid")
     eio_socket.connected = eio_socket.upgraded = True
     setattr(eio_socket, CONNECTION_ATTRIBUTE, RFC6455WebSocket(server_end, {}, version=13))
-    yield eio_socket, client_end
+    server.eio.sockets["sid"] = eio_socket
+    yield eio_socket, client_end, server
     server_end.close()
     client_end.close()
 
@@ -79,7 +80,7 @@ def test_a_frame_goes_straight_to_an_idle_socket_only(idle_socket):
 
     from trellis.server.socket_fanout import CONNECTION_ATTRIBUTE, write_now
 
-    eio_socket, client = idle_socket
+    eio_socket, client, _ = idle_socket
     frame = websocket_frame('42["message","hi"]')
     assert write_now(eio_socket, frame)
     assert client.recv(100) == frame
@@ -101,7 +102,7 @@ def test_a_frame_the_kernel_takes_in_part_is_finished_before_the_next(idle_socke
 
     from trellis.server.socket_fanout import CONNECTION_ATTRIBUTE, write_now
 
-    eio_socket, client = idle_socket
+    eio_socket, client, _ = idle_socket
     connection = getattr(eio_socket, CONNECTION_ATTRIBUTE)
     big = websocket_frame(os.urandom(4 << 20))  # more than a socket pair's buffers hold
     assert write_now(eio_socket, big)
@@ -113,3 +114,29 @@ def test_a_frame_the_kernel_takes_in_part_is_finished_before_the_next(idle_socke
     assert bytes(received) == big
     eventlet.sleep(0)  # the finishing thread releases the lock once the last byte is out
     assert not connection._sendlock.locked()
+
+
+@EVENTLET_IMPORT
+def test_packets_gathered_for_a_socket_go_out_in_one_write_in_their_order(idle_socket):
+    import socket as plain_socket
+
+    from trellis.server.socket_fanout import gathered_writes, send_encoded
+
+    _, client, server = idle_socket
+    sid = server.manager.connect("sid", "/database/")
+    texts = [f'2/database/,["change",{{"n":{n}}}]' for n in range(3)]
+    client.settimeout(0.2)
+    with gathered_writes():
+        for text in texts[:2]:
+            send_encoded(server, "/database/", sid, text)
+        with gathered_writes():  # nested: written with the outer block
+            send_encoded(server, "/database/", sid, texts[2])
+        with pytest.raises(plain_socket.timeout):
+            client.recv(1000)  # held until the block ends
+    assert client.recv(1000) == b"".join(websocket_frame("4" + text) for text in texts)
+
+    send_encoded(server, "/database/", sid, texts[0])  # outside a block: at once
+    assert client.recv(1000) == websocket_frame("4" + texts[0])
+    send_encoded(server, "/database/", "gone", texts[0])  # a socket that disconnected meanwhile: skipped
+    with pytest.raises(plain_socket.timeout):
+        client.recv(1000)

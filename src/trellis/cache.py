@@ -248,6 +248,11 @@ def _read_table() -> list[tuple[str, int]]:
             return cursor.fetchall()
         finally:
             cursor.close()
+    except Exception:
+        # SQLAlchemy never saw the driver's error, so it would pool a dead connection again (after a
+        # PostgreSQL restart every later read failed with "connection already closed"): drop it.
+        connection.invalidate()
+        raise
     finally:
         provider.close(connection)
 

@@ -199,6 +199,18 @@ def _driver_faults() -> tuple[type[Exception], ...]:
     return (psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
+UNAVAILABLE_MESSAGE = "The database is unavailable; retry shortly"
+
+
+def database_unavailable(error: BaseException) -> bool:
+    """Whether ``error`` is the database's fault, not the request's or ours: the server down or restarting,
+    a dead pooled connection, no free connection (the pool's timeout, or the server's ``max_connections``).
+    The client may retry: a 503."""
+    if isinstance(error, DBAPIError):
+        return bool(error.connection_invalidated) or isinstance(error, (OperationalError, InterfaceError))
+    return isinstance(error, (PoolTimeoutError, *_driver_faults()))
+
+
 def register(app: Flask) -> None:
     @app.errorhandler(APIError)
     def _api_error(error: APIError):
@@ -212,7 +224,7 @@ def register(app: Flask) -> None:
 
     @app.errorhandler(DBAPIError)
     def _database_error(error: DBAPIError):
-        if not (error.connection_invalidated or isinstance(error, (OperationalError, InterfaceError))):
+        if not database_unavailable(error):
             return _unexpected(error)
         return _database_unavailable(error)
 
@@ -224,7 +236,7 @@ def register(app: Flask) -> None:
         except Exception:  # the connection is gone: nothing to roll back
             log.debug("rollback after a database failure failed too", exc_info=True)
         log.warning("database unavailable, answered 503: %s", error.__class__.__name__)
-        return _render(503, "The database is unavailable; retry shortly", headers={"Retry-After": "1"})
+        return _render(503, UNAVAILABLE_MESSAGE, headers={"Retry-After": "1"})
 
     # Code that takes a raw driver connection (engine.raw_connection()) meets the driver's own errors.
     for fault in (PoolTimeoutError, *_driver_faults()):

@@ -15,7 +15,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import background, db, reads
 from .cors import allowed_origins
-from .errors import APIError
+from .errors import UNAVAILABLE_MESSAGE, APIError, database_unavailable
 from .errors import body as error_body
 from .server.socket_fanout import FanOutManager, install_websocket
 from .shared_redis import make_pool, redis_options
@@ -145,7 +145,10 @@ def socket_event(handler: Callable[..., Any]) -> Callable[..., Any]:
             return handler(namespace, *args)
         except APIError as exc:
             return error_ack(exc)
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc):  # no free connection, a restart: the client may retry
+                log.warning("socket event %s answered 503: %s", handler.__name__, exc.__class__.__name__)
+                return error_ack(APIError(503, UNAVAILABLE_MESSAGE))
             log.exception("socket event %s.%s failed", type(namespace).__name__, handler.__name__)
             return error_ack(APIError(500, "Internal server error"))
         finally:

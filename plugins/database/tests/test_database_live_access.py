@@ -90,6 +90,15 @@ def users(server, count: int) -> list[UserAccount]:
     return [create_user_over_http(server.url) for _ in range(count)]
 
 
+def admin_and(user: UserAccount, server: Any, watchers: Any, schema: str) -> tuple[Any, Any]:
+    """An administrator's and ``user``'s sockets subscribed to ``schema``. Every subscription of a process
+    gets an event in the same pass: once the administrator has one, every other subscription had it."""
+    admin, mine = watchers(server.url, ADMIN), watchers(server.url, {"token": user.access_token})
+    admin.subscribe(schema=schema)
+    mine.subscribe(schema=schema)
+    return admin, mine
+
+
 def events_of(watcher: Any, count: int) -> list[tuple[str, Any]]:
     return [(change["event"], change["document"]) for change in watcher.take(count)]
 
@@ -136,6 +145,28 @@ def test_grant_and_revoke_send_enter_and_leave_and_nothing_leaks(server, watcher
     for watcher in (reader, outsider, anonymous, owner, admin):
         assert events_of(watcher, 1) == [("delete", {"_id": public["_id"]})]
         watcher.quiet(0.3)
+
+
+def test_a_replay_carries_the_grants_and_revokes_made_while_away(server, watchers):
+    api = Access(server.url)
+    name = api.access_schema({"title": "String"})
+    alice, bob = users(server, 2)
+    # once the admin has the creates, bob's subscription was shown them while he could not read them
+    admin, away = admin_and(bob, server, watchers, name)
+    later = api.create(name, {"title": "shared while bob is away"}, headers=alice.headers)
+    seen = api.create(name, {"title": "shared at once"}, headers=alice.headers)
+    admin.take(2)
+    api.share(name, seen["_id"], f"User:{bob.id}", alice)
+    first = away.next()
+    assert (first["event"], first["document"]) == ("enter", seen)
+    away.close()
+
+    api.share(name, later["_id"], f"User:{bob.id}", alice)  # no event of the documents themselves
+    api.share(name, seen["_id"], f"User:{bob.id}", alice, revoke=True)
+    back = watchers(server.url, {"token": bob.access_token})
+    back.subscribe(schema=name, since=first["eventId"])
+    assert events_of(back, 2) == [("enter", later), ("leave", {"_id": seen["_id"]})]
+    back.quiet(0.3)
 
 
 def test_a_field_change_moves_a_document_between_subscribers(server, watchers):
@@ -210,11 +241,8 @@ def test_server_sent_events_show_only_readable_documents(server, watchers):
     api = Access(server.url)
     name = api.access_schema({"title": "String"})
     alice, bob = users(server, 2)
-    # Every subscription of a process gets an event in the same pass: once one of these has it, the
-    # stream has it too (so each write is applied before the next one is made).
-    admin, bob_socket = watchers(server.url, ADMIN), watchers(server.url, {"token": bob.access_token})
-    admin.subscribe(schema=name)
-    bob_socket.subscribe(schema=name)
+    # once one of these has an event, the stream has it too (so each write is applied before the next)
+    admin, bob_socket = admin_and(bob, server, watchers, name)
     url = f"{server.url}/database/{name}/changes"
     with requests.get(url, headers=bob.headers, stream=True, timeout=WAIT) as response:
         assert response.status_code == 200
@@ -242,11 +270,12 @@ def test_server_sent_events_show_only_readable_documents(server, watchers):
     kept = api.create(name, {"title": "kept"}, headers=bob.headers)
     # A replay filters the same way, with the readers the documents have when it is read: the create of
     # a document deleted since is not replayed (it has no readers left), its delete is (its grants travel
-    # in the event), and grants are not replayed.
+    # in the event); the grant of a tuple revoked since sends nothing, its revoke sends leave.
     since = int(found[0]["id"]) - 1
     with requests.get(url, params={"since": since}, headers=bob.headers, stream=True, timeout=WAIT) as response:
-        replayed, _ = _sse_events(within(response.iter_lines(decode_unicode=True)), 2)
+        replayed, _ = _sse_events(within(response.iter_lines(decode_unicode=True)), 3)
     assert [(event["event"], event["data"]) for event in replayed] == [
+        ("leave", {"_id": shown["_id"]}),
         ("delete", {"_id": mine["_id"]}),
         ("create", kept),
     ]

@@ -170,6 +170,15 @@ def _grant_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides
     ]
 
 
+def grant_families(schema_name: str) -> list[str]:
+    """The families of the grant events that change who may read the schema's documents (none when it is
+    not under access control)."""
+    resolved = resource_of(schema_name)
+    if resolved is None:
+        return []
+    return [family for family in control().change_families(resolved[1]) if family.startswith("authorization.")]
+
+
 def affected_users(event: events.Event) -> list[str]:
     """The users whose teams (and so whose subjects) a team event changed."""
     payload = event.payload

@@ -30,7 +30,16 @@ from trellis.http import Blueprint
 from trellis.settings import COUNT, SECONDS, Setting
 
 from .access import authorize
-from .live import Subscription, check_replayable, compile_filter, hub, parse_kinds, parse_since
+from .live import (
+    SharedEncoding,
+    Subscription,
+    check_replayable,
+    compile_filter,
+    hub,
+    parse_kinds,
+    parse_since,
+    replayed_families,
+)
 from .live_access import viewer
 from .query import parse_filters
 from .registry import snapshot_having
@@ -97,8 +106,9 @@ def stream_changes(schemaName: str) -> Response:
     predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters), words)
     kinds = parse_kinds(request.args.get("events"))
     since = _since()
+    acting = viewer(identity)
     if since is not None:
-        check_replayable(since, schema.name)
+        check_replayable(since, replayed_families(schema.name, acting))
     user_id = identity.id if identity is not None and identity.kind == "user" else None
     live = hub()
     outbox = Outbox(current_app.config["SSE_BUFFER_BYTES"])
@@ -111,7 +121,7 @@ def stream_changes(schemaName: str) -> Response:
         owner="",
         user_id=user_id,
         since=since,
-        viewer=viewer(identity),
+        viewer=acting,
     )
     subscription.owner = f"sse {subscription.id}"
     connection = getattr(request.environ.get("eventlet.input"), "_sock", None)  # eventlet's WSGI server
@@ -144,28 +154,7 @@ def _frame(change: dict[str, Any]) -> bytes:
     return f"id: {change['eventId']}\nevent: {change['event']}\ndata: {document}\n\n".encode()
 
 
-class _SharedFrames:
-    """The frames of the event being delivered, shared by every stream it goes to: one encoding per event
-    and kind, and one copy in memory however many streams hold it. Keyed by the eventId and the document object
-    (each event has its own), so events of two apps in one process are never mixed up."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._event: tuple[int, Any] | None = None  # the eventId and the document object
-        self._frames: dict[str, bytes] = {}
-
-    def frame(self, change: dict[str, Any]) -> bytes:
-        with self._lock:
-            event = self._event
-            if event is None or event[0] != change["eventId"] or event[1] is not change["document"]:
-                self._event, self._frames = (change["eventId"], change["document"]), {}
-            frame = self._frames.get(change["event"])
-            if frame is None:
-                frame = self._frames[change["event"]] = _frame(change)
-            return frame
-
-
-_shared = _SharedFrames()
+_shared = SharedEncoding(_frame)  # one frame per event and kind, whatever the number of streams
 
 
 class Outbox:
@@ -184,7 +173,7 @@ class Outbox:
         self._ended = False
 
     def put(self, change: dict[str, Any]) -> None:
-        frame = _shared.frame(change)
+        frame = _shared.get(change)
         with self._lock:
             if self._ended:
                 return

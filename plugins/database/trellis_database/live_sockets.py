@@ -16,6 +16,7 @@ sockets, so the Socket.IO queue carries none of them.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -25,10 +26,29 @@ from flask_socketio import ConnectionRefusedError, Namespace
 
 from trellis import db
 from trellis.credentials import Identity, identity_from_token, master_key_matches
-from trellis.errors import APIError, bad_request, body, not_found, unauthorized
+from trellis.errors import (
+    UNAVAILABLE_MESSAGE,
+    APIError,
+    bad_request,
+    body,
+    database_unavailable,
+    not_found,
+    unauthorized,
+)
 from trellis.realtime import error_ack, socket_event
+from trellis.server.socket_fanout import send_encoded
 
-from .live import Subscription, check_replayable, hub, parse_kinds, parse_since, readable_schema, where_filter
+from .live import (
+    SharedEncoding,
+    Subscription,
+    check_replayable,
+    hub,
+    parse_kinds,
+    parse_since,
+    readable_schema,
+    replayed_families,
+    where_filter,
+)
 from .live_access import viewer
 
 log = logging.getLogger(__name__)
@@ -63,7 +83,10 @@ class DatabaseNamespace(Namespace):
             identity = connection_identity(auth)
         except APIError as exc:
             raise ConnectionRefusedError(exc.message, body(exc.status, exc.message, name=exc.name)) from None
-        except Exception:
+        except Exception as exc:
+            if database_unavailable(exc):  # a token is checked against the database: no free connection
+                log.warning("database socket connect answered 503: %s", exc.__class__.__name__)
+                raise ConnectionRefusedError(UNAVAILABLE_MESSAGE, body(503, UNAVAILABLE_MESSAGE)) from None
             log.exception("database socket connect failed")
             raise ConnectionRefusedError("Internal server error", body(500, "Internal server error")) from None
         finally:
@@ -110,8 +133,9 @@ class DatabaseNamespace(Namespace):
         predicate, filter_key = where_filter(schema, data.get("where"), data.get("search"))
         kinds = parse_kinds(data.get("events"))
         since = parse_since(data.get("since"))
+        acting = viewer(identity)
         if since is not None:
-            check_replayable(since, schema.name)
+            check_replayable(since, replayed_families(schema.name, acting))
         sid = request.sid
         subscription = Subscription(
             schema=schema.name,
@@ -122,7 +146,7 @@ class DatabaseNamespace(Namespace):
             owner=self._owner(sid),
             user_id=identity.id if identity is not None and identity.kind == "user" else None,
             since=since,
-            viewer=viewer(identity),
+            viewer=acting,
         )
         live = hub()
         live.add(subscription, limit=MAX_SUBSCRIPTIONS)
@@ -140,7 +164,26 @@ class DatabaseNamespace(Namespace):
         return {"subscriptionId": subscription_id, "unsubscribed": True}
 
     def _send(self, sid: str, change: dict[str, Any]) -> None:
-        self.socketio.emit("change", change, to=sid, namespace=self.namespace, ignore_queue=True)
+        """The bytes of ``emit("change", change, to=sid, ignore_queue=True)``, the document encoded once per
+        event (see :func:`packet`)."""
+        send_encoded(self.socketio.server, self.namespace, sid, packet(self.namespace, change))
+
+
+def packet(namespace: str, change: dict[str, Any]) -> str:
+    """The Socket.IO packet of a ``change`` event: the text python-socketio's ``packet_class(EVENT, namespace,
+    ["change", change]).encode()`` gives (``json.dumps`` with its separators), made of the subscription's id and
+    the rest of the change encoded once for all its subscribers (``change`` begins with ``subscriptionId``)."""
+    # a subscription id is hex (uuid4().hex): its JSON is itself in quotes
+    return f'2{namespace},["change",{{"subscriptionId":"{change["subscriptionId"]}"{_rest.get(change)}'
+
+
+def _encode_rest(change: dict[str, Any]) -> str:
+    """``,"eventId":…,"at":…}]``: the change after its subscriptionId, closing the packet's array."""
+    rest = {key: value for key, value in change.items() if key != "subscriptionId"}
+    return "," + json.dumps(rest, separators=(",", ":"))[1:] + "]"
+
+
+_rest = SharedEncoding(_encode_rest)
 
 
 def _start(app: Any, subscription: Subscription, namespace: DatabaseNamespace, sid: str) -> None:

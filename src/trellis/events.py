@@ -668,6 +668,8 @@ class EventLog:
 
     def _deliver_following(self) -> None:
         """Deliver the early events that follow the last delivered one, as one batch; drop the ones it passed."""
+        if self._delivered is None:  # nothing received yet (the receiver's first turn at start-up)
+            return
         for passed in [key for key in self._early if key <= self._delivered]:
             del self._early[passed]
         run = []

@@ -287,7 +287,13 @@ def test_a_revoke_on_one_process_is_in_force_on_the_other(live_server_factory, r
     api_one, api_two = Access(one.url), Access(two.url)
     name = api_one.access_schema({"title": "String"})
     alice, bob = users(one, 2)
+    # Alice watches on the other process too: once her create has arrived there, that process has
+    # delivered it, so Bob, subscribing after, gets the share as enter (a create that reached the other
+    # process only after the share would reach Bob as a create of a document he may read by then).
+    owner = watchers(two.url, {"token": alice.access_token})
+    owner.subscribe(schema=name)
     note = api_one.create(name, {"title": "shared"}, headers=alice.headers)
+    assert events_of(owner, 1) == [("create", note)]
     watcher = watchers(two.url, {"token": bob.access_token})
     watcher.subscribe(schema=name)
     api_one.share(name, note["_id"], f"User:{bob.id}", alice)

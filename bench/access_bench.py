@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import random
 import re
 import statistics
@@ -67,6 +66,7 @@ from bench.common import (
     insert_many,
     paired_line,
     redis_child,
+    report_header,
     serve,
 )
 from bench.peer_bench import CpuWindow, _backends, _process_cpu, wrk
@@ -110,6 +110,26 @@ def load_documents(
     ]
 
     return insert_many(server, "Doc", batches)
+
+
+def seed(
+    server: Server,
+    args: argparse.Namespace,
+    rnd: random.Random,
+    fields: dict[str, Any] = SCHEMA,
+    make: Callable[[int, random.Random], dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], dict[str, dict[str, str]], float]:
+    """The benchmark's data on ``server`` (documents, users, teams, owner tuples and grants: see
+    :func:`seed_access`), the measured user's and the admin's headers, and the seconds it took."""
+    started = time.monotonic()
+    doc_ids = load_documents(server, args.documents, rnd, fields, make)
+    measured, user_token, admin_token = sign_in(server)
+    seeded = seed_access(server, doc_ids, measured, args.users, args.grants, rnd)
+    callers = {
+        "user": {"Authorization": f"Bearer {user_token}"},
+        "admin": {"Authorization": f"Bearer {admin_token}"},
+    }
+    return seeded, callers, time.monotonic() - started
 
 
 def sign_in(server: Server) -> tuple[str, str, str]:
@@ -361,15 +381,7 @@ def servers(redis_url: str) -> Iterator[tuple[Server, Server]]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rnd = random.Random(31)
     with redis_child() as redis_url, servers(redis_url) as (cached, uncached):
-        started = time.monotonic()
-        doc_ids = load_documents(cached, args.documents, rnd)
-        measured, user_token, admin_token = sign_in(cached)
-        seeded = seed_access(cached, doc_ids, measured, args.users, args.grants, rnd)
-        load_seconds = time.monotonic() - started
-        callers = {
-            "user": {"Authorization": f"Bearer {user_token}"},
-            "admin": {"Authorization": f"Bearer {admin_token}"},
-        }
+        seeded, callers, load_seconds = seed(cached, args, rnd)
         readable = seeded["readable"]
         plans = explain(cached, callers, rnd.choice(readable), 500)
         sample = rnd.sample(readable, min(2000, len(readable)))
@@ -405,12 +417,12 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
     rows, seeded = result["rows"], result["seeded"]
     share = len(seeded["readable"]) / args.documents * 100
     lines = [
-        "# Access control benchmark (issue 31)",
-        "",
-        f"Command: `{command}` (revision `{revision}`). Machine: {os.cpu_count()} cores, {platform.machine()}, "
-        f"Python {platform.python_version()}, shared with other engineers' work (foreign CPU: the share of both "
-        "cores used by other processes during a measured run).",
-        "",
+        *report_header(
+            "Access control benchmark (issue 31)",
+            command,
+            revision,
+            "foreign CPU: the share of both cores used by other processes during a measured run",
+        ),
         f"Data: {args.documents:,} `Doc` documents under access control, {args.users:,} users, 1,000 teams "
         f"(three levels, 10 members each), {seeded['owners']:,} owner tuples and {seeded['grants']:,} grants "
         f"(loaded in {result['load_seconds']:.0f} s: documents through `POST /database/Doc/many`, the rest by bulk "

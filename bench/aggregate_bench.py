@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import random
 import statistics
 import threading
@@ -39,13 +38,11 @@ from bench.access_bench import (
     _dsn,
     _Recording,
     arguments,
-    load_documents,
     provenance,
     recording_app,
-    seed_access,
-    sign_in,
+    seed,
 )
-from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, redis_child, wrk
+from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, redis_child, report_header, wrk
 from bench.peer_bench import _backends, _process_cpu
 
 RESULTS = ROOT / "bench" / "results" / "aggregate.md"
@@ -131,15 +128,7 @@ def trellis(server: Server, headers: dict[str, str], seconds: int) -> dict[str, 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     rnd = random.Random(33)
     with redis_child() as redis_url, bench_server("postgresql", modules=MODULES, TRELLIS_REDIS_URL=redis_url) as server:
-        started = time.monotonic()
-        doc_ids = load_documents(server, args.documents, rnd, FIELDS, _document)
-        measured, user_token, admin_token = sign_in(server)
-        seeded = seed_access(server, doc_ids, measured, args.users, args.grants, rnd)
-        load_seconds = time.monotonic() - started
-        callers = {
-            "admin": {"Authorization": f"Bearer {admin_token}"},
-            "user": {"Authorization": f"Bearer {user_token}"},
-        }
+        seeded, callers, load_seconds = seed(server, args, rnd, FIELDS, _document)
         statements = {caller: captured_statement(server, headers) for caller, headers in callers.items()}
         for caller, headers in callers.items():  # the server answers what the captured statement gives
             answer = requests.get(server.url + QUERY, headers=headers, timeout=60).json()
@@ -191,12 +180,9 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
     rows, seeded = result["rows"], result["seeded"]
     share = len(seeded["readable"]) / args.documents * 100
     lines = [
-        "# Aggregation benchmark (issue 33)",
-        "",
-        f"Command: `{command}` (revision `{revision}`). Machine: {os.cpu_count()} cores, {platform.machine()}, "
-        f"Python {platform.python_version()}, shared with other engineers' work (load: the 1-minute load average "
-        "when a run started).",
-        "",
+        *report_header(
+            "Aggregation benchmark (issue 33)", command, revision, "load: the 1-minute load average when a run started"
+        ),
         f"Data: {args.documents:,} `Doc` documents (`category` among {CATEGORIES}, `price`) under access control, "
         f"{args.users:,} users, 1,000 teams, {seeded['owners']:,} owner tuples and {seeded['grants']:,} grants "
         f"(the access benchmark's seeding; loaded in {result['load_seconds']:.0f} s). The user reads "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -361,3 +362,15 @@ def explain_plain_and_prepared(cursor: Any, sql: str, parameters: Any) -> tuple[
     timings = [line.strip() for line in generic if line.startswith(("Planning Time", "Execution Time"))]
     after += "\n\nThe generic plan forced (plan_cache_mode = force_generic_plan): " + ", ".join(timings)
     return cursor.mogrify(sql, parameters).decode() + "\n\n" + plain, prepared.execute + "\n\n" + after
+
+
+def report_header(title: str, command: str, revision: str, load: str) -> list[str]:
+    """The first lines of a benchmark's report: what ran, at which revision, on what machine, and how the
+    report shows the load of others' work on it (``load``)."""
+    return [
+        f"# {title}",
+        "",
+        f"Command: `{command}` (revision `{revision}`). Machine: {os.cpu_count()} cores, {platform.machine()}, "
+        f"Python {platform.python_version()}, shared with other engineers' work ({load}).",
+        "",
+    ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from time import monotonic
 from typing import Any, Protocol, TypeVar
 
 from flask import Flask, current_app, g
@@ -47,7 +48,19 @@ class ReadConnections:
     ~8% of a get by id (py-spy): SQLAlchemy sets the flag on every checkout and restores the isolation
     level on every check-in. The pool owns the connections' life: recycling, and after a disconnect the
     invalidation of every older connection. On SQLite reads are local and use the main engine.
+
+    A request's connection goes back to a short list of idle ones kept checked out (last in, first out),
+    not to the pool: SQLAlchemy's checkout and check-in (``Engine.connect``, ``Connection.close``: the
+    pool's queue and lock, a fairy and its weakref finaliser, the connection record) cost ~10% of a get
+    by id's server CPU (py-spy, ``bench/results/peer.md``, 2026-11-26), taking one from the list ~0.1 µs.
+    What the pool did at checkout is done here instead: a connection idle longer than
+    ``IDLE_SECONDS`` goes back to the pool (which recycles it when it is due), and once one connection
+    is found dead (it comes back invalidated) every idle one goes back, so the pool replaces each one
+    older than the disconnect at its next checkout, as it does for its own.
     """
+
+    IDLE_SECONDS = 10.0
+    MAX_IDLE = 16
 
     retryable = True  # a statement on its own is safe to run again on a fresh connection
 
@@ -65,12 +78,50 @@ class ReadConnections:
             )
             # The reads' connections prepare their statements when the app's main engine does.
             statements.prepare_statements(self.engine, statements.preparing(engine))
+        self._idle: list[tuple[Connection, float]] = []  # (connection, when it went idle), newest last
+        self._keeps = self.engine is not engine  # PostgreSQL's own pool: nothing to keep on SQLite
 
     def open(self) -> Connection:
-        return self.engine.connect()
+        while True:
+            try:
+                connection, since = self._idle.pop()
+            except IndexError:  # none idle (the check and the pop are one step for threads too)
+                return self.engine.connect()
+            if monotonic() - since < self.IDLE_SECONDS:
+                return connection
+            connection.close()  # older ones are older still: the pool decides about them
+            self.release_idle()
 
     def close(self, connection: Connection) -> None:
-        connection.close()
+        if not self._keeps or len(self._idle) >= self.MAX_IDLE or connection.closed:
+            connection.close()
+            return
+        # Invalidated through the Connection, or through its pool entry (``statements.execute_compiled``,
+        # ``cache._read_table``): a disconnect, so the idle ones predate it too.
+        dead = connection.invalidated or not connection.connection.is_valid
+        if not dead and connection.in_transaction():
+            # SQLAlchemy began its own transaction object at the first ``execute``; on an autocommit
+            # connection its rollback sends nothing (psycopg2 has no transaction to end).
+            try:
+                connection.rollback()
+            except DBAPIError:
+                dead = True
+        if dead:
+            connection.close()
+            self.release_idle()
+            return
+        self._idle.append((connection, monotonic()))
+
+    def release_idle(self) -> None:
+        """Give every idle connection back to the pool."""
+        idle, self._idle = self._idle, []
+        for connection, _ in idle:
+            connection.close()
+
+    def dispose(self) -> None:
+        """Close every connection of the reads' pool, the idle ones included (an app's end, tests)."""
+        self.release_idle()
+        self.engine.dispose()
 
     def transaction(self) -> contextlib.AbstractContextManager[Connection]:
         return self.base.begin()

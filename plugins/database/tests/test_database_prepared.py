@@ -20,13 +20,15 @@ def committing(app, app_config):
         yield made
     finally:
         made.extensions["trellis_events"].stop()
-        made.extensions["trellis"].reads.engine.dispose()
+        made.extensions["trellis"].reads.dispose()
         wipe_data(app)
 
 
 def _prepared_on_idle_read_connections(application) -> set[str]:
     """The names prepared on every idle read connection (all of them checked out at once)."""
-    engine = application.extensions["trellis"].reads.engine
+    reads = application.extensions["trellis"].reads
+    reads.release_idle()  # the connections kept checked out for the next requests go back to the pool
+    engine = reads.engine
     held = [engine.connect() for _ in range(engine.pool.checkedin())]
     try:
         return {name for c in held for name in c.exec_driver_sql("SELECT name FROM pg_prepared_statements").scalars()}
@@ -82,6 +84,6 @@ def test_lists_and_gets_are_prepared_and_a_field_type_change_between_requests_an
         assert unprepared.test_client().get(query, headers=admin_headers).get_json() == bare.get_json()
     finally:
         unprepared.extensions["trellis_events"].stop()
-        unprepared.extensions["trellis"].reads.engine.dispose()
+        unprepared.extensions["trellis"].reads.dispose()
     listed = client.get("/database/Priced?price[$lt]=6&sort=-price&limit=20", headers=admin_headers)
     assert [d["price"] for d in listed.get_json()["documents"]] == [5, 2, 1] and listed.get_json()["count"] == 3

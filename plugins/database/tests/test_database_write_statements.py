@@ -163,7 +163,7 @@ def proxied(app, app_config) -> Iterator[tuple[Any, PostgresProxy]]:
         finally:
             other.extensions["trellis_events"].stop()
             other.extensions["trellis"].engine.dispose()
-            other.extensions["trellis"].reads.engine.dispose()
+            other.extensions["trellis"].reads.dispose()
 
 
 def _prepared_body(sql: str, prepared: dict[str, str]) -> str:

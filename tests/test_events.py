@@ -6,6 +6,7 @@ These tests commit (the sequencer only sees committed rows), so they empty the l
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -219,3 +220,18 @@ def test_fan_out_through_redis_reaches_another_app(app_config, log, redis_url):
         for other in (writer, reader):
             other.extensions["trellis_events"].stop()
             other.extensions["trellis"].engine.dispose()
+
+
+def test_a_publication_carries_each_payload_as_stored_and_decodes_to_the_same_events():
+    """The sequencer publishes the stored JSON text without decoding it (``Numbered.wire``); a receiver
+    (``_offer``) decodes the message to the events ``read`` gives."""
+    stored = '{"document":{"_id":"b","title":"é \\"quoted\\" \\u2028"},"previous":null}'
+    numbered = [
+        events.Numbered(7, "database.Item.update", "database.Item", stored, "2026-11-26T13:00:00.000Z"),
+        events.Numbered(8, 'odd."topic', 'odd."topic', "{}", "2026-11-26T13:00:01.000Z"),
+    ]
+    message = "[" + ",".join(n.wire() for n in numbered) + "]"
+    decoded = [events.Event(*item) for item in json.loads(message)]
+    assert decoded == [n.event() for n in numbered]
+    assert decoded[0].payload == {"document": {"_id": "b", "title": 'é "quoted" \u2028'}, "previous": None}
+    assert decoded[1].topic == 'odd."topic'

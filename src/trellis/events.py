@@ -133,6 +133,30 @@ class Event:
     created_at: str
 
 
+@dataclass(frozen=True)
+class Numbered:
+    """An event as the sequencer numbered it, its payload still the stored JSON text: a publication carries
+    that text as it is. Decoding each payload only to encode it again for Redis was a quarter of the
+    sequencer's CPU (py-spy of a create at 2,000/s, ``bench/results/peer.md``, 2026-11-26)."""
+
+    id: int
+    topic: str
+    family: str
+    payload: str
+    created_at: str
+
+    def event(self) -> Event:
+        return Event(self.id, self.topic, self.family, json.loads(self.payload), self.created_at)
+
+    def wire(self) -> str:
+        """``[id, topic, family, payload, created_at]`` as JSON text (what :func:`_offer` decodes)."""
+        return f"[{self.id},{_json_text(self.topic)},{_json_text(self.family)},{self.payload},{_json_text(self.created_at)}]"
+
+
+def _json_text(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 def family_of(topic: str) -> str:
     """The first two segments: ``database.Item.update`` → ``database.Item``."""
     return ".".join(topic.split(".", 2)[:2])
@@ -460,10 +484,11 @@ class EventLog:
             query = query.where(_table.c.family == family)
         elif family is not None:
             query = query.where(_table.c.family.in_(family))
-        query = query.order_by(_table.c.event_id).limit(limit)
+        return [_event(row) for row in self._rows(query.order_by(_table.c.event_id).limit(limit))]
+
+    def _rows(self, query: sa.Select) -> list[Any]:
         with self.read_engine.connect() as connection:
-            rows = connection.execute(query).all()
-        return [_event(row) for row in rows]
+            return connection.execute(query).all()
 
     def latest(self) -> int:
         with self.read_engine.connect() as connection:
@@ -551,11 +576,11 @@ class EventLog:
 
     # sequencer
 
-    def sequence(self) -> list[Event]:
+    def sequence(self) -> list[Numbered]:
         """Number the committed unnumbered rows (locked passes); returns them, ascending."""
         if not self.postgresql:
             return self._numbered_since_last_pass()
-        numbered: list[Event] = []
+        numbered: list[Numbered] = []
         while True:
             with self._locked(SEQUENCER_LOCK, wait=True) as connection:
                 batch = self._number(connection)
@@ -563,25 +588,30 @@ class EventLog:
             if len(batch) < BATCH:
                 return numbered
 
-    def _numbered_since_last_pass(self) -> list[Event]:
+    def _numbered_since_last_pass(self) -> list[Numbered]:
         """SQLite: events are numbered as inserted; a pass hands on what committed since the last one."""
         if self._sequenced is None:
             self._sequenced = self.latest()
             return []
         if self._sequenced > self.latest():  # the table went back (see catch_up)
             self._sequenced = 0
-        found: list[Event] = []
-        while batch := self.read(self._sequenced, limit=BATCH):
+        found: list[Numbered] = []
+        while batch := [
+            _numbered(row)
+            for row in self._rows(
+                sa.select(*_COLUMNS).where(_table.c.event_id > self._sequenced).order_by(_table.c.event_id).limit(BATCH)
+            )
+        ]:
             found += batch
             self._sequenced = batch[-1].id
             if len(batch) < BATCH:
                 break
         return found
 
-    def _number(self, connection: sa.Connection) -> list[Event]:
+    def _number(self, connection: sa.Connection) -> list[Numbered]:
         """One statement: number up to BATCH committed unnumbered rows from max(event_id)+1, in id order."""
         rows = connection.execute(_NUMBER, {"batch": BATCH}).all()
-        return sorted((_event(row) for row in rows), key=lambda event: event.id)
+        return sorted((_numbered(row) for row in rows), key=lambda event: event.id)
 
     @contextmanager
     def _locked(self, key: int, wait: bool) -> Iterator[sa.Connection | None]:
@@ -604,20 +634,16 @@ class EventLog:
                 return
             time.sleep(BUSY_RETRY_SECONDS)
 
-    def publish(self, batch: list[Event]) -> None:
+    def publish(self, batch: list[Numbered]) -> None:
         """Hand a numbered batch to every process's receiver (Redis) or to this one."""
         if not batch:
             return
         app = self._app()
         client = redis_client(app) if app is not None and self.redis_url else None
         if client is None:
-            self.offer(batch)
+            self.offer([numbered.event() for numbered in batch])
             return
-        message = json.dumps(
-            [[e.id, e.topic, e.family, e.payload, e.created_at] for e in batch],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        message = "[" + ",".join(numbered.wire() for numbered in batch) + "]"
         try:
             client.publish(self.channel, message)
         except redis.RedisError:
@@ -795,6 +821,12 @@ class EventLog:
 def _event(row: Any) -> Event:
     payload = row[3]
     return Event(row[0], row[1], row[2], json.loads(payload) if isinstance(payload, str) else payload, _stamp(row[4]))
+
+
+def _numbered(row: Any) -> Numbered:
+    payload = row[3]
+    text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return Numbered(row[0], row[1], row[2], text, _stamp(row[4]))
 
 
 def _stamp(value: Any) -> str:

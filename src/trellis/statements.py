@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,32 +41,42 @@ def execute_compiled(
     server (see "statements prepared on the server" below). DB-API errors come out as SQLAlchemy's
     (``IntegrityError`` …), as from ``connection.execute``, and a connection found dead is invalidated with
     every older one of the pool (after a PostgreSQL restart the next requests get fresh connections).
-    SQLite runs through SQLAlchemy.
+    SQLAlchemy's ``before_cursor_execute`` and ``after_cursor_execute`` listeners are called, with no
+    execution context. SQLite, and a statement with an expanding parameter, run through SQLAlchemy.
     """
-    if connection.dialect.name != "postgresql":
-        result = connection.execute(statement, parameters)
-        return result.all() if result.returns_rows else []
     compiled = None if cache is None else cache.get(("sql", statement))
     if compiled is None:
-        made = statement.compile(dialect=connection.dialect)
-        # The statement's own values (``version + 1``'s 1) go with the caller's parameters.
-        own = {name: bind.value for name, bind in made.binds.items() if not bind.required}
-        compiled = (str(made), own)
+        compiled = _direct_form(statement, connection.dialect)
         if cache is not None:
             cache[("sql", statement)] = compiled
-    sql, own = compiled
-    values = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in parameters.items()}
-    if own:
-        values = {**own, **values}
+    if compiled is _THROUGH_SQLALCHEMY:
+        result = connection.execute(statement, parameters)
+        return result.all() if result.returns_rows else []
+    sql, own, convert = compiled.sql, compiled.own, compiled.convert
+    values = {**own, **parameters} if own else dict(parameters)
+    for name, process in convert.items():
+        if name in values:
+            values[name] = process(values[name])
+    for name, value in values.items():  # an untyped parameter holding a dict: a JSON column's value
+        if isinstance(value, dict):
+            values[name] = json.dumps(value)
     fairy = connection.connection
     raw = fairy.dbapi_connection
+    dispatch = connection.dispatch
     try:
         with raw.cursor() as cursor:
+            # SQLAlchemy's cursor events still see the statement (tracing, tests that count statements);
+            # no execution context was made, so theirs is None.
+            if dispatch.before_cursor_execute:
+                dispatch.before_cursor_execute(connection, cursor, sql, values, None, False)
             if raw.autocommit and connection.engine in _PREPARING:
                 run_prepared(cursor, fairy.info, sql, values)
             else:
                 cursor.execute(sql, values)
-            return cursor.fetchall() if cursor.description else []
+            rows = cursor.fetchall() if cursor.description else []
+            if dispatch.after_cursor_execute:
+                dispatch.after_cursor_execute(connection, cursor, sql, values, None, False)
+            return rows
     except raw.Error as exc:  # psycopg2's base class, as the connection exposes it
         dead = connection.dialect.is_disconnect(exc, raw, None)
         if dead:
@@ -80,6 +90,38 @@ def execute_compiled(
         raise DBAPIError.instance(
             sql, values, exc, raw.Error, connection_invalidated=dead, dialect=connection.dialect
         ) from exc
+
+
+@dataclass(frozen=True)
+class _Direct:
+    """A statement as the driver runs it: its SQL, its own bound values (``version + 1``'s 1, which go with
+    the caller's parameters) and the conversions SQLAlchemy would apply to some parameters on their way to
+    the driver (a JSON type's serialiser, a Boolean's check), by name."""
+
+    sql: str
+    own: dict[str, Any]
+    convert: dict[str, Callable[[Any], Any]]
+
+
+_THROUGH_SQLALCHEMY = _Direct("", {}, {})  # see _direct_form
+
+
+def _direct_form(statement: Any, dialect: Any) -> _Direct:
+    """``statement`` as the driver runs it, or ``_THROUGH_SQLALCHEMY`` when only SQLAlchemy's execution can
+    run it: on SQLite (in-process), or with an expanding parameter (``IN``: its SQL depends on the values).
+    Worked out once per statement."""
+    if dialect.name != "postgresql":
+        return _THROUGH_SQLALCHEMY
+    made = statement.compile(dialect=dialect)
+    if any(bind.expanding for bind in made.binds.values()):
+        return _THROUGH_SQLALCHEMY
+    convert = {}
+    for name, bind in made.binds.items():
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        if process is not None:
+            convert[name] = process
+    own = {name: bind.value for name, bind in made.binds.items() if not bind.required}
+    return _Direct(str(made), own, convert)
 
 
 # ---- statements prepared on the server ---------------------------------------------------------------

@@ -276,9 +276,9 @@ def create_document(body: dict[str, Any], schemaName: str, snap: Any, schema: An
     access control the caller (or the ``scope`` team) owns it."""
     require_json()
     check_permission(schema, "create")
-    doc = documents.create(snap, schema, [body], acting=acting)[0]
+    text = documents.create_json(snap, schema, body, acting=acting)
     db.commit()  # nothing left when the write committed alone
-    return json_response(doc, 201)
+    return _json_text(text, 201)
 
 
 @documents_blp.route("/database/<string:schemaName>/many", methods=["POST"])

@@ -14,6 +14,7 @@ scrapes each one as its own target; the registry is per process and per app, nev
 
 from __future__ import annotations
 
+import gc
 import hmac
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -131,21 +132,27 @@ class _LiveCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         trellis = self.app.extensions.get("trellis")
-        pool, connections = self._families()
+        pool, connections, frozen = self._families()
         if trellis is not None:
             checked_out = getattr(trellis.engine.pool, "checkedout", None)
             pool.add_metric([], checked_out() if checked_out is not None else 0)
             for namespace, count in socketio_connections(trellis.socketio):
                 connections.add_metric([namespace], count)
+        frozen.add_metric([], gc.get_freeze_count())
         yield pool
         yield connections
+        yield frozen
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         return (
             GaugeMetricFamily("trellis_db_pool_checked_out", "Database connections checked out of the pool"),
             GaugeMetricFamily(
                 "trellis_socketio_connections", "Open Socket.IO connections of this process", labels=["namespace"]
+            ),
+            GaugeMetricFamily(
+                "trellis_gc_frozen_objects",
+                "Objects made at start-up and left out of the garbage collector's passes (trellis.server.serve)",
             ),
         )
 

@@ -23,6 +23,7 @@ those of :func:`trellis.server.safety.eventlet_server_options`).
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import resource
 import socket
@@ -129,6 +130,16 @@ def start_background(app: Flask) -> None:
             start(app)
 
 
+def freeze_start_up_heap() -> None:
+    """Leave what start-up made (modules, the app, schemas, SQLAlchemy's metadata: ~330,000 objects) out of
+    the garbage collector's full passes. Each full pass walked all of them: ~90–175 ms (measured after
+    ``create_app``), during which an eventlet process answers nothing and delivers nothing; live delivery's
+    p99 was of that size. Collected first, so no garbage is frozen with them; they live as long as the
+    process anyway."""
+    gc.collect()
+    gc.freeze()
+
+
 def serve(app: Flask, host: str, port: int, log_output: bool = False, banner: str | None = None) -> None:
     """Serve REST and Socket.IO on ``host:port`` until the process is stopped (modules' background
     work included: it runs in serving processes only, never in the CLI). ``banner`` is printed once the
@@ -141,6 +152,7 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False, banner: st
     if "trellis" in app.extensions:  # a Trellis app (the benchmarks also serve a bare Flask app here)
         events.start(app)  # the start-up pass numbers what a stopped process left unnumbered
         start_background(app)
+    freeze_start_up_heap()
     if listener is None:
         socketio.run(app, host=host, port=port, log_output=log_output, allow_unsafe_werkzeug=True)
         return

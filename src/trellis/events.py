@@ -86,19 +86,23 @@ _INSERT_NUMBERED = _INSERT.values(
     event_id=sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0) + 1).scalar_subquery()
 )
 _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
-# PostgreSQL, under the sequencer's lock: one round trip numbers a batch and returns it.
-_NUMBER = sa.text(
-    """
+# PostgreSQL: one round trip takes the sequencer's lock (waiting for another process's pass, if any), then
+# numbers a batch and returns it. Two statements in one simple query run as one implicit transaction, which
+# holds the transaction-scoped lock until the UPDATE is done; each statement reads with its own snapshot, so
+# the UPDATE sees every number committed before the lock was granted. Before, a pass took the lock in a
+# transaction of its own (BEGIN, the lock, the UPDATE, COMMIT) and, finding it busy, slept 2 ms and tried
+# again: half of the sequencer's CPU with two processes (py-spy, ``bench/live_bench.py``, 2026-11-26).
+_NUMBER = f"""
+    SELECT pg_advisory_xact_lock({SEQUENCER_LOCK});
     UPDATE core_events SET event_id = numbered.event_id
     FROM (
         SELECT id, (SELECT coalesce(max(event_id), 0) FROM core_events) + row_number() OVER (ORDER BY id) AS event_id
-        FROM core_events WHERE event_id IS NULL ORDER BY id LIMIT :batch
+        FROM core_events WHERE event_id IS NULL ORDER BY id LIMIT %(batch)s
     ) AS numbered
     WHERE core_events.id = numbered.id
     RETURNING core_events.event_id, core_events.topic, core_events.family, core_events.payload,
         core_events.created_at
-    """
-).columns(created_at=EventRecord.__table__.c.created_at.type)
+"""
 _COMPILED: dict[Any, str] = {}  # the single-row INSERT's SQL (statements.execute_compiled)
 
 _counters = EventCounter.__table__
@@ -582,8 +586,7 @@ class EventLog:
             return self._numbered_since_last_pass()
         numbered: list[Numbered] = []
         while True:
-            with self._locked(SEQUENCER_LOCK, wait=True) as connection:
-                batch = self._number(connection)
+            batch = self._number()
             numbered += batch
             if len(batch) < BATCH:
                 return numbered
@@ -608,9 +611,12 @@ class EventLog:
                 break
         return found
 
-    def _number(self, connection: sa.Connection) -> list[Numbered]:
-        """One statement: number up to BATCH committed unnumbered rows from max(event_id)+1, in id order."""
-        rows = connection.execute(_NUMBER, {"batch": BATCH}).all()
+    def _number(self) -> list[Numbered]:
+        """One round trip (``_NUMBER``): number up to BATCH committed unnumbered rows from max(event_id)+1, in
+        id order, under the sequencer's lock. On the reads' autocommit pool no BEGIN or COMMIT travels around
+        it (``begin`` sends nothing there; on a pool that is not in autocommit it commits the pass)."""
+        with self.read_engine.begin() as connection:
+            rows = connection.exec_driver_sql(_NUMBER, {"batch": BATCH}).all()
         return sorted((_numbered(row) for row in rows), key=lambda event: event.id)
 
     @contextmanager

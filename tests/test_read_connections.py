@@ -70,3 +70,25 @@ def test_a_dead_connection_gives_every_idle_one_back(reads):
     fresh = reads.open()
     assert fresh is not kept and _backend(fresh) != victim
     reads.close(fresh)
+
+
+def test_read_one_gives_the_row_sqlalchemy_gives(app):
+    """``reads.read_one`` runs on the driver's cursor: same values (a UTC timestamp through the column type's
+    conversion), columns as attributes; no row is None."""
+    from trellis import reads
+    from trellis.models import Admin
+
+    statement = sa.select(Admin.id, Admin.username, Admin.token_version, Admin.created_at).where(
+        Admin.username == sa.bindparam("name")
+    )
+    with app.extensions["trellis"].engine.connect() as connection:
+        name = connection.execute(sa.select(Admin.username)).scalars().first()
+    with app.app_context():
+        direct = reads.read_one(statement, name=name)
+        missing = reads.read_one(statement, name="nobody-by-that-name")
+    with app.extensions["trellis"].engine.connect() as connection:
+        expected = connection.execute(statement, {"name": name}).one()
+    assert direct is not None and not isinstance(direct, sa.Row)  # the cursor's row, not SQLAlchemy's
+    assert tuple(direct) == tuple(expected)
+    assert direct.created_at == expected.created_at and direct.created_at.tzinfo is not None
+    assert direct.username == name and missing is None

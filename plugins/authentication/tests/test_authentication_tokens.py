@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -271,3 +272,20 @@ def test_logout_ends_the_session_at_once(api, client, make_user):
 def test_logout_needs_a_user_token(client, admin_headers):
     assert client.post("/authentication/logout").status_code == 401
     assert client.post("/authentication/logout", headers=admin_headers).status_code == 403
+
+
+def test_a_token_verified_once_is_refused_once_it_expires(api, account):
+    """Verified tokens are remembered (``trellis.credentials.decode``), their expiry checked at every use."""
+    claims = decode_token(account.access_token)
+    short = create_access_token(
+        identity=account.id,
+        additional_claims={"kind": "user", "sid": claims["sid"]},
+        expires_delta=timedelta(seconds=2),
+    )
+    assert api.me(short).status_code == 200
+    assert api.me(short).status_code == 200  # from the remembered verification
+    expires = decode_token(short, allow_expired=True)["exp"]
+    time.sleep(max(0.0, expires - time.time()) + 0.2)
+    response = api.me(short)
+    assert response.status_code == 401
+    assert response.get_json()["message"] == "Token expired"

@@ -68,10 +68,9 @@ def apply_body_limit() -> None:
             return
     elif callable(limit):
         limit = limit()
-    too_large = APIError(413, f"The request body is larger than this route's limit of {limit} bytes")
     if request.content_length is not None:
         if request.content_length > limit:
-            raise too_large
+            raise _too_large(limit)
         request.max_content_length = limit
     elif has_body(request):
         # A chunked body: werkzeug refuses reads past ``max_content_length``; one byte more tells a body of
@@ -81,9 +80,13 @@ def apply_body_limit() -> None:
             try:
                 length = len(request.get_data(cache=True))
             except RequestEntityTooLarge:
-                raise too_large from None
+                raise _too_large(limit) from None
             if length > limit:
-                raise too_large
+                raise _too_large(limit)
+
+
+def _too_large(limit: int) -> APIError:
+    return APIError(413, f"The request body is larger than this route's limit of {limit} bytes")
 
 
 class Blueprint(flask_smorest.Blueprint):

@@ -189,9 +189,8 @@ def read_one(statement: Any, **params: Any) -> Any:
     """One row (or None) of a read that needs no transaction, unless the session has one open: then
     on the session, which sees the transaction's own writes. Its columns are attributes, as on
     SQLAlchemy's ``Row``."""
-    session = db.session()
-    if session.in_transaction():
-        return session.execute(statement, params).one_or_none()
+    if db.in_transaction():  # asked without making a session: most requests never need one
+        return db.session.execute(statement, params).one_or_none()
     return reading(lambda connection: _one(connection, statement, params))
 
 

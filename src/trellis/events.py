@@ -9,7 +9,7 @@ events of a family also bumps that family's counter: the change number (:func:`c
 
 Numbering (the *sequencer*): ``id`` is the insert order, but PostgreSQL transactions commit in another
 order, so a reader that followed ``id`` could skip a row that commits late. After a commit that recorded
-events, a background thread of the process is poked; it takes ``pg_try_advisory_xact_lock``, numbers the
+events, a background thread of the process is poked; it takes ``pg_advisory_xact_lock``, numbers the
 committed unnumbered rows in ``id`` order from ``max(event_id)+1`` and publishes them. ``event_id``\ s are
 therefore contiguous and in commit order. A pass every second and one at start-up number anything a
 crashed process left. SQLite has one writer, so commit order is insert order: there the row is numbered

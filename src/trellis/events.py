@@ -85,11 +85,11 @@ _INSERT_NUMBERED = _INSERT.values(
     event_id=sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0) + 1).scalar_subquery()
 )
 _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
-# PostgreSQL: one query takes the sequencer's lock (waiting for another process's pass, if any), then
-# numbers a batch and returns it, in the pass's transaction, which holds the transaction-scoped lock until it
-# commits; each statement reads with its own snapshot, so the UPDATE sees every number committed before the
-# lock was granted. Before, a pass took the lock in a separate statement
-# (BEGIN, the lock, the UPDATE, COMMIT) and, finding it busy, slept 2 ms and tried
+# PostgreSQL: one round trip takes the sequencer's lock (waiting for another process's pass, if any), then
+# numbers a batch and returns it. Two statements in one simple query run as one implicit transaction, which
+# holds the transaction-scoped lock until the UPDATE is done; each statement reads with its own snapshot, so
+# the UPDATE sees every number committed before the lock was granted. Before, a pass took the lock in a
+# transaction of its own (BEGIN, the lock, the UPDATE, COMMIT) and, finding it busy, slept 2 ms and tried
 # again: half of the sequencer's CPU with two processes (py-spy, ``bench/live_bench.py``, 2026-11-26).
 _NUMBER = f"""
     SELECT pg_advisory_xact_lock({SEQUENCER_LOCK});
@@ -610,12 +610,10 @@ class EventLog:
         return found
 
     def _number(self) -> list[Numbered]:
-        """One query (``_NUMBER``): number up to BATCH committed unnumbered rows from max(event_id)+1, in id
-        order, under the sequencer's lock. On the main pool, in a transaction of its own: its passes, every
-        second, are what finds that pool's connections dead after a PostgreSQL restart and has the pool
-        replace them, before a request meets one (the reads' autocommit pool would spare BEGIN and COMMIT,
-        but left the main pool's dead connections to the next transactional write: a 503)."""
-        with self.engine.begin() as connection:
+        """One round trip (``_NUMBER``): number up to BATCH committed unnumbered rows from max(event_id)+1, in
+        id order, under the sequencer's lock. On the reads' autocommit pool no BEGIN or COMMIT travels around
+        it (``begin`` sends nothing there; on a pool that is not in autocommit it commits the pass)."""
+        with self.read_engine.begin() as connection:
             rows = connection.exec_driver_sql(_NUMBER, {"batch": BATCH}).all()
         return sorted((_numbered(row) for row in rows), key=lambda event: event.id)
 

@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 _EXTENSION = "trellis_events"
 SEQUENCER_LOCK = 0x7472656C6C6973  # "trellis": the advisory lock of the sequencer (PostgreSQL)
 RETENTION_LOCK = SEQUENCER_LOCK + 1
-BUSY_RETRY_SECONDS = 0.002
 PERIOD_SECONDS = 1.0  # sequencer pass and receiver poll
 # A poke waits this long before its pass, so the commits of a burst share one numbering transaction
 # (create at concurrency 16: one pass per commit cost ~400 µs of server CPU per write).
@@ -483,16 +482,20 @@ class EventLog:
         return unsubscribe
 
     def read(self, after: int, family: str | tuple[str, ...] | None = None, limit: int = BATCH) -> list[Event]:
+        return [numbered.event() for numbered in self._read_numbered(after, family, limit)]
+
+    def _read_numbered(
+        self, after: int, family: str | tuple[str, ...] | None = None, limit: int = BATCH
+    ) -> list[Numbered]:
+        """The events after ``after`` (of ``family``), ascending, their payloads as stored."""
         query = sa.select(*_COLUMNS).where(_table.c.event_id > after)
         if isinstance(family, str):
             query = query.where(_table.c.family == family)
         elif family is not None:
             query = query.where(_table.c.family.in_(family))
-        return [_event(row) for row in self._rows(query.order_by(_table.c.event_id).limit(limit))]
-
-    def _rows(self, query: sa.Select) -> list[Any]:
         with self.read_engine.connect() as connection:
-            return connection.execute(query).all()
+            rows = connection.execute(query.order_by(_table.c.event_id).limit(limit)).all()
+        return [_numbered(row) for row in rows]
 
     def latest(self) -> int:
         with self.read_engine.connect() as connection:
@@ -599,12 +602,7 @@ class EventLog:
         if self._sequenced > self.latest():  # the table went back (see catch_up)
             self._sequenced = 0
         found: list[Numbered] = []
-        while batch := [
-            _numbered(row)
-            for row in self._rows(
-                sa.select(*_COLUMNS).where(_table.c.event_id > self._sequenced).order_by(_table.c.event_id).limit(BATCH)
-            )
-        ]:
+        while batch := self._read_numbered(self._sequenced, limit=BATCH):
             found += batch
             self._sequenced = batch[-1].id
             if len(batch) < BATCH:
@@ -620,25 +618,21 @@ class EventLog:
         return sorted((_numbered(row) for row in rows), key=lambda event: event.id)
 
     @contextmanager
-    def _locked(self, key: int, wait: bool) -> Iterator[sa.Connection | None]:
-        """A short transaction holding the log's lock ``key`` (None: busy and ``wait`` is False).
+    def _locked(self, key: int) -> Iterator[sa.Connection | None]:
+        """A short transaction holding the log's lock ``key`` (None: another process holds it).
 
         PostgreSQL: a transaction-scoped advisory lock. SQLite: the one write lock, taken by the first
         statement (a write that changes nothing); the engine's busy timeout waits for it.
         """
-        while True:
-            with self.engine.begin() as connection:
-                if not self.postgresql:
-                    connection.execute(_TAKE_SQLITE_WRITE_LOCK)
-                    yield connection
-                    return
-                if connection.execute(sa.select(sa.func.pg_try_advisory_xact_lock(key))).scalar():
-                    yield connection
-                    return
-            if not wait:
-                yield None
+        with self.engine.begin() as connection:
+            if not self.postgresql:
+                connection.execute(_TAKE_SQLITE_WRITE_LOCK)
+                yield connection
                 return
-            time.sleep(BUSY_RETRY_SECONDS)
+            if connection.execute(sa.select(sa.func.pg_try_advisory_xact_lock(key))).scalar():
+                yield connection
+                return
+        yield None
 
     def publish(self, batch: list[Numbered]) -> None:
         """Hand a numbered batch to every process's receiver (Redis) or to this one."""
@@ -777,7 +771,7 @@ class EventLog:
         with self.read_engine.connect() as connection:  # most passes find nothing: then take no lock
             if not connection.execute(sa.select(_table.c.id).where(_table.c.created_at < cutoff).limit(1)).first():
                 return 0
-        with self._locked(RETENTION_LOCK, wait=False) as connection:
+        with self._locked(RETENTION_LOCK) as connection:
             if connection is None:
                 return 0  # another process is pruning
             families = connection.execute(sa.select(_table.c.family).distinct()).scalars().all()
@@ -822,11 +816,6 @@ class EventLog:
         if time.monotonic() >= self._next_retention:
             self._next_retention = time.monotonic() + RETENTION_PERIOD_SECONDS
             self.prune()
-
-
-def _event(row: Any) -> Event:
-    payload = row[3]
-    return Event(row[0], row[1], row[2], json.loads(payload) if isinstance(payload, str) else payload, _stamp(row[4]))
 
 
 def _numbered(row: Any) -> Numbered:

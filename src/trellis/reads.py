@@ -194,23 +194,20 @@ def read_one(statement: Any, **params: Any) -> Any:
     return reading(lambda connection: _one(connection, statement, params))
 
 
-_COMPILED: dict[Any, Any] = {}  # read_one's statements are module constants: a bounded set
-_SHAPES: dict[Any, tuple[type, tuple[tuple[int, Callable[[Any], Any]], ...]]] = {}
+_STATEMENTS: dict[Any, Any] = {}  # read_one's statements (module constants): their SQL and row shape
 
 
 def _one(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
-    """On PostgreSQL the driver's cursor (``statements.execute_compiled``), its row given the statement's
-    column names and SQLAlchemy's result conversions (a timestamp's time zone): the user lookup of every
-    signed-in request went through SQLAlchemy's execution and result layers for one row, ~9% of a user's get
-    by id (py-spy, 2026-11-26)."""
-    if connection.dialect.name != "postgresql":
-        return connection.execute(statement, params).one_or_none()
-    rows = statements.execute_compiled(connection, statement, params, _COMPILED)
+    """The driver's cursor (``statements.execute_compiled``), its row given the statement's column names and
+    SQLAlchemy's result conversions (a timestamp's time zone): the user lookup of every signed-in request
+    went through SQLAlchemy's execution and result layers for one row, ~9% of a user's get by id (py-spy,
+    2026-11-26). Where SQLAlchemy ran it (SQLite, an expanding parameter) its rows are SQLAlchemy's."""
+    rows = statements.execute_compiled(connection, statement, params, _STATEMENTS)
     if len(rows) > 1:
         raise MultipleResultsFound("Multiple rows were found when one or none was required")
-    if not rows or isinstance(rows[0], Row):  # none, or SQLAlchemy ran it (an expanding parameter)
+    if not rows or isinstance(rows[0], Row):
         return rows[0] if rows else None
-    shape = _SHAPES.get(statement)
+    shape = _STATEMENTS.get(("row", statement))
     if shape is None:
         dialect = connection.dialect
         columns = list(statement.selected_columns)
@@ -220,7 +217,7 @@ def _one(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
             for index, column in enumerate(columns)
             if (process := column.type.dialect_impl(dialect).result_processor(dialect, None)) is not None
         )
-        shape = _SHAPES[statement] = (named, convert)
+        shape = _STATEMENTS[("row", statement)] = (named, convert)
     named, convert = shape
     row = list(rows[0])
     for index, process in convert:

@@ -85,7 +85,7 @@ def _event_payloads(
     if kind == "delete":
         docs = [{"_id": doc_id} for doc_id in docs]
     if previous is None:
-        return ['{"document":' + serialise(doc) + "}" for doc in docs]
+        return [_created_payload(serialise(doc)) for doc in docs]
     tail = [
         ',"grants":' + serialise(grants.get(doc["_id"], [])) + "}" if grants else "}"
         for doc in docs  # type: ignore[union-attr]
@@ -94,6 +94,11 @@ def _event_payloads(
         '{"document":' + serialise(doc) + ',"previous":' + serialise(before) + end
         for doc, before, end in zip(docs, previous, tail, strict=True)
     ]
+
+
+def _created_payload(document_text: str) -> str:
+    """A create's (or a deletion's) event payload around the document's JSON text."""
+    return '{"document":' + document_text + "}"
 
 
 def _statement(schema: CompiledSchema, key: Any, build: Any) -> Any:
@@ -601,7 +606,7 @@ def _create_one(schema: CompiledSchema, row: dict[str, Any], doc: dict[str, Any]
         return sa.select(written.c.id).add_cte(*parts)
 
     text = serialise(doc)
-    parameters = {**row, "now": row["created_at"], "payload": '{"document":' + text + "}", **(grant or {})}
+    parameters = {**row, "now": row["created_at"], "payload": _created_payload(text), **(grant or {})}
     _execute(schema, ("create", alone, events.enabled(), grant is not None), build, parameters, alone)
     events.written(topic, alone)
     return text

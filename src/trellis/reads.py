@@ -207,7 +207,7 @@ def _one(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
         raise MultipleResultsFound("Multiple rows were found when one or none was required")
     if not rows or isinstance(rows[0], Row):
         return rows[0] if rows else None
-    shape = _STATEMENTS.get(("row", statement))
+    shape = _STATEMENTS.get(("row", connection.dialect.name, statement))
     if shape is None:
         dialect = connection.dialect
         columns = list(statement.selected_columns)
@@ -217,7 +217,7 @@ def _one(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
             for index, column in enumerate(columns)
             if (process := column.type.dialect_impl(dialect).result_processor(dialect, None)) is not None
         )
-        shape = _STATEMENTS[("row", statement)] = (named, convert)
+        shape = _STATEMENTS[("row", connection.dialect.name, statement)] = (named, convert)
     named, convert = shape
     row = list(rows[0])
     for index, process in convert:

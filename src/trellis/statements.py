@@ -44,11 +44,14 @@ def execute_compiled(
     SQLAlchemy's ``before_cursor_execute`` and ``after_cursor_execute`` listeners are called, with no
     execution context. SQLite, and a statement with an expanding parameter, run through SQLAlchemy.
     """
-    compiled = None if cache is None else cache.get(("sql", statement))
+    # A compiled form belongs to one dialect: a process may serve a SQLite and a PostgreSQL app (a backup
+    # restored across databases), and a cache of module-level statements is shared by both.
+    key = ("sql", connection.dialect.name, statement)
+    compiled = None if cache is None else cache.get(key)
     if compiled is None:
         compiled = _direct_form(statement, connection.dialect)
         if cache is not None:
-            cache[("sql", statement)] = compiled
+            cache[key] = compiled
     if compiled is _THROUGH_SQLALCHEMY:
         result = connection.execute(statement, parameters)
         return result.all() if result.returns_rows else []

@@ -235,7 +235,9 @@ def register(app: Flask) -> None:
             db.session.rollback()
         except Exception:  # the connection is gone: nothing to roll back
             log.debug("rollback after a database failure failed too", exc_info=True)
-        log.warning("database unavailable, answered 503: %s", error.__class__.__name__)
+        # the driver's first line says which fault (too many clients, refused, closed); it holds no secret
+        cause = str(getattr(error, "orig", None) or error).strip().splitlines()
+        log.warning("database unavailable, answered 503: %s: %s", error.__class__.__name__, cause[0] if cause else "")
         return _render(503, UNAVAILABLE_MESSAGE, headers={"Retry-After": "1"})
 
     # Code that takes a raw driver connection (engine.raw_connection()) meets the driver's own errors.

@@ -198,3 +198,26 @@ def test_every_request_after_an_acknowledged_change_sees_it(
         assert put.status_code == 200
         assert time.monotonic() - started >= lease  # the writer waited out every lease taken before
         assert reader.get("/greeter/hello").get_json() == {"message": f"g{number}"}
+
+
+def test_an_answer_read_while_its_generation_moved_is_never_kept_under_the_new_one(app_config, greeter_app, redis_url):
+    """``Remembered``: a request reads an answer while a change commits and another request already
+    follows the new generation; what the first one read must not be served under the new generation."""
+    from trellis import db
+    from trellis.cache import Remembered
+
+    remembered = Remembered(f"test-remembered-{time.monotonic_ns()}")
+
+    def read_while_it_changes() -> str:
+        remembered.bump()
+        db.session.commit()  # the change commits while this answer is being read
+        assert remembered.get("other", lambda: "new") == "new"  # another request, already on the new generation
+        return "stale"
+
+    app = _worker(app_config, greeter_app, REDIS_URL=redis_url)
+    with app.app_context():
+        assert remembered.get("key", read_while_it_changes) == "stale"  # answered, as read
+        assert remembered.get("key", lambda: "fresh") == "fresh"
+        assert remembered.get("key", lambda: "read again") == "fresh"  # kept now
+        assert remembered.get("none", lambda: None) is None
+        assert remembered.get("none", lambda: "an answer") == "an answer"  # None is never kept

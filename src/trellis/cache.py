@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from flask import has_request_context, request
+from flask import current_app, has_request_context, request
 from redis.exceptions import RedisError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -279,3 +279,37 @@ def _new_token() -> bytes:
 
 def _current_request() -> Any:
     return request._get_current_object() if has_request_context() else None  # type: ignore[attr-defined]
+
+
+class Remembered:
+    """Answers a process keeps beside the generation of ``name`` they were read under (per app), so a
+    change that bumps it in its transaction is in force for the next request everywhere.
+
+    An answer read while a bump committed is stored into the dictionary of the generation it was read
+    under, which the next check has already replaced: a stale answer is never kept under a new stamp.
+    ``None`` answers are not kept (read again each time)."""
+
+    def __init__(self, name: str, limit: int = 10_000) -> None:
+        self.name = name
+        self.limit = limit  # answers kept; then it starts over
+        self._key = f"trellis_remembered:{name}"
+
+    def get(self, key: Any, read: Callable[[], Any], usable: Callable[[Any], bool] | None = None) -> Any:
+        """The answer kept for ``key``, else ``read()`` (kept unless None). ``usable``: a kept answer it
+        refuses is read again (an answer that can go out of date by itself, like an expiry)."""
+        extensions = current_app.extensions
+        stamp = extensions["trellis"].generations.stamp(self.name)
+        kept = extensions.get(self._key)
+        if kept is None or kept[0] != stamp or len(kept[1]) >= self.limit:
+            kept = extensions[self._key] = (stamp, {})
+        values = kept[1]
+        found = values.get(key)
+        if found is None or (usable is not None and not usable(found)):
+            found = read()
+            if found is not None:
+                values[key] = found
+        return found
+
+    def bump(self) -> None:
+        """Change the generation in the caller's transaction (the caller commits)."""
+        current_app.extensions["trellis"].generations.bump(self.name)

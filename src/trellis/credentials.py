@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import hmac
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -39,7 +39,7 @@ class Identity:
     kind: str  # "master" | "admin" | "user"
     id: str | None = None
     claims: dict[str, Any] = field(default_factory=dict)
-    user: dict[str, Any] | None = None
+    user: Mapping[str, Any] | None = None  # the hook's; it may read all but ``_id`` lazily
 
     @property
     def is_admin(self) -> bool:
@@ -227,4 +227,7 @@ def user_or_admin_required(func: F) -> F:
 def current_user() -> dict[str, Any] | None:
     """The user of this request (a dict with ``_id``), or None for admins and anonymous callers."""
     identity = identify()
-    return identity.user if identity is not None and identity.kind == "user" else None
+    if identity is None or identity.kind != "user" or identity.user is None:
+        return None
+    user = identity.user
+    return user if isinstance(user, dict) else dict(user)  # one the hook reads lazily: read it now

@@ -6,6 +6,7 @@ A module contributes implementations through ``Module.hooks``; callers use
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pluggy
@@ -17,8 +18,9 @@ hookimpl = pluggy.HookimplMarker("trellis")
 
 class Specs:
     @hookspec(firstresult=True)
-    def trellis_user_from_claims(self, claims: dict[str, Any]) -> dict[str, Any] | None:
-        """Turn verified user-token claims into the user (a dict with ``_id``).
+    def trellis_user_from_claims(self, claims: dict[str, Any]) -> Mapping[str, Any] | None:
+        """Turn verified user-token claims into the user (a mapping with ``_id``; the rest may be read
+        when first asked for).
 
         Raise ``APIError`` 401/403 for a revoked session or a blocked user. The Authentication
         module implements it; without it user tokens are refused.

@@ -29,7 +29,7 @@ from trellis.ratelimit import client_ip
 from . import delivery, teams, tokens
 from .delivery import HOOK
 from .models import User
-from .sessions import drop_connections, revoke_sessions, start_session
+from .sessions import drop_connections, revoke_sessions, sessions_ended, start_session
 from .signin import finish_sign_in
 from .users import (
     check_password_rules,
@@ -325,6 +325,7 @@ def delete_user(user_id: str) -> None:
     hooks().trellis_user_deleted(user_id=user_id)
     db.after_commit(functools.partial(connections.of().end_user, user_id))  # the other processes: by the event
     db.session.execute(delete(User).where(User.id == user_id))  # sessions go by ON DELETE CASCADE
+    sessions_ended()
     audit.record("authentication", "user.delete", user_id)
     db.session.commit()
     log.info("user %s deleted", user_id)

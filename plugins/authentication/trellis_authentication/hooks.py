@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from trellis.hooks import hookimpl
@@ -11,5 +12,5 @@ from . import sessions
 
 class UserTokens:
     @hookimpl
-    def trellis_user_from_claims(self, claims: dict[str, Any]) -> dict[str, Any]:
+    def trellis_user_from_claims(self, claims: dict[str, Any]) -> Mapping[str, Any]:
         return sessions.user_from_claims(claims)

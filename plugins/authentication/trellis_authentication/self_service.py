@@ -21,7 +21,7 @@ from trellis.passwords import verify_password
 
 from . import account, twofa
 from .models import Session
-from .sessions import drop_connections
+from .sessions import drop_connections, sessions_ended
 from .users import get_user, release_connection
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ def end_session(user_id: str, session_id: str) -> None:
     if ended.rowcount != 1:
         db.session.rollback()
         raise not_found("No open session of yours has this id")
+    sessions_ended()
     db.session.commit()
     log.info("user %s ended session %s", user_id, session_id)
     drop_connections(user_id)  # its sockets end; those of the user's other sessions reconnect

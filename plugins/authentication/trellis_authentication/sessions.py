@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy import delete as sql_delete
 
 from trellis import connections, db, reads, statements
+from trellis.cache import Remembered
 from trellis.errors import forbidden, unauthorized
 from trellis.hooks import call as hooks
 from trellis.ratelimit import client_ip
@@ -81,6 +83,7 @@ def renew(refresh_token: str) -> dict[str, str]:
         if rotated is None:
             raise unauthorized("Invalid refresh token")
         db.session.execute(update(Session).where(Session.id == rotated.session_id).values(revoked=True))
+        sessions_ended()
         db.session.commit()
         log.warning("refresh token reuse on session %s; session revoked", rotated.session_id)
         raise unauthorized("This refresh token was already used; the session has been revoked")
@@ -101,6 +104,7 @@ def renew(refresh_token: str) -> dict[str, str]:
 
 def logout(session_id: str) -> None:
     db.session.execute(update(Session).where(Session.id == session_id).values(revoked=True))
+    sessions_ended()
     db.session.commit()
 
 
@@ -110,6 +114,7 @@ def revoke_sessions(user_id: str, keep: str | None = None) -> None:
     if keep is not None:
         query = query.where(Session.id != keep)
     db.session.execute(query.values(revoked=True))
+    sessions_ended()
 
 
 def drop_connections(user_id: str) -> None:
@@ -143,20 +148,69 @@ _USER_OF_SESSION = (
 )
 
 
-def user_from_claims(claims: dict[str, Any]) -> dict[str, Any]:
-    """The user of a verified access token: one primary-key lookup of the user joined to its session."""
+def user_from_claims(claims: dict[str, Any]) -> Mapping[str, Any]:
+    """The user of a verified access token. Each process remembers the sessions it found valid (until
+    their end, beside the ``authentication-sessions`` generation that ending a session, blocking or
+    deleting a user bumps: :func:`sessions_ended`), so a request of a known session reads nothing here;
+    its user's other fields are read when a route asks for them (:class:`SessionUser`). The lookup was
+    a second round trip on every user request: ~25% of a user's get by id (bench/results/peer.md)."""
     user_id, session_id = claims.get("sub"), claims.get("sid")
     if not isinstance(user_id, str) or not isinstance(session_id, str):
         raise unauthorized("Invalid token")
-    row = reads.read_one(_USER_OF_SESSION, session_id=session_id, user_id=user_id)
-    if row is None:
-        raise unauthorized("The session of this token no longer exists")
-    # Blocked before revoked: blocking also revokes sessions, and the caller should learn why.
-    if not row.is_active:
-        raise forbidden("This user is blocked")
-    if row.revoked or row.expires_at <= db.utcnow():
-        raise unauthorized("The session of this token has ended; sign in again")
-    return user_dict(row)
+    now = db.utcnow()
+    read: list[dict[str, Any]] = []
+
+    def check() -> datetime:
+        row = reads.read_one(_USER_OF_SESSION, session_id=session_id, user_id=user_id)
+        if row is None:
+            raise unauthorized("The session of this token no longer exists")
+        # Blocked before revoked: blocking also revokes sessions, and the caller should learn why.
+        if not row.is_active:
+            raise forbidden("This user is blocked")
+        if row.revoked or row.expires_at <= now:
+            raise unauthorized("The session of this token has ended; sign in again")
+        read.append(user_dict(row))
+        return row.expires_at
+
+    # A remembered end that has passed is read again: a renew moves a session's end later.
+    VALID_SESSIONS.get((session_id, user_id), check, usable=lambda ends: ends > now)
+    return read[0] if read else SessionUser(user_id)
+
+
+class SessionUser(Mapping[str, Any]):
+    """The user of a session this process remembers as valid: its id at once, the rest read when a route
+    first asks (``current_user()``); most routes need only the id."""
+
+    def __init__(self, user_id: str) -> None:
+        self._id = user_id
+        self._user: dict[str, Any] | None = None
+
+    def _loaded(self) -> dict[str, Any]:
+        if self._user is None:
+            row = reads.read_one(_USER, user_id=self._id)
+            if row is None:  # deleted since: its sessions went with it
+                raise unauthorized("The session of this token no longer exists")
+            self._user = user_dict(row)
+        return self._user
+
+    def __getitem__(self, key: str) -> Any:
+        return self._id if key == "_id" else self._loaded()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
+_USER = select(*USER_COLUMNS).where(User.id == bindparam("user_id")).execution_options(**statements.PREPARE)
+VALID_SESSIONS = Remembered("authentication-sessions")
+
+
+def sessions_ended() -> None:
+    """In the transaction that ends sessions (revoked, or their user blocked or deleted): no process
+    takes them for valid from its memory after the commit."""
+    VALID_SESSIONS.bump()
 
 
 def session_of(claims: dict[str, Any]) -> str:

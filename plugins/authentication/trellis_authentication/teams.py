@@ -19,11 +19,11 @@ import secrets
 from datetime import timedelta
 from typing import Any
 
-from flask import current_app
 from sqlalchemy import Select, bindparam, delete, func, literal, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from trellis import EventTopic, db, events, reads, statements
+from trellis.cache import Remembered
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found
 from trellis.hooks import call as hooks
 from trellis.http import paginate
@@ -532,20 +532,10 @@ def team_ids_of(user_id: str) -> list[str]:
     request everywhere (``trellis.cache``), and a session that changed teams itself reads the table."""
     if db.session.info.get(_CHANGED):
         return _team_ids_of(user_id)
-    stamp = current_app.extensions["trellis"].generations.stamp(MEMBERSHIP)
-    memo = current_app.extensions.setdefault(_MEMO, {})
-    if memo.get(None) != stamp or len(memo) > MAX_REMEMBERED:
-        memo.clear()
-        memo[None] = stamp
-    found = memo.get(user_id)
-    if found is None:
-        found = memo[user_id] = _team_ids_of(user_id)
-    return list(found)
+    return list(MEMBERSHIP.get(user_id, lambda: tuple(_team_ids_of(user_id))))
 
 
-MEMBERSHIP = "authentication-teams"
-MAX_REMEMBERED = 10_000  # users whose teams a process keeps (then it starts over)
-_MEMO = "trellis_authentication_team_ids"
+MEMBERSHIP = Remembered("authentication-teams")
 _CHANGED = "trellis_teams_changed"  # in the session's info: this session wrote teams or memberships
 
 
@@ -554,7 +544,7 @@ def _record(topic: str, payload: dict[str, Any]) -> None:
     :func:`team_ids_of`'s memory is kept under, in the same transaction."""
     events.record(topic, payload)
     db.session.info[_CHANGED] = True
-    current_app.extensions["trellis"].generations.bump(MEMBERSHIP)
+    MEMBERSHIP.bump()
 
 
 def _teams_of_statement() -> Select:

@@ -233,8 +233,9 @@ CORE: tuple[Setting, ...] = (
         "CACHE_LEASE_SECONDS",
         SECONDS_OR_ZERO,
         0.2,
-        "with Redis: how long a read of the change token vouches for a process's caches; a change of configs "
-        "or schemas waits as long before it is acknowledged (`0`: one Redis read per request instead)",
+        "with Redis: how long a read of the change token vouches for a process's caches; a change of configs, "
+        "schemas, team memberships or sessions (sign-out, a revoked session, a blocked or deleted user) waits as "
+        "long before it is acknowledged (`0`: one Redis read per request instead)",
     ),
     Setting("ADMIN_TOKEN_HOURS", NUMBER, 20, "admin token lifetime"),
     Setting(

@@ -7,7 +7,8 @@ Parse comes from ``/work/shared/peers/parse`` (``TRELLIS_PEER_PARSE`` changes it
 set it up: ``npm ci`` there once, PostgreSQL role and database ``bench``). Both servers are one process
 on the same PostgreSQL and are driven by the same ``wrk -t1 -c16``. Both hold the same 100,000 ``Item``
 documents: Parse's ``seed.sh`` makes them, and the same rows (title, price, tags, owner) are loaded into
-Trellis through ``POST /database/Item/many``. Trellis runs with its own throwaway ``redis-server`` (counts
+Trellis through ``POST /database/Item/many``, with the same indexes (price only; ``--index-all`` indexes
+every field, Trellis's default). Trellis runs with its own throwaway ``redis-server`` (counts
 are kept there, as in production) on a free port.
 
 Operations (Trellis ÷ Parse, req/s):
@@ -54,6 +55,10 @@ PARSE_DSN = "postgresql://bench:bench@127.0.0.1:5432/bench"
 PARSE_HEADERS = {"X-Parse-Application-Id": "bench", "X-Parse-Master-Key": "bench-master"}
 RESULTS = ROOT / "bench" / "results" / "peer.md"
 SCHEMA = {"title": "String", "price": "Number", "tags": ["String"], "owner": "String"}
+# Parse's seed indexes price only (Parse never indexes a field by itself); Trellis indexes every single-valued
+# field unless it says ``index: false``. Like with like: only price, unless ``--index-all`` asks for
+# Trellis's default (two more index entries per create, and per update, which rewrites every index).
+LIKE_PARSE = {**SCHEMA, "title": {"type": "String", "index": False}, "owner": {"type": "String", "index": False}}
 ACCESS = {"conduit": {"authorization": {"enabled": True}}}
 NEW_ITEM = {"title": "Bench item", "price": 12.5, "tags": ["new", "sale"], "owner": "user1"}
 CONNECTIONS = 16
@@ -181,10 +186,12 @@ def redis_child() -> Iterator[str]:
         process.wait(10)
 
 
-def load_trellis(url: str, headers: dict[str, str], options: dict[str, Any] | None = None) -> list[str]:
+def load_trellis(
+    url: str, headers: dict[str, str], options: dict[str, Any] | None = None, fields: dict[str, Any] = LIKE_PARSE
+) -> list[str]:
     """The rows Parse's seed made, loaded into Trellis in the same order; returns the new ids. ``options``:
-    the schema's ``modelOptions`` (access control)."""
-    schema = {"name": "Item", "fields": SCHEMA, **({"modelOptions": options} if options else {})}
+    the schema's ``modelOptions`` (access control); ``fields``: the schema's fields (their indexes)."""
+    schema = {"name": "Item", "fields": fields, **({"modelOptions": options} if options else {})}
     requests.post(f"{url}/admin/database/schemas", json=schema, headers=headers, timeout=60).raise_for_status()
     with contextlib.closing(psycopg2.connect(PARSE_DSN)) as connection, connection.cursor() as cursor:
         cursor.execute('SELECT title, price, tags, owner FROM "Item" ORDER BY "createdAt" DESC, "objectId"')
@@ -350,7 +357,13 @@ def as_user(url: str, admin_headers: dict[str, str], database_url: str, doc_ids:
 
 
 def run(
-    rounds: int, warmup: int, seconds: int, documents: int, user: bool = False, only: list[str] | None = None
+    rounds: int,
+    warmup: int,
+    seconds: int,
+    documents: int,
+    user: bool = False,
+    only: list[str] | None = None,
+    fields: dict[str, Any] = LIKE_PARSE,
 ) -> list[dict[str, Any]]:
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
@@ -361,7 +374,7 @@ def run(
         bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url) as trellis,
         ceiling_server() as ceiling,
     ):
-        trellis_ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if user else None)
+        trellis_ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if user else None, fields)
         headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, trellis_ids) if user else None
         ours = trellis_cases(trellis_ids, rnd, headers)
         theirs = parse_cases(parse_ids, rnd)
@@ -435,7 +448,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         "",
         f"Command: `{command}`. {args.documents:,} Items on each side, one process each, same PostgreSQL, "
         f"`wrk -t1 -c{CONNECTIONS}`, {args.warmup} s warm-up + {args.duration} s measured per run, "
-        f"{args.rounds} interleaved rounds; Trellis called by {caller}. Load average before the run: "
+        f"{args.rounds} interleaved rounds; Trellis called by {caller}; Item's indexes: "
+        f"{'every field (Trellis default)' if args.index_all else 'price only, as Parse'}. Load average before the run: "
         f"{args.load_before}, after: {_load()}. µs/request: CPU of the server process and of the PostgreSQL "
         "backends serving it (`/proc/<pid>/stat`), divided by the requests answered.",
         "",
@@ -514,6 +528,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--documents", type=int, default=100_000)
     parser.add_argument("--as-user", action="store_true", help="call Trellis as a user under access control")
     parser.add_argument("--only", action="append", help="an operation to run (repeat it; default: all)")
+    parser.add_argument(
+        "--index-all",
+        action="store_true",
+        help="index every field of Item (Trellis's default), not only price as Parse",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help="the markdown file the dated section is added to")
     parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args(argv)
@@ -528,7 +547,8 @@ def main(argv: list[str] | None = None) -> None:
         ).stdout.strip()
     )
     args.load_before = _load()
-    results = run(args.rounds, args.warmup, args.duration, args.documents, args.as_user, args.only)
+    fields = SCHEMA if args.index_all else LIKE_PARSE
+    results = run(args.rounds, args.warmup, args.duration, args.documents, args.as_user, args.only, fields)
     text = report(results, command, args, revision)
     print(text)
     if not args.no_write:

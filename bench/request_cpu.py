@@ -26,8 +26,10 @@ from bench.common import bench_server, ceiling_server
 from bench.peer_bench import (
     ACCESS,
     ACCESS_MODULES,
+    LIKE_PARSE,
     PARSE_DSN,
     PARSE_URL,
+    SCHEMA,
     _backends,
     _process_cpu,
     as_user,
@@ -96,6 +98,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's collapsed stacks of each Trellis run")
     parser.add_argument("--as-user", action="store_true", help="Trellis called by a user under access control")
+    parser.add_argument("--index-all", action="store_true", help="index every field of Item (Trellis's default)")
     args = parser.parse_args()
     rnd = random.Random(15)
     only = set(args.only or ())
@@ -104,7 +107,8 @@ def main() -> None:
         redis_url = stack.enter_context(redis_child())
         modules = ACCESS_MODULES if args.as_user else "authentication,database,email,sms"
         trellis = stack.enter_context(bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url))
-        ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if args.as_user else None)
+        fields = SCHEMA if args.index_all else LIKE_PARSE
+        ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if args.as_user else None, fields)
         headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, ids) if args.as_user else None
         vacuum(trellis.database_url)
         requests.get(f"{trellis.url}/database/Item?limit=1&count=none", timeout=10)

@@ -1,0 +1,2 @@
+SELECT pg_advisory_xact_lock(32776877234743667) \; UPDATE core_events SET event_id = numbered.event_id FROM ( SELECT id, (SELECT coalesce(max(event_id), 0) FROM core_events) + row_number() OVER (ORDER BY id) AS event_id FROM core_events WHERE event_id IS NULL ORDER BY id LIMIT 1000) AS numbered WHERE core_events.id = numbered.id RETURNING core_events.event_id, core_events.topic, core_events.family, core_events.payload, core_events.created_at;
+\sleep 3 ms

@@ -1,0 +1,2 @@
+SELECT pg_advisory_xact_lock(32776877234743667) \; WITH moved AS (DELETE FROM core_events_pending WHERE id IN (SELECT id FROM core_events_pending ORDER BY id LIMIT 1000) RETURNING id, topic, family, payload, created_at) INSERT INTO core_events (id, event_id, topic, family, payload, created_at) SELECT id, (SELECT coalesce(max(event_id), 0) FROM core_events) + row_number() OVER (ORDER BY id), topic, family, payload, created_at FROM moved RETURNING event_id, topic, family, payload, created_at;
+\sleep 3 ms

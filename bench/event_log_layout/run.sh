@@ -1,0 +1,33 @@
+#!/bin/bash
+# The event log's PostgreSQL cost per create, by layout (pgbench, 16 clients, prepared; a second pgbench
+# runs the sequencer's pass every 3 ms). Variants:
+#   plain      the document INSERT alone (what Parse writes)
+#   nonumber   + the event row and the counter bump, never numbered
+#   nocounter  + numbering, without the counter bump
+#   current    what Trellis runs today: one statement (document, event row, counter), then the pass's UPDATE
+#   pending    the event row goes to a small pending table; the pass moves it into core_events numbered
+# usage: bench/event_log_layout/run.sh VARIANT [SECONDS]   (after: python -m bench.event_log_layout.schema)
+set -e
+HERE=$(cd "$(dirname "$0")" && pwd)
+V=$1; S=${2:-15}; DB=eventlog_$V
+PSQL="psql -h 127.0.0.1 -U postgres -q"
+PGB=$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)
+$PSQL -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null 2>&1
+$PSQL $DB -f "$HERE/schema.sql" >/dev/null 2>&1
+if [ "$V" = pending ]; then
+  $PSQL $DB -c "CREATE TABLE core_events_pending (id bigint PRIMARY KEY DEFAULT nextval('core_events_id_seq'),
+    topic varchar(200) NOT NULL, family varchar(200) NOT NULL, payload text NOT NULL, created_at timestamptz NOT NULL)" \
+    -c "DROP INDEX ix_core_events_unsequenced" >/dev/null
+fi
+SCRIPT=create.sql; NUMBER=number.sql
+case $V in
+  plain) SCRIPT=plain.sql; NUMBER= ;;
+  nonumber) NUMBER= ;;
+  nocounter) SCRIPT=nocounter.sql ;;
+  pending) SCRIPT=pending.sql; NUMBER=number_pending.sql ;;
+esac
+[ -n "$NUMBER" ] && $PGB -h 127.0.0.1 -U postgres -n -c 1 -T $((S + 2)) -f "$HERE/$NUMBER" $DB > /dev/null 2>&1 &
+$PGB -h 127.0.0.1 -U postgres -n -M prepared -c 16 -j 1 -T $S -f "$HERE/$SCRIPT" $DB 2>&1 | grep -E "^tps"
+wait
+echo "events: $($PSQL $DB -Atc "select count(*) || ' rows, ' || count(event_id) || ' numbered, max ' || coalesce(max(event_id), 0) from core_events")"
+$PSQL -c "DROP DATABASE $DB" >/dev/null

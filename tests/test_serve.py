@@ -69,3 +69,19 @@ def test_a_serving_process_leaves_its_start_up_heap_out_of_the_garbage_collector
     found = {family.name: family for family in text_string_to_metric_families(response.text)}
     frozen = found["trellis_gc_frozen_objects"].samples[0].value
     assert frozen > 50_000, frozen  # the app's modules and objects, not a handful
+
+
+def test_the_live_server_factory_takes_another_port_when_its_own_was_taken_meanwhile(
+    live_server, live_server_factory, monkeypatch
+):
+    """``free_port()`` only finds a port free; another test process may bind it first (seen in CI). The
+    factory then starts its server on another port instead of failing the test."""
+    from trellis.testing import plugin
+
+    ports = iter([live_server.port])  # taken: the first attempt must fail and be retried
+    real = plugin.free_port
+    monkeypatch.setattr(plugin, "free_port", lambda: next(ports, None) or real())
+    second = live_server_factory()
+    assert second.port != live_server.port
+    assert requests.get(f"{second.url}/health", timeout=30).status_code == 200
+    assert requests.get(f"{live_server.url}/health", timeout=30).status_code == 200

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, func, inspect, or_, select
 
-from .ports import free_port  # also imported from here by tests of every module
+from .ports import READY, free_port  # free_port: also imported from here by tests of every module
 
 TEST_MASTER_KEY = "test-master-key"
 TEST_SECRET_KEY = "test-secret-key-that-is-long-enough-for-hs256"
@@ -228,6 +228,9 @@ class LiveServer:
         """``command`` serves on ``PORT`` from ``env`` (default: this interpreter's test server)."""
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        # The default test server says when it has bound its port: until then a /health answer on the port
+        # may be another process's (a port taken between free_port() and this server's bind).
+        self._banner = None if command else f"{READY} {port} ".encode()
         self._log = open(log_path, "wb")
         self.log_path = log_path
         self.process = subprocess.Popen(
@@ -244,6 +247,9 @@ class LiveServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{self.log_path.read_text()}")
+            if self._banner is not None and self._banner not in self.log_path.read_bytes():
+                time.sleep(0.1)
+                continue
             try:
                 if requests.get(self.url + "/health", timeout=1).status_code == 200:
                     return
@@ -281,17 +287,30 @@ def live_server_env(app_config: dict[str, Any], folder: Path, port: int, **extra
     return env
 
 
+PORT_ATTEMPTS = 3
+PORT_TAKEN = "the port is already in use"  # what ``trellis.server.serve`` prints when its port is taken
+
+
 @contextlib.contextmanager
 def running_servers(app, app_config: dict[str, Any], folder: Path) -> Iterator[Callable[..., LiveServer]]:
     """Start servers with ``start(**env)``; all are stopped and their committed data wiped at the end."""
     servers: list[LiveServer] = []
 
     def start(**extra_env: str) -> LiveServer:
-        port = free_port()
-        server = LiveServer(live_server_env(app_config, folder, port, **extra_env), port, folder / f"server-{port}.log")
-        servers.append(server)
-        server.wait_ready()
-        return server
+        for attempt in range(PORT_ATTEMPTS):
+            port = free_port()
+            env = live_server_env(app_config, folder, port, **extra_env)
+            server = LiveServer(env, port, folder / f"server-{port}.log")
+            servers.append(server)
+            try:
+                server.wait_ready()
+                return server
+            except RuntimeError:
+                # free_port() only finds a port free: another test process can bind it before this server
+                # does (seen once in CI, the two databases' runs side by side). Then take another one.
+                if attempt + 1 == PORT_ATTEMPTS or PORT_TAKEN not in server.log_path.read_text():
+                    raise
+        raise AssertionError("unreachable")
 
     try:
         yield start

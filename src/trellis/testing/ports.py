@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import socket
 
+# What the test server (``trellis.testing.server``) prints, with its port and pid, once its port is bound.
+READY = "trellis test server listening on"
+
 
 def free_port() -> int:
     with socket.socket() as sock:

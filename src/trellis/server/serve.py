@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # eventlet is imported only when serving with it
 
 CHECKED = {"eventlet": "0.41.3"}  # see trellis.server
 log = logging.getLogger(__name__)
+PORT_IN_USE = "the port is already in use"  # the end of the one line a taken port prints
 # Descriptors a process needs besides its clients' connections: database and Redis connections,
 # files being uploaded or served, the listener, logs.
 SPARE_FILES = 256
@@ -114,7 +115,7 @@ def listen(host: str, port: int) -> Any:
         return eventlet.listen(addresses[0][4], addresses[0][0], reuse_port=False)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise SystemExit(f"Trellis cannot serve on {host}:{port}: the port is already in use") from None
+            raise SystemExit(f"Trellis cannot serve on {host}:{port}: {PORT_IN_USE}") from None
         raise
 
 

@@ -288,7 +288,6 @@ def live_server_env(app_config: dict[str, Any], folder: Path, port: int, **extra
 
 
 PORT_ATTEMPTS = 3
-PORT_TAKEN = "the port is already in use"  # what ``trellis.server.serve`` prints when its port is taken
 
 
 @contextlib.contextmanager
@@ -297,6 +296,8 @@ def running_servers(app, app_config: dict[str, Any], folder: Path) -> Iterator[C
     servers: list[LiveServer] = []
 
     def start(**extra_env: str) -> LiveServer:
+        from ..server.serve import PORT_IN_USE  # not at the plugin's import: pytest loads it before any app
+
         for attempt in range(PORT_ATTEMPTS):
             port = free_port()
             env = live_server_env(app_config, folder, port, **extra_env)
@@ -308,7 +309,7 @@ def running_servers(app, app_config: dict[str, Any], folder: Path) -> Iterator[C
             except RuntimeError:
                 # free_port() only finds a port free: another test process can bind it before this server
                 # does (seen once in CI, the two databases' runs side by side). Then take another one.
-                if attempt + 1 == PORT_ATTEMPTS or PORT_TAKEN not in server.log_path.read_text():
+                if attempt + 1 == PORT_ATTEMPTS or PORT_IN_USE not in server.log_path.read_text():
                     raise
         raise AssertionError("unreachable")
 

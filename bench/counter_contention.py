@@ -30,7 +30,7 @@ _SCRIPT = """
 WITH written AS (
   INSERT INTO bench_docs (id, data) VALUES (md5(random()::text), '{{"title": "Bench item"}}') RETURNING id
 ), event AS (
-  INSERT INTO core_events (topic, family, payload, created_at)
+  INSERT INTO core_events_pending (topic, family, payload, created_at)
   SELECT 'database.Item.create', 'database.Item', '{{"document": {{}}}}', now() FROM written
 ), counted AS (
   INSERT INTO core_event_counters (family, slot, changes)

@@ -18,7 +18,7 @@ import redis
 import sqlalchemy as sa
 
 from trellis import create_app, db, events
-from trellis.models import EventRecord
+from trellis.models import EventRecord, PendingEvent
 from trellis.testing.plugin import database_kind, reachable_redis
 
 REDIS_URL = os.environ.get("TRELLIS_TEST_EVENTS_REDIS_URL", "redis://127.0.0.1:6379/7")
@@ -29,6 +29,7 @@ table = EventRecord.__table__
 def _empty(app) -> None:
     with app.extensions["trellis"].engine.begin() as connection:
         connection.execute(table.delete())
+        connection.execute(PendingEvent.__table__.delete())
     app.extensions["trellis_events"].reset()
 
 
@@ -50,7 +51,10 @@ def _commit(*topics: str, payload: dict | str | None = None) -> None:
 
 def _rows() -> list[tuple]:
     with db.engine().connect() as connection:
-        return connection.execute(sa.select(table.c.id, table.c.event_id, table.c.topic).order_by(table.c.id)).all()
+        recorded = events.recorded()  # numbered or still pending
+        return connection.execute(
+            sa.select(recorded.c.id, recorded.c.event_id, recorded.c.topic).order_by(recorded.c.id)
+        ).all()
 
 
 def _eventually(read, timeout: float = WAIT):

@@ -8,9 +8,10 @@ statement atomically, so it commits alone, with no transaction around it. Every 
 events of a family also bumps that family's counter: the change number (:func:`change_number`).
 
 Numbering (the *sequencer*): ``id`` is the insert order, but PostgreSQL transactions commit in another
-order, so a reader that followed ``id`` could skip a row that commits late. After a commit that recorded
-events, a background thread of the process is poked; it takes ``pg_advisory_xact_lock``, numbers the
-committed unnumbered rows in ``id`` order from ``max(event_id)+1`` and publishes them. ``event_id``\ s are
+order, so a reader that followed ``id`` could skip a row that commits late. On PostgreSQL an event is
+therefore recorded in ``core_events_pending``; after a commit that recorded events, a background thread of
+the process is poked: it takes ``pg_advisory_xact_lock``, moves the committed pending rows into
+``core_events``, numbered in ``id`` order from ``max(event_id)+1``, and publishes them. ``event_id``\ s are
 therefore contiguous and in commit order. A pass every second and one at start-up number anything a
 crashed process left. SQLite has one writer, so commit order is insert order: there the row is numbered
 by its INSERT (see ``_INSERT_NUMBERED``) and a pass only publishes what committed since the last one.
@@ -48,7 +49,7 @@ from flask import Flask, current_app
 from sqlalchemy.dialects import postgresql
 
 from . import background, db, statements
-from .models import EventConsumer, EventCounter, EventRecord
+from .models import EventConsumer, EventCounter, EventRecord, PendingEvent
 from .modules import EventTopic, ModuleError, declared_topic
 from .server.socket_fanout import gathered_writes
 from .shared_redis import redis_client, redis_options
@@ -71,36 +72,42 @@ GAP_WAIT_SECONDS = 0.05
 WAIT_FOR_STOP_SECONDS = 5.0
 
 _table = EventRecord.__table__
-_INSERT = sa.insert(_table).values(
-    topic=sa.bindparam("topic"),
-    family=sa.bindparam("family"),
-    payload=sa.bindparam("payload"),
-    created_at=sa.bindparam("created_at", type_=_table.c.created_at.type),
-)
+_pending = PendingEvent.__table__
+_VALUES = {
+    "topic": sa.bindparam("topic"),
+    "family": sa.bindparam("family"),
+    "payload": sa.bindparam("payload"),
+    "created_at": sa.bindparam("created_at", type_=_table.c.created_at.type),
+}
+_INSERT_PENDING = sa.insert(_pending).values(**_VALUES)
 # SQLite has one writer, holding the lock from its first write to its commit: commit order is insert
 # order, so an event is numbered as it is inserted (a rolled-back number is given again to the next one).
 # A separate numbering transaction would hurt there: SQLite does not wait (no busy handler) when a
 # transaction that has read tries to write while another connection holds the write lock, it fails.
-_INSERT_NUMBERED = _INSERT.values(
-    event_id=sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0) + 1).scalar_subquery()
+_INSERT_NUMBERED = sa.insert(_table).values(
+    **_VALUES, event_id=sa.select(sa.func.coalesce(sa.func.max(_table.c.event_id), 0) + 1).scalar_subquery()
 )
 _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
 # PostgreSQL: one round trip takes the sequencer's lock (waiting for another process's pass, if any), then
-# numbers a batch and returns it. Two statements in one simple query run as one implicit transaction, which
-# holds the transaction-scoped lock until the UPDATE is done; each statement reads with its own snapshot, so
-# the UPDATE sees every number committed before the lock was granted. Before, a pass took the lock in a
-# transaction of its own (BEGIN, the lock, the UPDATE, COMMIT) and, finding it busy, slept 2 ms and tried
-# again: half of the sequencer's CPU with two processes (py-spy, ``bench/live_bench.py``, 2026-11-26).
+# moves a batch of committed pending rows into the log, numbered, and returns it. Two statements in one
+# simple query run as one implicit transaction, which holds the transaction-scoped lock until the move is
+# done; each statement reads with its own snapshot, so the move sees every number committed before the
+# lock was granted. Before, a pass took the lock in a transaction of its own (BEGIN, the lock, the UPDATE,
+# COMMIT) and, finding it busy, slept 2 ms and tried again: half of the sequencer's CPU with two processes
+# (py-spy, ``bench/live_bench.py``, 2026-11-26). Moving rows rather than numbering them in place (an
+# UPDATE of each event row after its commit) gave PostgreSQL +35% creates/s (``bench/event_log_layout``).
 _NUMBER = f"""
     SELECT pg_advisory_xact_lock({SEQUENCER_LOCK});
-    UPDATE core_events SET event_id = numbered.event_id
-    FROM (
-        SELECT id, (SELECT coalesce(max(event_id), 0) FROM core_events) + row_number() OVER (ORDER BY id) AS event_id
-        FROM core_events WHERE event_id IS NULL ORDER BY id LIMIT %(batch)s
-    ) AS numbered
-    WHERE core_events.id = numbered.id
-    RETURNING core_events.event_id, core_events.topic, core_events.family, core_events.payload,
-        core_events.created_at
+    WITH moved AS (
+        DELETE FROM core_events_pending
+        WHERE id IN (SELECT id FROM core_events_pending ORDER BY id LIMIT %(batch)s)
+        RETURNING id, topic, family, payload, created_at
+    )
+    INSERT INTO core_events (id, event_id, topic, family, payload, created_at)
+    SELECT id, (SELECT coalesce(max(event_id), 0) FROM core_events) + row_number() OVER (ORDER BY id),
+        topic, family, payload, created_at
+    FROM moved
+    RETURNING event_id, topic, family, payload, created_at
 """
 _COMPILED: dict[Any, str] = {}  # the single-row INSERT's SQL (statements.execute_compiled)
 
@@ -189,9 +196,9 @@ def record_many(topic: str, payloads: list[dict | str]) -> None:
     connection = session.connection()
     postgresql = connection.dialect.name == "postgresql"
     if len(rows) == 1:  # one event per write (create, update): the DB-API cursor, SQL compiled once
-        statements.execute_compiled(connection, _INSERT if postgresql else _INSERT_NUMBERED, rows[0], _COMPILED)
+        statements.execute_compiled(connection, _INSERT_PENDING if postgresql else _INSERT_NUMBERED, rows[0], _COMPILED)
     elif postgresql:  # a /many write: one statement (an unnest of column arrays)
-        statements.insert_rows(connection, _table, rows)
+        statements.insert_rows(connection, _pending, rows)
     else:
         connection.execute(_INSERT_NUMBERED, rows)
     db.before_commit(_Counted(), key=_Counted).families.add(family)
@@ -222,14 +229,14 @@ def count_commit(connection: sa.Connection, families: list[str]) -> None:
 
 def recorded_by(topic: str, rows: sa.CTE, payload: sa.ColumnElement[str], alone: bool) -> list[sa.CTE]:
     """PostgreSQL: what a write that is a single statement adds to it to record ``topic`` once per row of
-    ``rows`` (a data-modifying CTE of the write): the event rows (``payload``: the JSON text, an SQL
+    ``rows`` (a data-modifying CTE of the write): the pending event rows (``payload``: the JSON text, an SQL
     expression over ``rows`` or a bound parameter; ``created_at`` the bound parameter ``now``) and, when the
     statement commits ``alone`` (autocommit), the bump of the family's counter. Nothing when the log is
     off. The caller runs the statement, then :func:`written`."""
     if not _log().enabled:
         return []
     family = family_of(topic)
-    insert = sa.insert(_table).from_select(
+    insert = sa.insert(_pending).from_select(
         ["topic", "family", "payload", "created_at"],
         sa.select(
             db.sql_text(topic), db.sql_text(family), payload, sa.bindparam("now", type_=_table.c.created_at.type)
@@ -316,6 +323,18 @@ def latest() -> int:
 def oldest(family: str | None = None) -> int | None:
     """The lowest ``event_id`` still kept (of ``family`` when given), None when there is none."""
     return _log().oldest(family)
+
+
+def recorded() -> sa.Subquery:
+    """Every recorded event row, numbered or still pending, as a subquery with the columns ``id`` (insert
+    order), ``event_id`` (NULL while pending), ``topic``, ``family``, ``payload`` and ``created_at``: what
+    a transaction sees it recorded before the sequencer numbered it (a module's tests of its events)."""
+    columns = ("topic", "family", "payload", "created_at")
+    numbered = sa.select(_table.c.id, _table.c.event_id, *(_table.c[name] for name in columns))
+    pending = sa.select(
+        _pending.c.id, sa.cast(sa.null(), sa.BigInteger).label("event_id"), *(_pending.c[name] for name in columns)
+    )
+    return sa.union_all(numbered, pending).subquery("recorded")
 
 
 def complete_after(after: int, family: str) -> bool:
@@ -584,7 +603,7 @@ class EventLog:
     # sequencer
 
     def sequence(self) -> list[Numbered]:
-        """Number the committed unnumbered rows (locked passes); returns them, ascending."""
+        """Number the committed pending rows (locked passes); returns them, ascending."""
         if not self.postgresql:
             return self._numbered_since_last_pass()
         numbered: list[Numbered] = []
@@ -610,8 +629,8 @@ class EventLog:
         return found
 
     def _number(self) -> list[Numbered]:
-        """One round trip (``_NUMBER``): number up to BATCH committed unnumbered rows from max(event_id)+1, in
-        id order, under the sequencer's lock. On the reads' autocommit pool no BEGIN or COMMIT travels around
+        """One round trip (``_NUMBER``): move up to BATCH committed pending rows into the log, numbered from
+        max(event_id)+1 in id order, under the sequencer's lock. On the reads' autocommit pool no BEGIN or COMMIT travels around
         it (``begin`` sends nothing there; on a pool that is not in autocommit it commits the pass)."""
         with self.read_engine.begin() as connection:
             rows = connection.exec_driver_sql(_NUMBER, {"batch": BATCH}).all()
@@ -778,7 +797,7 @@ class EventLog:
             for family in families:
                 keep_from = connection.execute(
                     sa.select(_table.c.event_id)
-                    .where(_table.c.family == family, _table.c.event_id.is_not(None))
+                    .where(_table.c.family == family)
                     .order_by(_table.c.event_id.desc())
                     .offset(max(self.retention_count - 1, 0))
                     .limit(1)

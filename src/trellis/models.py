@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, Boolean, FetchedValue, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .db import Base, JSONType, UTCDateTime, new_id, utcnow
@@ -65,26 +65,36 @@ class AuditEntry(Base):
 
 
 class EventRecord(Base):
-    """One domain event (see ``trellis.events``), written in the transaction of the change.
+    """One numbered domain event (see ``trellis.events``).
 
-    ``id`` is the insert order; ``event_id`` the public, contiguous number in commit order, given by
-    the sequencer after commit (NULL until then).
+    ``id`` is the insert order; ``event_id`` the public, contiguous number in commit order. SQLite numbers
+    an event as its transaction inserts it; PostgreSQL records it in :class:`PendingEvent` and the
+    sequencer moves it here, numbered, after its commit.
     """
 
     __tablename__ = "core_events"
-    __table_args__ = (
-        Index("ix_core_events_family_event_id", "family", "event_id"),
-        # The sequencer's work list: rows not numbered yet (a handful at any time).
-        Index(
-            "ix_core_events_unsequenced",
-            "id",
-            postgresql_where=text("event_id IS NULL"),
-            sqlite_where=text("event_id IS NULL"),
-        ),
-    )
+    __table_args__ = (Index("ix_core_events_family_event_id", "family", "event_id"),)
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
-    event_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, unique=True)
+    event_id: Mapped[int] = mapped_column(BigInteger, unique=True)
+    topic: Mapped[str] = mapped_column(String(200))
+    family: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class PendingEvent(Base):
+    """An event recorded on PostgreSQL and not numbered yet: the sequencer moves the committed ones into
+    ``core_events`` (a handful at any time). A separate table, because numbering rows in place (an UPDATE
+    of each event row after its commit) cost a third of PostgreSQL's write throughput
+    (``bench/event_log_layout``). ``id`` is drawn from ``core_events``' own sequence (the migration sets
+    the default), so both tables share one insert order. SQLite never writes here."""
+
+    __tablename__ = "core_events_pending"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, server_default=FetchedValue()
+    )
     topic: Mapped[str] = mapped_column(String(200))
     family: Mapped[str] = mapped_column(String(200))
     payload: Mapped[str] = mapped_column(Text)

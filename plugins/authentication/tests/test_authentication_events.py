@@ -8,21 +8,23 @@ import pytest
 from sqlalchemy import func, select
 
 from trellis import db as trellis_db
-from trellis.models import EventRecord
+from trellis.events import recorded as recorded_events
+
+EVENTS = recorded_events()  # numbered or still pending
 
 
 @pytest.fixture()
 def before(db) -> int:
     """The last event row before the test: an earlier live-server test leaves its newest event in the table."""
-    return db.execute(select(func.coalesce(func.max(EventRecord.id), 0))).scalar_one()
+    return db.execute(select(func.coalesce(func.max(EVENTS.c.id), 0))).scalar_one()
 
 
 def recorded(before: int, prefix: str = "authentication.user.") -> list[tuple[str, dict]]:
     """The events of this test's transaction, in insert order."""
     rows = trellis_db.session.execute(
-        select(EventRecord.topic, EventRecord.payload)
-        .where(EventRecord.topic.startswith(prefix), EventRecord.id > before)
-        .order_by(EventRecord.id)
+        select(EVENTS.c.topic, EVENTS.c.payload)
+        .where(EVENTS.c.topic.startswith(prefix), EVENTS.c.id > before)
+        .order_by(EVENTS.c.id)
     )
     return [(topic, json.loads(payload)) for topic, payload in rows]
 

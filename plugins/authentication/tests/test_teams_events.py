@@ -10,25 +10,27 @@ from sqlalchemy import func, select
 
 from trellis import db as trellis_db
 from trellis.errors import APIError
+from trellis.events import recorded as recorded_events
 from trellis.hooks import hookimpl
-from trellis.models import EventRecord
 from trellis_authentication import service
 from trellis_authentication import teams as teams_module
 from trellis_authentication.team_models import Team, TeamMember
 
 from .team_calls import teams  # noqa: F401  (the fixture)
 
+EVENTS = recorded_events()  # numbered or still pending
+
 
 @pytest.fixture()
 def before(db) -> int:
-    return db.execute(select(func.coalesce(func.max(EventRecord.id), 0))).scalar_one()
+    return db.execute(select(func.coalesce(func.max(EVENTS.c.id), 0))).scalar_one()
 
 
 def recorded(before: int) -> list[tuple[str, dict]]:
     rows = trellis_db.session.execute(
-        select(EventRecord.topic, EventRecord.payload)
-        .where(EventRecord.topic.startswith("authentication.team."), EventRecord.id > before)
-        .order_by(EventRecord.id)
+        select(EVENTS.c.topic, EVENTS.c.payload)
+        .where(EVENTS.c.topic.startswith("authentication.team."), EVENTS.c.id > before)
+        .order_by(EVENTS.c.id)
     )
     return [(topic.removeprefix("authentication.team."), json.loads(payload)) for topic, payload in rows]
 
@@ -81,7 +83,7 @@ def test_update_events_name_the_members_of_a_moved_subtree(teams, before):
     teams.add(owner, a, a_member)
     teams.add(owner, b, b_member)
     teams.add(owner, c, c_member)
-    start = trellis_db.session.execute(select(func.max(EventRecord.id))).scalar_one()
+    start = trellis_db.session.execute(select(func.max(EVENTS.c.id))).scalar_one()
     renamed = teams.call("PATCH", f"/{b}", owner, json={"name": "B2"}).get_json()
     moved = teams.call("PATCH", f"/{b}", owner, json={"parentTeam": a}).get_json()
     assert teams.call("PATCH", f"/{a}", owner, json={"parentTeam": c}).status_code == 400  # cycle: no event

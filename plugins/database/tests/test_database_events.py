@@ -9,9 +9,9 @@ import json
 import sqlalchemy as sa
 
 from trellis import db
-from trellis.models import EventRecord
+from trellis.events import recorded as recorded_events
 
-table = EventRecord.__table__
+table = recorded_events()  # numbered or still pending
 
 
 def recorded(after_id: int = 0) -> list[tuple[int, str, dict]]:

@@ -7,7 +7,7 @@ import json
 from sqlalchemy import select
 
 from trellis import db as trellis_db
-from trellis.models import EventRecord
+from trellis.events import recorded
 
 
 def test_submission_event_carries_the_submission_as_the_admin_routes_show_it(
@@ -18,8 +18,9 @@ def test_submission_event_carries_the_submission_as_the_admin_routes_show_it(
     assert (
         client.post(f"/forms/submit/{contact['_id']}", json={**valid_submission, "_gotcha": "bot"}).status_code == 201
     )
+    events = recorded()
     rows = trellis_db.session.execute(
-        select(EventRecord.topic, EventRecord.payload).where(EventRecord.family == "forms.submission")
+        select(events.c.topic, events.c.payload).where(events.c.family == "forms.submission")
     ).all()
     shown = client.get(f"/admin/forms/submissions/{submitted['submissionId']}", headers=admin_headers).get_json()
     assert [(topic, json.loads(payload)) for topic, payload in rows] == [("forms.submission.create", shown)]

@@ -7,15 +7,14 @@ import json
 from sqlalchemy import select
 
 from trellis import db as trellis_db
-from trellis.models import EventRecord
+from trellis.events import recorded
 
 
 def file_events(owner: str) -> list[tuple[str, dict]]:
     """``owner``'s file events (a live-server test before this one leaves its newest event in the log)."""
+    events = recorded()
     rows = trellis_db.session.execute(
-        select(EventRecord.topic, EventRecord.payload)
-        .where(EventRecord.family == "storage.file")
-        .order_by(EventRecord.id)
+        select(events.c.topic, events.c.payload).where(events.c.family == "storage.file").order_by(events.c.id)
     )
     events = [(topic, json.loads(payload)) for topic, payload in rows]
     return [(topic, payload) for topic, payload in events if payload["owner"] == owner]

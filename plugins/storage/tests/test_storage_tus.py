@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import select, update
 
 from trellis import db as trellis_db
+from trellis import events as trellis_events
 from trellis_storage import uploads
 from trellis_storage.models import File, Upload
 
@@ -124,11 +125,8 @@ def test_chunked_upload_creates_the_file_as_a_form_upload_would(client, storage,
     assert client.get(f"/storage/download/{file_id}", headers=user.headers).data == content
     only_blob(storage, file_id)
 
-    events = trellis_db.session.execute(
-        select(trellis_db.Base.metadata.tables["core_events"].c.topic).where(
-            trellis_db.Base.metadata.tables["core_events"].c.topic == "storage.file.create"
-        )
-    ).all()
+    recorded = trellis_events.recorded()
+    events = trellis_db.session.execute(select(recorded.c.topic).where(recorded.c.topic == "storage.file.create")).all()
     assert len(events) >= 1
 
 

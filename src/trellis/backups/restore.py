@@ -98,7 +98,7 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
             lineage.downgrade_to(app, connection, heads)
             targets = _as_archived(connection, archived)
         else:
-            skipped = (tables.EVENTS, tables.GENERATIONS, tables.COUNTERS)
+            skipped = (tables.EVENTS, tables.PENDING_EVENTS, tables.GENERATIONS, tables.COUNTERS)
             targets = [t for t in model if t.name in archived and t.name not in skipped]
         counts = {table.name: _insert(connection, archive, table) for table in targets}
         for runtime in tables.runtime_tables(hooks, connection):
@@ -136,7 +136,7 @@ def _as_archived(connection: sa.Connection, archived: dict[str, dict[str, Any]])
     missing = sorted(n for n, entry in archived.items() if not entry.get("runtime") and n not in present | kept)
     if missing:
         raise ArchiveError(f"the backup holds tables its migrations do not have here: {', '.join(missing[:10])}")
-    skipped = {tables.EVENTS, tables.GENERATIONS, tables.COUNTERS} | kept
+    skipped = {tables.EVENTS, tables.PENDING_EVENTS, tables.GENERATIONS, tables.COUNTERS} | kept
     wanted = [name for name, entry in archived.items() if not entry.get("runtime") and name not in skipped]
     reflected = sa.MetaData()
     reflected.reflect(connection, only=wanted)

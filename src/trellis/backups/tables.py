@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..db import Base
-from ..models import BackupLock, BackupRecord, CacheGeneration, EventConsumer, EventCounter, EventRecord
+from ..models import BackupLock, BackupRecord, CacheGeneration, EventConsumer, EventCounter, EventRecord, PendingEvent
 from .parts import RuntimeTable
 
 # The backups' own records describe archives that live outside the database: a restore keeps them as they are.
@@ -18,6 +18,8 @@ OWN = frozenset({BackupRecord.__tablename__, BackupLock.__tablename__})
 # Tables a restore treats by their meaning rather than copying back (see ``restore``).
 GENERATIONS = CacheGeneration.__tablename__
 EVENTS = EventRecord.__tablename__
+# Events not numbered yet describe the state a restore replaces: like the log, they are not copied back.
+PENDING_EVENTS = PendingEvent.__tablename__
 CONSUMERS = EventConsumer.__tablename__
 # The change counters only grow (``trellis.events.change_number``): a restore keeps them and bumps them.
 COUNTERS = EventCounter.__tablename__

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, func, inspect, or_, select
+from sqlalchemy import delete, func, inspect, select
 
 from .ports import READY, free_port  # free_port: also imported from here by tests of every module
 
@@ -373,7 +373,7 @@ def wipe_data(app) -> None:
                     # Keep the newest event: event ids never go back, as in production, so servers still
                     # running (a test module's shared server) keep delivering the ids that follow.
                     newest = select(func.max(table.c.event_id)).scalar_subquery()
-                    connection.execute(delete(table).where(or_(table.c.event_id.is_(None), table.c.event_id < newest)))
+                    connection.execute(delete(table).where(table.c.event_id < newest))
                 else:
                     connection.execute(delete(table))
     app.extensions["trellis"].generations.reset()

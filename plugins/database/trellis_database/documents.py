@@ -121,16 +121,21 @@ _STAMP_FORMAT = 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'  # the same text as _stamp(), ma
 def text_columns(table: sa.Table, dialect_name: str) -> tuple[sa.ColumnElement, ...]:
     """The document's columns for :func:`document_json`: ``data`` as JSON text, and on PostgreSQL
     the timestamps already formatted, so a read never decodes and re-encodes the stored JSON."""
-    data = sa.cast(table.c.data, sa.Text)
+    return _as_text(dialect_name, *columns(table))
+
+
+def _as_text(dialect_name: str, *row: sa.ColumnElement) -> tuple[sa.ColumnElement, ...]:
+    """:func:`text_columns` over the five document columns of any row (a table's, or a CTE's)."""
+    doc_id, data, created_at, updated_at, version = row
+    text = sa.cast(data, sa.Text)
     if dialect_name != "postgresql":
-        return table.c.id, data, table.c.created_at, table.c.updated_at, table.c.version
+        return doc_id, text, created_at, updated_at, version
     # Constants as SQL text, not parameters: the statement is compiled once and run with its id only.
     utc, stamp_format = sa.literal_column("'UTC'"), sa.literal_column(f"'{_STAMP_FORMAT}'")
     created, updated = (
-        sa.func.to_char(sa.func.timezone(utc, column), stamp_format)
-        for column in (table.c.created_at, table.c.updated_at)
+        sa.func.to_char(sa.func.timezone(utc, column), stamp_format) for column in (created_at, updated_at)
     )
-    return table.c.id, data, created, updated, table.c.version
+    return doc_id, text, created, updated, version
 
 
 def document_json(schema: CompiledSchema, row: Any) -> str:
@@ -646,6 +651,26 @@ def update(
     """Validate and apply ``(doc_id, body)`` changes: ``mode`` "replace" (PUT: the whole document) or
     "patch" (PATCH: a merge, ``null`` removes). A missing document is a 404; under access, so is one
     ``acting`` may not read, and one it may read but not edit is a 403."""
+    return [
+        json.loads(text) if isinstance(text, str) else text for text in _update(snapshot, schema, changes, mode, acting)
+    ]
+
+
+def update_json(
+    snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any, mode: str, acting: Acting | None = None
+) -> str:
+    """:func:`update` of one document, as its JSON text. On PostgreSQL the statement returns the document's
+    columns as text (:func:`document_json`), which is the answer: decoding the JSONB into a dict only to
+    encode it again cost ~5% of an update's server CPU (py-spy, ``bench/request_cpu.py``, 2026-11-26)."""
+    written = _update(snapshot, schema, [(doc_id, body)], mode, acting)[0]
+    return written if isinstance(written, str) else serialise(written)
+
+
+def _update(
+    snapshot: Snapshot, schema: CompiledSchema, changes: list[tuple[str, Any]], mode: str, acting: Acting | None
+) -> list[str] | list[dict[str, Any]]:
+    """:func:`update`'s work: the documents written, as JSON text (PostgreSQL) or as dicts (SQLite, which
+    also needs them for the event)."""
     checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
     postgresql = dialect() == "postgresql"
     # One document, nothing to check in a transaction: one statement that commits alone, whose access
@@ -661,7 +686,8 @@ def update(
         for doc_id, values, removed in checked:
             key, data, params = _data_change(schema, mode, values, removed)
             if postgresql:
-                docs.append(_update_one(schema, key, data, {**params, "doc_id": doc_id, "now": now}, acting, alone))
+                row = _update_one(schema, key, data, {**params, "doc_id": doc_id, "now": now}, acting, alone)
+                docs.append(document_json(schema, row))
                 continue
             before = _locked_by_id(schema, doc_id)
             rows = _write(
@@ -683,11 +709,12 @@ def update(
 
 def _update_one(
     schema: CompiledSchema, key: Any, data: Any, parameters: dict[str, Any], acting: Acting | None, alone: bool
-) -> dict[str, Any]:
+) -> Any:
     """PostgreSQL: ``UPDATE … FROM (SELECT … FOR UPDATE) old … RETURNING <after>, <old>`` with the event
     ``{"document": <after>, "previous": <old>}`` made from those rows in the same statement (the lock makes
     ``old`` the very version this update replaces). ``alone`` under access: the caller's read and edit
-    predicates in the ``old`` subquery; a miss is then told apart (404 or 403) by a read."""
+    predicates in the ``old`` subquery; a miss is then told apart (404 or 403) by a read. Returns the
+    document written as a :func:`text_columns` row."""
     guarded = alone and acting is not None
     topic = f"{counts.family(schema.name)}.update"
     table = schema.table
@@ -707,7 +734,8 @@ def _update_one(
         before = _document_sql(schema, *(written.c[f"old_{c.name}"] for c in columns(table)))
         payload = _concat('{"document":', after, ',"previous":', before, "}")
         parts = events.recorded_by(topic, written, payload, alone)
-        return sa.select(*(written.c[c.name] for c in columns(table))).add_cte(*parts)  # the old row stays in SQL
+        after_row = _as_text("postgresql", *(written.c[c.name] for c in columns(table)))
+        return sa.select(*after_row).add_cte(*parts)  # the old row stays in SQL
 
     shape = (key, alone, events.enabled(), guarded and document_access.statement_key(schema))
     rows = _execute(schema, shape, build, {**parameters, **(acting.parameters() if guarded else {})}, alone)
@@ -716,7 +744,7 @@ def _update_one(
             document_access.require(schema, acting, parameters["doc_id"], "edit")
         raise not_found(f"No {schema.name} document with id {parameters['doc_id']!r}")
     events.written(topic, alone)
-    return to_document(schema, rows[0])
+    return rows[0]
 
 
 def _access_parts(schema: CompiledSchema, acting: Acting, permission: str) -> list[sa.ColumnElement[bool]]:
@@ -760,12 +788,6 @@ def _locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
         schema, "before", lambda: sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
     )
     return _in_transaction(statement, {"doc_id": doc_id}).first()
-
-
-def replace(
-    snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any, acting: Acting | None = None
-) -> dict[str, Any]:
-    return update(snapshot, schema, [(doc_id, body)], "replace", acting)[0]
 
 
 def patch(

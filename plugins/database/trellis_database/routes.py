@@ -323,9 +323,9 @@ def get_document(schemaName: str, docId: str, snap: Any, schema: Any, acting: An
 def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """Replace a document: fields left out are removed (defaults apply, required fields are needed)."""
     require_json()
-    doc = documents.replace(snap, schema, docId, body, acting)
+    text = documents.update_json(snap, schema, docId, body, "replace", acting)
     db.commit()  # nothing left when the write committed alone
-    return json_response(doc)
+    return _json_text(text)
 
 
 @documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["PATCH"])
@@ -336,9 +336,9 @@ def replace_document(body: dict[str, Any], schemaName: str, docId: str, snap: An
 def patch_document(body: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """Change some fields of a document; ``null`` removes an optional field."""
     require_json()
-    doc = documents.patch(snap, schema, docId, body, acting)
+    text = documents.update_json(snap, schema, docId, body, "patch", acting)
     db.commit()  # nothing left when the write committed alone
-    return json_response(doc)
+    return _json_text(text)
 
 
 @documents_blp.route("/database/<string:schemaName>/<string:docId>", methods=["DELETE"])

@@ -72,12 +72,14 @@ class PostgresProxy:
 
 
 def _pump(source: socket.socket, sink: socket.socket, watch: Callable[[bytes], None] | None) -> None:
-    """Forward ``source`` to ``sink`` as it comes (``watch`` sees every chunk); close both at the end."""
+    """Forward ``source`` to ``sink`` as it comes (``watch`` sees every chunk first: what a test reads after
+    its request is answered was recorded before the server could answer it; recording after forwarding lost
+    a write's statement once on a loaded CI machine); close both at the end."""
     try:
         while data := source.recv(65536):
-            sink.sendall(data)
             if watch is not None:
                 watch(data)
+            sink.sendall(data)
     except OSError:
         pass
     finally:

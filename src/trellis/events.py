@@ -630,8 +630,9 @@ class EventLog:
 
     def _number(self) -> list[Numbered]:
         """One round trip (``_NUMBER``): move up to BATCH committed pending rows into the log, numbered from
-        max(event_id)+1 in id order, under the sequencer's lock. On the reads' autocommit pool no BEGIN or COMMIT travels around
-        it (``begin`` sends nothing there; on a pool that is not in autocommit it commits the pass)."""
+        max(event_id)+1 in id order, under the sequencer's lock. On the reads' autocommit pool no BEGIN or
+        COMMIT travels around it (``begin`` sends nothing there; on a pool that is not in autocommit it
+        commits the pass)."""
         with self.read_engine.begin() as connection:
             rows = connection.exec_driver_sql(_NUMBER, {"batch": BATCH}).all()
         return sorted((_numbered(row) for row in rows), key=lambda event: event.id)

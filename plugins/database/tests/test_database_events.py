@@ -43,6 +43,21 @@ def test_rest_writes_record_create_update_delete(dbapi):
     assert patched == {**put, "n": 5, "__v": 2, "updatedAt": patched["updatedAt"]}
 
 
+def test_an_update_to_and_from_an_empty_document_records_its_json(dbapi):
+    """The payload is spliced from the JSONB's text in SQL (documents._document_sql): an empty ``data``
+    leaves no stray comma, a unicode value comes through whole."""
+    dbapi.create_schema("Blank", {"title": "String"})
+    doc = dbapi.post("Blank", {"title": 'é "q" }{'})
+    start = last_id()
+    emptied = dbapi.client.put(f"/database/Blank/{doc['_id']}", json={}, headers=dbapi.admin).get_json()
+    refilled = dbapi.client.patch(f"/database/Blank/{doc['_id']}", json={"title": "b"}, headers=dbapi.admin).get_json()
+    assert "title" not in emptied and refilled["title"] == "b"
+    assert [payload for _, _, payload in recorded(start)] == [
+        {"document": emptied, "previous": doc},
+        {"document": refilled, "previous": emptied},
+    ]
+
+
 def test_a_failed_write_records_nothing(dbapi):
     dbapi.create_schema("Code", {"code": {"type": "String", "unique": True}})
     dbapi.post("Code", {"code": "x"})

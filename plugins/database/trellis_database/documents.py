@@ -765,10 +765,12 @@ def _document_sql(schema: CompiledSchema, *row: Any) -> sa.ColumnElement[str]:
     """:func:`document_json` in SQL, over the columns of a row a statement wrote (its event's payload):
     the same keys in the same order. ``data`` is PostgreSQL's text of the JSONB (``{"a": 1}``)."""
     doc_id, data, created, updated, version = row
-    text = sa.cast(data, sa.Text)
+    # The JSONB's text is made once (PostgreSQL does not share a repeated sub-expression): the braces cut
+    # off by substr and left(…, -1); the empty test on the JSONB itself.
+    inner_text = sa.func.left(sa.func.substr(sa.cast(data, sa.Text), sa.literal_column("2")), sa.literal_column("-1"))
     inner = sa.case(
-        (text == sa.literal_column("'{}'"), sa.literal_column("''")),
-        else_=_concat(",", sa.func.substr(text, sa.literal_column("2"), sa.func.length(text) - sa.literal_column("2"))),
+        (sa.type_coerce(data, JSONB) == sa.literal_column("'{}'::jsonb"), sa.literal_column("''")),
+        else_=_concat(",", inner_text),
     )
     parts: list[Any] = ['{"_id":', sa.cast(sa.func.to_json(doc_id), sa.Text), inner]
     if schema.timestamps:

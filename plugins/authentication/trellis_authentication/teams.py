@@ -530,7 +530,7 @@ def team_ids_of(user_id: str) -> list[str]:
     remembers the answers beside the ``authentication-teams`` generation, which every membership change
     bumps in its own transaction (:func:`_record`): a change acknowledged anywhere is seen by the next
     request everywhere (``trellis.cache``), and a session that changed teams itself reads the table."""
-    if db.session.info.get(_CHANGED):
+    if db.session.registry.has() and db.session.info.get(_CHANGED):  # no session: nothing written (and none made)
         return _team_ids_of(user_id)
     return list(MEMBERSHIP.get(user_id, lambda: tuple(_team_ids_of(user_id))))
 

@@ -605,7 +605,7 @@ def _create(
 def _create_one(schema: CompiledSchema, data: dict[str, Any], now: datetime, acting: Acting | None) -> str:
     """PostgreSQL: the document, its event and its owner tuple in one statement. The document's JSON text,
     spliced around ``data``'s (:func:`document_json`), which is also the column's value: the data is
-    encoded once, and no dict of the document is made (both were ~5% of a create's server CPU, py-spy)."""
+    encoded once, and no dict of the document is made (14.7 → 9.8 µs of Python per create, timeit)."""
     alone = _alone()
     grant = document_access.owner_parameters(schema, acting)
     topic = f"{counts.family(schema.name)}.create"

@@ -503,8 +503,15 @@ def _acquire(backup: str) -> str:
             if taken.rowcount != 1:
                 raise conflict("Another restore is running")
     if engine.dialect.name == "postgresql":  # SQLite: the holder's process id says whether it lives
-        threading.Thread(target=_renew, args=(engine, holder), daemon=True, name="trellis-lock-renewal").start()
+        ended = _RENEWALS[holder] = threading.Event()
+        threading.Thread(target=_renew, args=(engine, holder, ended), daemon=True, name="trellis-lock-renewal").start()
     return holder
+
+
+# This process's renewal threads, by holder: :func:`_release` ends one at once. Otherwise it would sleep up
+# to LOCK_RENEW_SECONDS after its restore, then find the row released (or, its database gone, log failures
+# until LOCK_STALE_SECONDS).
+_RENEWALS: dict[str, threading.Event] = {}
 
 
 def _release(holder: str, status: str, error: str | None = None) -> None:
@@ -518,14 +525,17 @@ def _release(holder: str, status: str, error: str | None = None) -> None:
             )
     except sa.exc.SQLAlchemyError:
         log.exception("could not record the end of the restore")
+    ended = _RENEWALS.pop(holder, None)
+    if ended is not None:
+        ended.set()
 
 
-def _renew(engine: sa.Engine, holder: str) -> None:
-    """Renew the running restore's heartbeat until its row is no longer running under ``holder``."""
+def _renew(engine: sa.Engine, holder: str, ended: threading.Event) -> None:
+    """Renew the running restore's heartbeat until ``ended`` is set or its row is no longer running under
+    ``holder`` (another process took it over as dead)."""
     running = (_locks.c.name == RESTORE_LOCK) & (_locks.c.holder == holder) & (_locks.c.status == "running")
     renewed = time.monotonic()
-    while True:
-        time.sleep(LOCK_RENEW_SECONDS)
+    while not ended.wait(LOCK_RENEW_SECONDS):
         try:
             with engine.begin() as connection:
                 if connection.execute(_locks.update().where(running).values(heartbeat_at=db.utcnow())).rowcount != 1:

@@ -609,12 +609,10 @@ def _create_one(schema: CompiledSchema, data: dict[str, Any], now: datetime, act
     alone = _alone()
     grant = document_access.owner_parameters(schema, acting)
     topic = f"{counts.family(schema.name)}.create"
-    table = schema.table
 
     def build() -> sa.Select:
-        values = {name: sa.bindparam(name, type_=table.c[name].type) for name in _BASE_COLUMNS}
-        values["data"] = sa.cast(sa.bindparam("data", type_=sa.Text), JSONB)  # already JSON text
-        written = sa.insert(table).values(values).returning(table.c.id).cte("written")
+        from_text = sa.cast(sa.bindparam("data", type_=sa.Text), JSONB)  # the parameter is already JSON text
+        written = _insert_statement(schema, from_text).returning(schema.table.c.id).cte("written")
         parts = events.recorded_by(topic, written, sa.bindparam("payload", type_=sa.Text), alone)
         if grant is not None:
             parts.append(document_access.owner_grant(schema, written).cte("granted"))
@@ -629,10 +627,14 @@ def _create_one(schema: CompiledSchema, data: dict[str, Any], now: datetime, act
     return text
 
 
-def _insert_statement(schema: CompiledSchema) -> sa.Insert:
-    """One document's INSERT, naming its columns (the generated ones are the database's)."""
+def _insert_statement(schema: CompiledSchema, data: sa.ColumnElement[Any] | None = None) -> sa.Insert:
+    """One document's INSERT, naming its columns (the generated ones are the database's); ``data``: the
+    ``data`` column's expression, when not its own parameter."""
     table = schema.table
-    return sa.insert(table).values({name: sa.bindparam(name, type_=table.c[name].type) for name in _BASE_COLUMNS})
+    values = {name: sa.bindparam(name, type_=table.c[name].type) for name in _BASE_COLUMNS}
+    if data is not None:
+        values["data"] = data
+    return sa.insert(table).values(values)
 
 
 _BASE_COLUMNS = ("id", "data", "created_at", "updated_at", "version")

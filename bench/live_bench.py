@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import multiprocessing
 import os
 import platform
@@ -30,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -147,7 +149,28 @@ async def _until_received(tally: Tally, expected: set[tuple[int, int]]) -> None:
     await asyncio.sleep(1)  # late duplicates would arrive now
 
 
-def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: Any) -> None:
+@contextlib.contextmanager
+def collector_paused(paused: bool = True) -> Iterator[None]:
+    """No garbage collection in a measuring process while deliveries are timed. With it, each subscriber
+    process (250 sockets, ~5,000 receipts/s) paused 13–14 times in a 30 s run for a full collection of
+    50–280 ms, and the writer once for 55 ms (``gc.callbacks``, 2026-11-27): every receipt that arrived
+    meanwhile was timed late, and those pauses made the p99. The servers' own collections are not paused
+    (they ran none during the writes: their start-up heap is frozen, see ``trellis.server.serve``).
+    ``--client-gc`` keeps the collector on, to measure what it adds."""
+    if not paused:
+        yield
+        return
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: Any, pause_gc: bool = True) -> None:
     """A child holding ``indices``' subscribers: "ready" once all are subscribed, then, given the
     (subscriber, seq) pairs it must receive, its receipts. ``time.perf_counter`` is the system's monotonic
     clock, the same in every process, so receipts compare with the writer's times."""
@@ -156,9 +179,10 @@ def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: A
         tally = Tally()
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             clients = await _subscribe_all(urls, indices, schema, tally, http)
-            pipe.send("ready")
-            expected = await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
-            await _until_received(tally, expected)
+            with collector_paused(pause_gc):
+                pipe.send("ready")
+                expected = await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
+                await _until_received(tally, expected)
             pipe.send((tally.received, tally.receipts, tally.first_worker))
             await asyncio.gather(*(client.disconnect() for client in clients))
 
@@ -166,7 +190,13 @@ def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: A
 
 
 async def run(
-    servers: list[Server], subscribers: int, rate: int, seconds: float, processes: int, profile: Path | None = None
+    servers: list[Server],
+    subscribers: int,
+    rate: int,
+    seconds: float,
+    processes: int,
+    profile: Path | None = None,
+    pause_gc: bool = True,
 ) -> dict[str, Any]:
     """Subscribers in ``processes`` child processes (each its own event loop: one Python process receiving
     all deliveries is a client-side queue of its own), the writer in this one."""
@@ -183,7 +213,7 @@ async def run(
     children = []
     for share in shares:
         ours, theirs = context.Pipe()
-        child = context.Process(target=subscriber_process, args=(urls, share, schema, theirs), daemon=True)
+        child = context.Process(target=subscriber_process, args=(urls, share, schema, theirs, pause_gc), daemon=True)
         child.start()
         children.append((child, ours, share))
     loop = asyncio.get_running_loop()
@@ -193,7 +223,8 @@ async def run(
     figures["load_before"] = os.getloadavg()
     spy = start_profile(servers[0], seconds, profile) if profile else None
     sampled_from = time.perf_counter()
-    figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
+    with collector_paused(pause_gc):
+        figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
     if spy is not None:
         await loop.run_in_executor(None, spy.wait)
     expected = {(n, seq) for seq in tally.sent_at for n in range(subscribers) if n % BUCKETS == seq % BUCKETS}
@@ -325,6 +356,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--client-processes", type=int, default=2, help="processes holding the subscribers (1: all in one)"
     )
+    parser.add_argument(
+        "--client-gc", action="store_true", help="keep the garbage collector on in the measuring processes"
+    )
     parser.add_argument("--no-write", action="store_true", help="print the report, do not add it to results/live.md")
     parser.add_argument("--runs", type=int, default=1, help="runs, each with fresh servers; median and spread")
     parser.add_argument("--label", default="", help="what the runs measure (the section's title)")
@@ -344,6 +378,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         args.seconds,
                         args.client_processes,
                         args.profile if last else None,
+                        not args.client_gc,
                     )
                 )
             if last and args.wrk_seconds:

@@ -1,0 +1,121 @@
+"""Pages under access control: a caller who may read most of what matches gets its page from the first
+matches in sort order (``documents._walked_page``), one who may read little from the deferred join; the
+same documents in the same order either way, whichever predicate (tuples, inherited, field-backed) grants
+the reading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trellis_database import documents
+
+ACCESS = {"conduit": {"authorization": {"enabled": True}}}
+
+
+@pytest.fixture()
+def notes(dbapi) -> dict[str, Any]:
+    return dbapi.create_schema("Note", {"text": "String", "n": "Number"}, modelOptions=ACCESS)
+
+
+@pytest.fixture(autouse=True)
+def no_hints():
+    documents._narrow._until.clear()  # the hints of earlier tests' callers on this worker
+    yield
+    documents._narrow._until.clear()
+
+
+def _many(dbapi, user, schema: str, docs: list[dict[str, Any]]) -> list[str]:
+    response = dbapi.client.post(f"/database/{schema}/many", json={"docs": docs}, headers=user.headers)
+    assert response.status_code == 201, response.get_json()
+    return [doc["_id"] for doc in response.get_json()["docs"]]
+
+
+def _ns(dbapi, user, schema: str, query: str) -> list[float]:
+    return [doc["n"] for doc in dbapi.list(schema, query, headers=user.headers)["documents"]]
+
+
+def _narrow_callers() -> int:
+    return len(documents._narrow._until)
+
+
+def test_a_broad_callers_full_pages_are_walked_and_exact(dbapi, notes, make_user):
+    alice, bob = make_user(), make_user()
+    _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(120)])
+    _many(dbapi, bob, "Note", [{"text": "b", "n": n + 0.5} for n in (7, 30, 58, 100)])
+    pages = [_ns(dbapi, alice, "Note", f"sort=-n&limit=7&skip={skip}&n[$lt]=60") for skip in range(0, 56, 7)]
+    assert pages == [[59 - skip - k for k in range(7)] for skip in range(0, 56, 7)]
+    assert _narrow_callers() == 0  # every one came from the walk
+    # the last page is short: the deferred join answers it, and the caller's next pages for a while
+    assert _ns(dbapi, alice, "Note", "sort=-n&limit=7&skip=56&n[$lt]=60") == [3, 2, 1, 0]
+    assert _narrow_callers() == 1
+    assert _ns(dbapi, alice, "Note", "sort=n&limit=5&skip=10") == [10, 11, 12, 13, 14]
+    documents._narrow._until.clear()
+    # deeper than MAX_WALKED_PAGE: the deferred join at once
+    assert _ns(dbapi, alice, "Note", "sort=-n&limit=10&skip=105") == [14 - k for k in range(10)]
+    listed = dbapi.list("Note", "sort=-n&limit=3", headers=bob.headers)
+    assert [d["n"] for d in listed["documents"]] == [100.5, 58.5, 30.5]
+    assert listed["count"] == 4
+
+
+def test_a_narrow_callers_page_comes_from_the_deferred_join(dbapi, notes, make_user):
+    alice, carol = make_user(), make_user()
+    ids = _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
+    _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(3)])
+    for n in (10, 50):
+        response = dbapi.client.post(
+            f"/database/Note/{ids[n]}/grants", json={"subject": f"User:{carol.id}", "relation": "reader"},
+            headers=alice.headers,
+        )  # fmt: skip
+        assert response.status_code == 201
+    first = dbapi.list("Note", "sort=-n&limit=2", headers=carol.headers)
+    assert [d["n"] for d in first["documents"]] == [50, 10]  # the first 4 matches hold one readable row
+    assert first["count"] == 5
+    assert _narrow_callers() == 1
+    assert _ns(dbapi, carol, "Note", "sort=-n&limit=2&skip=2") == [2.5, 1.5]
+    assert _ns(dbapi, carol, "Note", "sort=-n&limit=2&skip=4") == [0.5]
+    assert _ns(dbapi, alice, "Note", "sort=-n&limit=3") == [59, 58, 57]  # a hint is per caller
+    assert _narrow_callers() == 1
+
+
+def test_walked_pages_follow_inherited_and_field_backed_access(dbapi, make_user):
+    dbapi.create_schema("Project", {"name": "String"}, modelOptions=ACCESS)
+    dbapi.create_schema(
+        "Task", {"n": "Number", "project": {"type": "Relation", "model": "Project"}}, modelOptions=ACCESS
+    )
+    response = dbapi.client.patch(
+        "/admin/authorization/resources/Task",
+        json={
+            "permissions": {
+                "read": ["owner", "project->read"],
+                "edit": ["owner"],
+                "delete": ["owner"],
+                "share": ["owner"],
+            }
+        },
+        headers=dbapi.admin,
+    )
+    assert response.status_code == 200, response.get_json()
+    alice, bob = make_user(), make_user()
+    shared, private = (dbapi.post("Project", {"name": name}, headers=alice.headers)["_id"] for name in "sp")
+    response = dbapi.client.post(
+        f"/database/Project/{shared}/grants", json={"subject": f"User:{bob.id}", "relation": "reader"},
+        headers=alice.headers,
+    )  # fmt: skip
+    assert response.status_code == 201
+    _many(dbapi, alice, "Task", [{"n": n, "project": private if n % 10 == 3 else shared} for n in range(40)])
+    expected = [n for n in range(39, -1, -1) if n % 10 != 3]
+    assert [n for skip in (0, 6, 12) for n in _ns(dbapi, bob, "Task", f"sort=-n&limit=6&skip={skip}")] == expected[:18]
+    assert _narrow_callers() == 0
+
+    options = {"conduit": {"authorization": {"enabled": True, "fields": {"assignee": "editor"}}}}
+    dbapi.create_schema(
+        "Ticket", {"n": "Number", "assignee": {"type": "Relation", "model": "User"}}, modelOptions=options
+    )
+    _many(dbapi, alice, "Ticket", [{"n": n, "assignee": alice.id if n % 7 == 0 else bob.id} for n in range(30)])
+    expected = [n for n in range(29, -1, -1) if n % 7 != 0]
+    assert [n for skip in (0, 5, 10) for n in _ns(dbapi, bob, "Ticket", f"sort=-n&limit=5&skip={skip}")] == expected[
+        :15
+    ]
+    assert _narrow_callers() == 0

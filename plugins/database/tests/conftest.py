@@ -31,6 +31,24 @@ class DatabaseApi:
         operations = {op: {"enabled": rule[0], "authenticated": rule[1]} for op, rule in crud.items()}
         return self.create_schema(name, fields, modelOptions={"conduit": {"cms": {"crudOperations": operations}}})
 
+    def tasks_read_through_projects(self, task_fields: dict[str, Any]) -> None:
+        """``Project`` and ``Task`` under access control, a Task also readable by whoever may read its
+        ``project`` (``project->read``)."""
+        access = {"conduit": {"authorization": {"enabled": True}}}
+        self.create_schema("Project", {"name": "String"}, modelOptions=access)
+        fields = {**task_fields, "project": {"type": "Relation", "model": "Project"}}
+        self.create_schema("Task", fields, modelOptions=access)
+        permissions = {
+            "read": ["reader", "editor", "owner", "project->read"],
+            "edit": ["editor", "owner"],
+            "delete": ["owner"],
+            "share": ["owner"],
+        }
+        response = self.client.patch(
+            "/admin/authorization/resources/Task", json={"permissions": permissions}, headers=self.admin
+        )
+        assert response.status_code == 200, response.get_json()
+
     # documents
 
     def post(self, schema: str, doc: dict[str, Any], headers: dict[str, str] | None = None, expect: int = 201):

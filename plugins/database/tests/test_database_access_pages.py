@@ -80,23 +80,7 @@ def test_a_narrow_callers_page_comes_from_the_deferred_join(dbapi, notes, make_u
 
 
 def test_walked_pages_follow_inherited_and_field_backed_access(dbapi, make_user):
-    dbapi.create_schema("Project", {"name": "String"}, modelOptions=ACCESS)
-    dbapi.create_schema(
-        "Task", {"n": "Number", "project": {"type": "Relation", "model": "Project"}}, modelOptions=ACCESS
-    )
-    response = dbapi.client.patch(
-        "/admin/authorization/resources/Task",
-        json={
-            "permissions": {
-                "read": ["owner", "project->read"],
-                "edit": ["owner"],
-                "delete": ["owner"],
-                "share": ["owner"],
-            }
-        },
-        headers=dbapi.admin,
-    )
-    assert response.status_code == 200, response.get_json()
+    dbapi.tasks_read_through_projects({"n": "Number"})
     alice, bob = make_user(), make_user()
     shared, private = (dbapi.post("Project", {"name": name}, headers=alice.headers)["_id"] for name in "sp")
     response = dbapi.client.post(

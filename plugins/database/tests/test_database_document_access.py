@@ -152,23 +152,7 @@ def test_populate_keeps_an_unreadable_target_as_its_id(dbapi, make_user):
 
 
 def test_inherited_read_through_a_relation(dbapi, make_user):
-    dbapi.create_schema("Project", {"name": "String"}, modelOptions=ACCESS)
-    dbapi.create_schema(
-        "Task", {"title": "String", "project": {"type": "Relation", "model": "Project"}}, modelOptions=ACCESS
-    )
-    response = dbapi.client.patch(
-        "/admin/authorization/resources/Task",
-        json={
-            "permissions": {
-                "read": ["reader", "editor", "owner", "project->read"],
-                "edit": ["editor", "owner"],
-                "delete": ["owner"],
-                "share": ["owner"],
-            }
-        },
-        headers=dbapi.admin,
-    )
-    assert response.status_code == 200, response.get_json()
+    dbapi.tasks_read_through_projects({"title": "String"})
     alice, bob = make_user(), make_user()
     project = dbapi.post("Project", {"name": "p"}, headers=alice.headers)
     task = dbapi.post("Task", {"title": "t", "project": project["_id"]}, headers=alice.headers)

@@ -103,3 +103,15 @@ def test_walked_pages_follow_inherited_and_field_backed_access(dbapi, make_user)
         :15
     ]
     assert _narrow_callers() == 0
+
+
+def test_a_narrow_callers_hint_ends(dbapi, notes, make_user, monkeypatch):
+    alice, carol = make_user(), make_user()
+    _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(30)])
+    _many(dbapi, carol, "Note", [{"text": "c", "n": 0.5}])
+    monkeypatch.setattr(documents, "NARROW_SECONDS", 0.0)  # a hint that is over as soon as it is made
+    assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [0.5]
+    assert _narrow_callers() == 1
+    _many(dbapi, carol, "Note", [{"text": "c", "n": 100 + n} for n in range(3)])
+    assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [102, 101]  # walked again: a whole page
+    assert _narrow_callers() == 0

@@ -405,8 +405,8 @@ def find_json(
         total = sa.select(sa.func.count()).select_from(table)
         if condition is not None:
             total = total.where(condition)
-        prepared = [s.execution_options(**statements.PREPARE) for s in (page, total)]
-        return prepared[0], prepared[1], None if walked is None else walked.execution_options(**statements.PREPARE)
+        prepared = page.execution_options(**statements.PREPARE), total.execution_options(**statements.PREPARE)
+        return *prepared, None if walked is None else walked.execution_options(**statements.PREPARE)
 
     access_key = None if acting is None else document_access.statement_key(schema)
     key = ("find", dialect_name, shape, sort or "", access_key, count, search is not None)

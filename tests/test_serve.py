@@ -85,3 +85,26 @@ def test_the_live_server_factory_takes_another_port_when_its_own_was_taken_meanw
     assert second.port != live_server.port
     assert requests.get(f"{second.url}/health", timeout=30).status_code == 200
     assert requests.get(f"{live_server.url}/health", timeout=30).status_code == 200
+
+
+def test_a_forked_server_and_a_started_one_end_alike(live_server_factory, monkeypatch):
+    """Test servers are forked from a process that imported Trellis already (``trellis.testing.forkserver``);
+    ``TRELLIS_TEST_FORK=0`` starts them from nothing. Both serve, and end the same way on SIGTERM and SIGKILL."""
+    import signal
+    import subprocess
+
+    from trellis.testing.forkserver import ForkedProcess
+
+    forked = [live_server_factory(), live_server_factory()]
+    monkeypatch.setenv("TRELLIS_TEST_FORK", "0")
+    started = [live_server_factory(), live_server_factory()]
+    assert [type(server.process) for server in forked + started] == [ForkedProcess] * 2 + [subprocess.Popen] * 2
+    for server in forked + started:
+        assert requests.get(f"{server.url}/health", timeout=30).status_code == 200
+    ends = []
+    for servers in (forked, started):
+        servers[0].process.terminate()
+        servers[1].process.kill()
+        ends.append([server.process.wait(30) for server in servers])
+    assert ends[0] == ends[1]
+    assert ends[0][1] == -signal.SIGKILL

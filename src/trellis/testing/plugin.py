@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from sqlalchemy import delete, func, inspect, select
 
+from . import forkserver
 from .ports import READY, free_port  # free_port: also imported from here by tests of every module
 
 TEST_MASTER_KEY = "test-master-key"
@@ -231,8 +232,13 @@ class LiveServer:
         # The default test server says when it has bound its port: until then a /health answer on the port
         # may be another process's (a port taken between free_port() and this server's bind).
         self._banner = None if command else f"{READY} {port} ".encode()
-        self._log = open(log_path, "wb")
         self.log_path = log_path
+        self._log = None
+        self.process: subprocess.Popen[bytes] | forkserver.ForkedProcess
+        if command is None and forkserver.enabled(env):  # the test server, forked after its imports
+            self.process = forkserver.shared().spawn(env, log_path)
+            return
+        self._log = open(log_path, "wb")
         self.process = subprocess.Popen(
             command or [sys.executable, "-m", "trellis.testing.server"],
             env=env,
@@ -266,7 +272,8 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
-        self._log.close()
+        if self._log is not None:
+            self._log.close()
 
 
 def live_server_env(app_config: dict[str, Any], folder: Path, port: int, **extra: str) -> dict[str, str]:

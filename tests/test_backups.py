@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from trellis.backups import tables
+from trellis.cache import REMEMBERED
 from trellis.testing.plugin import TEST_MASTER_KEY, database_kind
 
 ADMIN = {"masterkey": TEST_MASTER_KEY}
@@ -120,8 +122,6 @@ def _products(app: Any) -> list[tuple[str, Any]]:
 
 
 def _counts(app: Any) -> dict[str, int]:
-    from trellis.backups import tables
-
     engine = app.extensions["trellis"].engine
     with app.app_context(), engine.connect() as connection:
         pending = tables.PENDING_EVENTS in sa.inspect(connection).get_table_names()  # not in an older database
@@ -188,9 +188,13 @@ def test_round_trip_of_every_module_and_file(make_app, tmp_path):
     assert restored["files"] == 1
     assert _products(app) == [("Pen", 2), ("Lamp", 9.5), ("Desk", 180)]
     after = _counts(app)
-    # The event log and its change counters are not copied back (a restore moves them forward).
-    moved = ("core_events", "core_events_pending", "core_event_counters", "trellis_audit_log")
+    # The event log, its change counters and the cache generations are not copied back (a restore moves
+    # them forward: it bumps every generation, those of the processes' remembered answers included).
+    moved = ("core_events", "core_events_pending", "core_event_counters", "trellis_audit_log", tables.GENERATIONS)
     assert {n: c for n, c in after.items() if n not in moved} == {n: c for n, c in counts.items() if n not in moved}
+    with app.app_context(), app.extensions["trellis"].engine.connect() as connection:
+        bumped = set(connection.execute(sa.text(f"SELECT name FROM {tables.GENERATIONS}")).scalars())
+    assert REMEMBERED <= bumped and "webhooks-active" in bumped  # though no webhook was ever written here
     download = client.get(f"/storage/download/{data['file']}", headers=data["user"])
     assert download.status_code == 200 and download.data == b"hello from a backup\n" * 500
     assert client.get("/config/backups", headers=ADMIN).get_json()["keep"] == 3

@@ -281,6 +281,11 @@ def _current_request() -> Any:
     return request._get_current_object() if has_request_context() else None  # type: ignore[attr-defined]
 
 
+# The names of every Remembered: a restore bumps them all, so an answer kept under a name that no row held
+# yet (nothing had bumped it) is not kept over restored data.
+REMEMBERED: set[str] = set()
+
+
 class Remembered:
     """Answers a process keeps beside the generation of ``name`` they were read under (per app), so a
     change that bumps it in its transaction is in force for the next request everywhere.
@@ -292,6 +297,7 @@ class Remembered:
     def __init__(self, name: str, limit: int = 10_000) -> None:
         self.name = name
         self.limit = limit  # answers kept; then it starts over
+        REMEMBERED.add(name)
         self._key = f"trellis_remembered:{name}"
 
     def get(self, key: Any, read: Callable[[], Any], usable: Callable[[Any], bool] | None = None) -> Any:

@@ -13,6 +13,7 @@ from trellis.module_config import get as get_config
 from trellis.redact import MASK
 
 from . import deliveries
+from .dispatcher import ACTIVE
 from .models import Webhook, WebhookDelivery
 from .schemas import WebhookCreateSchema
 from .signing import new_secret
@@ -66,6 +67,7 @@ def create_webhook(data: dict[str, Any]) -> dict[str, Any]:
         active_since=db.utcnow(),
     )
     db.session.add(webhook)
+    ACTIVE.bump()  # every process's dispatcher reads the active webhooks again
     audit.record("webhooks", "webhook.create", webhook.id, data, schema=WebhookCreateSchema)
     db.session.commit()
     return webhook_dict(webhook, show_secret=True)
@@ -80,6 +82,7 @@ def update_webhook(webhook_id: str, changes: dict[str, Any]) -> dict[str, Any]:
     for key in ("url", "events", "secret", "active", "description"):
         if key in changes:
             setattr(webhook, key, changes[key])
+    ACTIVE.bump()
     audit.record("webhooks", "webhook.update", webhook.id, changes, schema=WebhookCreateSchema)
     db.session.commit()
     return webhook_dict(webhook, show_secret="secret" in changes)
@@ -89,6 +92,7 @@ def delete_webhook(webhook_id: str) -> str:
     """Deletes the webhook and its delivery log (attempts in flight are dropped)."""
     webhook = get_webhook(webhook_id)
     db.session.delete(webhook)
+    ACTIVE.bump()
     audit.record("webhooks", "webhook.delete", webhook.id, {"url": webhook.url})
     db.session.commit()
     return webhook_id

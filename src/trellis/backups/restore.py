@@ -34,6 +34,7 @@ from flask import Flask
 
 from .. import audit, db
 from .. import events as trellis_events
+from ..cache import REMEMBERED
 from ..db import Base
 from ..models import EventRecord
 from . import create, lineage, tables
@@ -110,7 +111,7 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
             _keep_counters(connection, counters)
         archived_latest, archived_families = _archived_events(archive)
         _move_event_log(connection, max(before_latest, archived_latest), before_families | archived_families, archive)
-        generations |= _archived_generations(archive)
+        generations |= _archived_generations(archive) | REMEMBERED
         for name in sorted(generations):
             trellis.generations.bump(name)
         broken = db.foreign_key_violation(connection)

@@ -7,21 +7,14 @@ from __future__ import annotations
 import pytest
 
 from trellis import create_app
-from trellis.testing.plugin import database_kind, wipe_data
+from trellis.testing.plugin import database_kind
 
 pytestmark = pytest.mark.skipif(database_kind() != "postgresql", reason="server-side preparation is PostgreSQL's")
 
 
 @pytest.fixture()
-def committing(app, app_config):
-    wipe_data(app)
-    made = create_app(app_config)
-    try:
-        yield made
-    finally:
-        made.extensions["trellis_events"].stop()
-        made.extensions["trellis"].reads.dispose()
-        wipe_data(app)
+def committing(committing_app):
+    return committing_app
 
 
 def _prepared_on_idle_read_connections(application) -> set[str]:

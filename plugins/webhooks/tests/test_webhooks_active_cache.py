@@ -7,21 +7,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import event
 
-from trellis import create_app
-from trellis.testing.plugin import wipe_data
 from trellis_webhooks import dispatcher
-
-
-@pytest.fixture()
-def committing_app(app, app_config):
-    """Every module, committing to the test database (emptied before and after)."""
-    wipe_data(app)
-    made = create_app(app_config)
-    try:
-        yield made
-    finally:
-        made.extensions["trellis_events"].stop()
-        wipe_data(app)
 
 
 @pytest.fixture()

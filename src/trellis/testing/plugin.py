@@ -329,6 +329,22 @@ def running_servers(app, app_config: dict[str, Any], folder: Path) -> Iterator[C
 
 
 @pytest.fixture()
+def committing_app(app, app_config) -> Iterator[Any]:
+    """A second app with every module, outside the test transaction: its writes commit to the test
+    database (wiped before and after), and its background parts (event log, read connections) are real."""
+    wipe_data(app)
+    from trellis import create_app  # not at the plugin's import: pytest loads it before any app
+
+    made = create_app(app_config)
+    try:
+        yield made
+    finally:
+        made.extensions["trellis_events"].stop()
+        made.extensions["trellis"].reads.dispose()
+        wipe_data(app)
+
+
+@pytest.fixture()
 def live_server_factory(app, app_config, tmp_path: Path) -> Iterator[Callable[..., LiveServer]]:
     """Start real servers sharing the test database: ``live_server_factory(TRELLIS_REDIS_URL=…)``."""
     with running_servers(app, app_config, tmp_path) as start:

@@ -173,7 +173,7 @@ def test_eventlet_websocket_frames_are_the_fanout_frames_and_sends_take_its_lock
     connection = RFC6455WebSocket(io.BytesIO(), {}, version=13)
     assert connection._pack_message(message) == socket_fanout.websocket_frame(message)
     assert not connection.websocket_closed and connection.extensions == {}
-    assert not connection._sendlock.locked()
+    assert not connection._sendlock.locked() and connection._sendlock.balance == 1  # free, nobody waiting
     assert "_sendlock" in _names(RFC6455WebSocket._send)
 
 

@@ -117,6 +117,28 @@ def test_a_frame_the_kernel_takes_in_part_is_finished_before_the_next(idle_socke
 
 
 @EVENTLET_IMPORT
+def test_no_frame_overtakes_a_writer_waiting_for_the_send_lock(idle_socket):
+    """The writer took a packet from the queue (empty now) and waits for the lock; when the holder releases
+    it, the waiter's turn is only scheduled. A frame written straight then would arrive first."""
+    import eventlet
+
+    from trellis.server.socket_fanout import CONNECTION_ATTRIBUTE, write_now
+
+    eio_socket, client, _ = idle_socket
+    connection = getattr(eio_socket, CONNECTION_ATTRIBUTE)
+    connection._sendlock.acquire()  # a frame being finished
+    writer = eventlet.spawn(connection.send, "first")
+    eventlet.sleep(0)  # the writer waits for the lock
+    connection._sendlock.release()
+    assert not connection._sendlock.locked()
+    assert not write_now(eio_socket, websocket_frame("second"))  # it goes through the queue instead
+    writer.wait()
+    assert client.recv(100) == websocket_frame("first")
+    assert write_now(eio_socket, websocket_frame("second"))
+    assert client.recv(100) == websocket_frame("second")
+
+
+@EVENTLET_IMPORT
 def test_packets_gathered_for_a_socket_go_out_in_one_write_in_their_order(idle_socket):
     import socket as plain_socket
 

@@ -155,12 +155,9 @@ def _serve_forked(env: dict[str, str], log: str) -> None:
         hubs.get_hub().poll.close()  # the fork server's epoll instance: this process makes its own
         del hubs._threadlocal.hub
 
-        from trellis import create_app
-        from trellis.server.serve import serve
-        from trellis.testing.ports import READY
+        from trellis.testing import server
 
-        port = int(env["PORT"])
-        serve(create_app(), env.get("HOST", "127.0.0.1"), port, banner=f"{READY} {port} {os.getpid()}")
+        server.main()
         code = 0
     except SystemExit as exc:  # as the interpreter ends on one: its message printed, its code
         if exc.code is None or isinstance(exc.code, int):
@@ -185,8 +182,7 @@ def main() -> None:
     eventlet.monkey_patch()
     from importlib.metadata import entry_points
 
-    import trellis.server.serve  # noqa: F401
-    from trellis import create_app  # noqa: F401
+    import trellis.testing.server  # noqa: F401  (create_app, serve: what a fork runs)
     from trellis.modules import ENTRY_POINT_GROUP
 
     for entry in entry_points(group=ENTRY_POINT_GROUP):

@@ -15,7 +15,13 @@ from trellis import create_app  # noqa: E402
 from trellis.server.serve import serve  # noqa: E402
 from trellis.testing.ports import READY  # noqa: E402
 
-if __name__ == "__main__":
+
+def main() -> None:
+    """Serve on ``HOST``/``PORT`` from the environment (also what a forked test server runs)."""
     port = int(os.environ["PORT"])
     # Printed once the port is bound: a test waiting for this process knows /health is its own answer.
     serve(create_app(), os.environ.get("HOST", "127.0.0.1"), port, banner=f"{READY} {port} {os.getpid()}")
+
+
+if __name__ == "__main__":
+    main()

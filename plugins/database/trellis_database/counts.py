@@ -71,29 +71,52 @@ class CountCache:
         """The schema's change number as a column of the page statement (see the module's docstring)."""
         return events.change_number(family(schema_name))
 
-    def count(self, table: str, query: tuple[Any, ...], changes: int | None, compute: Callable[[], int]) -> int:
+    def usable(self, changes: str | int | None) -> bool:
+        """Whether a count for ``changes`` may be kept: Redis configured, the number known, the log on."""
+        return changes is not None and events.enabled() and redis_client(self.app) is not None
+
+    def count(self, table: str, query: tuple[Any, ...], changes: Any, compute: Callable[[], int]) -> int:
         """The count of ``query`` on ``table``: from Redis when known for ``changes`` (the schema's change
         number, read before counting; None: unknown, so nothing is kept), else ``compute()``."""
-        redis = redis_client(self.app)
-        if redis is None or changes is None or not events.enabled():
+        if not self.usable(changes):
             return compute()
-        key = f"{self.prefix}{table}:{changes}"
-        field = hashlib.sha1(repr(query).encode()).hexdigest()
+        known = self.known(table, query, changes)
+        if known is not None:
+            return known
+        total = compute()
+        self.keep(table, query, changes, total)
+        return total
+
+    def known(self, table: str, query: tuple[Any, ...], changes: Any) -> int | None:
+        """The number kept for ``query`` under ``changes`` (None: not kept, or Redis unavailable)."""
+        redis = redis_client(self.app)
+        if redis is None:
+            return None
         try:
-            known = redis.hget(key, field)
+            known = redis.hget(self._key(table, changes), self._field(query))
         except RedisError as exc:  # Redis only accelerates lists: never fail one for it
             self._warning("count cache unavailable (%s); counting in the database", exc.__class__.__name__)
-            return compute()
-        if known is not None:
-            return int(known)
-        total = compute()
+            return None
+        return None if known is None else int(known)
+
+    def keep(self, table: str, query: tuple[Any, ...], changes: Any, value: int) -> None:
+        """Keep ``value`` for ``query`` under ``changes``: a number true at that change number."""
+        redis = redis_client(self.app)
+        if redis is None:
+            return
         try:
             if self._store is None:  # EVALSHA: the script's text is sent once, not per list
                 self._store = redis.register_script(_STORE)
-            self._store(keys=[key], args=[field, total, TTL_SECONDS, MAX_COUNTS])
+            self._store(keys=[self._key(table, changes)], args=[self._field(query), value, TTL_SECONDS, MAX_COUNTS])
         except RedisError as exc:
             self._warning("count cache unavailable (%s); count not kept", exc.__class__.__name__)
-        return total
+
+    def _key(self, table: str, changes: Any) -> str:
+        return f"{self.prefix}{table}:{changes}"
+
+    @staticmethod
+    def _field(query: tuple[Any, ...]) -> str:
+        return hashlib.sha1(repr(query).encode()).hexdigest()
 
 
 def family(schema_name: str) -> str:

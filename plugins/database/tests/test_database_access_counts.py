@@ -1,0 +1,110 @@
+"""Counts under access control with Redis: a caller who may read every document of a schema is given the
+admin's count (counted without the read predicate, kept for everyone alike), asked once per change
+numbers; as soon as one document is hidden from it, its counts are its own again, exact."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from trellis import create_app
+from trellis_database import documents
+
+from .conftest import DatabaseApi
+
+REDIS = "redis://127.0.0.1:6379/14"
+ACCESS = {"conduit": {"authorization": {"enabled": True}}}
+
+
+@pytest.fixture()
+def api(app_config, db, admin_headers):
+    app = create_app({**app_config, "REDIS_URL": REDIS})
+    with app.app_context():
+        yield DatabaseApi(app.test_client(), admin_headers)
+
+
+@pytest.fixture(autouse=True)
+def no_hints():
+    documents._narrow._until.clear()  # the hints of earlier tests' callers on this worker
+    yield
+    documents._narrow._until.clear()
+
+
+@pytest.fixture()
+def statements():
+    """The SQL of every statement run while the test runs."""
+    seen: list[str] = []
+
+    def note(conn, cursor, statement, parameters, context, executemany) -> None:
+        seen.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", note)
+    yield seen
+    sa.event.remove(sa.engine.Engine, "before_cursor_execute", note)
+
+
+def _tuple_counts(seen: list[str]) -> int:
+    """Statements that counted matches joined with the caller's tuples (a count under access)."""
+    return sum(1 for sql in seen if re.search(r"count\(\*\)", sql) and "authz_relations" in sql)
+
+
+def _many(api: DatabaseApi, headers: dict[str, str], docs: list[dict[str, Any]]) -> list[str]:
+    response = api.client.post("/database/Note/many", json={"docs": docs}, headers=headers)
+    assert response.status_code == 201, response.get_json()
+    return [doc["_id"] for doc in response.get_json()["docs"]]
+
+
+def _count(api: DatabaseApi, headers: dict[str, str], below: int) -> int:
+    return api.list("Note", f"n[$lt]={below}&sort=-n&limit=2", headers=headers)["count"]
+
+
+def test_a_caller_who_reads_everything_gets_the_admins_counts_until_a_document_is_hidden(api, make_user, statements):
+    api.create_schema("Note", {"n": "Number"}, modelOptions=ACCESS)
+    alice, bob = make_user(), make_user()
+    _many(api, alice.headers, [{"n": n} for n in range(40)])
+
+    statements.clear()
+    assert _count(api, alice.headers, 30) == 30
+    assert _tuple_counts(statements) == 1  # the one question, "does she read them all?", in one statement
+    statements.clear()
+    assert [_count(api, alice.headers, below) for below in (10, 20, 25, 35)] == [10, 20, 25, 35]
+    assert _tuple_counts(statements) == 0  # answered as the admin's counts: no join with her tuples
+    assert _count(api, api.admin, 10) == 10 and _tuple_counts(statements) == 0  # the admin's own: kept
+
+    hidden = api.post("Note", {"n": 5}, headers=bob.headers)  # a document Alice may not read
+    statements.clear()
+    assert [_count(api, alice.headers, below) for below in (10, 20)] == [10, 20]  # hers, exact
+    assert _tuple_counts(statements) == 3  # the question again (no), then both counts joined
+    assert _count(api, bob.headers, 10) == 1
+    assert _count(api, api.admin, 10) == 11
+
+    granted = api.client.post(
+        "/admin/authorization/relations",
+        json={"subject": f"User:{alice.id}", "relation": "reader", "resource": f"Note:{hidden['_id']}"},
+        headers=api.admin,
+    )
+    assert granted.status_code == 201, granted.get_json()
+    statements.clear()
+    assert [_count(api, alice.headers, below) for below in (10, 20, 6)] == [11, 21, 7]
+    assert _tuple_counts(statements) == 1  # she reads everything again: admin counts from here
+
+    revoked = api.client.delete(f"/admin/authorization/relations/{granted.get_json()['_id']}", headers=api.admin)
+    assert revoked.status_code == 200, revoked.get_json()
+    assert [_count(api, alice.headers, below) for below in (10, 20, 6)] == [10, 20, 6]
+
+
+def test_a_narrow_caller_is_never_asked_whether_it_reads_everything(api, make_user, statements):
+    api.create_schema("Note", {"n": "Number"}, modelOptions=ACCESS)
+    alice, bob = make_user(), make_user()
+    _many(api, alice.headers, [{"n": n} for n in range(40)])
+    _many(api, bob.headers, [{"n": n + 0.5} for n in range(0, 40, 8)])  # a few among hers: her walk fails
+
+    statements.clear()
+    assert _count(api, bob.headers, 30) == 4
+    assert _count(api, bob.headers, 20) == 3
+    # two counts of his, joined; the whole-table question (two counts in one statement) never asked
+    assert _tuple_counts(statements) == 2
+    assert not any(sql.count("count(*)") > 1 for sql in statements)

@@ -80,3 +80,48 @@ def test_lists_and_gets_are_prepared_and_a_field_type_change_between_requests_an
         unprepared.extensions["trellis"].reads.dispose()
     listed = client.get("/database/Priced?price[$lt]=6&sort=-price&limit=20", headers=admin_headers)
     assert [d["price"] for d in listed.get_json()["documents"]] == [5, 2, 1] and listed.get_json()["count"] == 3
+
+
+def _plans_on_idle_read_connections(application) -> list[tuple[str, int, int]]:
+    """``(statement, generic plans, custom plans)`` of every statement prepared on an idle read connection."""
+    reads = application.extensions["trellis"].reads
+    reads.release_idle()
+    engine = reads.engine
+    held = [engine.connect() for _ in range(engine.pool.checkedin())]
+    try:
+        query = "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        return [tuple(row) for c in held for row in c.exec_driver_sql(query).all()]
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def test_a_first_page_settles_on_a_generic_plan(committing, admin_headers):
+    """PostgreSQL plans a prepared statement whose LIMIT or OFFSET is a parameter at every run (their
+    generic estimate, a tenth of the rows, always costs more than a plan for 20); a first page's bounds
+    are written into its SQL, so its statement is planned once."""
+    client = committing.test_client()
+    made = client.post(
+        "/admin/database/schemas",
+        json={"name": "Paged", "fields": {"price": {"type": "Number", "index": True}}},
+        headers=admin_headers,
+    )
+    assert made.status_code == 201, made.get_json()
+    for start in (0, 1000):
+        docs = [{"price": (start + n) % 997} for n in range(1000)]
+        assert client.post("/database/Paged/many", json={"docs": docs}, headers=admin_headers).status_code == 201
+    for below in range(100, 900, 100):
+        first = client.get(f"/database/Paged?price[$lt]={below}&sort=-price&limit=20&count=none", headers=admin_headers)
+        assert [d["price"] for d in first.get_json()["documents"]][:1] == [below - 1]
+        later = client.get(
+            f"/database/Paged?price[$lt]={below}&sort=-price&limit=20&skip=20&count=none", headers=admin_headers
+        )
+        assert len(later.get_json()["documents"]) == 20
+    pages = [
+        (sql, generic, custom)
+        for sql, generic, custom in _plans_on_idle_read_connections(committing)
+        if "ORDER BY" in sql
+    ]
+    first_pages = [p for p in pages if "LIMIT 20" in p[0]]
+    assert first_pages and sum(generic for _, generic, _ in first_pages) >= 1, pages
+    assert any("OFFSET $" in sql for sql, _, _ in pages)  # a later page keeps its bounds as parameters

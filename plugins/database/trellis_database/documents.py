@@ -12,7 +12,7 @@ import json
 import re
 from datetime import UTC, datetime
 from time import monotonic
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
@@ -373,7 +373,13 @@ def find_json(
     if search is not None and searched is None:
         return [], (0 if count else None)
 
+    # A first page's bounds are SQL text: PostgreSQL settles on a prepared statement's generic plan only
+    # when LIMIT and OFFSET are constants, and otherwise plans every run (0.085 ms of a 0.14 ms page as
+    # the admin, 0.33 ms of the user's walked page: pg_prepared_statements, bench/results/peer.md).
+    first = limit if skip == 0 and limit <= MAX_LITERAL_LIMIT else None
+
     def build(acting: Acting | None) -> tuple[sa.Select, sa.Select, sa.Select | None]:
+        bounds = _bounds(first)
         condition = compiler.build(shape)
         order = compiler.order_by(sort)
         if search is not None:
@@ -395,13 +401,13 @@ def find_json(
             page = sa.select(*wanted)
             if condition is not None:
                 page = page.where(condition)
-            page = page.order_by(*order).offset(sa.bindparam("skip")).limit(sa.bindparam("limit"))
+            page = page.order_by(*order).offset(bounds.skip).limit(bounds.limit)
         else:
             readable = document_access.read_condition(schema, acting)
             if search is None:
-                walked = _walked_page(table, condition, readable, order, wanted)
+                walked = _walked_page(table, condition, readable, order, wanted, bounds)
             condition = readable if condition is None else sa.and_(condition, readable)
-            page = _deferred_page(table, condition, order, wanted)
+            page = _deferred_page(table, condition, order, wanted, bounds)
         total = sa.select(sa.func.count()).select_from(table)
         if condition is not None:
             total = total.where(condition)
@@ -409,7 +415,7 @@ def find_json(
         return *prepared, None if walked is None else walked.execution_options(**statements.PREPARE)
 
     access_key = None if acting is None else document_access.statement_key(schema)
-    key = ("find", dialect_name, shape, sort or "", access_key, count, search is not None)
+    key = ("find", dialect_name, shape, sort or "", access_key, count, search is not None, first)
     page, total_stmt, walked = _statement(schema, key, lambda: build(acting))
     params = {f"p{index}": value for index, value in enumerate(values)}
     if searched is not None:
@@ -451,7 +457,8 @@ def find_json(
         cache = counts.cache()
         if acting is not None and broad and cache.usable(changes):
             if _reads_everything(connection, schema, acting, families, changes):
-                admin_total = _statement(schema, (*key[:4], None, True, key[6]), lambda: build(None))[1]
+                admin_key = ("find", dialect_name, shape, sort or "", None, True, search is not None, first)
+                admin_total = _statement(schema, admin_key, lambda: build(None))[1]
                 unbound = {k: v for k, v in params.items() if k not in acting.parameters()}
                 return rows, cache.count(
                     schema.table.name, query, rows[0][5], lambda: connection.execute(admin_total, unbound).scalar_one()
@@ -510,8 +517,22 @@ def _reads_everything(
     return readable == total
 
 
+class _Bounds(NamedTuple):
+    skip: sa.ColumnElement[int]
+    limit: sa.ColumnElement[int]
+    walk: sa.ColumnElement[int]
+
+
+def _bounds(first: int | None) -> _Bounds:
+    """A page statement's OFFSET, LIMIT and walk (:func:`_walked_page`): bound parameters (``skip``,
+    ``limit``, ``walk``), or for a first page of ``first`` rows constants written into the SQL."""
+    if first is None:
+        return _Bounds(sa.bindparam("skip"), sa.bindparam("limit"), sa.bindparam("walk"))
+    return _Bounds(sa.literal_column("0"), sa.literal_column(str(first)), sa.literal_column(str(WALK * first)))
+
+
 def _deferred_page(
-    table: sa.Table, condition: Any, order: list[sa.ColumnElement], wanted: list[sa.ColumnElement]
+    table: sa.Table, condition: Any, order: list[sa.ColumnElement], wanted: list[sa.ColumnElement], bounds: _Bounds
 ) -> sa.Select:
     """A page under access as a deferred join: the walk along the sort order selects ids only (an
     index-only scan of the sort index, each row's read predicate an index-only probe of the tuples), and
@@ -521,7 +542,7 @@ def _deferred_page(
     walk = sa.select(table.c.id, sa.func.row_number().over(order_by=order).label("n"))
     if condition is not None:
         walk = walk.where(condition)
-    ids = walk.order_by(*order).offset(sa.bindparam("skip")).limit(sa.bindparam("limit")).subquery("page_ids")
+    ids = walk.order_by(*order).offset(bounds.skip).limit(bounds.limit).subquery("page_ids")
     return sa.select(*wanted).join_from(table, ids, table.c.id == ids.c.id).order_by(ids.c.n)
 
 
@@ -533,6 +554,7 @@ def _deferred_page(
 # counts to the tuple join for a minute.)
 WALK = 2
 MAX_WALKED_PAGE = 100  # deeper pages take the deferred join at once
+MAX_LITERAL_LIMIT = 100  # first pages up to this size have their bounds in the SQL (see find_json)
 NARROW_SECONDS = 60.0
 
 
@@ -542,6 +564,7 @@ def _walked_page(
     readable: sa.ColumnElement[bool],
     order: list[sa.ColumnElement],
     wanted: list[sa.ColumnElement],
+    bounds: _Bounds,
 ) -> sa.Select:
     """A page under access for a caller who may read most of what matches: the first ``walk`` matches in
     sort order, their rows read directly (an index scan that stops after ``walk`` rows), then the read
@@ -555,14 +578,14 @@ def _walked_page(
     walk = sa.select(table)
     if condition is not None:
         walk = walk.where(condition)
-    walk = walk.order_by(*order).limit(sa.bindparam("walk")).subquery("walk")
+    walk = walk.order_by(*order).limit(bounds.walk).subquery("walk")
     adapt = sql_util.ClauseAdapter(walk).traverse
     return (
         sa.select(*(adapt(column) for column in wanted))
         .where(adapt(readable))
         .order_by(*(adapt(term) for term in order))
-        .offset(sa.bindparam("skip"))
-        .limit(sa.bindparam("limit"))
+        .offset(bounds.skip)
+        .limit(bounds.limit)
     )
 
 

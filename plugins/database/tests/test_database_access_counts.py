@@ -5,6 +5,8 @@ numbers; as soon as one document is hidden from it, its counts are its own again
 from __future__ import annotations
 
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -108,3 +110,46 @@ def test_a_narrow_caller_is_never_asked_whether_it_reads_everything(api, make_us
     # two counts of his, joined; the whole-table question (two counts in one statement) never asked
     assert _tuple_counts(statements) == 2
     assert not any(sql.count("count(*)") > 1 for sql in statements)
+
+
+def test_concurrent_lists_ask_whether_the_caller_reads_everything_once(committing_app_factory, admin_headers):
+    """Eight lists of a broad caller at a new change number at once: one of them asks, the others wait for
+    its answer (each question counts the whole table with the caller's tuples). The question is held in
+    PostgreSQL for a moment (a real sleep in its statement's path) so that all eight arrive meanwhile."""
+    app = committing_app_factory(REDIS_URL=REDIS)
+    client = app.test_client()
+    made = client.post(
+        "/admin/database/schemas",
+        json={"name": "Note", "fields": {"n": "Number"}, "modelOptions": ACCESS},
+        headers=admin_headers,
+    )
+    assert made.status_code == 201, made.get_json()
+    body = {"email": "broad@example.com", "password": "a-long-enough-password"}
+    assert client.post("/authentication/users", json=body, headers=admin_headers).status_code == 201
+    tokens = client.post("/authentication/local", json=body).get_json()
+    alice = {"Authorization": f"Bearer {tokens['accessToken']}"}
+    created = client.post("/database/Note/many", json={"docs": [{"n": n} for n in range(40)]}, headers=alice)
+    assert created.status_code == 201, created.get_json()
+
+    asked: list[str] = []
+
+    def slow_question(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.count("count(*)") == 2:  # both counts of the whole table: the question
+            asked.append(statement)
+            time.sleep(0.5)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", slow_question)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            totals = list(
+                pool.map(
+                    lambda below: client.get(
+                        f"/database/Note?n[$lt]={below}&sort=-n&limit=2", headers=alice
+                    ).get_json()["count"],
+                    range(10, 34, 3),
+                )
+            )
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", slow_question)
+    assert totals == list(range(10, 34, 3))
+    assert len(asked) == 1

@@ -329,19 +329,32 @@ def running_servers(app, app_config: dict[str, Any], folder: Path) -> Iterator[C
 
 
 @pytest.fixture()
-def committing_app(app, app_config) -> Iterator[Any]:
-    """A second app with every module, outside the test transaction: its writes commit to the test
-    database (wiped before and after), and its background parts (event log, read connections) are real."""
+def committing_app_factory(app, app_config) -> Iterator[Callable[..., Any]]:
+    """``committing_app_factory(**config)``: a second app with every module (and ``config`` over the
+    test's), outside the test transaction: its writes commit to the test database (wiped before and
+    after), and its background parts (event log, read connections) are real."""
     wipe_data(app)
     from trellis import create_app  # not at the plugin's import: pytest loads it before any app
 
-    made = create_app(app_config)
+    made: list[Any] = []
+
+    def make(**config: Any) -> Any:
+        made.append(create_app({**app_config, **config}))
+        return made[-1]
+
     try:
-        yield made
+        yield make
     finally:
-        made.extensions["trellis_events"].stop()
-        made.extensions["trellis"].reads.dispose()
+        for application in made:
+            application.extensions["trellis_events"].stop()
+            application.extensions["trellis"].reads.dispose()
         wipe_data(app)
+
+
+@pytest.fixture()
+def committing_app(committing_app_factory) -> Any:
+    """:func:`committing_app_factory`'s app with the test's configuration."""
+    return committing_app_factory()
 
 
 @pytest.fixture()

@@ -460,7 +460,8 @@ def find_json(
             if _reads_everything(connection, schema, acting, families, changes):
                 admin_key = ("find", dialect_name, shape, sort or "", None, True, search is not None, first)
                 admin_total = _statement(schema, admin_key, lambda: build(None))[1]
-                unbound = {k: v for k, v in params.items() if k not in acting.parameters()}
+                caller_names = acting.parameters().keys()
+                unbound = {k: v for k, v in params.items() if k not in caller_names}
                 return rows, cache.count(
                     schema.table.name, query, rows[0][5], lambda: connection.execute(admin_total, unbound).scalar_one()
                 )
@@ -499,18 +500,16 @@ def _reads_everything(
     known = cache.known(schema.table.name, query, changes)
     if known is not None:
         return bool(known)
-    asked = (schema.table.name, query, str(changes))
-    answer = _ASKING.get(asked)
-    if answer is not None:  # another request of this process is asking: wait for its answer
+    asked, mine = (schema.table.name, query, str(changes)), threading.Event()
+    answer = _ASKING.setdefault(asked, mine)  # one step: two threads cannot both think they ask first
+    if answer is not mine:  # another request of this process is asking: wait for its answer
         answer.wait(ASK_WAIT_SECONDS)
-        known = cache.known(schema.table.name, query, changes)
-        return bool(known)  # none kept (a write came in between): count as the caller
-    _ASKING[asked] = answer = threading.Event()
+        return bool(cache.known(schema.table.name, query, changes))  # none kept: count as the caller
     try:
         return _ask_everything(connection, schema, acting, families, changes, query)
     finally:
         del _ASKING[asked]
-        answer.set()
+        mine.set()
 
 
 # Questions of _reads_everything being asked in this process, and how long another request for the same

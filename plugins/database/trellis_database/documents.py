@@ -415,9 +415,11 @@ def find_json(
         prepared = page.execution_options(**statements.PREPARE), total.execution_options(**statements.PREPARE)
         return *prepared, None if walked is None else walked.execution_options(**statements.PREPARE)
 
+    def key(access: Any, counted: bool) -> tuple[Any, ...]:
+        return ("find", dialect_name, shape, sort or "", access, counted, search is not None, first)
+
     access_key = None if acting is None else document_access.statement_key(schema)
-    key = ("find", dialect_name, shape, sort or "", access_key, count, search is not None, first)
-    page, total_stmt, walked = _statement(schema, key, lambda: build(acting))
+    page, total_stmt, walked = _statement(schema, key(access_key, count), lambda: build(acting))
     params = {f"p{index}": value for index, value in enumerate(values)}
     if searched is not None:
         params[full_text.PARAMETER] = searched
@@ -457,9 +459,8 @@ def find_json(
         query = (schema.version, shape, values, searched)
         cache = counts.cache()
         if acting is not None and broad and cache.usable(changes):
-            if _reads_everything(connection, schema, acting, families, changes):
-                admin_key = ("find", dialect_name, shape, sort or "", None, True, search is not None, first)
-                admin_total = _statement(schema, admin_key, lambda: build(None))[1]
+            if _reads_everything(connection, schema, acting, access_key, families, changes):
+                admin_total = _statement(schema, key(None, True), lambda: build(None))[1]
                 caller_names = acting.parameters().keys()
                 unbound = {k: v for k, v in params.items() if k not in caller_names}
                 return rows, cache.count(
@@ -480,10 +481,16 @@ def find_json(
 
 
 def _reads_everything(
-    connection: sa.Connection, schema: CompiledSchema, acting: Acting, families: list[str], changes: Any
+    connection: sa.Connection,
+    schema: CompiledSchema,
+    acting: Acting,
+    access_key: Any,
+    families: list[str],
+    changes: Any,
 ) -> bool:
     """Whether ``acting`` may read every document of ``schema`` at the change numbers ``changes`` (those of
-    the schema and of ``families``, read by the page): then its count of any query is the admin's, which
+    the schema and of ``families``, read by the page; ``access_key``: :func:`.document_access.statement_key`):
+    then its count of any query is the admin's, which
     is counted without the read predicate and kept for every caller alike.
 
     A count under access joins the caller's tuples with the matches: for a caller who may read all of
@@ -496,7 +503,7 @@ def _reads_everything(
     Only callers whose page came from the walk ask (they read most of the first matches); narrow callers
     never pay for it."""
     cache = counts.cache()
-    query = ("reads everything", schema.version, document_access.statement_key(schema), acting.subjects)
+    query = ("reads everything", schema.version, access_key, acting.subjects)
     known = cache.known(schema.table.name, query, changes)
     if known is not None:
         return bool(known)
@@ -506,7 +513,7 @@ def _reads_everything(
         answer.wait(ASK_WAIT_SECONDS)
         return bool(cache.known(schema.table.name, query, changes))  # none kept: count as the caller
     try:
-        return _ask_everything(connection, schema, acting, families, changes, query)
+        return _ask_everything(connection, schema, acting, access_key, families, changes, query)
     finally:
         del _ASKING[asked]
         mine.set()
@@ -523,6 +530,7 @@ def _ask_everything(
     connection: sa.Connection,
     schema: CompiledSchema,
     acting: Acting,
+    access_key: Any,
     families: list[str],
     changes: Any,
     query: tuple[Any, ...],
@@ -540,7 +548,7 @@ def _ask_everything(
             *numbers,
         )
 
-    statement = _statement(schema, ("everything", dialect(), document_access.statement_key(schema)), build)
+    statement = _statement(schema, ("everything", dialect(), access_key), build)
     readable, total, *numbers = connection.execute(statement, acting.parameters()).one()
     if ".".join(str(n) for n in numbers) != str(changes):
         return False  # a write came between the page and this statement: count as the caller

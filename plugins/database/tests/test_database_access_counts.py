@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from trellis import create_app
+from trellis.testing.plugin import statements_run
 from trellis_database import documents
 
 from .conftest import DatabaseApi
@@ -38,14 +39,8 @@ def no_hints():
 @pytest.fixture()
 def statements():
     """The SQL of every statement run while the test runs."""
-    seen: list[str] = []
-
-    def note(conn, cursor, statement, parameters, context, executemany) -> None:
-        seen.append(statement)
-
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", note)
-    yield seen
-    sa.event.remove(sa.engine.Engine, "before_cursor_execute", note)
+    with statements_run() as seen:
+        yield seen
 
 
 def _tuple_counts(seen: list[str]) -> int:

@@ -17,17 +17,22 @@ def committing(committing_app):
     return committing_app
 
 
-def _prepared_on_idle_read_connections(application) -> set[str]:
-    """The names prepared on every idle read connection (all of them checked out at once)."""
+def _on_idle_read_connections(application, query: str) -> list[tuple]:
+    """The rows of ``query`` on every idle read connection (all of them checked out at once)."""
     reads = application.extensions["trellis"].reads
     reads.release_idle()  # the connections kept checked out for the next requests go back to the pool
     engine = reads.engine
     held = [engine.connect() for _ in range(engine.pool.checkedin())]
     try:
-        return {name for c in held for name in c.exec_driver_sql("SELECT name FROM pg_prepared_statements").scalars()}
+        return [tuple(row) for c in held for row in c.exec_driver_sql(query).all()]
     finally:
         for connection in held:
             connection.close()
+
+
+def _prepared_on_idle_read_connections(application) -> set[str]:
+    """The names prepared on every idle read connection."""
+    return {name for (name,) in _on_idle_read_connections(application, "SELECT name FROM pg_prepared_statements")}
 
 
 def test_lists_and_gets_are_prepared_and_a_field_type_change_between_requests_answers(
@@ -82,20 +87,6 @@ def test_lists_and_gets_are_prepared_and_a_field_type_change_between_requests_an
     assert [d["price"] for d in listed.get_json()["documents"]] == [5, 2, 1] and listed.get_json()["count"] == 3
 
 
-def _plans_on_idle_read_connections(application) -> list[tuple[str, int, int]]:
-    """``(statement, generic plans, custom plans)`` of every statement prepared on an idle read connection."""
-    reads = application.extensions["trellis"].reads
-    reads.release_idle()
-    engine = reads.engine
-    held = [engine.connect() for _ in range(engine.pool.checkedin())]
-    try:
-        query = "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
-        return [tuple(row) for c in held for row in c.exec_driver_sql(query).all()]
-    finally:
-        for connection in held:
-            connection.close()
-
-
 def test_a_first_page_settles_on_a_generic_plan(committing, admin_headers):
     """PostgreSQL plans a prepared statement whose LIMIT or OFFSET is a parameter at every run (their
     generic estimate, a tenth of the rows, always costs more than a plan for 20); a first page's bounds
@@ -119,7 +110,9 @@ def test_a_first_page_settles_on_a_generic_plan(committing, admin_headers):
         assert len(later.get_json()["documents"]) == 20
     pages = [
         (sql, generic, custom)
-        for sql, generic, custom in _plans_on_idle_read_connections(committing)
+        for sql, generic, custom in _on_idle_read_connections(
+            committing, "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+        )
         if "ORDER BY" in sql
     ]
     first_pages = [p for p in pages if "LIMIT 20" in p[0]]

@@ -328,6 +328,26 @@ def running_servers(app, app_config: dict[str, Any], folder: Path) -> Iterator[C
         wipe_data(app)
 
 
+@contextlib.contextmanager
+def statements_run(engine: Any = None) -> Iterator[list[str]]:
+    """The SQL of every statement run on ``engine`` (on every engine when None) while the block runs,
+    background threads' included: filter what the test is about."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    target = Engine if engine is None else engine
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(target, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(target, "before_cursor_execute", record)
+
+
 @pytest.fixture()
 def committing_app_factory(app, app_config) -> Iterator[Callable[..., Any]]:
     """``committing_app_factory(**config)``: a second app with every module (and ``config`` over the

@@ -8,9 +8,9 @@ and is removed when the app context ends.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
-import uuid
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -44,9 +44,38 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
+class _RandomHex:
+    """Random hex text from the operating system's generator (as ``uuid4`` and ``secrets`` use), read
+    ``size`` bytes at a time and handed out 32 characters per id. Under the peer benchmark's creates the
+    ``getrandom`` call of each ``uuid4`` took ~2% of a create's server CPU (py-spy, ~12 µs); here one call
+    serves 256 ids (0.15 µs each, timeit). A forked child starts with nothing read, so no two processes
+    hand out the same ids; the lock keeps two threads from taking the same piece."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._forget()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()  # a new one: another thread may have held the parent's at the fork
+        self._text, self._at = "", 0
+
+    def take(self) -> str:
+        """32 hex characters (128 random bits) never handed out before by this process."""
+        with self._lock:
+            at = self._at
+            if at >= len(self._text):
+                self._text, at = os.urandom(self._size).hex(), 0
+            self._at = at + 32
+            return self._text[at : at + 32]
+
+
+_random_hex = _RandomHex()
+
+
 def new_id() -> str:
-    """Opaque record id: 32 hex characters."""
-    return uuid.uuid4().hex
+    """Opaque record id: 32 hex characters, 128 random bits."""
+    return _random_hex.take()
 
 
 def utcnow() -> datetime:

@@ -132,3 +132,24 @@ def test_booleans_in_bodies_are_json_booleans(client, admin_headers, records, va
         assert response.status_code == 400, (method, path, body, response.get_json())
         assert body.keys() - {"url", "events"} <= set(response.get_json()["errors"])
     assert client.put("/config/chat", json={"allowMessageDelete": False}, headers=admin_headers).status_code == 200
+
+
+@pytest.mark.parametrize("body", ["[1, 2]", '"text"', "3", "null"])
+def test_a_free_form_body_that_is_not_an_object_is_a_400(client, admin_headers, records, body):
+    """Documents and form submissions take any object (their route checks the keys); the parser takes an
+    object as it is and sends anything else through marshmallow, whose answer names ``_schema``."""
+    for method, path in [
+        ("POST", "/database/Kept"),
+        ("PUT", f"/database/Kept/{records['doc']}"),
+        ("PATCH", f"/database/Kept/{records['doc']}"),
+        ("POST", f"/forms/submit/{records['form']}"),
+    ]:
+        response = client.open(path, method=method, data=body, content_type="application/json", headers=admin_headers)
+        assert response.status_code == 400, (method, path, response.get_json())
+        assert response.get_json()["errors"] == {"_schema": ["Invalid input type."]}
+    assert client.get(f"/database/Kept/{records['doc']}", headers=admin_headers).get_json()["title"] == "stays"
+    # An object reaches the route with its keys as sent: an unknown one is named, a known one is written.
+    unknown = client.patch(f"/database/Kept/{records['doc']}", json={"nope": 1}, headers=admin_headers)
+    assert unknown.status_code == 400 and "nope" in unknown.get_json()["errors"]
+    changed = client.patch(f"/database/Kept/{records['doc']}", json={"title": "new"}, headers=admin_headers)
+    assert changed.get_json()["title"] == "new"

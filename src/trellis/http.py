@@ -41,6 +41,17 @@ class _Parser(FlaskParser):
             raise unsupported_media_type()
         return req.get_json()
 
+    def parse(self, argmap: Any, req: Request | None = None, *, location: str | None = None, **kwargs: Any) -> Any:
+        """A JSON object for a :class:`FreeFormSchema` is taken as it is (a copy, as marshmallow's load
+        returns): there is nothing to check or convert, and the way through webargs and marshmallow cost
+        ~4% of a document create's server CPU (py-spy, ``bench/results/peer.md``). Anything else (no body,
+        not an object, another schema) goes through webargs, with its errors."""
+        if isinstance(argmap, FreeFormSchema) and (location or self.location) == "json" and not kwargs.get("validate"):
+            body = self.load_json(req or self.get_default_request(), argmap)
+            if isinstance(body, dict):
+                return dict(body)
+        return super().parse(argmap, req, location=location, **kwargs)
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 BodyLimit = int | Callable[[], int]
@@ -164,7 +175,8 @@ class ListArgs(Schema):
 class FreeFormSchema(Schema):
     """A JSON object whose keys another layer validates (module configs, documents).
 
-    Loads every key as is and dumps the object unchanged; documented as an open object.
+    Loads every key as is (a request body of this schema skips marshmallow: see ``_Parser.parse``) and
+    dumps the object unchanged; documented as an open object. Subclasses add no fields.
     """
 
     class Meta:

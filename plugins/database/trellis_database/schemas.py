@@ -12,7 +12,7 @@ from marshmallow import INCLUDE, Schema, validate
 from marshmallow import fields as ma
 
 from trellis.fields import BoundedList
-from trellis.http import ListArgs, list_schema
+from trellis.http import FreeFormSchema, ListArgs, list_schema
 
 from .definitions import CAN_MODIFY, default_options
 from .fields import TYPES
@@ -137,11 +137,8 @@ class DocumentSchema(Schema):
     updatedAt = ma.String(dump_only=True)
 
 
-class DocumentBodySchema(Schema):
+class DocumentBodySchema(FreeFormSchema):
     """The schema's fields (checked against the schema; unknown fields are a 400)."""
-
-    class Meta:
-        unknown = INCLUDE
 
 
 class DocumentListArgs(ListArgs):

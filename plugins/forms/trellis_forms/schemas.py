@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
-from marshmallow import INCLUDE, Schema, ValidationError, fields, post_load, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from trellis.fields import BoundedList, JsonBoolean
-from trellis.http import ListArgs, list_schema
+from trellis.http import FreeFormSchema, ListArgs, list_schema
 
 from .validation import FIELD_TYPES
 
@@ -109,11 +109,8 @@ class FormSubmissionSchema(Schema):
     createdAt = fields.String(metadata={"format": "date-time"})
 
 
-class FormSubmitSchema(Schema):
+class FormSubmitSchema(FreeFormSchema):
     """Any JSON object: checked against the form's own fields by the route."""
-
-    class Meta:
-        unknown = INCLUDE
 
 
 class FormSubmitResultSchema(Schema):

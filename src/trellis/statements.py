@@ -72,7 +72,7 @@ def execute_compiled(
             # no execution context was made, so theirs is None.
             if dispatch.before_cursor_execute:
                 dispatch.before_cursor_execute(connection, cursor, sql, values, None, False)
-            if raw.autocommit and connection.engine in _PREPARING:
+            if compiled.prepare and raw.autocommit and connection.engine in _PREPARING:
                 run_prepared(cursor, fairy.info, sql, values)
             else:
                 cursor.execute(sql, values)
@@ -104,6 +104,7 @@ class _Direct:
     sql: str
     own: dict[str, Any]
     convert: dict[str, Callable[[Any], Any]]
+    prepare: bool = True  # False: the statement asked for UNPREPARED
 
 
 _THROUGH_SQLALCHEMY = _Direct("", {}, {})  # see _direct_form
@@ -124,7 +125,7 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
         if process is not None:
             convert[name] = process
     own = {name: bind.value for name, bind in made.binds.items() if not bind.required}
-    return _Direct(str(made), own, convert)
+    return _Direct(str(made), own, convert, statement.get_execution_options().get("trellis_prepare", True))
 
 
 # ---- statements prepared on the server ---------------------------------------------------------------
@@ -133,9 +134,12 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
 # settles on the generic plan, after five runs) planning of every run: up to 1.3 ms of a list
 # (``bench/results/peer.md``, "Statements prepared once").
 #
-# What is prepared: every statement of :func:`execute_compiled`, and a statement run through SQLAlchemy
-# with the execution option ``PREPARE`` (``statement.execution_options(**statements.PREPARE)``: the
-# list pages and counts, one SQL text per query shape). Only outside a transaction block (autocommit:
+# What is prepared: every statement of :func:`execute_compiled` but those with the execution option
+# ``UNPREPARED``, and a statement run through SQLAlchemy with the execution option ``PREPARE``
+# (``statement.execution_options(**statements.PREPARE)``: the list pages and counts, one SQL text per
+# query shape). A statement whose best plan depends on a parameter's value more than its generic plan can
+# tell (who the caller is, under access control) is left unprepared: after five runs PostgreSQL may keep
+# one plan for every caller, and the plan a broad caller's runs leave is wrong for a narrow one. Only outside a transaction block (autocommit:
 # the read connections; PostgreSQL runs one statement atomically on its own): there a statement that
 # fails because of its preparation can be prepared again and run once more, which a transaction, aborted
 # by the error, cannot. PostgreSQL re-plans a prepared statement by itself after DDL on its tables, but
@@ -148,6 +152,7 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
 # the names are not where they were made: ``DATABASE_PREPARE=false`` there.
 
 PREPARE = {"trellis_prepare": True}  # execution option: prepare this statement on the server
+UNPREPARED = {"trellis_prepare": False}  # execution option: execute_compiled sends it as it is, planned each run
 _PREPARED_KEY = "trellis_prepared"  # in a pool entry's info: the names prepared on that connection
 _MAX_PER_CONNECTION = 512  # clients choose list shapes: past this many, a connection starts again
 _PREPARING: weakref.WeakSet[Engine] = weakref.WeakSet()

@@ -118,3 +118,37 @@ def test_a_first_page_settles_on_a_generic_plan(committing, admin_headers):
     first_pages = [p for p in pages if "LIMIT 20" in p[0]]
     assert first_pages and sum(generic for _, generic, _ in first_pages) >= 1, pages
     assert any("OFFSET $" in sql for sql, _, _ in pages)  # a later page keeps its bounds as parameters
+
+
+def test_under_access_only_the_walked_page_is_prepared(committing, admin_headers):
+    """A count and a deferred page under access are planned at every run: prepared, PostgreSQL would keep
+    one generic plan for every caller after five runs (for a caller reading 1% of 100,000 documents a count
+    took 26 ms on it against 1.8 on its own plan). The walked page, which reads a bounded number of rows,
+    stays prepared."""
+    from trellis_authentication.testing import create_user_with_client
+
+    client = committing.test_client()
+    made = client.post(
+        "/admin/database/schemas",
+        json={
+            "name": "Shared",
+            "fields": {"n": {"type": "Number", "index": True}},
+            "modelOptions": {"conduit": {"authorization": {"enabled": True}}},
+        },
+        headers=admin_headers,
+    )
+    assert made.status_code == 201, made.get_json()
+    alice, bob = create_user_with_client(client), create_user_with_client(client)
+    for headers, docs in ((alice.headers, [{"n": n} for n in range(100)]), (bob.headers, [{"n": n} for n in (3, 50)])):
+        assert client.post("/database/Shared/many", json={"docs": docs}, headers=headers).status_code == 201
+
+    for below in range(60, 100, 5):  # more than five runs of each statement, on the few read connections
+        mine = client.get(f"/database/Shared?n[$lt]={below}&sort=-n&limit=1", headers=bob.headers).get_json()
+        assert [d["n"] for d in mine["documents"]] == [50] and mine["count"] == 2  # the deferred page, counted
+        hers = client.get(f"/database/Shared?n[$lt]={below}&sort=-n&limit=2", headers=alice.headers).get_json()
+        assert [d["n"] for d in hers["documents"]] == [below - 1, below - 2] and hers["count"] == below
+
+    prepared = [sql for (sql,) in _on_idle_read_connections(committing, "SELECT statement FROM pg_prepared_statements")]
+    under_access = [sql for sql in prepared if "authz_relations" in sql]
+    assert any(" AS walk" in sql for sql in under_access), prepared  # the walked page
+    assert not [sql for sql in under_access if "count(*)" in sql or "row_number()" in sql], under_access

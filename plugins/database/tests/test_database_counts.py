@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from trellis import create_app
 from trellis import db as trellis_db
-from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis.testing.plugin import TEST_MASTER_KEY, statements_run
 
 from .conftest import DatabaseApi
 
@@ -266,3 +266,25 @@ def test_without_the_event_log_no_count_is_kept(app_config, db, admin_headers):
         assert api.list("Unlogged", "n[$lt]=8&limit=2")["count"] == 8
         _insert_behind_trellis("Unlogged", 1)
         assert api.list("Unlogged", "n[$lt]=8&limit=2")["count"] == 9  # counted again: nothing kept
+
+
+def test_a_process_answers_a_count_it_kept_from_memory_until_a_write(cached_api):
+    """A count under a change number never changes: the process that read or kept it answers it again
+    without asking Redis (here the Redis copy is gone, and no count runs), and a write's new number
+    counts afresh."""
+    from trellis.shared_redis import redis_client
+    from trellis_database import counts
+
+    api = cached_api
+    api.create_schema("Recent", {"n": "Number"})
+    api.many("Recent", [{"n": i} for i in range(30)])
+    assert api.list("Recent", "n[$lt]=25&limit=5")["count"] == 25  # counted, kept in Redis and here
+    redis = redis_client()
+    redis.delete(*redis.keys(f"{counts.cache().prefix}*"))
+    with statements_run() as seen:
+        assert api.list("Recent", "n[$lt]=25&limit=5")["count"] == 25
+    assert not [sql for sql in seen if "count(*)" in sql]
+    api.post("Recent", {"n": 1})
+    with statements_run() as seen:
+        assert api.list("Recent", "n[$lt]=25&limit=5")["count"] == 26
+    assert [sql for sql in seen if "count(*)" in sql]

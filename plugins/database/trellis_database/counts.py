@@ -22,6 +22,12 @@ record anyway is the invalidation), and a Redis outage or restart cannot bring b
 Every hash expires ``TTL_SECONDS`` after it was created; that bounds writes made behind Trellis's
 back (plain SQL, which records no event). Redis being down costs nothing but the counting: a warning
 at most once a minute, and the database counts.
+
+Each process also keeps what it read from Redis or stored there for ``LOCAL_SECONDS`` (a count under a
+change number is a fact that never changes, so nothing can make it stale; a write gives the next list a
+new number). A hit then costs no Redis round trip: ~40 µs of server CPU each, and a user's list + count
+made two (whether it reads everything, then the count; py-spy, ``bench/results/peer.md``). Writes behind
+Trellis's back are then bounded by ``TTL_SECONDS + LOCAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from time import monotonic
 from typing import Any
 
 from flask import Flask, current_app
@@ -42,6 +49,8 @@ log = logging.getLogger(__name__)
 
 TTL_SECONDS = 120  # the longest a count lives: it bounds writes behind Trellis's back
 MAX_COUNTS = 10_000  # per table and change number: clients choose the queries, memory stays bounded
+LOCAL_SECONDS = 5.0  # how long a process answers a count it read or kept from its own memory
+MAX_LOCAL = 10_000  # counts a process keeps in memory (all of them dropped when full)
 _KEY = "trellis_database_counts"
 
 # KEYS[1] the counts hash; ARGV: field, count, ttl, max. The expiry is set when the hash is created and
@@ -65,6 +74,7 @@ class CountCache:
         self.prefix = "trellis:" + hashlib.sha1(database.encode()).hexdigest()[:12] + ":dbcount:"
         self._store: Any = None
         self._warning = ThrottledWarning(log)  # with Redis down, every list would log one
+        self._recent: dict[tuple[str, str], tuple[float, int]] = {}  # (key, field) → (until, count)
 
     @staticmethod
     def change_column(schema_name: str) -> Any:
@@ -92,24 +102,40 @@ class CountCache:
         redis = redis_client(self.app)
         if redis is None:
             return None
+        key, field = self._key(table, changes), self._field(query)
+        recent = self._recent.get((key, field))
+        if recent is not None and recent[0] > monotonic():
+            return recent[1]
         try:
-            known = redis.hget(self._key(table, changes), self._field(query))
+            known = redis.hget(key, field)
         except RedisError as exc:  # Redis only accelerates lists: never fail one for it
             self._warning("count cache unavailable (%s); counting in the database", exc.__class__.__name__)
             return None
-        return None if known is None else int(known)
+        if known is None:
+            return None
+        self._remember(key, field, int(known))
+        return int(known)
 
     def keep(self, table: str, query: tuple[Any, ...], changes: Any, value: int) -> None:
         """Keep ``value`` for ``query`` under ``changes``: a number true at that change number."""
         redis = redis_client(self.app)
         if redis is None:
             return
+        key, field = self._key(table, changes), self._field(query)
         try:
             if self._store is None:  # EVALSHA: the script's text is sent once, not per list
                 self._store = redis.register_script(_STORE)
-            self._store(keys=[self._key(table, changes)], args=[self._field(query), value, TTL_SECONDS, MAX_COUNTS])
+            stored = self._store(keys=[key], args=[field, value, TTL_SECONDS, MAX_COUNTS])
         except RedisError as exc:
             self._warning("count cache unavailable (%s); count not kept", exc.__class__.__name__)
+            return
+        if stored:
+            self._remember(key, field, value)
+
+    def _remember(self, key: str, field: str, value: int) -> None:
+        if len(self._recent) >= MAX_LOCAL:
+            self._recent.clear()
+        self._recent[(key, field)] = (monotonic() + LOCAL_SECONDS, value)
 
     def _key(self, table: str, changes: Any) -> str:
         return f"{self.prefix}{table}:{changes}"

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from flask_jwt_extended import decode_token
-from sqlalchemy import event, update
+from sqlalchemy import update
 
 from trellis import create_app
-from trellis.testing.plugin import TEST_MASTER_KEY, reachable_redis
+from trellis.testing.plugin import TEST_MASTER_KEY, reachable_redis, statements_run
 from trellis_authentication.models import Session
 
 ADMIN = {"masterkey": TEST_MASTER_KEY}
@@ -74,18 +74,9 @@ def test_a_remembered_session_reads_nothing_and_its_user_is_read_when_asked(work
     writer, reader = workers
     tokens = _signed_in(writer)
     assert _me(reader, tokens).status_code == 200  # read and remembered
-    statements: list[str] = []
-    engine = reader.application.extensions["trellis"].engine
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "auth_sessions" in statement:
-            statements.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with statements_run(reader.application.extensions["trellis"].engine) as seen:
         me = _me(reader, tokens)
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
+    statements = [s for s in seen if "auth_sessions" in s]
     assert me.status_code == 200
     assert me.get_json()["email"] == tokens["email"]  # the rest of the user, read when the route asked
     assert statements == []  # the session was not read again

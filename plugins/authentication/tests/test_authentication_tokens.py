@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 from argon2 import PasswordHasher
 from flask_jwt_extended import create_access_token, decode_token
-from sqlalchemy import event, update
+from sqlalchemy import update
 
 from trellis.db import utcnow
+from trellis.testing.plugin import statements_run
 from trellis_authentication.models import Session
 
 
@@ -167,18 +168,9 @@ def test_refresh_token_is_not_an_access_token(api, account):
 
 
 def test_verifying_a_token_is_one_lookup(app, api, account):
-    statements = []
-
-    def record(conn, cursor, statement, *args):
-        if "auth_" in statement:
-            statements.append(statement)
-
-    engine = app.extensions["trellis"].engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with statements_run(app.extensions["trellis"].engine) as seen:
         assert api.me(account.access_token).status_code == 200
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
+    statements = [s for s in seen if "auth_" in s]
     assert len(statements) == 1
     assert "auth_sessions.id = " in statements[0] and "auth_users.id = " in statements[0]
 

@@ -1,7 +1,7 @@
 """POST /graphql: a query field per CMS-enabled schema, where with operator suffixes and AND/OR, skip/limit/
 sort, nested relations without N+1, mutations, the REST access rules, limits, and rebuilds on change."""
 
-from sqlalchemy import event
+from trellis.testing.plugin import statements_run
 
 QUERY = """query ($where: Product__Where, $sort: String) {
   Product(where: $where, sort: $sort) { title price }
@@ -65,23 +65,14 @@ def test_skip_limit_sort(dbapi, products):
 
 
 def test_nested_relations_in_one_query_per_level(dbapi, products, app):
-    engine = app.extensions["trellis"].engine
-    statements = []
-
-    def record(conn, cursor, statement, *args):
-        statements.append(statement)
-
     query = """{ Product(sort: "title") {
         title
         ...Who
         coauthors { name }
     } }
     fragment Who on Product { author { name ... on Author { company { name } } } }"""
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with statements_run(app.extensions["trellis"].engine) as statements:
         body = dbapi.graphql(query)
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
     assert "errors" not in body, body
     apple, banana, cherry, dates, _eclair = body["data"]["Product"]
     assert apple["author"] == {"name": "Ann", "company": {"name": "Acme"}}

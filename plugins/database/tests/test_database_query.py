@@ -4,6 +4,8 @@ values that look like injections (400 or no rows, never 500). Runs on SQLite and
 from unittest.mock import ANY
 from urllib.parse import quote
 
+from trellis.testing.plugin import statements_run
+
 
 def titles(dbapi, query=""):
     return [doc["title"] for doc in dbapi.list("Product", query)["documents"]]
@@ -149,19 +151,8 @@ def test_select(dbapi, products):
 
 
 def test_populate_nested_with_one_query_per_level(dbapi, products, app):
-    from sqlalchemy import event
-
-    statements = []
-    engine = app.extensions["trellis"].engine
-
-    def record(conn, cursor, statement, *args):
-        statements.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with statements_run(app.extensions["trellis"].engine) as statements:
         body = dbapi.list("Product", "populate=author,author.company,coauthors&sort=title")
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
     apple = body["documents"][0]
     assert apple["author"]["name"] == "Ann"
     assert apple["author"]["company"]["name"] == "Acme"

@@ -2,9 +2,10 @@
 module-owned schemas, and changes reaching another worker without a restart."""
 
 import pytest
-from sqlalchemy import event, inspect
+from sqlalchemy import inspect
 
 from trellis import create_app
+from trellis.testing.plugin import statements_run
 
 
 def test_create_returns_the_record_with_defaults(dbapi):
@@ -291,18 +292,9 @@ def test_schema_changes_reach_another_worker_without_restart(app, app_config, db
 def test_no_schema_query_per_request_while_nothing_changes(app, dbapi):
     dbapi.create_schema("Cached", {"a": "String"})
     dbapi.list("Cached")  # builds this process's snapshot
-    engine = app.extensions["trellis"].engine
-    seen = []
-
-    def record(conn, cursor, statement, *args):
-        seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", record)
-    try:
+    with statements_run(app.extensions["trellis"].engine) as seen:
         for _ in range(3):
             dbapi.list("Cached", headers={})
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
     assert not [s for s in seen if "database_schemas" in s or "database_custom_endpoints" in s], seen
 
 

@@ -96,11 +96,14 @@ _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
 # COMMIT) and, finding it busy, slept 2 ms and tried again: half of the sequencer's CPU with two processes
 # (py-spy, ``bench/live_bench.py``, 2026-11-26). Moving rows rather than numbering them in place (an
 # UPDATE of each event row after its commit) gave PostgreSQL +35% creates/s (``bench/event_log_layout``).
-_NUMBER = f"""
+# Run on the driver's cursor (``statements.execute_compiled``), never prepared (two statements): through
+# SQLAlchemy's execution layer a pass cost ~20 µs of server CPU per update at ~1,200 updates/s (py-spy).
+_NUMBER = sa.text(
+    f"""
     SELECT pg_advisory_xact_lock({SEQUENCER_LOCK});
     WITH moved AS (
         DELETE FROM core_events_pending
-        WHERE id IN (SELECT id FROM core_events_pending ORDER BY id LIMIT %(batch)s)
+        WHERE id IN (SELECT id FROM core_events_pending ORDER BY id LIMIT :batch)
         RETURNING id, topic, family, payload, created_at
     )
     INSERT INTO core_events (id, event_id, topic, family, payload, created_at)
@@ -109,7 +112,8 @@ _NUMBER = f"""
     FROM moved
     RETURNING event_id, topic, family, payload, created_at
 """
-_COMPILED: dict[Any, str] = {}  # the single-row INSERT's SQL (statements.execute_compiled)
+).execution_options(**statements.UNPREPARED)
+_COMPILED: dict[Any, Any] = {}  # execute_compiled's forms of the single-row INSERTs and of _NUMBER
 
 _counters = EventCounter.__table__
 # A family's change counter is striped over SLOTS rows; a PostgreSQL writer bumps the slot of its backend
@@ -634,7 +638,7 @@ class EventLog:
         COMMIT travels around it (``begin`` sends nothing there; on a pool that is not in autocommit it
         commits the pass)."""
         with self.read_engine.begin() as connection:
-            rows = connection.exec_driver_sql(_NUMBER, {"batch": BATCH}).all()
+            rows = statements.execute_compiled(connection, _NUMBER, {"batch": BATCH}, _COMPILED)
         return sorted((_numbered(row) for row in rows), key=lambda event: event.id)
 
     @contextmanager

@@ -139,10 +139,11 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
 # (``statement.execution_options(**statements.PREPARE)``: the list pages and counts, one SQL text per
 # query shape). A statement whose best plan depends on a parameter's value more than its generic plan can
 # tell (who the caller is, under access control) is left unprepared: after five runs PostgreSQL may keep
-# one plan for every caller, and the plan a broad caller's runs leave is wrong for a narrow one. Only outside a transaction block (autocommit:
-# the read connections; PostgreSQL runs one statement atomically on its own): there a statement that
-# fails because of its preparation can be prepared again and run once more, which a transaction, aborted
-# by the error, cannot. PostgreSQL re-plans a prepared statement by itself after DDL on its tables, but
+# one plan for every caller, and the plan a broad caller's runs leave is wrong for a narrow one.
+#
+# Statements are prepared only outside a transaction block (autocommit: the read connections; PostgreSQL
+# runs one statement atomically on its own): there a statement that fails because of its preparation can
+# be prepared again and run once more, which a transaction, aborted by the error, cannot. PostgreSQL re-plans a prepared statement by itself after DDL on its tables, but
 # fails it when the DDL changed what it answers or the types its parameters were given ("cached plan
 # must not change result type"; an operator that no longer fits a column whose type changed).
 #

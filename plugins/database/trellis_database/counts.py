@@ -113,8 +113,9 @@ class CountCache:
             return None
         if known is None:
             return None
-        self._remember(key, field, int(known))
-        return int(known)
+        value = int(known)
+        self._remember(key, field, value)
+        return value
 
     def keep(self, table: str, query: tuple[Any, ...], changes: Any, value: int) -> None:
         """Keep ``value`` for ``query`` under ``changes``: a number true at that change number."""

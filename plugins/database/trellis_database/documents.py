@@ -497,8 +497,8 @@ def _reads_everything(
 ) -> bool:
     """Whether ``acting`` may read every document of ``schema`` at the change numbers ``changes`` (those of
     the schema and of ``families``, read by the page; ``access_key``: :func:`.document_access.statement_key`):
-    then its count of any query is the admin's, which
-    is counted without the read predicate and kept for every caller alike.
+    then its count of any query is the admin's, which is counted without the read predicate and kept for
+    every caller alike.
 
     A count under access joins the caller's tuples with the matches: for a caller who may read all of
     100,000 Items (one ``editor`` tuple each) a list cost PostgreSQL ~74 ms where the admin's cost ~4
@@ -520,7 +520,12 @@ def _reads_everything(
         answer.wait(ASK_WAIT_SECONDS)
         return bool(cache.known(schema.table.name, query, changes))  # none kept: count as the caller
     try:
-        return _ask_everything(connection, schema, acting, access_key, families, changes, query)
+        statement = _everything_statement(schema, acting, access_key, families)
+        readable, total, *numbers = connection.execute(statement, acting.parameters()).one()
+        if ".".join(str(n) for n in numbers) != str(changes):
+            return False  # a write came between the page and this statement: count as the caller
+        cache.keep(schema.table.name, query, changes, int(readable == total))
+        return readable == total
     finally:
         del _ASKING[asked]
         mine.set()
@@ -533,17 +538,9 @@ _ASKING: dict[Any, threading.Event] = {}
 ASK_WAIT_SECONDS = 10.0
 
 
-def _ask_everything(
-    connection: sa.Connection,
-    schema: CompiledSchema,
-    acting: Acting,
-    access_key: Any,
-    families: list[str],
-    changes: Any,
-    query: tuple[Any, ...],
-) -> bool:
-    """:func:`_reads_everything`'s statement, and its answer kept when it is true of the page's moment."""
-    cache = counts.cache()
+def _everything_statement(schema: CompiledSchema, acting: Acting, access_key: Any, families: list[str]) -> sa.Select:
+    """:func:`_reads_everything`'s statement: the caller's count of the whole table, the admin's, and the
+    change numbers of the schema and of ``families`` (built once per definitions' version)."""
 
     def build() -> sa.Select:
         table = schema.table
@@ -555,12 +552,7 @@ def _ask_everything(
             *numbers,
         )
 
-    statement = _statement(schema, ("everything", dialect(), access_key), build)
-    readable, total, *numbers = connection.execute(statement, acting.parameters()).one()
-    if ".".join(str(n) for n in numbers) != str(changes):
-        return False  # a write came between the page and this statement: count as the caller
-    cache.keep(schema.table.name, query, changes, int(readable == total))
-    return readable == total
+    return _statement(schema, ("everything", dialect(), access_key), build)
 
 
 class _Bounds(NamedTuple):

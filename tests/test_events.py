@@ -119,6 +119,29 @@ def test_event_ids_follow_commit_order_not_insert_order(log, app):
     assert rows[0][2] == "test.order.first-inserted" and rows[0][1] == 2  # inserted first, numbered second
 
 
+@pytest.mark.skipif(database_kind() != "postgresql", reason="PostgreSQL's pass: SQLite numbers as it inserts")
+def test_the_pass_moves_events_with_a_statement_prepared_on_its_connection(log):
+    for _ in range(7):  # past PostgreSQL's five custom plans of a prepared statement
+        _commit("database.Item.create")
+        log.sequence()
+    assert [e.id for e in events.read(0)] == list(range(1, 8))
+    engine = log.read_engine
+    held = [engine.connect() for _ in range(engine.pool.checkedin())]
+    try:
+        moves = [
+            row
+            for connection in held
+            for row in connection.exec_driver_sql(
+                "SELECT generic_plans + custom_plans FROM pg_prepared_statements WHERE statement LIKE %s",
+                ("%DELETE FROM core_events_pending%",),
+            ).all()
+        ]
+    finally:
+        for connection in held:
+            connection.close()
+    assert moves and sum(runs for (runs,) in moves) >= 7  # every pass ran the prepared move
+
+
 def test_two_concurrent_writers_get_contiguous_ids_in_their_own_order(log, app):
     inbox, _ = _collect("writer.*.*")
     per_writer = 40

@@ -143,6 +143,38 @@ def test_without_preparation_nothing_is_prepared(engine):
         assert _prepared_names(connection) == set()
 
 
+# The leading statement sets a transaction-local setting that the statement reads: seen only when both
+# ran in one implicit transaction, the leading one first (gone again once that transaction ended).
+_LED = (
+    sa.select(sa.func.current_setting("trellis.led", True).label("led"), _TABLE.c.id)
+    .where(_TABLE.c.n < sa.bindparam("limit"))
+    .order_by(_TABLE.c.id)
+    .execution_options(**statements.preceded_by("SELECT set_config('trellis.led', 'yes', true)"))
+)
+
+
+def _led(connection: sa.Connection, cache: dict) -> list[tuple]:
+    return [tuple(row) for row in statements.execute_compiled(connection, _LED, {"limit": 6}, cache)]
+
+
+def _setting(connection: sa.Connection) -> str | None:
+    return connection.exec_driver_sql("SELECT current_setting('trellis.led', true)").scalar() or None
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_a_leading_statement_runs_first_in_the_statements_own_transaction(engine, prepared):
+    statements.prepare_statements(engine, enabled=prepared)
+    cache: dict = {}
+    with engine.connect() as connection:
+        for _ in range(7):  # the PREPARE's run, then the EXECUTEs alone, past the five custom plans
+            assert _led(connection, cache) == [("yes", "a"), ("yes", "b")]
+            assert _setting(connection) is None
+        assert len(_prepared_names(connection)) == (1 if prepared else 0)
+        connection.exec_driver_sql("DEALLOCATE ALL")  # a pooler lost the name: prepared again, still led
+        assert _led(connection, cache) == [("yes", "a"), ("yes", "b")]
+        assert len(_prepared_names(connection)) == (1 if prepared else 0)
+
+
 @pytest.mark.skipif(not BINARIES, reason="PostgreSQL server binaries are not installed")
 def test_after_a_postgresql_restart_statements_are_prepared_again(pg_cluster):
     made = sa.create_engine(pg_cluster.url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=0)

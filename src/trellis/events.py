@@ -89,18 +89,19 @@ _INSERT_NUMBERED = sa.insert(_table).values(
 )
 _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
 # PostgreSQL: one round trip takes the sequencer's lock (waiting for another process's pass, if any), then
-# moves a batch of committed pending rows into the log, numbered, and returns it. Two statements in one
-# simple query run as one implicit transaction, which holds the transaction-scoped lock until the move is
-# done; each statement reads with its own snapshot, so the move sees every number committed before the
-# lock was granted. Before, a pass took the lock in a transaction of its own (BEGIN, the lock, the UPDATE,
-# COMMIT) and, finding it busy, slept 2 ms and tried again: half of the sequencer's CPU with two processes
-# (py-spy, ``bench/live_bench.py``, 2026-11-26). Moving rows rather than numbering them in place (an
-# UPDATE of each event row after its commit) gave PostgreSQL +35% creates/s (``bench/event_log_layout``).
-# Run on the driver's cursor (``statements.execute_compiled``), never prepared (two statements): through
-# SQLAlchemy's execution layer a pass cost ~20 µs of server CPU per update at ~1,200 updates/s (py-spy).
+# moves a batch of committed pending rows into the log, numbered, and returns it. The lock and the move are
+# two statements of one simple query (``statements.preceded_by``): they run as one implicit transaction,
+# which holds the transaction-scoped lock until the move is done, and the move reads with its own snapshot,
+# taken once the lock was granted, so it sees every number committed before. Before, a pass took the lock
+# in a transaction of its own (BEGIN, the lock, the UPDATE, COMMIT) and, finding it busy, slept 2 ms and
+# tried again: half of the sequencer's CPU with two processes (py-spy, ``bench/live_bench.py``,
+# 2026-11-26). Moving rows rather than numbering them in place (an UPDATE of each event row after its
+# commit) gave PostgreSQL +35% creates/s (``bench/event_log_layout``). The move is prepared once per
+# connection: planning it took 0.3 ms of a 0.5 ms pass of four events (``EXPLAIN (ANALYZE)``), and a busy
+# process makes a pass every few milliseconds. Run on the driver's cursor (``statements.execute_compiled``):
+# through SQLAlchemy's execution layer a pass cost ~20 µs of server CPU per update at ~1,200 updates/s.
 _NUMBER = sa.text(
-    f"""
-    SELECT pg_advisory_xact_lock({SEQUENCER_LOCK});
+    """
     WITH moved AS (
         DELETE FROM core_events_pending
         WHERE id IN (SELECT id FROM core_events_pending ORDER BY id LIMIT :batch)
@@ -112,7 +113,7 @@ _NUMBER = sa.text(
     FROM moved
     RETURNING event_id, topic, family, payload, created_at
 """
-).execution_options(**statements.UNPREPARED)
+).execution_options(**statements.preceded_by(f"SELECT pg_advisory_xact_lock({SEQUENCER_LOCK})"))
 _COMPILED: dict[Any, Any] = {}  # execute_compiled's forms of the single-row INSERTs and of _NUMBER
 
 _counters = EventCounter.__table__

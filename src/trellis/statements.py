@@ -73,9 +73,9 @@ def execute_compiled(
             if dispatch.before_cursor_execute:
                 dispatch.before_cursor_execute(connection, cursor, sql, values, None, False)
             if compiled.prepare and raw.autocommit and connection.engine in _PREPARING:
-                run_prepared(cursor, fairy.info, sql, values)
+                run_prepared(cursor, fairy.info, sql, values, compiled.leading)
             else:
-                cursor.execute(sql, values)
+                cursor.execute(f"{compiled.leading}; {sql}" if compiled.leading else sql, values)
             rows = cursor.fetchall() if cursor.description else []
             if dispatch.after_cursor_execute:
                 dispatch.after_cursor_execute(connection, cursor, sql, values, None, False)
@@ -105,6 +105,7 @@ class _Direct:
     own: dict[str, Any]
     convert: dict[str, Callable[[Any], Any]]
     prepare: bool = True  # False: the statement asked for UNPREPARED
+    leading: str = ""  # SQL sent first, in the same simple query (see preceded_by)
 
 
 _THROUGH_SQLALCHEMY = _Direct("", {}, {})  # see _direct_form
@@ -125,7 +126,8 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
         if process is not None:
             convert[name] = process
     own = {name: bind.value for name, bind in made.binds.items() if not bind.required}
-    return _Direct(str(made), own, convert, statement.get_execution_options().get("trellis_prepare", True))
+    options = statement.get_execution_options()
+    return _Direct(str(made), own, convert, options.get("trellis_prepare", True), options.get("trellis_leading", ""))
 
 
 # ---- statements prepared on the server ---------------------------------------------------------------
@@ -154,6 +156,16 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
 
 PREPARE = {"trellis_prepare": True}  # execution option: prepare this statement on the server
 UNPREPARED = {"trellis_prepare": False}  # execution option: execute_compiled sends it as it is, planned each run
+
+
+def preceded_by(sql: str) -> dict[str, str]:
+    """Execution option for :func:`execute_compiled`: send ``sql`` (no parameters) before the statement, in
+    the same simple query, so that both run in one implicit transaction and the statement, prepared or
+    not, reads with a snapshot taken after ``sql`` ran (a lock it took is held by then). A statement
+    cannot be prepared together with another one: this keeps the statement preparable."""
+    return {"trellis_leading": sql}
+
+
 _PREPARED_KEY = "trellis_prepared"  # in a pool entry's info: the names prepared on that connection
 _MAX_PER_CONNECTION = 512  # clients choose list shapes: past this many, a connection starts again
 _PREPARING: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -217,14 +229,15 @@ def _do_execute(cursor: Any, sql: str, parameters: Any, context: Any) -> bool | 
     return True
 
 
-def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any) -> None:
+def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any, leading: str = "") -> None:
     """EXECUTE ``sql``, PREPAREd first if this connection has not got it yet: both in one round trip (one
-    simple query of two statements). On an error that a new preparation cures, every name of the
+    simple query of two statements; ``leading``, when given, runs between them: see :func:`preceded_by`). On an error that a new preparation cures, every name of the
     connection is dropped (``DEALLOCATE ALL``: what one statement's DDL changed may concern others too) and
     the statement prepared and run once more; a second failure is the statement's own. A PREPARE is not
     undone when the EXECUTE after it fails (a unique violation): the name is then found already there."""
+    first = f"{leading}; " if leading else ""
     if sql in _PLAIN:
-        cursor.execute(sql, values)
+        cursor.execute(first + sql, values)
         return
     prepared = prepared_form(sql)
     names: set[str] = info.setdefault(_PREPARED_KEY, set())
@@ -235,7 +248,10 @@ def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any) -> No
             cursor.execute("DEALLOCATE ALL")
             names.clear()
         try:
-            cursor.execute(prepared.execute if known else f"{prepared.prepare}; {prepared.execute}", values)
+            if known:
+                cursor.execute(first + prepared.execute, values)
+            else:
+                cursor.execute(f"{prepared.prepare}; {first}{prepared.execute}", values)
         except Exception as exc:
             state = getattr(exc, "pgcode", None)
             if not known and state == "42P05":  # duplicate_prepared_statement: made by an earlier failed run
@@ -243,7 +259,7 @@ def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any) -> No
                 continue
             if not known and state in _UNPREPARABLE:
                 _PLAIN.add(sql)
-                cursor.execute(sql, values)
+                cursor.execute(first + sql, values)
                 return
             if prepared_again or state not in _REPREPARE:
                 raise

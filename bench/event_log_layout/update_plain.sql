@@ -1,0 +1,3 @@
+\set n random(1, 100000)
+\set p random(1, 1000)
+UPDATE dbdoc_item SET data=((dbdoc_item.data || CAST(('{"price": ' || :p || '}')::JSONB AS JSONB)) - CAST('{}'::TEXT[] AS TEXT[])), updated_at=now(), version=(dbdoc_item.version + 1) FROM (SELECT dbdoc_item.id AS id, dbdoc_item.data AS data, dbdoc_item.created_at AS created_at, dbdoc_item.updated_at AS updated_at, dbdoc_item.version AS version FROM dbdoc_item WHERE dbdoc_item.id = md5(:n::text) FOR UPDATE) AS "old" WHERE dbdoc_item.id = "old".id RETURNING dbdoc_item.id, dbdoc_item.data, dbdoc_item.created_at, dbdoc_item.updated_at, dbdoc_item.version, "old".id AS old_id, "old".data AS old_data, "old".created_at AS old_created_at, "old".updated_at AS old_updated_at, "old".version AS old_version;

@@ -19,17 +19,18 @@
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 V=$1; S=${2:-15}; DB=eventlog_$(echo "$V" | tr - _)
+case $V in update*) UPDATE=1 ;; *) UPDATE= ;; esac
 PSQL="psql -h 127.0.0.1 -U postgres -q"
 PGB=$(ls /usr/lib/postgresql/*/bin/pgbench | tail -1)
 $PSQL -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" >/dev/null 2>&1
 $PSQL $DB -f "$HERE/schema.sql" >/dev/null 2>&1
-if [ "$V" = pending ] || [ "${V#update}" != "$V" ]; then
+if [ "$V" = pending ] || [ -n "$UPDATE" ]; then
   $PSQL $DB -c "SET client_min_messages = warning" -c "CREATE TABLE IF NOT EXISTS core_events_pending (id bigint PRIMARY KEY DEFAULT nextval('core_events_id_seq'),
     topic varchar(200) NOT NULL, family varchar(200) NOT NULL, payload text NOT NULL, created_at timestamptz NOT NULL)" \
     -c "DROP INDEX IF EXISTS ix_core_events_unsequenced" >/dev/null
 fi
 SCRIPT=create.sql; NUMBER=number.sql
-if [ "${V#update}" != "$V" ]; then
+if [ -n "$UPDATE" ]; then
   $PSQL $DB -c "INSERT INTO dbdoc_item (id, data, created_at, updated_at, version) SELECT md5(i::text),
     jsonb_build_object('title', 'Item ' || i, 'price', i % 1000, 'owner', 'user' || (i % 50)), now(), now(), 0
     FROM generate_series(1, 100000) i" -c "VACUUM ANALYZE" >/dev/null

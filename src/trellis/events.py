@@ -97,9 +97,10 @@ _TAKE_SQLITE_WRITE_LOCK = sa.text("DELETE FROM core_events WHERE 0")
 # tried again: half of the sequencer's CPU with two processes (py-spy, ``bench/live_bench.py``,
 # 2026-11-26). Moving rows rather than numbering them in place (an UPDATE of each event row after its
 # commit) gave PostgreSQL +35% creates/s (``bench/event_log_layout``). The move is prepared once per
-# connection: planning it took 0.3 ms of a 0.5 ms pass of four events (``EXPLAIN (ANALYZE)``), and a busy
-# process makes a pass every few milliseconds. Run on the driver's cursor (``statements.execute_compiled``):
-# through SQLAlchemy's execution layer a pass cost ~20 µs of server CPU per update at ~1,200 updates/s.
+# connection: planning it took 0.3 ms of a 0.5 ms pass of four events (``EXPLAIN (ANALYZE)``); per request
+# the saving was under the peer benchmark's noise (2026-11-27 evening, ``bench/results/peer.md``). Run on
+# the driver's cursor (``statements.execute_compiled``): through SQLAlchemy's execution layer a pass cost
+# ~20 µs of server CPU per update at ~1,200 updates/s.
 _NUMBER = sa.text(
     """
     WITH moved AS (

@@ -75,7 +75,7 @@ def execute_compiled(
             if compiled.prepare and raw.autocommit and connection.engine in _PREPARING:
                 run_prepared(cursor, fairy.info, sql, values, compiled.leading)
             else:
-                cursor.execute(f"{compiled.leading}; {sql}" if compiled.leading else sql, values)
+                cursor.execute(compiled.leading + sql, values)
             rows = cursor.fetchall() if cursor.description else []
             if dispatch.after_cursor_execute:
                 dispatch.after_cursor_execute(connection, cursor, sql, values, None, False)
@@ -105,7 +105,7 @@ class _Direct:
     own: dict[str, Any]
     convert: dict[str, Callable[[Any], Any]]
     prepare: bool = True  # False: the statement asked for UNPREPARED
-    leading: str = ""  # SQL sent first, in the same simple query (see preceded_by)
+    leading: str = ""  # "<sql>; " sent first, in the same simple query (see preceded_by), or nothing
 
 
 _THROUGH_SQLALCHEMY = _Direct("", {}, {})  # see _direct_form
@@ -127,7 +127,8 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
             convert[name] = process
     own = {name: bind.value for name, bind in made.binds.items() if not bind.required}
     options = statement.get_execution_options()
-    return _Direct(str(made), own, convert, options.get("trellis_prepare", True), options.get("trellis_leading", ""))
+    leading = options.get("trellis_leading")
+    return _Direct(str(made), own, convert, options.get("trellis_prepare", True), f"{leading}; " if leading else "")
 
 
 # ---- statements prepared on the server ---------------------------------------------------------------
@@ -145,9 +146,10 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
 #
 # Statements are prepared only outside a transaction block (autocommit: the read connections; PostgreSQL
 # runs one statement atomically on its own): there a statement that fails because of its preparation can
-# be prepared again and run once more, which a transaction, aborted by the error, cannot. PostgreSQL re-plans a prepared statement by itself after DDL on its tables, but
-# fails it when the DDL changed what it answers or the types its parameters were given ("cached plan
-# must not change result type"; an operator that no longer fits a column whose type changed).
+# be prepared again and run once more, which a transaction, aborted by the error, cannot. PostgreSQL
+# re-plans a prepared statement by itself after DDL on its tables, but fails it when the DDL changed what
+# it answers or the types its parameters were given ("cached plan must not change result type"; an
+# operator that no longer fits a column whose type changed).
 #
 # Each connection keeps the names it prepared in its pool entry's ``info``, which SQLAlchemy empties
 # whenever the entry gets a new DBAPI connection (a PostgreSQL restart, recycling, an invalidation).
@@ -231,13 +233,13 @@ def _do_execute(cursor: Any, sql: str, parameters: Any, context: Any) -> bool | 
 
 def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any, leading: str = "") -> None:
     """EXECUTE ``sql``, PREPAREd first if this connection has not got it yet: both in one round trip (one
-    simple query of two statements; ``leading``, when given, runs between them: see :func:`preceded_by`). On an error that a new preparation cures, every name of the
-    connection is dropped (``DEALLOCATE ALL``: what one statement's DDL changed may concern others too) and
-    the statement prepared and run once more; a second failure is the statement's own. A PREPARE is not
-    undone when the EXECUTE after it fails (a unique violation): the name is then found already there."""
-    first = f"{leading}; " if leading else ""
+    simple query of two statements; ``leading``, SQL text ending in ``"; "``, runs between them: see
+    :func:`preceded_by`). On an error that a new preparation cures, every name of the connection is
+    dropped (``DEALLOCATE ALL``: what one statement's DDL changed may concern others too) and the statement
+    prepared and run once more; a second failure is the statement's own. A PREPARE is not undone when the
+    EXECUTE after it fails (a unique violation): the name is then found already there."""
     if sql in _PLAIN:
-        cursor.execute(first + sql, values)
+        cursor.execute(leading + sql, values)
         return
     prepared = prepared_form(sql)
     names: set[str] = info.setdefault(_PREPARED_KEY, set())
@@ -249,9 +251,9 @@ def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any, leadi
             names.clear()
         try:
             if known:
-                cursor.execute(first + prepared.execute, values)
+                cursor.execute(leading + prepared.execute, values)
             else:
-                cursor.execute(f"{prepared.prepare}; {first}{prepared.execute}", values)
+                cursor.execute(f"{prepared.prepare}; {leading}{prepared.execute}", values)
         except Exception as exc:
             state = getattr(exc, "pgcode", None)
             if not known and state == "42P05":  # duplicate_prepared_statement: made by an earlier failed run
@@ -259,7 +261,7 @@ def run_prepared(cursor: Any, info: dict[str, Any], sql: str, values: Any, leadi
                 continue
             if not known and state in _UNPREPARABLE:
                 _PLAIN.add(sql)
-                cursor.execute(first + sql, values)
+                cursor.execute(leading + sql, values)
                 return
             if prepared_again or state not in _REPREPARE:
                 raise

@@ -20,7 +20,9 @@ Operations (Trellis ÷ Parse, req/s):
 - and get by id against a bare Flask JSON route served the same way (the ceiling).
 
 Each round runs every operation on both servers, alternating which goes first; ratios are taken
-within a round and the median over rounds is reported. "Foreign CPU" is the share of the machine's
+within a round and the median over rounds is reported. ``--as-user`` calls Trellis as a user under access
+control and runs an admin's Trellis (access off) in the same rounds: user ÷ admin is then paired too (two
+separate runs an hour apart moved it by 0.1 on a drifting machine). "Foreign CPU" is the share of the machine's
 two cores used during a measured run by processes that are not part of it (other engineers' tests):
 total busy time from ``/proc/stat`` minus the server under test, wrk, and the PostgreSQL backends
 connected to the server's database.
@@ -42,7 +44,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg2
 import requests
@@ -334,6 +336,7 @@ def measure(
 # ---- running as a user under access control ---------------------------------------------------------
 
 ACCESS_MODULES = "authentication,authorization,database,email,sms"
+PLAIN_MODULES = "authentication,database,email,sms"
 
 
 def as_user(url: str, admin_headers: dict[str, str], database_url: str, doc_ids: list[str]) -> dict[str, str]:
@@ -365,49 +368,45 @@ def run(
     only: list[str] | None = None,
     fields: dict[str, Any] = LIKE_PARSE,
 ) -> list[dict[str, Any]]:
+    """Every round: each operation on each side, the sides' order turning round by round. With ``user``
+    the user's Trellis (access control on) runs beside Parse *and* beside an admin's Trellis (a second
+    server, access off, its own database and Redis), so that user ÷ admin is a ratio of the same round."""
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
-    modules = ACCESS_MODULES if user else "authentication,database,email,sms"
-    with (
-        parse_server(documents) as parse_ids,
-        redis_child() as redis_url,
-        bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url) as trellis,
-        ceiling_server() as ceiling,
-    ):
+    modules = ACCESS_MODULES if user else PLAIN_MODULES
+    with contextlib.ExitStack() as stack:
+        parse_ids = stack.enter_context(parse_server(documents))
+        redis_url = stack.enter_context(redis_child())
+        trellis = stack.enter_context(bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url))
+        ceiling = stack.enter_context(ceiling_server())
         trellis_ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if user else None, fields)
         headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, trellis_ids) if user else None
-        ours = trellis_cases(trellis_ids, rnd, headers)
-        theirs = parse_cases(parse_ids, rnd)
-        names = [name for name in ours if only is None or name in only]
-        trellis_db = trellis.database_url.rsplit("/", 1)[1]
+        sides = {
+            "trellis": _Side(
+                trellis.url, trellis_cases(trellis_ids, rnd, headers), trellis.process.pid, trellis.database_url
+            ),
+            "parse": _Side(PARSE_URL.rsplit("/parse", 1)[0], parse_cases(parse_ids, rnd), parse_pid(), PARSE_DSN),
+        }
+        if user:
+            admin_redis = stack.enter_context(redis_child())
+            admin = stack.enter_context(
+                bench_server("postgresql", modules=PLAIN_MODULES, TRELLIS_REDIS_URL=admin_redis)
+            )
+            admin_ids = load_trellis(admin.url, admin.admin_headers, None, fields)
+            sides["admin"] = _Side(admin.url, trellis_cases(admin_ids, rnd), admin.process.pid, admin.database_url)
+        names = [name for name in sides["trellis"].cases if only is None or name in only]
         for number in range(1, rounds + 1):
-            # Both databases start every round vacuumed: a round's lists otherwise follow the previous
+            # Every database starts every round vacuumed: a round's lists otherwise follow the previous
             # round's ~25,000 creates and updates, whose cleared visibility map sends every count to the heap
             # (on both sides: 2.39× in round 1, 1.61× and 0.84× after, with autovacuum running meanwhile).
-            vacuum(trellis.database_url)
-            vacuum(PARSE_DSN)
+            for side in sides.values():
+                vacuum(side.database_url)
             for name in names:
-                order = ["trellis", "parse"] if (number + len(results)) % 2 else ["parse", "trellis"]
+                turn = (number + len(results)) % len(sides)
+                order = [*sides][turn:] + [*sides][:turn]
                 row: dict[str, Any] = {"round": number, "operation": name}
-                for side in order:
-                    if side == "trellis":
-                        row["trellis"] = measure(
-                            trellis.url,
-                            ours[name],
-                            trellis.process.pid,
-                            lambda: _backends(PARSE_DSN, trellis_db),
-                            warmup,
-                            seconds,
-                        )
-                    else:
-                        row["parse"] = measure(
-                            PARSE_URL.rsplit("/parse", 1)[0],
-                            theirs[name],
-                            parse_pid(),
-                            lambda: _backends(PARSE_DSN, "bench"),
-                            warmup,
-                            seconds,
-                        )
+                for label in order:
+                    row[label] = sides[label].measure(name, warmup, seconds)
                 results.append(row)
                 _print_row(row)
             top = measure(ceiling.url, {"paths": ["/item"]}, ceiling.process.pid, list, warmup, seconds)
@@ -418,6 +417,19 @@ def run(
                 flush=True,
             )
     return results
+
+
+class _Side(NamedTuple):
+    """One server of the comparison: its base URL, cases (:func:`_cases`), process and database."""
+
+    url: str
+    cases: dict[str, dict[str, Any]]
+    pid: int
+    database_url: str
+
+    def measure(self, name: str, warmup: int, seconds: int) -> dict[str, float]:
+        database = self.database_url.rsplit("/", 1)[1]
+        return measure(self.url, self.cases[name], self.pid, lambda: _backends(PARSE_DSN, database), warmup, seconds)
 
 
 def _print_row(row: dict[str, Any]) -> None:
@@ -434,6 +446,10 @@ def _print_row(row: dict[str, Any]) -> None:
         ),
         flush=True,
     )
+    if "admin" in row:
+        print(
+            paired_line(row["round"], row["operation"], ("user", row["trellis"]), ("admin", row["admin"])), flush=True
+        )
 
 
 GOALS = {"get by id": 1.2, "list + exact count": 2.5, "list, no count": 1.2, "create": 1.0, "update": 1.0}
@@ -443,6 +459,16 @@ BESIDE = {"list + exact count": "Parse with `count=1`", "list, no count": "Parse
 def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace, revision: str) -> str:
     """A dated section for ``bench/results/peer.md``: the medians, then every round."""
     caller = "a user under access control (an `editor` tuple per Item)" if args.as_user else "the admin"
+    if args.as_user:
+        caller += (
+            ", and beside it, in every round, the admin on a second Trellis without access control (user ÷ admin: "
+            "req/s of the same round; its µs server + PG are the admin's)"
+        )
+    paired = (
+        (" user ÷ admin, median (per round) | admin µs server + PG | user goal |", "---:|---:|---:|")
+        if args.as_user
+        else ("", "")
+    )
     lines = [
         f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (revision `{revision}`)",
         "",
@@ -454,8 +480,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         "backends serving it (`/proc/<pid>/stat`), divided by the requests answered.",
         "",
         "| operation | Trellis ÷ Parse, median | per round | Trellis req/s | Parse req/s "
-        "| Trellis µs server + PG | Parse µs server + PG | foreign CPU % | goal |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| Trellis µs server + PG | Parse µs server + PG | foreign CPU % | goal |" + paired[0],
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|" + paired[1],
     ]
     names = list(dict.fromkeys(r["operation"] for r in results if r["operation"] != "floor"))
 
@@ -474,6 +500,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             f"| {med(rows, 'trellis', 'server_cpu_us'):,.0f} + {med(rows, 'trellis', 'pg_cpu_us'):,.0f} "
             f"| {med(rows, 'parse', 'server_cpu_us'):,.0f} + {med(rows, 'parse', 'pg_cpu_us'):,.0f} "
             f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |"
+            + (_user_columns(rows) if args.as_user else "")
         )
     floors = [r for r in results if r["operation"] == "floor"]
     per_round = ", ".join(f"{r['floor']['rps']:,.0f}" for r in floors)
@@ -481,7 +508,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         f"| bare Flask route (the floor) | | {per_round} req/s "
         f"| {med(floors, 'floor', 'rps'):,.0f} | | {med(floors, 'floor', 'server_cpu_us'):,.0f} | "
         f"| {min(r['floor']['foreign_pct'] for r in floors):.0f}–{max(r['floor']['foreign_pct'] for r in floors):.0f} "
-        "| |"
+        "| |" + (" | | |" if args.as_user else "")
     )
     lines += [
         "",
@@ -505,15 +532,33 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             f"| {t['server_cpu_us']:,.0f} + {t['pg_cpu_us']:,.0f} | {p['server_cpu_us']:,.0f} + {p['pg_cpu_us']:,.0f} "
             f"| {t['p50_ms']} | {p['p50_ms']} | {t['foreign_pct']:.0f} / {p['foreign_pct']:.0f} |"
         )
+        if "admin" in r:  # the admin's run of the round, and the user ÷ admin ratio in the ratio column
+            a = r["admin"]
+            lines.append(
+                f"| {r['round']} | {r['operation']}, admin | {a['rps']:,.0f} | | {t['rps'] / a['rps']:.2f} "
+                f"| {a['server_cpu_us']:,.0f} + {a['pg_cpu_us']:,.0f} | | {a['p50_ms']} | | {a['foreign_pct']:.0f} |"
+            )
     errors = [
         (r["operation"], side, int(r[side]["non_2xx"]))
         for r in results
-        for side in ("trellis", "parse")
+        for side in ("trellis", "parse", "admin")
         if side in r and r[side]["non_2xx"]
     ]
     if errors:
         lines += ["", "Non-2xx answers: " + "; ".join(f"{op} ({side}): {n}" for op, side, n in errors)]
     return "\n".join(lines) + "\n"
+
+
+def _user_columns(rows: list[dict[str, Any]]) -> str:
+    """The user ÷ admin columns of an operation's summary row (``--as-user``)."""
+    ratios = [r["trellis"]["rps"] / r["admin"]["rps"] for r in rows]
+    server = statistics.median(r["admin"]["server_cpu_us"] for r in rows)
+    pg = statistics.median(r["admin"]["pg_cpu_us"] for r in rows)
+    per_round = ", ".join(f"{x:.2f}" for x in ratios)
+    return f" **{statistics.median(ratios):.2f}** ({per_round}) | {server:,.0f} + {pg:,.0f} | ≥ {USER_GOAL} |"
+
+
+USER_GOAL = 0.8  # a user under access control, against the admin's figure
 
 
 def _load() -> str:

@@ -31,9 +31,11 @@ def api(app_config, db, admin_headers):
 
 @pytest.fixture(autouse=True)
 def no_hints():
-    documents._narrow._until.clear()  # the hints of earlier tests' callers on this worker
+    for hints in (documents._narrow._until, documents._broad._at):  # earlier tests' callers on this worker
+        hints.clear()
     yield
-    documents._narrow._until.clear()
+    for hints in (documents._narrow._until, documents._broad._at):
+        hints.clear()
 
 
 @pytest.fixture()
@@ -91,6 +93,45 @@ def test_a_caller_who_reads_everything_gets_the_admins_counts_until_a_document_i
     revoked = api.client.delete(f"/admin/authorization/relations/{granted.get_json()['_id']}", headers=api.admin)
     assert revoked.status_code == 200, revoked.get_json()
     assert [_count(api, alice.headers, below) for below in (10, 20, 6)] == [10, 20, 6]
+
+
+def _pages(seen: list[str], guarded: bool) -> int:
+    """Page statements (not counts) run with the read predicate (``guarded``) or without it."""
+    pages = [sql for sql in seen if "FROM dbdoc_" in sql and "ORDER BY" in sql and "count(" not in sql]
+    return sum(1 for sql in pages if ("authz_relations" in sql) == guarded)
+
+
+def _page(api: DatabaseApi, headers: dict[str, str]) -> tuple[list[float], int]:
+    body = api.list("Note", "sort=-n&limit=2", headers=headers)
+    return [doc["n"] for doc in body["documents"]], body["count"]
+
+
+def test_a_caller_known_to_read_everything_has_its_pages_read_without_the_predicate(api, make_user, statements):
+    api.create_schema("Note", {"n": "Number"}, modelOptions=ACCESS)
+    alice, bob = make_user(), make_user()
+    _many(api, alice.headers, [{"n": n} for n in range(40)])
+
+    statements.clear()
+    assert _page(api, alice.headers) == ([39, 38], 40)  # found to read everything here
+    assert _pages(statements, guarded=True) == 1 and _pages(statements, guarded=False) == 0
+    statements.clear()
+    assert _page(api, alice.headers) == ([39, 38], 40)
+    assert _pages(statements, guarded=True) == 0 and _pages(statements, guarded=False) == 1
+
+    api.post("Note", {"n": 100}, headers=bob.headers)  # first in her sort order, and hidden from her
+    statements.clear()
+    assert _page(api, alice.headers) == ([39, 38], 40)
+    assert _page(api, alice.headers) == ([39, 38], 40)
+    assert _pages(statements, guarded=False) == 1  # read once, its change numbers new: not used
+    assert _pages(statements, guarded=True) == 2
+
+    api.client.delete(f"/database/Note/{api.list('Note', 'n=100')['documents'][0]['_id']}", headers=api.admin)
+    api.post("Note", {"n": 50}, headers=alice.headers)  # everything hers again, at new numbers
+    assert _page(api, alice.headers) == ([50, 39], 41)  # asked again: yes
+    statements.clear()
+    assert _page(api, alice.headers) == ([50, 39], 41)
+    assert _pages(statements, guarded=True) == 0 and _pages(statements, guarded=False) == 1
+    assert _page(api, bob.headers) == ([], 0)
 
 
 def test_a_narrow_caller_is_never_asked_whether_it_reads_everything(api, make_user, statements):

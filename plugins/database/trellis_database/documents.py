@@ -379,7 +379,7 @@ def find_json(
     # the admin, 0.33 ms of the user's walked page: pg_prepared_statements, bench/results/peer.md).
     first = limit if skip == 0 and limit <= MAX_LITERAL_LIMIT else None
 
-    def build(acting: Acting | None) -> tuple[sa.Select, sa.Select, sa.Select | None]:
+    def build(acting: Acting | None) -> tuple[sa.Select, sa.Select, sa.Select | None, sa.Select | None]:
         bounds = _bounds(first)
         condition = compiler.build(shape)
         order = compiler.order_by(sort)
@@ -398,12 +398,13 @@ def find_json(
         )
         wanted = [*text_columns(table, dialect_name), *changes]
         walked = None
-        if acting is None:
-            page = sa.select(*wanted)
-            if condition is not None:
-                page = page.where(condition)
-            page = page.order_by(*order).offset(bounds.skip).limit(bounds.limit)
-        else:
+        page = sa.select(*wanted)
+        if condition is not None:
+            page = page.where(condition)
+        page = page.order_by(*order).offset(bounds.skip).limit(bounds.limit)
+        # The page without the read predicate, for a caller known to read everything (see page_rows).
+        unguarded = page.execution_options(**statements.PREPARE) if acting is not None and count else None
+        if acting is not None:
             readable = document_access.read_condition(schema, acting)
             if search is None:
                 walked = _walked_page(table, condition, readable, order, wanted, bounds)
@@ -413,33 +414,45 @@ def find_json(
         if condition is not None:
             total = total.where(condition)
         if acting is None:
-            return page.execution_options(**statements.PREPARE), total.execution_options(**statements.PREPARE), None
+            return (
+                page.execution_options(**statements.PREPARE),
+                total.execution_options(**statements.PREPARE),
+                None,
+                None,
+            )
         # Under access the deferred page and the count are planned at every run: prepared, PostgreSQL
         # settles on a generic plan after five runs, and the plan a broad caller leaves is wrong for a
         # narrow one (100,000 Items, a caller reading 1%: count 26.1 ms generic against 1.8 custom, deferred
         # page 8.2 against 3.2; bench/results/peer.md). The walked page reads at most ``walk`` rows, so its
         # generic plan serves every caller (0.12–0.18 ms against 0.25–0.36 custom).
         unprepared = page.execution_options(**statements.UNPREPARED), total.execution_options(**statements.UNPREPARED)
-        return *unprepared, None if walked is None else walked.execution_options(**statements.PREPARE)
+        return *unprepared, None if walked is None else walked.execution_options(**statements.PREPARE), unguarded
 
     def key(access: Any, counted: bool) -> tuple[Any, ...]:
         return ("find", dialect_name, shape, sort or "", access, counted, search is not None, first)
 
     access_key = None if acting is None else document_access.statement_key(schema)
-    page, total_stmt, walked = _statement(schema, key(access_key, count), lambda: build(acting))
+    page, total_stmt, walked, unguarded = _statement(schema, key(access_key, count), lambda: build(acting))
     params = {f"p{index}": value for index, value in enumerate(values)}
     if searched is not None:
         params[full_text.PARAMETER] = searched
     caller = None
+    everything = None  # the question "does the caller read every document?" (see _reads_everything)
     if acting is not None:
         params.update(acting.parameters())
         caller = (schema.table.name, acting.subjects)
+        everything = _everything_query(schema, acting, access_key)
 
-    broad = False  # the walked page found the caller's page: it reads most of the first matches
+    broad = False  # the walked or unguarded page found the caller's page: it reads most of the first matches
 
     def page_rows(connection: sa.Connection) -> list[Any]:
         nonlocal broad
         bound = {**params, "skip": skip, "limit": limit}
+        if unguarded is not None:
+            rows = _unguarded_page(connection, schema, everything, families, unguarded, bound)
+            if rows is not None:
+                broad = True
+                return rows
         if walked is not None and skip + limit <= MAX_WALKED_PAGE and not _narrow.holds(caller):
             rows = statements.execute_compiled(
                 connection, walked, {**bound, "walk": WALK * (skip + limit)}, schema.statements
@@ -462,11 +475,11 @@ def find_json(
             return rows, None
         if len(rows) < limit and (rows or skip == 0):
             return rows, skip + len(rows)  # a short page tells the total without counting
-        changes = (rows[0][5] if not families else ".".join(str(n) for n in rows[0][5:])) if rows else None
+        changes = _change_key(rows[0], families) if rows else None
         query = (schema.version, shape, values, searched)
         cache = counts.cache()
         if acting is not None and broad and cache.usable(changes):
-            if _reads_everything(connection, schema, acting, access_key, families, changes):
+            if _reads_everything(connection, schema, acting, everything, families, changes):
                 admin_total = _statement(schema, key(None, True), lambda: build(None))[1]
                 caller_names = acting.parameters().keys()
                 unbound = {k: v for k, v in params.items() if k not in caller_names}
@@ -487,18 +500,30 @@ def find_json(
     return [document_json(schema, row) for row in rows], total
 
 
+def _everything_query(schema: CompiledSchema, acting: Acting, access_key: Any) -> tuple[Any, ...]:
+    """The key of :func:`_reads_everything`'s answer for ``acting`` (``access_key``:
+    :func:`.document_access.statement_key`)."""
+    return ("reads everything", schema.version, access_key, acting.subjects)
+
+
+def _change_key(row: Any, families: list[str]) -> Any:
+    """The change numbers a page row carries after the document's five columns: the schema's alone, or
+    with those of ``families``, joined by dots."""
+    return row[5] if not families else ".".join(str(n) for n in row[5:])
+
+
 def _reads_everything(
     connection: sa.Connection,
     schema: CompiledSchema,
     acting: Acting,
-    access_key: Any,
+    query: tuple[Any, ...],
     families: list[str],
     changes: Any,
 ) -> bool:
     """Whether ``acting`` may read every document of ``schema`` at the change numbers ``changes`` (those of
-    the schema and of ``families``, read by the page; ``access_key``: :func:`.document_access.statement_key`):
-    then its count of any query is the admin's, which is counted without the read predicate and kept for
-    every caller alike.
+    the schema and of ``families``, read by the page; ``query``: :func:`_everything_query`): then its
+    count of any query is the admin's, which is counted without the read predicate and kept for every
+    caller alike, and its next pages may be read without the predicate (:func:`_unguarded_page`).
 
     A count under access joins the caller's tuples with the matches: for a caller who may read all of
     100,000 Items (one ``editor`` tuple each) a list cost PostgreSQL ~74 ms where the admin's cost ~4
@@ -510,9 +535,9 @@ def _reads_everything(
     Only callers whose page came from the walk ask (they read most of the first matches); narrow callers
     never pay for it."""
     cache = counts.cache()
-    query = ("reads everything", schema.version, access_key, acting.subjects)
     known = cache.known(schema.table.name, query, changes)
     if known is not None:
+        _broad.note((schema.table.name, query), changes, bool(known))
         return bool(known)
     asked, mine = (schema.table.name, query, str(changes)), threading.Event()
     answer = _ASKING.setdefault(asked, mine)  # one step: two threads cannot both think they ask first
@@ -520,11 +545,12 @@ def _reads_everything(
         answer.wait(ASK_WAIT_SECONDS)
         return bool(cache.known(schema.table.name, query, changes))  # none kept: count as the caller
     try:
-        statement = _everything_statement(schema, acting, access_key, families)
+        statement = _everything_statement(schema, acting, query[2], families)
         readable, total, *numbers = connection.execute(statement, acting.parameters()).one()
         if ".".join(str(n) for n in numbers) != str(changes):
             return False  # a write came between the page and this statement: count as the caller
         cache.keep(schema.table.name, query, changes, int(readable == total))
+        _broad.note((schema.table.name, query), changes, readable == total)
         return readable == total
     finally:
         del _ASKING[asked]
@@ -553,6 +579,64 @@ def _everything_statement(schema: CompiledSchema, acting: Acting, access_key: An
         )
 
     return _statement(schema, ("everything", dialect(), access_key), build)
+
+
+def _unguarded_page(
+    connection: sa.Connection,
+    schema: CompiledSchema,
+    query: tuple[Any, ...],
+    families: list[str],
+    page: sa.Select,
+    bound: dict[str, Any],
+) -> list[Any] | None:
+    """The page read without the read predicate, for a caller that this process last found reading every
+    document of ``schema`` (``query``: :func:`_everything_query`); None when that cannot be shown for the
+    page's own snapshot, and the caller's page is to be read with the predicate.
+
+    The page reads the change numbers of the schema and of ``families``, as the predicated page does. When
+    they are the ones at which the caller read everything, or ones at which the shared answer
+    (:mod:`.counts`) says so, nothing the predicate reads has changed since: it is true of every row, so
+    this page is the caller's. Without the predicate a broad caller's page costs PostgreSQL what the
+    admin's does: the walked page probed the caller's tuples once per row (0.13 ms against 0.07 of
+    execution, 100,000 Items, ``bench/results/peer.md``). A page that comes back empty is the caller's
+    too (it reads a subset). After a write the first page is read twice (this one, then the predicated
+    one), until the count path asks the question again."""
+    table = schema.table.name
+    known = _broad.at(table, query)
+    if known is None or not events.enabled():
+        return None
+    rows = statements.execute_compiled(connection, page, bound, schema.statements)
+    if not rows:
+        return rows
+    changes = _change_key(rows[0], families)
+    if str(changes) == known:
+        return rows
+    answer = counts.cache().known(table, query, changes)
+    _broad.note((table, query), changes, bool(answer))
+    return rows if answer else None
+
+
+class _BroadCallers:
+    """The change numbers at which each caller last read every document of a schema, as this process found
+    (:func:`_reads_everything`): a hint that :func:`_unguarded_page` checks against the page it reads,
+    bounded as the statement cache is."""
+
+    def __init__(self) -> None:
+        self._at: dict[Any, str] = {}
+
+    def at(self, table: str, query: tuple[Any, ...]) -> str | None:
+        return self._at.get((table, query))
+
+    def note(self, caller: tuple[str, tuple[Any, ...]], changes: Any, everything: bool) -> None:
+        if not everything:
+            self._at.pop(caller, None)
+            return
+        if len(self._at) >= MAX_NARROW_CALLERS:
+            self._at.clear()
+        self._at[caller] = str(changes)
+
+
+_broad = _BroadCallers()
 
 
 class _Bounds(NamedTuple):

@@ -534,6 +534,8 @@ def _reads_everything(
     write that commits in between (a grant revoked, a document made) can never stand for an earlier one.
     Only callers whose page came from the walk ask (they read most of the first matches); narrow callers
     never pay for it."""
+    if _broad.at(schema.table.name, query) == str(changes):
+        return True  # this process found it so at these very numbers: no lookup (~13 µs of a list, py-spy)
     cache = counts.cache()
     known = cache.known(schema.table.name, query, changes)
     if known is not None:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from trellis import create_app
+from trellis import create_app, db
 from trellis.testing.plugin import statements_run
-from trellis_database import documents
+from trellis_database import counts, documents
 
 from .conftest import DatabaseApi
 
@@ -31,11 +31,9 @@ def api(app_config, db, admin_headers):
 
 @pytest.fixture(autouse=True)
 def no_hints():
-    for hints in (documents._narrow._until, documents._broad._at):  # earlier tests' callers on this worker
-        hints.clear()
+    documents._narrow._until.clear()  # the hints of earlier tests' callers on this worker
     yield
-    for hints in (documents._narrow._until, documents._broad._at):
-        hints.clear()
+    documents._narrow._until.clear()
 
 
 @pytest.fixture()
@@ -132,6 +130,51 @@ def test_a_caller_known_to_read_everything_has_its_pages_read_without_the_predic
     assert _page(api, alice.headers) == ([50, 39], 41)
     assert _pages(statements, guarded=True) == 0 and _pages(statements, guarded=False) == 1
     assert _page(api, bob.headers) == ([], 0)
+
+
+def test_a_parent_schema_leaving_access_control_hides_what_its_grants_showed(api, make_user):
+    """Alice reads every Task through its Project's grant; the Project schema then leaves access control
+    (it grants nothing from then on). No event is recorded and no change number moves, but her next page
+    and count no longer show the Tasks: the access definitions' version, part of every kept answer's key,
+    moved."""
+    api.tasks_read_through_projects({"n": "Number"})
+    alice = make_user()
+    project = api.post("Project", {"name": "p"})
+    granted = api.client.post(
+        "/admin/authorization/relations",
+        json={"subject": f"User:{alice.id}", "relation": "reader", "resource": f"Project:{project['_id']}"},
+        headers=api.admin,
+    )
+    assert granted.status_code == 201, granted.get_json()
+    api.many("Task", [{"n": n, "project": project["_id"]} for n in range(30)])
+    for _ in range(2):  # asked, then read without the predicate
+        body = api.list("Task", "sort=-n&limit=2", headers=alice.headers)
+        assert ([doc["n"] for doc in body["documents"]], body["count"]) == ([29, 28], 30)
+
+    schema_id = next(
+        s["_id"]
+        for s in api.client.get("/admin/database/schemas", headers=api.admin).get_json()["schemas"]
+        if s["name"] == "Project"
+    )
+    api.update_schema(schema_id, modelOptions={"conduit": {"authorization": {"enabled": False}}})
+    body = api.list("Task", "sort=-n&limit=2", headers=alice.headers)
+    assert (body["documents"], body["count"]) == ([], 0)
+    assert api.list("Task", "sort=-n&limit=2")["count"] == 30
+
+
+def test_a_grant_removed_behind_trellis_back_stops_showing_after_the_counts_expiry(api, make_user, monkeypatch):
+    """Plain SQL records no event, so no change number moves: what was kept (the answer, the count, the
+    page hint) lasts until the counts' expiry, and no longer (here shortened to a second)."""
+    monkeypatch.setattr(counts, "TTL_SECONDS", 1)
+    monkeypatch.setattr(counts, "LOCAL_SECONDS", 0.1)
+    api.create_schema("Note", {"n": "Number"}, modelOptions=ACCESS)
+    alice = make_user()
+    top = _many(api, alice.headers, [{"n": n} for n in range(40)])[-1]  # n = 39, first in her sort order
+    for _ in range(2):  # asked, then read without the predicate
+        assert _page(api, alice.headers) == ([39, 38], 40)
+    db.session.execute(sa.text("DELETE FROM authz_relations WHERE resource_id = :id"), {"id": top})
+    time.sleep(1.3)
+    assert _page(api, alice.headers) == ([38, 37], 39)
 
 
 def test_a_narrow_caller_is_never_asked_whether_it_reads_everything(api, make_user, statements):

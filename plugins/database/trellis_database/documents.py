@@ -532,14 +532,15 @@ def _reads_everything(
     one snapshot — and keeps the answer beside the counts (:mod:`.counts`). It is kept only when the
     statement read the same change numbers as the page: the answer is then true of that very moment, so a
     write that commits in between (a grant revoked, a document made) can never stand for an earlier one.
-    Only callers whose page came from the walk ask (they read most of the first matches); narrow callers
-    never pay for it."""
-    if _broad.at(schema.table.name, query) == str(changes):
+    Only callers whose page came from the walk or from :func:`_unguarded_page` ask (they read most of the
+    first matches); narrow callers never pay for it. A true answer is also kept in this process as the
+    caller's page hint (:class:`_BroadCallers`)."""
+    if _broad(schema).at(query) == str(changes):
         return True  # this process found it so at these very numbers: no lookup (~13 µs of a list, py-spy)
     cache = counts.cache()
     known = cache.known(schema.table.name, query, changes)
     if known is not None:
-        _broad.note((schema.table.name, query), changes, bool(known))
+        _broad(schema).note(query, changes, bool(known))
         return bool(known)
     asked, mine = (schema.table.name, query, str(changes)), threading.Event()
     answer = _ASKING.setdefault(asked, mine)  # one step: two threads cannot both think they ask first
@@ -552,7 +553,7 @@ def _reads_everything(
         if ".".join(str(n) for n in numbers) != str(changes):
             return False  # a write came between the page and this statement: count as the caller
         cache.keep(schema.table.name, query, changes, int(readable == total))
-        _broad.note((schema.table.name, query), changes, readable == total)
+        _broad(schema).note(query, changes, readable == total)
         return readable == total
     finally:
         del _ASKING[asked]
@@ -603,8 +604,8 @@ def _unguarded_page(
     execution, 100,000 Items, ``bench/results/peer.md``). A page that comes back empty is the caller's
     too (it reads a subset). After a write the first page is read twice (this one, then the predicated
     one), until the count path asks the question again."""
-    table = schema.table.name
-    known = _broad.at(table, query)
+    hints = _broad(schema)
+    known = hints.at(query)
     if known is None or not events.enabled():
         return None
     rows = statements.execute_compiled(connection, page, bound, schema.statements)
@@ -613,32 +614,40 @@ def _unguarded_page(
     changes = _change_key(rows[0], families)
     if str(changes) == known:
         return rows
-    answer = counts.cache().known(table, query, changes)
-    _broad.note((table, query), changes, bool(answer))
+    answer = counts.cache().known(schema.table.name, query, changes)
+    hints.note(query, changes, bool(answer))
     return rows if answer else None
 
 
 class _BroadCallers:
-    """The change numbers at which each caller last read every document of a schema, as this process found
-    (:func:`_reads_everything`): a hint that :func:`_unguarded_page` checks against the page it reads,
-    bounded as the statement cache is."""
+    """The change numbers at which callers last read every document of a schema, as this process found
+    (:func:`_reads_everything`): a hint that :func:`_unguarded_page` checks against the page it reads.
+    Kept per compiled schema, so any change to the schemas (one this schema inherits from included) drops
+    them; each lives ``counts.TTL_SECONDS`` from when it was noted, which bounds writes made behind
+    Trellis's back (they record no event) as the counts' expiry does."""
 
     def __init__(self) -> None:
-        self._at: dict[Any, str] = {}
+        self._at: dict[Any, tuple[str, float]] = {}
 
-    def at(self, table: str, query: tuple[Any, ...]) -> str | None:
-        return self._at.get((table, query))
+    def at(self, query: tuple[Any, ...]) -> str | None:
+        found = self._at.get(query)
+        return found[0] if found is not None and found[1] > monotonic() else None
 
-    def note(self, caller: tuple[str, tuple[Any, ...]], changes: Any, everything: bool) -> None:
+    def note(self, query: tuple[Any, ...], changes: Any, everything: bool) -> None:
         if not everything:
-            self._at.pop(caller, None)
+            self._at.pop(query, None)
             return
         if len(self._at) >= MAX_NARROW_CALLERS:
             self._at.clear()
-        self._at[caller] = str(changes)
+        self._at[query] = (str(changes), monotonic() + counts.TTL_SECONDS)
 
 
-_broad = _BroadCallers()
+def _broad(schema: CompiledSchema) -> _BroadCallers:
+    """The schema's :class:`_BroadCallers` (in its statement cache: per snapshot, bounded with it)."""
+    hints = schema.statements.get("broad callers")
+    if hints is None:
+        hints = schema.statements["broad callers"] = _BroadCallers()
+    return hints
 
 
 class _Bounds(NamedTuple):

@@ -453,7 +453,7 @@ def find_json(
             if rows is not None:
                 broad = True
                 return rows
-        if walked is not None and skip + limit <= MAX_WALKED_PAGE and not _narrow.holds(caller):
+        if walked is not None and skip + limit <= MAX_WALKED_PAGE and _narrow.get(caller) is None:
             rows = statements.execute_compiled(
                 connection, walked, {**bound, "walk": WALK * (skip + limit)}, schema.statements
             )
@@ -464,7 +464,7 @@ def find_json(
             if len(found) > len(rows):
                 # Too few readable rows near the front: the deferred join finds the page, and the caller's
                 # next pages go there at once. (When the matches ran out, the walk's page was the page.)
-                _narrow.add(caller)
+                _narrow.put(caller, True, NARROW_SECONDS)
             return found
         # The driver's cursor, as for a get by id: SQLAlchemy's execution layer cost ~10% of a list's CPU.
         return statements.execute_compiled(connection, page, bound, schema.statements)
@@ -479,7 +479,7 @@ def find_json(
         query = (schema.version, shape, values, searched)
         cache = counts.cache()
         if acting is not None and broad and cache.usable(changes):
-            if _reads_everything(connection, schema, acting, everything, families, changes):
+            if _reads_everything(connection, schema, acting, access_key, families, changes):
                 admin_total = _statement(schema, key(None, True), lambda: build(None))[1]
                 caller_names = acting.parameters().keys()
                 unbound = {k: v for k, v in params.items() if k not in caller_names}
@@ -516,14 +516,14 @@ def _reads_everything(
     connection: sa.Connection,
     schema: CompiledSchema,
     acting: Acting,
-    query: tuple[Any, ...],
+    access_key: Any,
     families: list[str],
     changes: Any,
 ) -> bool:
     """Whether ``acting`` may read every document of ``schema`` at the change numbers ``changes`` (those of
-    the schema and of ``families``, read by the page; ``query``: :func:`_everything_query`): then its
-    count of any query is the admin's, which is counted without the read predicate and kept for every
-    caller alike, and its next pages may be read without the predicate (:func:`_unguarded_page`).
+    the schema and of ``families``, read by the page; ``access_key``: :func:`.document_access.statement_key`):
+    then its count of any query is the admin's, which is counted without the read predicate and kept for
+    every caller alike, and its next pages may be read without the predicate (:func:`_unguarded_page`).
 
     A count under access joins the caller's tuples with the matches: for a caller who may read all of
     100,000 Items (one ``editor`` tuple each) a list cost PostgreSQL ~74 ms where the admin's cost ~4
@@ -534,13 +534,14 @@ def _reads_everything(
     write that commits in between (a grant revoked, a document made) can never stand for an earlier one.
     Only callers whose page came from the walk or from :func:`_unguarded_page` ask (they read most of the
     first matches); narrow callers never pay for it. A true answer is also kept in this process as the
-    caller's page hint (:class:`_BroadCallers`)."""
-    if _broad(schema).at(query) == str(changes):
+    caller's page hint (:func:`_broad`)."""
+    query = _everything_query(schema, acting, access_key)
+    if _broad(schema).get(query) == str(changes):
         return True  # this process found it so at these very numbers: no lookup (~13 µs of a list, py-spy)
     cache = counts.cache()
     known = cache.known(schema.table.name, query, changes)
     if known is not None:
-        _broad(schema).note(query, changes, bool(known))
+        _note_broad(schema, query, changes, bool(known))
         return bool(known)
     asked, mine = (schema.table.name, query, str(changes)), threading.Event()
     answer = _ASKING.setdefault(asked, mine)  # one step: two threads cannot both think they ask first
@@ -548,12 +549,12 @@ def _reads_everything(
         answer.wait(ASK_WAIT_SECONDS)
         return bool(cache.known(schema.table.name, query, changes))  # none kept: count as the caller
     try:
-        statement = _everything_statement(schema, acting, query[2], families)
+        statement = _everything_statement(schema, acting, access_key, families)
         readable, total, *numbers = connection.execute(statement, acting.parameters()).one()
         if ".".join(str(n) for n in numbers) != str(changes):
             return False  # a write came between the page and this statement: count as the caller
         cache.keep(schema.table.name, query, changes, int(readable == total))
-        _broad(schema).note(query, changes, readable == total)
+        _note_broad(schema, query, changes, readable == total)
         return readable == total
     finally:
         del _ASKING[asked]
@@ -604,8 +605,7 @@ def _unguarded_page(
     execution, 100,000 Items, ``bench/results/peer.md``). A page that comes back empty is the caller's
     too (it reads a subset). After a write the first page is read twice (this one, then the predicated
     one), until the count path asks the question again."""
-    hints = _broad(schema)
-    known = hints.at(query)
+    known = _broad(schema).get(query)
     if known is None or not events.enabled():
         return None
     rows = statements.execute_compiled(connection, page, bound, schema.statements)
@@ -615,39 +615,28 @@ def _unguarded_page(
     if str(changes) == known:
         return rows
     answer = counts.cache().known(schema.table.name, query, changes)
-    hints.note(query, changes, bool(answer))
+    _note_broad(schema, query, changes, bool(answer))
     return rows if answer else None
 
 
-class _BroadCallers:
-    """The change numbers at which callers last read every document of a schema, as this process found
-    (:func:`_reads_everything`): a hint that :func:`_unguarded_page` checks against the page it reads.
-    Kept per compiled schema, so any change to the schemas (one this schema inherits from included) drops
-    them; each lives ``counts.TTL_SECONDS`` from when it was noted, which bounds writes made behind
+def _broad(schema: CompiledSchema) -> _CallerHints:
+    """The change numbers at which callers last read every document of ``schema``, as this process found
+    (:func:`_reads_everything`): hints that :func:`_unguarded_page` checks against the page it reads. Kept
+    in the schema's statement cache, so any change to the schemas (one this schema inherits from included)
+    drops them; each lives ``counts.TTL_SECONDS`` from when it was noted, which bounds writes made behind
     Trellis's back (they record no event) as the counts' expiry does."""
-
-    def __init__(self) -> None:
-        self._at: dict[Any, tuple[str, float]] = {}
-
-    def at(self, query: tuple[Any, ...]) -> str | None:
-        found = self._at.get(query)
-        return found[0] if found is not None and found[1] > monotonic() else None
-
-    def note(self, query: tuple[Any, ...], changes: Any, everything: bool) -> None:
-        if not everything:
-            self._at.pop(query, None)
-            return
-        if len(self._at) >= MAX_NARROW_CALLERS:
-            self._at.clear()
-        self._at[query] = (str(changes), monotonic() + counts.TTL_SECONDS)
-
-
-def _broad(schema: CompiledSchema) -> _BroadCallers:
-    """The schema's :class:`_BroadCallers` (in its statement cache: per snapshot, bounded with it)."""
     hints = schema.statements.get("broad callers")
     if hints is None:
-        hints = schema.statements["broad callers"] = _BroadCallers()
+        hints = schema.statements["broad callers"] = _CallerHints()
     return hints
+
+
+def _note_broad(schema: CompiledSchema, query: tuple[Any, ...], changes: Any, everything: bool) -> None:
+    """Keep (or drop) the hint that the caller of ``query`` reads everything at ``changes``."""
+    if everything:
+        _broad(schema).put(query, str(changes), counts.TTL_SECONDS)
+    else:
+        _broad(schema).drop(query)
 
 
 class _Bounds(NamedTuple):
@@ -722,30 +711,36 @@ def _walked_page(
     )
 
 
-class _NarrowCallers:
-    """Callers whose last walked page came back short, per schema, until a moment: a hint of this
-    process (the page is the same whichever statement finds it), bounded as the statement cache is."""
+class _CallerHints:
+    """Hints of this process about callers, each until a moment, bounded (all dropped when full): a hint
+    only chooses which statement reads a page, never what the page holds."""
 
     def __init__(self) -> None:
-        self._until: dict[Any, float] = {}
+        self._until: dict[Any, tuple[Any, float]] = {}
 
-    def holds(self, caller: Any) -> bool:
-        until = self._until.get(caller)
-        if until is None:
-            return False
-        if until > monotonic():
-            return True
-        self._until.pop(caller, None)
-        return False
+    def get(self, key: Any) -> Any:
+        """The hint's value, or None when there is none or it is over."""
+        found = self._until.get(key)
+        if found is None:
+            return None
+        if found[1] > monotonic():
+            return found[0]
+        self._until.pop(key, None)
+        return None
 
-    def add(self, caller: Any) -> None:
-        if len(self._until) >= MAX_NARROW_CALLERS:
+    def put(self, key: Any, value: Any, seconds: float) -> None:
+        if len(self._until) >= MAX_CALLER_HINTS:
             self._until.clear()
-        self._until[caller] = monotonic() + NARROW_SECONDS
+        self._until[key] = (value, monotonic() + seconds)
+
+    def drop(self, key: Any) -> None:
+        self._until.pop(key, None)
 
 
-MAX_NARROW_CALLERS = 10_000
-_narrow = _NarrowCallers()
+MAX_CALLER_HINTS = 10_000
+# Callers whose last walked page came back short, per schema (the page is the same whichever statement
+# finds it): their next pages go to the deferred join at once.
+_narrow = _CallerHints()
 
 
 def populate(

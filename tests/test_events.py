@@ -262,3 +262,47 @@ def test_a_publication_carries_each_payload_as_stored_and_decodes_to_the_same_ev
     assert decoded == [n.event() for n in numbered]
     assert decoded[0].payload == {"document": {"_id": "b", "title": 'é "quoted" \u2028'}, "previous": None}
     assert decoded[1].topic == 'odd."topic'
+
+
+def test_a_process_nobody_listens_in_drops_what_it_hears_and_a_later_consumer_hears_only_what_follows(
+    app_config, log, redis_url
+):
+    """A publication reaching a process without consumers is not decoded (``_offer``); a consumer that
+    subscribes later, even after an earlier one left, starts at the head of the log, not at what the
+    process heard before it."""
+    log.stop()
+    writer = create_app({**app_config, "REDIS_URL": redis_url})
+    reader = create_app({**app_config, "REDIS_URL": redis_url})
+    heard = reader.extensions["trellis_events"]
+    listener = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    listener.subscribe(writer.extensions["trellis_events"].channel)
+
+    def write(n: int) -> None:
+        with writer.app_context():
+            _commit("database.Item.create", payload={"n": n})
+            db.session.remove()
+        assert _eventually(lambda: listener.get_message(timeout=0.1))  # published, so heard by the reader too
+
+    try:
+        with reader.app_context():
+            heard.start()
+            write(1)
+            time.sleep(0.3)
+            assert heard._delivered is None and heard._inbox == []  # nothing kept of what nobody asked for
+            inbox, unsubscribe = _collect("database.*.*")
+            write(2)
+            assert inbox.get(timeout=WAIT).payload == {"n": 2}
+            unsubscribe()
+            write(3)
+            write(4)
+            again, _ = _collect("database.*.*")
+            write(5)
+            assert again.get(timeout=WAIT).payload == {"n": 5}  # not 3 and 4, heard by nobody
+            with pytest.raises(queue.Empty):
+                again.get(timeout=1.5)  # nor later, from the receiver's poll
+            assert inbox.empty()
+    finally:
+        listener.close()
+        for other in (writer, reader):
+            other.extensions["trellis_events"].stop()
+            other.extensions["trellis"].engine.dispose()

@@ -7,7 +7,8 @@
 #   current    what Trellis runs today: one statement (document, event row, counter), then the pass's UPDATE
 #   pending    the event row goes to a small pending table; the pass moves it into core_events numbered
 # and, on 100,000 seeded Items, the PATCH of one price (what Trellis runs since the pending table):
-#   update-plain        the UPDATE alone (what Parse writes)
+#   update-parse        Parse's own UPDATE of its Item table (plain columns, price indexed)
+#   update-plain        Trellis's UPDATE alone (no event log)
 #   update-counteronly  + the counter bump, no event row
 #   update-nopass       + the pending event row and the counter bump, never numbered
 #   update-nocounter    the pending event row, numbered by the pass, no counter bump
@@ -34,6 +35,11 @@ if [ -n "$UPDATE" ]; then
   $PSQL $DB -c "INSERT INTO dbdoc_item (id, data, created_at, updated_at, version) SELECT md5(i::text),
     jsonb_build_object('title', 'Item ' || i, 'price', i % 1000, 'owner', 'user' || (i % 50)), now(), now(), 0
     FROM generate_series(1, 100000) i" -c "VACUUM ANALYZE" >/dev/null
+  $PSQL $DB -c 'CREATE TABLE parse_item ("objectId" text PRIMARY KEY, "createdAt" timestamptz, "updatedAt" timestamptz,
+    title text, price double precision, tags jsonb, owner text, _rperm text[], _wperm text[])' \
+    -c "CREATE INDEX price_1 ON parse_item (price)" \
+    -c "INSERT INTO parse_item SELECT left(md5(i::text), 10), now(), now(), 'Item ' || i, i % 1000, '[]', 'user' || (i % 50)
+    FROM generate_series(1, 100000) i" -c "VACUUM ANALYZE" >/dev/null
   SCRIPT=$(echo "$V" | tr - _).sql; NUMBER=number_pending.sql
 fi
 case $V in
@@ -41,7 +47,7 @@ case $V in
   nonumber) NUMBER= ;;
   nocounter) SCRIPT=nocounter.sql ;;
   pending) SCRIPT=pending.sql; NUMBER=number_pending.sql ;;
-  update-plain|update-counteronly) NUMBER= ;;
+  update-parse|update-plain|update-counteronly) NUMBER= ;;
   update-nopass) SCRIPT=update.sql; NUMBER= ;;
 esac
 [ -n "$NUMBER" ] && $PGB -h 127.0.0.1 -U postgres -n -c 1 -T $((S + 2)) -f "$HERE/$NUMBER" $DB > /dev/null 2>&1 &

@@ -132,6 +132,36 @@ def test_a_caller_known_to_read_everything_has_its_pages_read_without_the_predic
     assert _page(api, bob.headers) == ([], 0)
 
 
+def _uncounted(api: DatabaseApi, headers: dict[str, str]) -> list[float]:
+    body = api.list("Note", "sort=-n&limit=2&count=none", headers=headers)
+    assert "count" not in body or body["count"] is None
+    return [doc["n"] for doc in body["documents"]]
+
+
+def test_a_list_without_a_count_uses_the_hint_too_and_only_at_its_numbers(api, make_user, statements):
+    """A list with ``count=none`` asks nothing, but a hint found by a counted list serves it while the
+    change numbers its page reads are the hint's; a hidden document made meanwhile moves them."""
+    api.create_schema("Note", {"n": "Number"}, modelOptions=ACCESS)
+    alice, bob = make_user(), make_user()
+    _many(api, alice.headers, [{"n": n} for n in range(40)])
+    statements.clear()
+    assert _uncounted(api, alice.headers) == [39, 38]  # no hint yet: the predicate
+    assert _pages(statements, guarded=True) == 1 and _pages(statements, guarded=False) == 0
+    assert _page(api, alice.headers) == ([39, 38], 40)  # the counted list finds she reads everything
+
+    statements.clear()
+    assert _uncounted(api, alice.headers) == [39, 38]
+    assert _pages(statements, guarded=True) == 0 and _pages(statements, guarded=False) == 1
+
+    api.post("Note", {"n": 100}, headers=bob.headers)  # first in her sort order, and hidden from her
+    statements.clear()
+    assert _uncounted(api, alice.headers) == [39, 38]
+    assert _uncounted(api, alice.headers) == [39, 38]
+    assert _pages(statements, guarded=False) == 1  # read once, its change numbers new: dropped
+    assert _pages(statements, guarded=True) == 2
+    assert _uncounted(api, bob.headers) == [100]
+
+
 def test_a_parent_schema_leaving_access_control_hides_what_its_grants_showed(api, make_user):
     """Alice reads every Task through its Project's grant; the Project schema then leaves access control
     (it grants nothing from then on). No event is recorded and no change number moves, but her next page

@@ -393,17 +393,15 @@ def find_json(
         # The change numbers key the count cache: a page without a count does not read them.
         numbers = [counts.CountCache.change_column(schema.name), *(events.change_number(f) for f in families)]
         wanted = [*text_columns(table, dialect_name), *(numbers if count else [])]
-        walked = None
+        walked = unguarded = None
         page = sa.select(*wanted)
         if condition is not None:
             page = page.where(condition)
         page = page.order_by(*order).offset(bounds.skip).limit(bounds.limit)
-        # The page without the read predicate, for a caller known to read everything (see page_rows); it
-        # reads the change numbers the hint is checked against, with a count or without.
-        unguarded = None
         if acting is not None:
+            # The page without the read predicate, for a caller known to read everything (see page_rows);
+            # it reads the change numbers the hint is checked against, with a count or without.
             unguarded = (page if count else page.add_columns(*numbers)).execution_options(**statements.PREPARE)
-        if acting is not None:
             readable = document_access.read_condition(schema, acting)
             if search is None:
                 walked = _walked_page(table, condition, readable, order, wanted, bounds)

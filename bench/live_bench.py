@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.live_bench --subscribers 100 --rate 50 --seconds 5
     .venv/bin/python -m bench.live_bench --runs 5 --wrk-seconds 0     # five runs: median and spread of p99
     .venv/bin/python -m bench.live_bench --rate 400 --profile profile.txt  # py-spy on the first worker
+    .venv/bin/python -m bench.live_bench --client socketio  # subscribers on python-socketio's client
 
 Two eventlet server processes share one PostgreSQL database and Redis (the event log's fan-out).
 Subscribers connect half to each process (masterkey auth) and subscribe to one schema with
@@ -12,6 +13,11 @@ fixed rate (alternating between the processes, never waiting for an answer befor
 ``bucket = seq mod 10``. Every subscriber must receive each matching change exactly once.
 
 Each run appends a dated section to ``bench/results/live.md``.
+
+Subscribers are lean by default (``LeanSubscriber``: one websocket each, Engine.IO and Socket.IO framing
+read by hand); ``--client socketio`` holds them on python-socketio's ``AsyncClient`` instead. Both run on
+this machine beside the servers, so what a subscriber costs is taken from the servers' two cores: the
+report gives the CPU of each side (servers, subscriber processes, writer, PostgreSQL) during the run.
 
 Latency: from the write's request being sent (an upper bound of commit time) and from its answer
 (after the commit, so a lower bound) to the subscriber's receipt, same clock. Then create throughput
@@ -24,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import multiprocessing
 import os
 import platform
@@ -40,7 +47,8 @@ from typing import Any
 import aiohttp
 import socketio
 
-from bench.common import ROOT, Server, bench_server, serve, wrk
+from bench.common import MASTER_KEY, ROOT, Server, bench_server, serve, wrk
+from bench.peer_bench import _process_cpu
 
 NAMESPACE = "/database/"
 BUCKETS = 10
@@ -96,6 +104,71 @@ async def connect(url: str, subscriber: int, schema: str, tally: Tally, http: ai
     return client
 
 
+# Engine.IO 4 packets over a websocket, one per frame: "0" open, "2" ping (answered "3"), "4" message; a
+# message carries a Socket.IO 5 packet: "0" connect, "2" event, "3" ack, each "<namespace>," then its data.
+_CONNECTED, _EVENT, _ACK = f"40{NAMESPACE},", f"42{NAMESPACE},", f"43{NAMESPACE},"
+
+
+class LeanSubscriber:
+    """A subscriber on one websocket that reads only what the benchmark needs: the namespace's connect, the
+    acknowledged ``subscribe``, pings and ``change`` events. python-socketio's ``AsyncClient`` (made for
+    applications: an asyncio task per message, packet objects, handler dispatch) costs its subscriber
+    processes about as much CPU as the two servers spend delivering (``--client socketio``, measured in
+    ``bench/results/live.md``), and on a 2-core machine that CPU is the servers'."""
+
+    def __init__(self, socket: aiohttp.ClientWebSocketResponse, subscriber: int, tally: Tally) -> None:
+        self.socket, self.subscriber, self.tally = socket, subscriber, tally
+        self.reader: asyncio.Task | None = None
+
+    async def _next(self) -> str:
+        """The next packet that is not a ping (answered) during the handshake."""
+        while True:
+            text = await self.socket.receive_str(timeout=60)
+            if text != "2":
+                return text
+            await self.socket.send_str("3")
+
+    async def subscribe(self, schema: str) -> None:
+        opened = await self._next()
+        assert opened.startswith("0"), opened
+        await self.socket.send_str(_CONNECTED + json.dumps({"masterkey": MASTER_KEY}))
+        connected = await self._next()
+        assert connected.startswith(_CONNECTED), connected
+        where = {"bucket": self.subscriber % BUCKETS}
+        await self.socket.send_str(f"{_EVENT}0" + json.dumps(["subscribe", {"schema": schema, "where": where}]))
+        ack = await self._next()
+        assert ack.startswith(f"{_ACK}0") and "subscriptionId" in json.loads(ack[len(_ACK) + 1 :])[0], ack
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        socket, on_change, subscriber = self.socket, self.tally.on_change, self.subscriber
+        async for message in socket:
+            if message.type != aiohttp.WSMsgType.TEXT:
+                return
+            text = message.data
+            if text.startswith(_EVENT):
+                name, change = json.loads(text[len(_EVENT) :])
+                if name == "change":
+                    on_change(subscriber, change)
+            elif text == "2":
+                await socket.send_str("3")
+
+    async def disconnect(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+        await self.socket.close()
+
+
+async def connect_lean(url: str, subscriber: int, schema: str, tally: Tally, http: aiohttp.ClientSession) -> Any:
+    socket = await http.ws_connect(f"{url}/realtime/?EIO=4&transport=websocket", max_msg_size=0)
+    client = LeanSubscriber(socket, subscriber, tally)
+    await client.subscribe(schema)
+    return client
+
+
+CLIENTS = {"lean": connect_lean, "socketio": connect}
+
+
 async def write_at_rate(
     servers: list[Server],
     schema: str,
@@ -132,12 +205,15 @@ async def write_at_rate(
         return time.perf_counter() - started
 
 
-async def _subscribe_all(urls: list[str], indices: list[int], schema: str, tally: Tally, http: Any) -> list[Any]:
+async def _subscribe_all(
+    urls: list[str], indices: list[int], schema: str, tally: Tally, http: Any, client: str = "lean"
+) -> list[Any]:
     gate = asyncio.Semaphore(20)
+    connect_one = CLIENTS[client]
 
     async def one(n: int) -> Any:
         async with gate:
-            return await connect(urls[n % len(urls)], n, schema, tally, http)
+            return await connect_one(urls[n % len(urls)], n, schema, tally, http)
 
     return await asyncio.gather(*(one(n) for n in indices))
 
@@ -170,20 +246,25 @@ def collector_paused(paused: bool = True) -> Iterator[None]:
         gc.unfreeze()
 
 
-def subscriber_process(urls: list[str], indices: list[int], schema: str, pipe: Any, pause_gc: bool = True) -> None:
+def subscriber_process(
+    urls: list[str], indices: list[int], schema: str, pipe: Any, pause_gc: bool = True, client: str = "lean"
+) -> None:
     """A child holding ``indices``' subscribers: "ready" once all are subscribed, then, given the
-    (subscriber, seq) pairs it must receive, its receipts. ``time.perf_counter`` is the system's monotonic
-    clock, the same in every process, so receipts compare with the writer's times."""
+    (subscriber, seq) pairs it must receive, its receipts and the CPU seconds it spent meanwhile.
+    ``time.perf_counter`` is the system's monotonic clock, the same in every process, so receipts compare
+    with the writer's times."""
 
     async def main() -> None:
         tally = Tally()
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-            clients = await _subscribe_all(urls, indices, schema, tally, http)
+            clients = await _subscribe_all(urls, indices, schema, tally, http, client)
             with collector_paused(pause_gc):
                 pipe.send("ready")
+                cpu = time.process_time()
                 expected = await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
                 await _until_received(tally, expected)
-            pipe.send((tally.received, tally.receipts, tally.first_worker))
+                cpu = time.process_time() - cpu
+            pipe.send((tally.received, tally.receipts, tally.first_worker, cpu))
             await asyncio.gather(*(client.disconnect() for client in clients))
 
     asyncio.run(main())
@@ -197,6 +278,7 @@ async def run(
     processes: int,
     profile: Path | None = None,
     pause_gc: bool = True,
+    client: str = "lean",
 ) -> dict[str, Any]:
     """Subscribers in ``processes`` child processes (each its own event loop: one Python process receiving
     all deliveries is a client-side queue of its own), the writer in this one."""
@@ -213,7 +295,9 @@ async def run(
     children = []
     for share in shares:
         ours, theirs = context.Pipe()
-        child = context.Process(target=subscriber_process, args=(urls, share, schema, theirs, pause_gc), daemon=True)
+        child = context.Process(
+            target=subscriber_process, args=(urls, share, schema, theirs, pause_gc, client), daemon=True
+        )
         child.start()
         children.append((child, ours, share))
     loop = asyncio.get_running_loop()
@@ -223,6 +307,7 @@ async def run(
     figures["load_before"] = os.getloadavg()
     spy = start_profile(servers[0], seconds, profile) if profile else None
     sampled_from = time.perf_counter()
+    cpu = _cpu_now(servers)
     with collector_paused(pause_gc):
         figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
     if spy is not None:
@@ -231,12 +316,15 @@ async def run(
     for _, pipe, share in children:
         mine = set(share)
         pipe.send({pair for pair in expected if pair[0] in mine})
+    subscribers_cpu = 0.0
     for child, pipe, _ in children:
-        received, receipts, first_worker = await loop.run_in_executor(None, pipe.recv)
+        received, receipts, first_worker, child_cpu = await loop.run_in_executor(None, pipe.recv)
         tally.received.update(received)
         tally.receipts += receipts
         tally.first_worker += first_worker
+        subscribers_cpu += child_cpu
         child.join(30)
+    figures["cpu"] = {key: now - cpu[key] for key, now in _cpu_now(servers).items()} | {"subscribers": subscribers_cpu}
     figures["load_after"] = os.getloadavg()
     if spy is not None:  # what the profiled worker delivered while py-spy sampled it
         sampled_to = sampled_from + profile_seconds(seconds)
@@ -256,6 +344,27 @@ async def run(
     for name, values in (("from_send", from_send), ("from_answer", from_answer)):
         figures[name] = {pct: percentile(values, pct) for pct in (50, 90, 99)} if values else {}
     return figures
+
+
+def _postgres_cpu() -> float:
+    """CPU seconds of every PostgreSQL process on the machine (backends, WAL writer, checkpointer …)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().split(" ", 2)[1] == "(postgres)":
+                total += _process_cpu(int(stat.parent.name))
+        except OSError:  # gone meanwhile
+            continue
+    return total
+
+
+def _cpu_now(servers: list[Server]) -> dict[str, float]:
+    """CPU seconds so far: the servers', this process's (the writer's), PostgreSQL's."""
+    return {
+        "servers": sum(_process_cpu(server.process.pid) for server in servers),
+        "writer": time.process_time(),
+        "postgresql": _postgres_cpu(),
+    }
 
 
 def profile_seconds(seconds: float) -> int:
@@ -312,7 +421,7 @@ def report(figures: dict[str, Any], args: argparse.Namespace, command: str) -> s
 `{command}` on {platform.node()} ({os.cpu_count()} cores), PostgreSQL + Redis, two eventlet processes.
 Load average before/after: {figures["load_before"][0]:.1f} / {figures["load_after"][0]:.1f} (the machine is shared).
 
-{args.subscribers} subscribers (half per server process; held by {args.client_processes} client process(es)), `where: {{bucket: k}}` (10% each), {args.rate} writes/s for
+{args.subscribers} {args.client} subscribers (half per server process; held by {args.client_processes} client process(es)), `where: {{bucket: k}}` (10% each), {args.rate} writes/s for
 {args.seconds} s ({figures["write_seconds"]:.1f} s actual), {figures["expected"]} expected deliveries.
 
 | figure | value |
@@ -325,7 +434,15 @@ Load average before/after: {figures["load_before"][0]:.1f} / {figures["load_afte
 | server RSS idle (MB, per process) | {rss("rss_idle_mb")} |
 | server RSS with subscribers | {rss("rss_connected_mb")} |
 | server RSS after the writes / peak | {rss("rss_after_mb")} / {rss("rss_peak_mb")} |
-{creates_rows(creates)}{profiled_row(figures)}"""
+{cpu_row(figures)}{creates_rows(creates)}{profiled_row(figures)}"""
+
+
+def cpu_row(figures: dict[str, Any]) -> str:
+    """CPU seconds from the first write to the last receipt, by side, and per expected delivery."""
+    cpu, deliveries = figures["cpu"], max(figures["expected"], 1)
+    sides = ("servers", "subscribers", "writer", "postgresql")
+    each = ", ".join(f"{side} {cpu[side]:.1f} s ({cpu[side] / deliveries * 1e6:.0f} µs)" for side in sides)
+    return f"| CPU from the first write to the last receipt (per delivery) | {each} |\n"
 
 
 def profiled_row(figures: dict[str, Any]) -> str:
@@ -377,6 +494,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument(
         "--client-gc", action="store_true", help="keep the garbage collector on in the measuring processes"
     )
+    parser.add_argument(
+        "--client", choices=sorted(CLIENTS), default="lean", help="the subscribers' client (see LeanSubscriber)"
+    )
     parser.add_argument("--no-write", action="store_true", help="print the report, do not add it to results/live.md")
     parser.add_argument("--runs", type=int, default=1, help="runs, each with fresh servers; median and spread")
     parser.add_argument("--label", default="", help="what the runs measure (the section's title)")
@@ -397,6 +517,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         args.client_processes,
                         args.profile if last else None,
                         not args.client_gc,
+                        args.client,
                     )
                 )
             if last and args.wrk_seconds:

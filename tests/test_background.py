@@ -7,6 +7,7 @@ import logging
 import os
 import queue
 import threading
+import time
 import uuid
 
 import redis
@@ -119,3 +120,75 @@ def test_the_listener_subscribes_again_after_its_connection_is_killed(caplog):
     assert not thread.is_alive()
     warned = _warnings(caplog)
     assert len(warned) == 1 and warned[0].startswith("test listener: cannot receive from Redis"), warned
+
+
+class _Backlog:
+    """A queue of ``items`` that a worker's step takes one at a time (``delay`` seconds each), noting which
+    thread took each and how many steps ran."""
+
+    def __init__(self, items: int = 0, delay: float = 0.0) -> None:
+        self.items, self.delay = items, delay
+        self.steps = 0
+        self.takers: set[str] = set()
+        self.lock = threading.Lock()
+        self.drained = threading.Event()
+
+    def step(self) -> bool:
+        with self.lock:
+            self.steps += 1
+            if self.items == 0:
+                return False
+            self.items -= 1
+            self.takers.add(threading.current_thread().name)
+            if self.items == 0:
+                self.drained.set()
+        time.sleep(self.delay)
+        return True
+
+
+def _worker(backlog: _Backlog, poll_seconds: float) -> background.PollingWorker:
+    from flask import Flask
+
+    worker = background.PollingWorker(
+        Flask(__name__), "test-worker", backlog.step, threads=4, poll_seconds=poll_seconds, logger=log
+    )
+    worker.start()
+    return worker
+
+
+def test_an_idle_worker_polls_with_one_thread_not_all_of_them():
+    backlog = _Backlog()
+    worker = _worker(backlog, poll_seconds=0.1)
+    try:
+        time.sleep(1.0)
+        steps = backlog.steps
+    finally:
+        worker.stop()
+    # The poller: ~10 steps in a second, plus the first step of each other thread; four pollers made ~40.
+    assert 5 <= steps <= 16, steps
+
+
+def test_a_backlog_the_poller_finds_draws_the_other_threads_in():
+    backlog = _Backlog(delay=0.02)
+    worker = _worker(backlog, poll_seconds=0.2)
+    try:
+        time.sleep(0.5)  # every thread has found nothing: the others wait for a wake
+        with backlog.lock:
+            backlog.items = 40  # queued by another process: nothing wakes this one's threads
+        assert backlog.drained.wait(WAIT)
+    finally:
+        worker.stop()
+    assert len(backlog.takers) >= 3, backlog.takers  # the poller alone would have taken all 40
+
+
+def test_a_wake_starts_a_thread_at_once():
+    backlog = _Backlog()
+    worker = _worker(backlog, poll_seconds=60)
+    try:
+        time.sleep(0.3)
+        with backlog.lock:
+            backlog.items = 1
+        worker.wake()
+        assert backlog.drained.wait(2.0)  # long before the next poll
+    finally:
+        worker.stop()

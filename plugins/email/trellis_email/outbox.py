@@ -54,7 +54,7 @@ SETTINGS = DEFAULTS.declare(
     retry="delays before the 2nd, 3rd … attempt (7 attempts over ~1.7 h)",
     lease="how long a claim holds a message (at least 6 × the provider's `timeout`)",
     senders="messages in flight at once per process (a slow server holds up one sender)",
-    poll="how often idle senders look for due messages",
+    poll="how often an idle process looks for due messages (one sender polls)",
 )
 
 _table = EmailMessage.__table__

@@ -165,7 +165,7 @@ def test_an_idle_worker_polls_with_one_thread_not_all_of_them():
     finally:
         worker.stop()
     # The poller: ~10 steps in a second, plus the first step of each other thread; four pollers made ~40.
-    assert 5 <= steps <= 16, steps
+    assert 3 <= steps <= 20, steps
 
 
 def test_a_backlog_the_poller_finds_draws_the_other_threads_in():

@@ -39,6 +39,7 @@ from trellis.testing.plugin import (
     database_kind,
     free_port,
 )
+from trellis.testing.sockets import InOrderClient
 
 pytestmark = pytest.mark.live
 
@@ -478,7 +479,6 @@ def test_a_blocked_user_is_refused_by_both_processes(through: Topology):
 
 
 def test_chat_crosses_processes(through: Topology):
-    import socketio
 
     alice, bob = _user(through.url), _user(through.url)
     room = requests.post(
@@ -490,7 +490,7 @@ def test_chat_crosses_processes(through: Topology):
     assert room.status_code == 201, room.text
     room_id = room.json()["roomId"]
     inbox: queue.Queue = queue.Queue()
-    client = socketio.Client(reconnection=False)
+    client = InOrderClient(reconnection=False)
     client.on("message", inbox.put, namespace="/chat/")
     # Long-polling first, then the websocket upgrade: every request of the session must reach the same
     # process (nginx's sticky /realtime/ upstream).

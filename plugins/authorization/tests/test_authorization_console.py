@@ -38,7 +38,7 @@ class Session:
         self.page.fill("input[name=masterkey]", TEST_MASTER_KEY)
         self.page.click("button[type=submit]")
         self.page.wait_for_url(re.compile(r"/console/access$"))
-        self.page.wait_for_selector("main:not([hidden])")
+        self.page.wait_for_selector("body[data-started]")  # its first lists are shown (console.js start)
 
 
 @pytest.fixture()

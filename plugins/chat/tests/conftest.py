@@ -12,6 +12,7 @@ import socketio
 
 from trellis.modules import parse_allow_list
 from trellis.testing.plugin import TEST_MASTER_KEY
+from trellis.testing.sockets import InOrderClient
 
 _allow = parse_allow_list(os.environ.get("TRELLIS_MODULES"))
 # Installed but not enabled: importing these tests would add the chat tables to the shared metadata.
@@ -76,7 +77,7 @@ class SocketUser:
         self.namespace = namespace
         self.events = {name: queue.Queue() for name in ("message", "messageDeleted", "roomDeleted")}
         self.disconnected = queue.Queue()
-        self.client = socketio.Client(reconnection=False)
+        self.client = InOrderClient(reconnection=False)
         for name, inbox in self.events.items():
             self.client.on(name, inbox.put, namespace=namespace)
         self.client.on("disconnect", lambda *reason: self.disconnected.put(reason), namespace=namespace)

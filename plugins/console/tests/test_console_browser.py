@@ -58,7 +58,7 @@ class Console:
 
     def open(self, name: str) -> None:
         self.page.goto(f"{self.url}/console/{name}")
-        self.page.wait_for_selector("main:not([hidden])")
+        self.page.wait_for_selector("body[data-started]")  # its first lists are shown (console.js start)
 
     def sign_in(self) -> None:
         self.page.goto(self.url + "/console/login")

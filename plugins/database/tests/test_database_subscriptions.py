@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from trellis.db import utcnow
 from trellis.models import EventRecord
 from trellis.testing.plugin import TEST_MASTER_KEY, reachable_redis
+from trellis.testing.sockets import InOrderClient
 from trellis_authentication.testing import create_user_over_http
 
 pytestmark = pytest.mark.live
@@ -39,7 +40,7 @@ class Watcher:
         self.namespace = namespace
         self.changes: queue.Queue = queue.Queue()
         self.disconnected: queue.Queue = queue.Queue()
-        self.client = socketio.Client(reconnection=False, websocket_extra_options=websocket)
+        self.client = InOrderClient(reconnection=False, websocket_extra_options=websocket)
         self.client.on("change", self.changes.put, namespace=namespace)
         self.client.on("disconnect", lambda *reason: self.disconnected.put(reason), namespace=namespace)
         self.client.connect(
@@ -226,6 +227,32 @@ def test_access_follows_the_list_rules(server, watchers):
                 wait_timeout=WAIT,
             )
         assert seen and seen[0]["data"]["status"] == 401, (auth, seen)
+
+
+def test_a_watcher_hands_changes_on_in_the_order_the_server_sent_them(server, watchers):
+    """The tests' client itself (``trellis.testing.sockets.InOrderClient``): five changes of one ``/many``
+    write go out in one socket write; handling the first takes a while, and the others still come after
+    it. python-socketio's own client starts a thread per message: there they overtook it."""
+    api = Api(server.url)
+    name = api.schema({"n": "Number"})
+    seen: list[int] = []
+    done = threading.Event()
+
+    def on_change(change: dict[str, Any]) -> None:
+        if change["document"]["n"] == 0:
+            time.sleep(0.2)
+        seen.append(change["document"]["n"])
+        if len(seen) == 5:
+            done.set()
+
+    watcher = watchers(server.url, ADMIN)
+    watcher.client.on("change", on_change, namespace=watcher.namespace)
+    watcher.subscribe(schema=name)
+    docs = [{"n": n} for n in range(5)]
+    response = api.http.post(f"{server.url}/database/{name}/many", json={"docs": docs}, headers=ADMIN, timeout=WAIT)
+    assert response.status_code == 201, response.text
+    assert done.wait(WAIT)
+    assert seen == [0, 1, 2, 3, 4]
 
 
 def test_replay_across_a_reconnect_loses_nothing_and_repeats_nothing(server, watchers, app):

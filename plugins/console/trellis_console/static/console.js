@@ -732,7 +732,12 @@ async function start() {
   for (const node of document.querySelectorAll("[data-enum-text]")) loadEnumText(node);
   for (const container of document.querySelectorAll("[data-fetch]")) loadRecord(container);
   for (const callback of readyCallbacks) await callback();
-  for (const list of lists.values()) if (!list.needs.length && !("manual" in list.root.dataset)) list.load();
+  const loads = [];
+  for (const list of lists.values()) if (!list.needs.length && !("manual" in list.root.dataset)) loads.push(list.load());
+  await Promise.allSettled(loads);
+  // The page's first lists are shown, so nothing above a form moves any more: the browser tests wait for
+  // this before they click (a click as a list above rendered missed its button, CI 2026-11-28).
+  document.body.dataset.started = "true";
 }
 
 document.addEventListener("DOMContentLoaded", () => {

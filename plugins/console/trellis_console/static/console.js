@@ -736,7 +736,7 @@ async function start() {
   for (const list of lists.values()) if (!list.needs.length && !("manual" in list.root.dataset)) loads.push(list.load());
   await Promise.allSettled(loads);
   // The page's first lists are shown, so nothing above a form moves any more: the browser tests wait for
-  // this before they click (a click as a list above rendered missed its button, CI 2026-11-28).
+  // this before they click (in CI, 2026-11-28, a submit click had no effect, likely as a list above rendered).
   document.body.dataset.started = "true";
 }
 

@@ -11,6 +11,7 @@ import time
 import uuid
 
 import redis
+from flask import Flask
 
 from trellis import background
 
@@ -147,8 +148,6 @@ class _Backlog:
 
 
 def _worker(backlog: _Backlog, poll_seconds: float) -> background.PollingWorker:
-    from flask import Flask
-
     worker = background.PollingWorker(
         Flask(__name__), "test-worker", backlog.step, threads=4, poll_seconds=poll_seconds, logger=log
     )

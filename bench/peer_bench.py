@@ -22,7 +22,9 @@ Operations (Trellis ÷ Parse, req/s):
 Each round runs every operation on both servers, alternating which goes first; ratios are taken
 within a round and the median over rounds is reported. ``--as-user`` calls Trellis as a user under access
 control and runs an admin's Trellis (access off) in the same rounds: user ÷ admin is then paired too (two
-separate runs an hour apart moved it by 0.1 on a drifting machine). "Foreign CPU" is the share of the machine's
+separate runs an hour apart moved it by 0.1 on a drifting machine). ``--without-event-log`` runs a third
+Trellis (the admin's, ``TRELLIS_EVENTS=false``) in the same rounds: every write of ours records an event,
+Parse's none, and this prices that difference beside Parse. "Foreign CPU" is the share of the machine's
 two cores used during a measured run by processes that are not part of it (other engineers' tests):
 total busy time from ``/proc/stat`` minus the server under test, wrk, and the PostgreSQL backends
 connected to the server's database.
@@ -367,10 +369,13 @@ def run(
     user: bool = False,
     only: list[str] | None = None,
     fields: dict[str, Any] = LIKE_PARSE,
+    without_log: bool = False,
 ) -> list[dict[str, Any]]:
     """Every round: each operation on each side, the sides' order turning round by round. With ``user``
     the user's Trellis (access control on) runs beside Parse *and* beside an admin's Trellis (a second
-    server, access off, its own database and Redis), so that user ÷ admin is a ratio of the same round."""
+    server, access off, its own database and Redis), so that user ÷ admin is a ratio of the same round.
+    With ``without_log`` a third Trellis (the admin's, ``TRELLIS_EVENTS=false``, its own database and
+    Redis) runs in the same rounds: what the event log costs against Parse, which records no event."""
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
     modules = ACCESS_MODULES if user else PLAIN_MODULES
@@ -394,6 +399,13 @@ def run(
             )
             admin_ids = load_trellis(admin.url, admin.admin_headers, None, fields)
             sides["admin"] = _Side(admin.url, trellis_cases(admin_ids, rnd), admin.process.pid, admin.database_url)
+        if without_log:
+            bare_redis = stack.enter_context(redis_child())
+            bare = stack.enter_context(
+                bench_server("postgresql", modules=PLAIN_MODULES, TRELLIS_REDIS_URL=bare_redis, TRELLIS_EVENTS="false")
+            )
+            bare_ids = load_trellis(bare.url, bare.admin_headers, None, fields)
+            sides["unlogged"] = _Side(bare.url, trellis_cases(bare_ids, rnd), bare.process.pid, bare.database_url)
         names = [name for name in sides["trellis"].cases if only is None or name in only]
         for number in range(1, rounds + 1):
             # Every database starts every round vacuumed: a round's lists otherwise follow the previous
@@ -450,6 +462,11 @@ def _print_row(row: dict[str, Any]) -> None:
         print(
             paired_line(row["round"], row["operation"], ("user", row["trellis"]), ("admin", row["admin"])), flush=True
         )
+    if "unlogged" in row:
+        print(
+            paired_line(row["round"], row["operation"], ("without the log", row["unlogged"]), ("parse", row["parse"])),
+            flush=True,
+        )
 
 
 GOALS = {"get by id": 1.2, "list + exact count": 2.5, "list, no count": 1.2, "create": 1.0, "update": 1.0}
@@ -464,11 +481,21 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             ", and beside it, in every round, the admin on a second Trellis without access control (user ÷ admin: "
             "req/s of the same round; its µs server + PG are the admin's)"
         )
+    if args.without_event_log:
+        caller += (
+            "; and in every round the admin on a Trellis without the event log (`TRELLIS_EVENTS=false`, its own "
+            "database and Redis) beside Parse"
+        )
     paired = (
         (" user ÷ admin, median (per round) | admin µs server + PG | user goal |", "---:|---:|---:|")
         if args.as_user
         else ("", "")
     )
+    if args.without_event_log:
+        paired = (
+            paired[0] + " without the log ÷ Parse, median (per round) | its µs server + PG |",
+            paired[1] + "---:|---:|",
+        )
     lines = [
         f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (revision `{revision}`)",
         "",
@@ -501,6 +528,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             f"| {med(rows, 'parse', 'server_cpu_us'):,.0f} + {med(rows, 'parse', 'pg_cpu_us'):,.0f} "
             f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |"
             + (_user_columns(rows) if args.as_user else "")
+            + (_unlogged_columns(rows) if args.without_event_log else "")
         )
     floors = [r for r in results if r["operation"] == "floor"]
     per_round = ", ".join(f"{r['floor']['rps']:,.0f}" for r in floors)
@@ -508,7 +536,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         f"| bare Flask route (the floor) | | {per_round} req/s "
         f"| {med(floors, 'floor', 'rps'):,.0f} | | {med(floors, 'floor', 'server_cpu_us'):,.0f} | "
         f"| {min(r['floor']['foreign_pct'] for r in floors):.0f}–{max(r['floor']['foreign_pct'] for r in floors):.0f} "
-        "| |" + (" | | |" if args.as_user else "")
+        "| |" + (" | | |" if args.as_user else "") + (" | |" if args.without_event_log else "")
     )
     lines += [
         "",
@@ -538,10 +566,16 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
                 f"| {r['round']} | {r['operation']}, admin | {a['rps']:,.0f} | | {t['rps'] / a['rps']:.2f} "
                 f"| {a['server_cpu_us']:,.0f} + {a['pg_cpu_us']:,.0f} | | {a['p50_ms']} | | {a['foreign_pct']:.0f} |"
             )
+        if "unlogged" in r:  # the run without the event log, and its ratio to Parse in the ratio column
+            u = r["unlogged"]
+            lines.append(
+                f"| {r['round']} | {r['operation']}, without the log | {u['rps']:,.0f} | | {u['rps'] / p['rps']:.2f} "
+                f"| {u['server_cpu_us']:,.0f} + {u['pg_cpu_us']:,.0f} | | {u['p50_ms']} | | {u['foreign_pct']:.0f} |"
+            )
     errors = [
         (r["operation"], side, int(r[side]["non_2xx"]))
         for r in results
-        for side in ("trellis", "parse", "admin")
+        for side in ("trellis", "parse", "admin", "unlogged")
         if side in r and r[side]["non_2xx"]
     ]
     if errors:
@@ -561,6 +595,15 @@ def _user_columns(rows: list[dict[str, Any]]) -> str:
 USER_GOAL = 0.8  # a user under access control, against the admin's figure
 
 
+def _unlogged_columns(rows: list[dict[str, Any]]) -> str:
+    """The columns of Trellis without the event log against Parse (``--without-event-log``)."""
+    ratios = [r["unlogged"]["rps"] / r["parse"]["rps"] for r in rows]
+    server = statistics.median(r["unlogged"]["server_cpu_us"] for r in rows)
+    pg = statistics.median(r["unlogged"]["pg_cpu_us"] for r in rows)
+    per_round = ", ".join(f"{x:.2f}" for x in ratios)
+    return f" **{statistics.median(ratios):.2f}** ({per_round}) | {server:,.0f} + {pg:,.0f} |"
+
+
 def _load() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -578,6 +621,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="index every field of Item (Trellis's default), not only price as Parse",
     )
+    parser.add_argument(
+        "--without-event-log",
+        action="store_true",
+        help="also run, in every round, a Trellis with TRELLIS_EVENTS=false beside Parse (what the log costs)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help="the markdown file the dated section is added to")
     parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args(argv)
@@ -593,7 +641,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     args.load_before = _load()
     fields = SCHEMA if args.index_all else LIKE_PARSE
-    results = run(args.rounds, args.warmup, args.duration, args.documents, args.as_user, args.only, fields)
+    results = run(
+        args.rounds, args.warmup, args.duration, args.documents, args.as_user, args.only, fields, args.without_event_log
+    )
     text = report(results, command, args, revision)
     print(text)
     if not args.no_write:

@@ -16,6 +16,13 @@ therefore contiguous and in commit order. A pass every second and one at start-u
 crashed process left. SQLite has one writer, so commit order is insert order: there the row is numbered
 by its INSERT (see ``_INSERT_NUMBERED``) and a pass only publishes what committed since the last one.
 
+Why not let readers wait for a transaction horizon instead (the write draws its number itself, no pass):
+ordered by ``(xid, id)`` behind ``pg_snapshot_xmin``, two updates of one document can come out in the
+wrong order (an update takes its xid before it waits for the row lock, so the one that waited may hold
+the lower xid); ordered by ``id``, a gap is known to stay empty only once every transaction that could
+still fill it has ended, and a transaction whose first write is the event row draws its number before it
+has an xid, so no horizon covers it. The pass costs a write ~48 µs of PostgreSQL (``bench/event_log_layout``).
+
 Fan-out: the numbered batch is published on Redis (``TRELLIS_REDIS_URL``) or handed over in-process.
 Each process has one receiver that delivers to its consumers (:func:`subscribe`) strictly in
 ``event_id`` order: a gap is read from the table, and a poll of ``max(event_id)`` every second catches a

@@ -351,8 +351,8 @@ async def run(
     from_answer = [(at - tally.answered_at[seq]) * 1000 for seq, at in tally.receipts if seq in tally.answered_at]
     for name, values in (("from_send", from_send), ("from_answer", from_answer)):
         figures[name] = {pct: percentile(values, pct) for pct in (50, 90, 99)} if values else {}
-    figures["late"] = late_seconds(tally)
     figures["writes_started"] = min(tally.sent_at.values(), default=0.0)
+    figures["late"] = late_seconds(tally, figures["writes_started"])
     figures["io_stalls"] = await stalls
     return figures
 
@@ -382,12 +382,10 @@ def io_stall_ms(samples: list[tuple[float, int]], start: float, end: float) -> f
     return (inside[-1] - inside[0]) / 1000 if len(inside) > 1 else 0.0
 
 
-def late_seconds(tally: Tally) -> dict[int, tuple[int, float]]:
-    """Per second of the writes (by send time), the deliveries later than the target from send and the
-    latest one: whether a p99 over the target comes from a few stalls or from every second."""
-    if not tally.sent_at:
-        return {}
-    start = min(tally.sent_at.values())
+def late_seconds(tally: Tally, start: float) -> dict[int, tuple[int, float]]:
+    """Per second of the writes (by send time, from ``start``, the first send), the deliveries later than
+    the target from send and the latest one: whether a p99 over the target comes from a few stalls or from
+    every second."""
     late: dict[int, tuple[int, float]] = {}
     for seq, at in tally.receipts:
         sent = tally.sent_at.get(seq)

@@ -479,7 +479,6 @@ def test_a_blocked_user_is_refused_by_both_processes(through: Topology):
 
 
 def test_chat_crosses_processes(through: Topology):
-
     alice, bob = _user(through.url), _user(through.url)
     room = requests.post(
         f"{through.url}/chat/rooms",

@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 import psycopg2
 import requests
 
-from bench.common import ROOT, _free_port, bench_server, ceiling_server, paired_line, parse_wrk
+from bench.common import ROOT, _free_port, bench_server, ceiling_server, median_interval, paired_line, parse_wrk
 
 PARSE_DIR = Path(os.environ.get("TRELLIS_PEER_PARSE", "/work/shared/peers/parse"))
 PARSE_URL = "http://127.0.0.1:1337/parse"
@@ -504,7 +504,8 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         f"{args.rounds} interleaved rounds; Trellis called by {caller}; Item's indexes: "
         f"{'every field (Trellis default)' if args.index_all else 'price only, as Parse'}. Load average before the run: "
         f"{args.load_before}, after: {_load()}. µs/request: CPU of the server process and of the PostgreSQL "
-        "backends serving it (`/proc/<pid>/stat`), divided by the requests answered.",
+        "backends serving it (`/proc/<pid>/stat`), divided by the requests answered. [a, b] beside a median: "
+        f"the rounds that bracket it with {median_interval([0.0] * args.rounds)[2]:.0%} confidence (sign test).",
         "",
         "| operation | Trellis ÷ Parse, median | per round | Trellis req/s | Parse req/s "
         "| Trellis µs server + PG | Parse µs server + PG | foreign CPU % | goal |" + paired[0],
@@ -522,7 +523,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         goal = GOALS.get(name)
         label = f"{name} (beside {BESIDE[name]})" if name in BESIDE else name
         lines.append(
-            f"| {label} | **{statistics.median(ratios):.2f}** | {', '.join(f'{x:.2f}' for x in ratios)} "
+            f"| {label} | **{statistics.median(ratios):.2f}** {_interval(ratios)} | {', '.join(f'{x:.2f}' for x in ratios)} "
             f"| {med(rows, 'trellis', 'rps'):,.0f} | {med(rows, 'parse', 'rps'):,.0f} "
             f"| {med(rows, 'trellis', 'server_cpu_us'):,.0f} + {med(rows, 'trellis', 'pg_cpu_us'):,.0f} "
             f"| {med(rows, 'parse', 'server_cpu_us'):,.0f} + {med(rows, 'parse', 'pg_cpu_us'):,.0f} "
@@ -590,7 +591,12 @@ def _paired_columns(rows: list[dict[str, Any]], side: str, beside: str, describe
     server = statistics.median(r[described]["server_cpu_us"] for r in rows)
     pg = statistics.median(r[described]["pg_cpu_us"] for r in rows)
     per_round = ", ".join(f"{x:.2f}" for x in ratios)
-    return f" **{statistics.median(ratios):.2f}** ({per_round}) | {server:,.0f} + {pg:,.0f} |"
+    return f" **{statistics.median(ratios):.2f}** {_interval(ratios)} ({per_round}) | {server:,.0f} + {pg:,.0f} |"
+
+
+def _interval(ratios: list[float]) -> str:
+    low, high, _ = median_interval(ratios)
+    return f"[{low:.2f}, {high:.2f}]"
 
 
 def _user_columns(rows: list[dict[str, Any]]) -> str:

@@ -1,0 +1,44 @@
+"""The interval the peer benchmark prints beside a median of rounds (``bench/common.py``, ``median_interval``).
+
+``bench`` is not on the tests' import path (pytest's importlib mode), so the file is loaded by its path."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("bench_common", Path(__file__).parents[1] / "bench" / "common.py")
+_common = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("bench_common", _common)  # its dataclasses look their module up there
+_spec.loader.exec_module(_common)
+median_interval = _common.median_interval
+
+
+def _coverage(n: int, k: int) -> float:
+    """By enumeration: the share of the 2ⁿ above/below patterns of n rounds around the true median in which
+    the k-th lowest and the k-th highest round lie on either side of it."""
+    hits = sum(1 for signs in itertools.product((0, 1), repeat=n) if k <= sum(signs) <= n - k)
+    return hits / 2**n
+
+
+def test_eight_rounds_bracket_the_median_with_the_second_and_seventh():
+    rounds = [0.88, 1.01, 1.05, 0.90, 0.86, 1.25, 0.98, 1.02]
+    low, high, coverage = median_interval(rounds)
+    assert (low, high) == (0.88, 1.05)
+    assert coverage == _coverage(8, 2) == 1 - 2 * 9 / 256
+
+
+def test_too_few_rounds_give_the_lowest_and_highest_with_their_lower_coverage():
+    assert median_interval([1.2, 0.9, 1.0]) == (0.9, 1.2, 0.75)
+
+
+def test_the_interval_is_the_narrowest_that_keeps_ninety_per_cent():
+    for n in range(2, 16):
+        low, high, coverage = median_interval([float(i) for i in range(n)])
+        k = int(low) + 1
+        assert high == n - k
+        assert coverage == _coverage(n, k)
+        assert coverage >= 0.9 or k == 1  # too few rounds: the widest pair is all there is
+        assert k + 1 > n // 2 or _coverage(n, k + 1) < 0.9  # one step narrower would lose the confidence

@@ -51,7 +51,16 @@ from typing import Any, NamedTuple
 import psycopg2
 import requests
 
-from bench.common import ROOT, _free_port, bench_server, ceiling_server, median_interval, paired_line, parse_wrk
+from bench.common import (
+    ROOT,
+    _free_port,
+    bench_server,
+    ceiling_server,
+    interpreter,
+    median_interval,
+    paired_line,
+    parse_wrk,
+)
 
 PARSE_DIR = Path(os.environ.get("TRELLIS_PEER_PARSE", "/work/shared/peers/parse"))
 PARSE_URL = "http://127.0.0.1:1337/parse"
@@ -501,7 +510,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         "",
         f"Command: `{command}`. {args.documents:,} Items on each side, one process each, same PostgreSQL, "
         f"`wrk -t1 -c{CONNECTIONS}`, {args.warmup} s warm-up + {args.duration} s measured per run, "
-        f"{args.rounds} interleaved rounds; Trellis called by {caller}; Item's indexes: "
+        f"{args.rounds} interleaved rounds; Trellis on {interpreter()}, called by {caller}; Item's indexes: "
         f"{'every field (Trellis default)' if args.index_all else 'price only, as Parse'}. Load average before the run: "
         f"{args.load_before}, after: {_load()}. µs/request: CPU of the server process and of the PostgreSQL "
         "backends serving it (`/proc/<pid>/stat`), divided by the requests answered. [a, b] beside a median: "

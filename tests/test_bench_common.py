@@ -1,4 +1,5 @@
-"""The interval the peer benchmark prints beside a median of rounds (``bench/common.py``, ``median_interval``).
+"""``bench/common.py``: the interval the peer benchmark prints beside a median of rounds (``median_interval``)
+and the interpreter its reports name (``interpreter``).
 
 ``bench`` is not on the tests' import path (pytest's importlib mode), so the file is loaded by its path."""
 
@@ -6,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import os
+import platform
 import sys
 from pathlib import Path
 
@@ -14,6 +17,7 @@ _common = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("bench_common", _common)  # its dataclasses look their module up there
 _spec.loader.exec_module(_common)
 median_interval = _common.median_interval
+interpreter = _common.interpreter
 
 
 def _coverage(n: int, k: int) -> float:
@@ -42,3 +46,10 @@ def test_the_interval_is_the_narrowest_that_keeps_ninety_per_cent():
         assert coverage == _coverage(n, k)
         assert coverage >= 0.9 or k == 1  # too few rounds: the widest pair is all there is
         assert k + 1 > n // 2 or _coverage(n, k + 1) < 0.9  # one step narrower would lose the confidence
+
+
+def test_reports_name_the_interpreter_behind_the_virtualenv():
+    # The servers run on sys.executable; a virtualenv's python is a link to the build that matters.
+    named = interpreter()
+    assert named.startswith(f"{platform.python_implementation()} {platform.python_version()} (")
+    assert named.endswith(f"({os.path.realpath(sys.executable)})")

@@ -28,11 +28,12 @@ ENABLED = f"{NAME},authentication,email,sms"
 def throwaway_environment(folder: Path) -> Path:
     """A venv that installs into its own site-packages and sees this environment's packages (read-only).
 
-    ``--system-site-packages`` reaches the base interpreter's packages, not this virtualenv's, so a
-    ``.pth`` line adds this environment's site directories (their own ``.pth`` files, editable installs
-    included, are processed). pip comes from there too: nothing is downloaded.
+    A ``.pth`` line adds this environment's site directories (their own ``.pth`` files, editable installs
+    included, are processed). pip comes from there too: nothing is downloaded. Not the base interpreter's
+    packages (``--system-site-packages``): a distribution's Python brings its own, ahead of ours on the path
+    (Debian's pyOpenSSL 23, which eventlet imports, failed against this environment's newer cryptography).
     """
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
     python = folder / "bin" / "python"
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -385,7 +385,7 @@ def explain_plain_and_prepared(cursor: Any, sql: str, parameters: Any) -> tuple[
 def interpreter() -> str:
     """The Python the benchmark's servers run on (they are started with ``sys.executable``): its version and
     the interpreter behind the virtualenv. The build matters: on one machine Debian's CPython 3.11.2 spent
-    7–13% less CPU per request than pyenv's default build of 3.11.7, which has no PGO or LTO (peer.md)."""
+    2–13% less CPU per request than pyenv's default build of 3.11.7, which has no PGO or LTO (peer.md)."""
     return f"{platform.python_implementation()} {platform.python_version()} ({os.path.realpath(sys.executable)})"
 
 

@@ -104,8 +104,11 @@ def _wait(url: str, process: subprocess.Popen, log: Path, timeout: float = 60) -
 
 
 @contextlib.contextmanager
-def bench_server(database: str = "postgresql", modules: str | None = None, **env: str) -> Iterator[Server]:
-    """Migrate a throwaway database, create the admin, and serve it with eventlet on a free port."""
+def bench_server(
+    database: str = "postgresql", modules: str | None = None, prefix: tuple[str, ...] = (), **env: str
+) -> Iterator[Server]:
+    """Migrate a throwaway database, create the admin, and serve it with eventlet on a free port
+    (``prefix``: a command the server runs under, e.g. valgrind; see ``serve``)."""
     with throwaway_database(database) as db_url, tempfile.TemporaryDirectory(prefix="trellis-bench-") as tmp:
         full_env = dict(os.environ)
         full_env.update(
@@ -130,26 +133,31 @@ def bench_server(database: str = "postgresql", modules: str | None = None, **env
             capture_output=True,
             cwd=tmp,
         )
-        with serve(full_env, tmp) as server:
+        with serve(full_env, tmp, prefix) as server:
             yield server
 
 
 @contextlib.contextmanager
-def serve(env: dict[str, str], folder: str, **overrides: str) -> Iterator[Server]:
+def serve(env: dict[str, str], folder: str, prefix: tuple[str, ...] = (), **overrides: str) -> Iterator[Server]:
     """A Trellis server process with ``env`` (plus ``overrides``) on a free port, logging into ``folder``.
 
     ``serve(server.env, folder, TRELLIS_REDIS_URL="")`` starts a second process on the same database.
+    ``prefix`` runs it under another command in the same process (valgrind): ten minutes to start, not one.
     """
     port = _free_port()
     env = {**env, **overrides, "PORT": str(port)}
     log = Path(folder) / f"server-{port}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "trellis.testing.server"], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=folder
+            [*prefix, sys.executable, "-m", "trellis.testing.server"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=folder,
         )
         try:
             url = f"http://127.0.0.1:{port}"
-            _wait(url + "/health", process, log)
+            _wait(url + "/health", process, log, 600 if prefix else 60)
             yield Server(url, process, env["TRELLIS_DATABASE_URL"], env)
         finally:
             process.terminate()
@@ -198,10 +206,46 @@ def redis_child() -> Iterator[str]:
             child.wait(10)
 
 
+def callgrind_prefix(folder: Path) -> tuple[str, ...]:
+    """The command that runs a server under callgrind (``serve``'s ``prefix``), its counts dumped into
+    ``folder``; ``Callgrind`` reads them."""
+    return ("valgrind", "--tool=callgrind", f"--callgrind-out-file={folder}/callgrind.out.%p", "--dump-line=no")
+
+
+class Callgrind:
+    """The counters of one process under callgrind (``callgrind_prefix``): ``zero()``, then ``dump()``
+    returns the instructions executed since (all threads; eventlet's green threads are one of them)."""
+
+    def __init__(self, pid: int, folder: Path, host: str) -> None:
+        self.pid, self.folder, self.dumps = pid, folder, 0
+        # valgrind names its control pipes after $HOST, which the server's environment sets to the address
+        # it listens on: callgrind_control finds them only with the same value.
+        self.env = {k: v for k, v in os.environ.items() if k != "HOST"} | ({"HOST": host} if host else {})
+
+    def _control(self, *args: str) -> None:
+        command = ["callgrind_control", *args, str(self.pid)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=self.env)
+        if done.returncode or "OK." not in done.stdout:
+            raise RuntimeError(f"{' '.join(command)}: {done.stdout} {done.stderr}")
+
+    def zero(self) -> None:
+        self._control("--zero")
+
+    def dump(self, label: str) -> int:
+        self._control(f"--dump={label}")
+        self.dumps += 1
+        newest = max(self.folder.glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime_ns)
+        match = re.search(r"^summary:\s+(\d+)", newest.read_text(errors="replace"), re.M)
+        if match is None:
+            raise RuntimeError(f"no summary in {newest}")
+        return int(match.group(1))
+
+
 @contextlib.contextmanager
-def ceiling_server() -> Iterator[Server]:
+def ceiling_server(prefix: tuple[str, ...] = ()) -> Iterator[Server]:
     """A minimal Flask app with one JSON route, served exactly like Trellis: ``trellis.server.serve.serve``
-    (eventlet, its HTTP parser and TCP_NODELAY, Socket.IO's middleware), one process."""
+    (eventlet, its HTTP parser and TCP_NODELAY, Socket.IO's middleware), one process (under ``prefix``,
+    as ``serve``)."""
     port = _free_port()
     code = (
         "import eventlet; eventlet.monkey_patch()\n"
@@ -218,11 +262,11 @@ def ceiling_server() -> Iterator[Server]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "ceiling.log"
         with open(log, "wb") as out:
-            process = subprocess.Popen([sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen([*prefix, sys.executable, "-c", code], stdout=out, stderr=subprocess.STDOUT)
             try:
                 url = f"http://127.0.0.1:{port}"
-                _wait(url + "/item", process, log)
-                yield Server(url, process, "", {})
+                _wait(url + "/item", process, log, 600 if prefix else 60)
+                yield Server(url, process, "", {"HOST": os.environ.get("HOST", "")})
             finally:
                 process.terminate()
                 process.wait(10)

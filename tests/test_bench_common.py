@@ -1,5 +1,6 @@
-"""``bench/common.py``: the interval the peer benchmark prints beside a median of rounds (``median_interval``)
-and the interpreter its reports name (``interpreter``).
+"""``bench/common.py``: the interval the peer benchmark prints beside a median of rounds (``median_interval``),
+the interpreter its reports name (``interpreter``) and the instruction counter of ``bench.request_instructions``
+(``Callgrind``).
 
 ``bench`` is not on the tests' import path (pytest's importlib mode), so the file is loaded by its path."""
 
@@ -9,8 +10,12 @@ import importlib.util
 import itertools
 import os
 import platform
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 _spec = importlib.util.spec_from_file_location("bench_common", Path(__file__).parents[1] / "bench" / "common.py")
 _common = importlib.util.module_from_spec(_spec)
@@ -18,6 +23,7 @@ sys.modules.setdefault("bench_common", _common)  # its dataclasses look their mo
 _spec.loader.exec_module(_common)
 median_interval = _common.median_interval
 interpreter = _common.interpreter
+Callgrind, callgrind_prefix = _common.Callgrind, _common.callgrind_prefix
 
 
 def _coverage(n: int, k: int) -> float:
@@ -53,3 +59,35 @@ def test_reports_name_the_interpreter_behind_the_virtualenv():
     named = interpreter()
     assert named.startswith(f"{platform.python_implementation()} {platform.python_version()} (")
     assert named.endswith(f"({os.path.realpath(sys.executable)})")
+
+
+# A child that runs a loop of the length it reads from stdin, then says so: work on demand, between counts.
+_LOOPER = "import sys\nfor line in sys.stdin:\n    for _ in range(int(line)): pass\n    print('done', flush=True)\n"
+
+
+@pytest.mark.skipif(shutil.which("callgrind_control") is None, reason="valgrind is not installed")
+def test_callgrind_counts_the_work_between_zero_and_dump(tmp_path):
+    # HOST set as the servers' environment sets it: valgrind names its control pipes after it.
+    env = {**os.environ, "HOST": "127.0.0.1"}
+    command = [*callgrind_prefix(tmp_path), sys.executable, "-u", "-c", _LOOPER]
+    child = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        grind = Callgrind(child.pid, tmp_path, "127.0.0.1")
+
+        def loop(loops: int) -> None:
+            child.stdin.write(f"{loops}\n")
+            child.stdin.flush()
+            assert child.stdout.readline() == "done\n"
+
+        def counted(loops: int) -> int:
+            grind.zero()
+            loop(loops)
+            return grind.dump(f"loop-{loops}")
+
+        loop(1000)  # answered once valgrind runs the child, and pays for the loop's first compilation
+        small, large = counted(200_000), counted(400_000)
+        assert 1.8 < large / small < 2.2  # a count of what ran since zero(), not of the whole process
+        assert large > 400_000 * 10  # a Python loop step is tens of instructions, not one
+    finally:
+        child.kill()
+        child.wait(10)

@@ -1,0 +1,137 @@
+"""Instructions the Trellis server process executes per request, counted by valgrind's callgrind.
+
+    .venv/bin/python -m bench.request_instructions                    # the peer benchmark's five operations
+    .venv/bin/python -m bench.request_instructions --only create --requests 400 --keep /tmp/cg
+
+Time per request moves ±15–20% from round to round on these shared machines, so a cut worth 2% of a
+request cannot be seen in req/s or CPU seconds without dozens of rounds. An instruction count does not
+depend on the machine's speed or on others' load: the same request on the same build counts the same,
+give or take the work that runs on a timer (the event log's pass, the pools' housekeeping), which is
+measured while idle and taken off (``idle`` in the report). perf's hardware counters are not available on
+these virtual machines; callgrind counts in software (about 50× slower, so a few hundred requests each).
+
+What it counts is the server process's user-space work: Python, the C libraries, the driver; not the
+kernel (system calls, loopback TCP) and not PostgreSQL. On a fast machine the server process is the one
+that saturates (peer.md, 2026-11-28), so this is the part a write's rate follows there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bench.common import Callgrind, bench_server, callgrind_prefix, ceiling_server, interpreter, redis_child
+from bench.peer_bench import LIKE_PARSE, NEW_ITEM, PLAIN_MODULES, trellis_cases
+
+CASES = ["get by id", "list, no count", "list + exact count", "create", "update"]
+
+
+def _seed(url: str, headers: dict[str, str], documents: int, rnd: random.Random) -> list[str]:
+    schema = {"name": "Item", "fields": LIKE_PARSE}
+    requests.post(f"{url}/admin/database/schemas", json=schema, headers=headers, timeout=600).raise_for_status()
+    ids: list[str] = []
+    for start in range(0, documents, 500):
+        docs = [
+            {**NEW_ITEM, "title": f"item {n}", "price": rnd.randint(1, 1000)}
+            for n in range(start, min(documents, start + 500))
+        ]
+        response = requests.post(f"{url}/database/Item/many", json={"docs": docs}, headers=headers, timeout=600)
+        response.raise_for_status()
+        ids += [doc["_id"] for doc in response.json()["docs"]]
+    return ids
+
+
+def count(grind: Callgrind, send: Callable[[], None], args: argparse.Namespace, label: str) -> dict[str, float]:
+    """Instructions per request of ``send``, raw and without the work that runs on a timer: that is
+    counted in a quiet window just after the warm-up, while the requests' timers still run (the cache
+    lease renews every 67 ms for 10 s after the last request), and taken off pro rata of the time."""
+    for _ in range(args.warmup):
+        send()
+    grind.zero()
+    time.sleep(args.idle)
+    idle_per_s = grind.dump(label + "-idle") / args.idle
+    grind.zero()
+    started = time.monotonic()
+    for _ in range(args.requests):
+        send()
+    elapsed = time.monotonic() - started
+    total = grind.dump(label)
+    idle = idle_per_s * elapsed
+    return {"per_request": (total - idle) / args.requests, "raw": total / args.requests, "idle_share": idle / total}
+
+
+def _sender(session: requests.Session, url: str, case: dict[str, Any], rnd: random.Random) -> Callable[[], None]:
+    method, body, paths = case.get("method", "GET"), case.get("body"), case["paths"]
+
+    def send() -> None:
+        response = session.request(method, url + rnd.choice(paths), json=body, timeout=120)
+        if response.status_code >= 400:
+            raise RuntimeError(f"{method} {response.url}: {response.status_code} {response.text[:200]}")
+
+    return send
+
+
+def _count_all(
+    server: Any, folder: Path, cases: dict[str, dict[str, Any]], args: argparse.Namespace, rnd: random.Random
+) -> list[dict[str, Any]]:
+    grind = Callgrind(server.process.pid, folder, server.env.get("HOST"))
+    session = requests.Session()
+    rows = []
+    for name, case in cases.items():
+        label = re.sub(r"\W+", "-", name)
+        row = count(grind, _sender(session, server.url, case, rnd), args, label)
+        rows.append({"case": name, **row})
+        print(
+            f"{name:20} {row['raw'] / 1e6:7.3f} M instructions/request, {row['per_request'] / 1e6:7.3f} M without "
+            f"the idle rate ({row['idle_share']:.1%})"
+        )
+    return rows
+
+
+def run(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+    rnd = random.Random(args.seed)
+    rows = []
+    if args.floor:
+        with ceiling_server(callgrind_prefix(folder)) as bare:
+            rows += _count_all(bare, folder, {"bare Flask route": {"paths": ["/item"]}}, args, rnd)
+    # As peer_bench runs it: the admin, a Redis of its own (cache generations, rate limits).
+    with (
+        redis_child() as redis_url,
+        bench_server(modules=PLAIN_MODULES, prefix=callgrind_prefix(folder), TRELLIS_REDIS_URL=redis_url) as server,
+    ):
+        ids = _seed(server.url, server.admin_headers, args.documents, rnd)
+        cases = trellis_cases(ids, rnd, server.admin_headers)
+        rows += _count_all(server, folder, {name: cases[name] for name in args.only or CASES}, args, rnd)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append", choices=CASES)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--documents", type=int, default=2000)
+    parser.add_argument("--idle", type=float, default=5.0, help="seconds of the quiet window before each count")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--floor", action="store_true", help="count the bare Flask route first (ceiling_server)")
+    parser.add_argument("--keep", type=Path, help="keep callgrind's files here (callgrind_annotate reads them)")
+    args = parser.parse_args(argv)
+    print(f"interpreter: {interpreter()}")
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        run(args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="trellis-callgrind-") as tmp:
+            run(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

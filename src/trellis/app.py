@@ -8,19 +8,21 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
+from inspect import CO_COROUTINE
+from types import FunctionType
 from typing import Any
 
 import pluggy
-from flask import Flask, current_app, g, request
+from flask import Flask, Request, g
 from flask.cli import AppGroup
-from flask.sessions import SecureCookieSessionInterface
+from flask.sessions import NullSession, SecureCookieSessionInterface
 from flask_jwt_extended import JWTManager
 from flask_socketio import SocketIO
 from limits.strategies import RateLimiter
 from sqlalchemy.engine import Engine
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from . import audit, connections, db, errors, events, reads, routes
+from . import audit, connections, current, db, errors, events, reads, routes
 from .cache import Generations, token_key
 from .cli import trellis_cli
 from .cors import init_cors
@@ -77,7 +79,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     ``config`` overrides settings (tests); ``modules`` replaces entry-point discovery (tests of the
     loader); otherwise every installed module, filtered by ``TRELLIS_MODULES``, is loaded.
     """
-    app = Flask("trellis", instance_path=str(instance_path()))
+    app = _Flask("trellis", instance_path=str(instance_path()))
     app.request_class = TrellisRequest
     app.json = StrictJSONProvider(app)
     load_settings(app, config)
@@ -134,7 +136,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         _install(app, trellis, module, cli)
         guarded.update({blueprint.name: module.name for blueprint in module.blueprints})
     # One hook, not three: Flask spends a few microseconds on every hook of every request.
-    app.before_request(_request_checks(_active_guard(guarded)))
+    app.before_request(_request_checks(app, _active_guard(guarded, trellis.configs)))
     app.cli.add_command(cli)
     app.wsgi_app = SafetyNet(app.wsgi_app)  # type: ignore[method-assign]  # outermost: Socket.IO's included
     return app
@@ -156,14 +158,14 @@ def _install(app: Flask, trellis: Trellis, module: Module, cli: AppGroup) -> Non
         module.init_app(app)
 
 
-def _active_guard(module_of_blueprint: dict[str, str]):
+def _active_guard(module_of_blueprint: dict[str, str], configs: ConfigStore):
     """Public routes of an inactive module answer 404; admins keep access to configure it."""
 
-    def check_module_active() -> None:
-        name = module_of_blueprint.get(request.blueprint or "")
-        if name is None or current_app.extensions["trellis"].configs.is_active(name):
+    def check_module_active(req: Request) -> None:
+        name = module_of_blueprint.get(req.blueprint or "")
+        if name is None or configs.is_active(name):
             return
-        if request.path.startswith("/admin/"):
+        if req.path.startswith("/admin/"):
             return
         identity = identify()
         if identity is None or not identity.is_admin:
@@ -185,46 +187,59 @@ def new_request_id() -> str:
     return f"{random.getrandbits(128):032x}"
 
 
-def _request_checks(check_module_active: Callable[[], None]) -> Callable[[], None]:
+def _request_checks(app: Flask, check_module_active: Callable[[Request], None]) -> Callable[[], None]:
     """The host's before-request work: a request id, NUL refusal in the URL, the module-active guard,
-    the route's body limit, then the one JSON parser over the body (see ``trellis.jsonbody``)."""
+    the route's body limit, then the one JSON parser over the body (see ``trellis.jsonbody``). The
+    request is taken from its proxy once and handed down (``trellis.current``)."""
 
     def before_request() -> None:
-        environ = request.environ
+        req = current.request()
+        environ = req.environ
         incoming = environ.get("HTTP_X_REQUEST_ID", "")
         g.request_id = incoming if _REQUEST_ID.match(incoming) else new_request_id()
-        _refuse_nul_in_url()
-        check_module_active()
+        _refuse_nul_in_url(environ)
+        check_module_active(req)
         # A request without a body (most reads) has no limit to apply and nothing to parse: the two
         # checks cost 4–5% of a get by id's CPU (py-spy, bench/results/peer.md, 2026-11-26).
         if environ.get("CONTENT_LENGTH", "") not in ("", "0") or "HTTP_TRANSFER_ENCODING" in environ:
-            apply_body_limit()
-            parse_request_body(request)
+            apply_body_limit(app, req)
+            parse_request_body(req)
 
     return before_request
 
 
 def _common_headers(response: Any) -> Any:
     headers = response.headers
-    headers["X-Request-ID"] = g.get("request_id") or new_request_id()
+    headers["X-Request-ID"] = current.g().get("request_id") or new_request_id()
     # Browsers must take the declared type as it is: a JSON body or an upload never turns into a page.
     headers["X-Content-Type-Options"] = "nosniff"
     return response
 
 
+class _Flask(Flask):
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Flask asks this of every hook and view of every request (7 times a get, 9 a create), and answers
+        through five calls of ``inspect``; a plain function's code flags say it at once (the override
+        Flask's documentation offers). Anything else gets Flask's own answer."""
+        if type(func) is FunctionType and not func.__code__.co_flags & CO_COROUTINE:
+            return func
+        return super().ensure_sync(func)
+
+
 class _NoCookieSessions(SecureCookieSessionInterface):
-    def open_session(self, app: Flask, request: Any) -> None:
-        return None  # Flask then hands out a NullSession that refuses writes
+    _none = NullSession()  # refuses writes: one serves every request
+
+    def open_session(self, app: Flask, request: Any) -> NullSession:
+        return self._none
 
 
-def _refuse_nul_in_url() -> None:
+def _refuse_nul_in_url(environ: dict[str, Any]) -> None:
     """NUL cannot be stored in PostgreSQL text or JSON; refuse it up front on every route (400); the
     JSON parser refuses it in bodies.
 
     The URL is checked as the server received it (cheaper than decoding it): the path arrives
     percent-decoded, the query string does not, where a NUL is ``%00``.
     """
-    environ = request.environ
     query = environ.get("QUERY_STRING", "")
     if "\x00" in environ.get("PATH_INFO", "") or "%00" in query or "\x00" in query:
         raise bad_request("NUL characters are not allowed in the URL")

@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response
 from flask_cors import CORS
+
+from . import current
 
 # The headers a browser app sends: credentials (admin key or Bearer token) and a JSON body.
 # The tus headers: resumable uploads (the Storage module's /storage/uploads) from tus-js-client or Uppy in a page.
@@ -93,7 +95,7 @@ def _answer_requests_without_origin_from_a_constant(app: Flask) -> None:
         constant = [item for item in full(app.response_class()).headers.items() if item not in before]
 
     def cors_after_request(response: Response) -> Response:
-        environ: dict[str, Any] = request.environ
+        environ: dict[str, Any] = current.request().environ
         if (
             "HTTP_ORIGIN" in environ
             or environ.get("REQUEST_METHOD") == "OPTIONS"

@@ -22,7 +22,7 @@ from flask_jwt_extended.config import config as jwt_config
 from flask_jwt_extended.exceptions import JWTExtendedException
 from jwt import PyJWTError
 
-from . import reads
+from . import current, reads
 from .errors import ErrorSchema, forbidden, unauthorized
 from .hooks import call as hooks
 from .http import Blueprint
@@ -47,7 +47,7 @@ class Identity:
 
 
 def master_key_matches(candidate: str) -> bool:
-    expected = current_app.config["MASTER_KEY"]
+    expected = current.app().config["MASTER_KEY"]
     return hmac.compare_digest(candidate.encode(), expected.encode())
 
 
@@ -60,8 +60,12 @@ def issue_admin_token(admin: Admin) -> str:
     )
 
 
-def bearer_token() -> str | None:
-    header = request.environ.get("HTTP_AUTHORIZATION", "")  # the WSGI key: no header-map lookup
+def bearer_token(environ: dict[str, Any] | None = None) -> str | None:
+    """The request's Bearer token (None without an Authorization header); ``environ``: the request's, when
+    the caller holds it."""
+    if environ is None:
+        environ = current.request().environ
+    header = environ.get("HTTP_AUTHORIZATION", "")  # the WSGI key: no header-map lookup
     if not header:
         return None
     scheme, _, token = header.partition(" ")
@@ -125,13 +129,13 @@ def identify() -> Identity | None:
 
     Raises 401 when a credential was sent but is not valid.
     """
-    environ = request.environ
+    environ = current.request().environ
     memo = environ.setdefault("trellis", {})
     if "identity" in memo:
         return memo["identity"]
     identity = None
     key = environ.get("HTTP_MASTERKEY")
-    token = bearer_token()
+    token = bearer_token(environ)
     if key is not None:
         if not master_key_matches(key):
             raise unauthorized("Invalid master key")

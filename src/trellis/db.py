@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from flask import Flask, current_app
+from flask import Flask
 from flask.globals import app_ctx
 from sqlalchemy import JSON, DateTime, MetaData, Text, TypeDecorator, create_engine, event, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from trellis import statements
+from trellis import current, statements
 
 log = logging.getLogger(__name__)
 C = TypeVar("C", bound=Callable[[], None])
@@ -191,7 +191,7 @@ def foreign_key_violation(connection: Any) -> str | None:
 
 
 def engine() -> Engine:
-    return current_app.extensions["trellis"].engine
+    return current.app().extensions["trellis"].engine
 
 
 class _AppSession(Session):

@@ -57,7 +57,7 @@ import sqlalchemy as sa
 from flask import Flask, current_app
 from sqlalchemy.dialects import postgresql
 
-from . import background, db, statements
+from . import background, current, db, statements
 from .models import EventConsumer, EventCounter, EventRecord, PendingEvent
 from .modules import EventTopic, ModuleError, declared_topic
 from .server.socket_fanout import gathered_writes
@@ -386,7 +386,7 @@ def init_app(app: Flask) -> None:
 
 
 def _log() -> EventLog:
-    return current_app.extensions[_EXTENSION]
+    return current.app().extensions[_EXTENSION]
 
 
 def matches(pattern: str, topic: str) -> bool:

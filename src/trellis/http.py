@@ -6,14 +6,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import flask_smorest
-from flask import Request, current_app, request
+from flask import Flask, Request
 from marshmallow import INCLUDE, Schema, fields, validate
 from sqlalchemy import Select, func, select
 from webargs import core
 from webargs.flaskparser import FlaskParser, is_json_request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from . import db
+from . import current, db
 from .errors import APIError, ErrorSchema, bad_request
 from .jsonbody import has_body, unsupported_media_type
 
@@ -27,6 +27,11 @@ MAX_SKIP = 2**31 - 1
 class _Parser(FlaskParser):
     # Invalid input is a 400 (CONTRACT.md), not webargs' 422.
     DEFAULT_VALIDATION_STATUS = 400
+
+    def get_default_request(self) -> Request:
+        # The request itself, not Flask's proxy of it (trellis.current): webargs reads several attributes
+        # per parsed argument.
+        return current.request()
 
     def _raw_load_json(self, req: Request) -> Any:
         """The core's parser (``request.get_json``, already run before the route), not webargs' own; a
@@ -69,27 +74,28 @@ def body_limit(limit: BodyLimit) -> Callable[[F], F]:
     return decorate
 
 
-def apply_body_limit() -> None:
-    """Before every request: the route's limit (``body_limit``) or the app's ``MAX_CONTENT_LENGTH``."""
-    view = current_app.view_functions.get(request.endpoint or "")
+def apply_body_limit(app: Flask, req: Request) -> None:
+    """Before every request with a body: the route's limit (``body_limit``) or the app's ``MAX_CONTENT_LENGTH``."""
+    view = app.view_functions.get(req.endpoint or "")
     limit = getattr(view, "trellis_body_limit", None)
     if limit is None:
-        limit = current_app.config.get("MAX_CONTENT_LENGTH")
+        limit = app.config.get("MAX_CONTENT_LENGTH")
         if limit is None:
             return
     elif callable(limit):
         limit = limit()
-    if request.content_length is not None:
-        if request.content_length > limit:
+    length = req.content_length
+    if length is not None:
+        if length > limit:
             raise _too_large(limit)
-        request.max_content_length = limit
-    elif has_body(request):
+        req.max_content_length = limit
+    elif has_body(req):
         # A chunked body: werkzeug refuses reads past ``max_content_length``; one byte more tells a body of
         # exactly ``limit`` bytes from a longer one (JSON bodies are read here, the others as they are used).
-        request.max_content_length = limit + 1
-        if request.is_json:
+        req.max_content_length = limit + 1
+        if req.is_json:
             try:
-                length = len(request.get_data(cache=True))
+                length = len(req.get_data(cache=True))
             except RequestEntityTooLarge:
                 raise _too_large(limit) from None
             if length > limit:

@@ -15,7 +15,7 @@ from typing import Any
 from flask import current_app
 from marshmallow import Schema, ValidationError, fields, pre_load
 
-from . import audit, db
+from . import audit, current, db
 from .errors import bad_request, not_found
 from .fields import JsonBoolean
 from .models import ModuleConfig
@@ -58,7 +58,7 @@ class ConfigStore:
 
     def get(self, name: str) -> dict[str, Any]:
         """The effective configuration (defaults merged with what is stored). Do not mutate it."""
-        stamp = current_app.extensions["trellis"].generations.stamp(GENERATION)
+        stamp = current.app().extensions["trellis"].generations.stamp(GENERATION)
         if stamp != self._cache_stamp:
             stored = {row.module: row.data for row in db.session.query(ModuleConfig).all()}
             fresh = {module: self._effective(module, stored.get(module)) for module in self._schemas}

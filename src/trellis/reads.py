@@ -15,13 +15,15 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any, Protocol, TypeVar
 
-from flask import Flask, current_app, g
+from flask import Flask
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError, MultipleResultsFound, OperationalError
 
 from trellis import db, statements
 from trellis.errors import APIError
+
+from . import current
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -133,22 +135,23 @@ _READ_KEY = "trellis_read_connection"
 
 def provider() -> ReadProvider:
     """The current app's provider of read connections."""
-    return current_app.extensions["trellis"].reads
+    return current.app().extensions["trellis"].reads
 
 
 def connection() -> Connection:
     """This request's connection for reads that need no transaction (opened on first use, given
     back when the app context ends)."""
-    connection = g.get(_READ_KEY)
+    request_globals = current.g()
+    connection = request_globals.get(_READ_KEY)
     if connection is None:
         connection = provider().open()
-        setattr(g, _READ_KEY, connection)
+        setattr(request_globals, _READ_KEY, connection)
     return connection
 
 
 def release() -> None:
     """Give this request's read connection back (the app context's teardown does)."""
-    connection = g.pop(_READ_KEY, None)
+    connection = current.g().pop(_READ_KEY, None)
     if connection is not None:
         provider().close(connection)
 

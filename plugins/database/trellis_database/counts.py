@@ -38,10 +38,10 @@ from collections.abc import Callable
 from time import monotonic
 from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask
 from redis.exceptions import RedisError
 
-from trellis import events
+from trellis import current, events
 from trellis.background import ThrottledWarning
 from trellis.shared_redis import redis_client
 
@@ -156,4 +156,4 @@ def init_app(app: Flask) -> None:
 
 
 def cache() -> CountCache:
-    return current_app.extensions[_KEY]
+    return current.app().extensions[_KEY]

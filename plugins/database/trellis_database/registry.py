@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from flask import Flask, current_app, has_request_context, request
 from sqlalchemy import select
 
-from trellis import db
+from trellis import current, db
 
 from . import tables
 from .definitions import default_options, extension_fields, merge_options
@@ -161,8 +161,8 @@ class Registry:
         self._lock = threading.Lock()
 
     def current(self) -> Snapshot:
-        generations = current_app.extensions["trellis"].generations
-        dirty = has_request_context() and request.environ.get("trellis", {}).get("database_dirty")
+        generations = current.app().extensions["trellis"].generations
+        dirty = has_request_context() and current.request().environ.get("trellis", {}).get("database_dirty")
         stamp = generations.stamp(GENERATION)  # read before the rows: a racing change forces a rebuild
         snapshot = self._snapshot
         if snapshot is not None and snapshot.stamp == stamp and not dirty:
@@ -175,7 +175,7 @@ class Registry:
 
 
 def registry(app: Flask | None = None) -> Registry:
-    return (app or current_app).extensions["trellis_database"]
+    return (app or current.app()).extensions["trellis_database"]
 
 
 def snapshot() -> Snapshot:

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Response, current_app, request
 from sqlalchemy.exc import DBAPIError
 
-from trellis import db, jsonbody
+from trellis import current, db, jsonbody
 from trellis.credentials import admin_required, current_user, identify
 from trellis.errors import ErrorSchema, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
@@ -72,11 +72,11 @@ def json_response(payload: Any, status: int = 200) -> Response:
 
 
 def _json_text(text: str, status: int = 200) -> Response:
-    return current_app.response_class(text, status=status, mimetype="application/json")
+    return current.app().response_class(text, status=status, mimetype="application/json")
 
 
 def require_json() -> None:
-    jsonbody.require_json(request, "the document")
+    jsonbody.require_json(current.request(), "the document")
 
 
 def _retry_stale(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -233,7 +233,7 @@ def list_documents(args: dict[str, Any], schemaName: str, snap: Any, schema: Any
     ``field[$exists]=true``, ``field<v``, ``field>v``. ``count`` is the total before skip/limit;
     ``count=none`` leaves it out (no counting). ``search``: full-text words over the searchable fields,
     best match first without ``sort``."""
-    conditions = parse_filters(request.args)
+    conditions = parse_filters(current.request().args)
     select = parse_select(schema, args.get("select"))
     tree = parse_populate(snap, schema, args.get("populate"))
     counted = args.get("count", "exact") == "exact"
@@ -301,7 +301,7 @@ def create_many(body: dict[str, Any], schemaName: str, snap: Any, schema: Any, a
 def get_document(schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """One document; ``populate`` and ``select`` work as on the list. Under access control a document
     the caller may not read is the 404 of a missing one."""
-    if not request.environ.get("QUERY_STRING"):  # no `request.args` to build on the hottest read
+    if not current.request().environ.get("QUERY_STRING"):  # no `request.args` to build on the hottest read
         return _json_text(documents.get_json(schema, docId, acting))
     unknown = set(request.args) - {"populate", "select", "scope"}
     if unknown:

@@ -2,12 +2,15 @@
 
     .venv/bin/python -m bench.request_instructions                    # the peer benchmark's five operations
     .venv/bin/python -m bench.request_instructions --only create --requests 400 --keep /tmp/cg
+    .venv/bin/python -m bench.request_instructions --base af02701 --rounds 3   # that revision, then this tree
 
 Time per request moves ±15–20% from round to round on these shared machines, so a cut worth 2% of a
 request cannot be seen in req/s or CPU seconds without dozens of rounds. An instruction count does not
 depend on the machine's speed or on others' load: the same request on the same build counts the same,
-give or take the work that runs on a timer (the event log's pass, the pools' housekeeping), which is
-measured while idle and taken off (``idle`` in the report). perf's hardware counters are not available on
+give or take the work that runs on a timer (the work queues' polls, the event log's pass, the cache
+lease's renewal), which is counted in a quiet window before each case and taken off pro rata of the time.
+Under valgrind a request lasts ~50× longer, so that timer work weighs ~50× more than in real life; the
+cache lease is set to 6 s (renewed every 2 s, not every 67 ms) to keep it small: ±1% between runs. perf's hardware counters are not available on
 these virtual machines; callgrind counts in software (about 50× slower, so a few hundred requests each).
 
 What it counts is the server process's user-space work: Python, the C libraries, the driver; not the
@@ -18,17 +21,21 @@ that saturates (peer.md, 2026-11-28), so this is the part a write's rate follows
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import random
 import re
+import statistics
+import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from bench.common import Callgrind, bench_server, callgrind_prefix, ceiling_server, interpreter, redis_child
+from bench.common import ROOT, Callgrind, bench_server, callgrind_prefix, ceiling_server, interpreter, redis_child
 from bench.peer_bench import LIKE_PARSE, NEW_ITEM, PLAIN_MODULES, trellis_cases
 
 CASES = ["get by id", "list, no count", "list + exact count", "create", "update"]
@@ -96,7 +103,8 @@ def _count_all(
     return rows
 
 
-def run(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
+def run(args: argparse.Namespace, folder: Path, pythonpath: str | None = None) -> list[dict[str, Any]]:
+    """One count of every case; ``pythonpath``: where the server imports Trellis from (another revision)."""
     rnd = random.Random(args.seed)
     rows = []
     if args.floor:
@@ -105,7 +113,14 @@ def run(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
     # As peer_bench runs it: the admin, a Redis of its own (cache generations, rate limits).
     with (
         redis_child() as redis_url,
-        bench_server(modules=PLAIN_MODULES, prefix=callgrind_prefix(folder), TRELLIS_REDIS_URL=redis_url) as server,
+        bench_server(
+            modules=PLAIN_MODULES,
+            prefix=callgrind_prefix(folder),
+            TRELLIS_REDIS_URL=redis_url,
+            TRELLIS_CACHE_LEASE_SECONDS="6",
+            **dict(setting.split("=", 1) for setting in args.env),
+            **({"PYTHONPATH": pythonpath} if pythonpath else {}),
+        ) as server,
     ):
         ids = _seed(server.url, server.admin_headers, args.documents, rnd)
         cases = trellis_cases(ids, rnd, server.admin_headers)
@@ -121,16 +136,52 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--documents", type=int, default=2000)
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of the quiet window before each count")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE of the server's environment")
     parser.add_argument("--floor", action="store_true", help="count the bare Flask route first (ceiling_server)")
     parser.add_argument("--keep", type=Path, help="keep callgrind's files here (callgrind_annotate reads them)")
+    parser.add_argument("--base", help="a revision counted in alternation with this tree, round by round")
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
     print(f"interpreter: {interpreter()}")
-    if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
-        run(args, args.keep)
-    else:
-        with tempfile.TemporaryDirectory(prefix="trellis-callgrind-") as tmp:
-            run(args, Path(tmp))
+    with contextlib.ExitStack() as stack:
+        folder = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trellis-callgrind-")))
+        folder.mkdir(parents=True, exist_ok=True)
+        base = stack.enter_context(_checkout(args.base)) if args.base else None
+        counted: dict[str, list[list[dict[str, Any]]]] = {"base": [], "this tree": []}
+        for round_ in range(1, args.rounds + 1):
+            for side in ("base", "this tree") if base else ("this tree",):
+                print(f"== {side}, round {round_}", flush=True)
+                counted[side].append(run(args, folder, base if side == "base" else None))
+        if base:
+            print(_compare(counted["base"], counted["this tree"]))
+
+
+@contextlib.contextmanager
+def _checkout(revision: str) -> Iterator[str]:
+    """A worktree of ``revision``; yields the PYTHONPATH that makes a server import the core and every
+    module from it instead of this tree (the virtualenv's editable installs come after PYTHONPATH)."""
+    with tempfile.TemporaryDirectory(prefix="trellis-base-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), revision], check=True)
+        try:
+            yield os.pathsep.join(
+                [str(tree / "src"), *sorted(str(p) for p in (tree / "plugins").iterdir() if p.is_dir())]
+            )
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
+
+
+def _compare(base: list[list[dict[str, Any]]], this: list[list[dict[str, Any]]]) -> str:
+    """Per case: the median of the rounds on each side (without the idle rate) and this ÷ base per round."""
+    lines = ["", "| case | base, M instructions | this tree | this ÷ base, per round |", "|---|---:|---:|---|"]
+    for index, row in enumerate(base[0]):
+        before = [rows[index]["per_request"] for rows in base]
+        after = [rows[index]["per_request"] for rows in this]
+        ratios = ", ".join(f"{a / b:.3f}" for a, b in zip(after, before, strict=True))
+        lines.append(
+            f"| {row['case']} | {statistics.median(before) / 1e6:.3f} | {statistics.median(after) / 1e6:.3f} | {ratios} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import select
 
-from trellis import db
+from trellis import current, db
 from trellis.access import ResourceTable, catalog
 
 from .models import ResourceDefinition
@@ -91,7 +91,7 @@ class Definitions:
         return self._stamp
 
     def stored(self) -> dict[str, Definition]:
-        stamp = current_app.extensions["trellis"].generations.stamp(GENERATION)
+        stamp = current.app().extensions["trellis"].generations.stamp(GENERATION)
         if stamp != self._stamp:
             rows = db.session.execute(select(ResourceDefinition)).scalars()
             stored = {row.name: Definition(row.name, row.relations, row.permissions, row.version) for row in rows}

@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from flask import has_request_context, request
+from flask import has_request_context
 
+from trellis import current
 from trellis.access import Acting
 from trellis.errors import bad_request, forbidden
 from trellis_authentication import service as users
@@ -55,7 +56,7 @@ def check_exists(subjects: list[str], key: str = "subject") -> None:
 
 def acting(identity: Any, scope: str | None = None) -> Acting:
     """Who the request acts as (memoised per request and scope). 403 for a scope the caller is not in."""
-    memo = request.environ.setdefault("trellis", {}).setdefault("acting", {}) if has_request_context() else {}
+    memo = current.request().environ.setdefault("trellis", {}).setdefault("acting", {}) if has_request_context() else {}
     key = (identity.kind if identity is not None else None, identity.id if identity is not None else None, scope)
     if key not in memo:
         memo[key] = read_acting(identity, scope)

@@ -28,8 +28,10 @@ import re
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,26 +62,38 @@ def count(grind: Callgrind, send: Callable[[], None], args: argparse.Namespace, 
     """Instructions per request of ``send``, raw and without the work that runs on a timer: that is
     counted in a quiet window just after the warm-up, while the requests' timers still run (the cache
     lease renews every 67 ms for 10 s after the last request), and taken off pro rata of the time."""
-    for _ in range(args.warmup):
-        send()
+    _send_all(send, args.warmup, args.concurrency)
     grind.zero()
     time.sleep(args.idle)
     idle_per_s = grind.dump(label + "-idle") / args.idle
     grind.zero()
     started = time.monotonic()
-    for _ in range(args.requests):
-        send()
+    _send_all(send, args.requests, args.concurrency)
     elapsed = time.monotonic() - started
     total = grind.dump(label)
     idle = idle_per_s * elapsed
     return {"per_request": (total - idle) / args.requests, "raw": total / args.requests, "idle_share": idle / total}
 
 
-def _sender(session: requests.Session, url: str, case: dict[str, Any], rnd: random.Random) -> Callable[[], None]:
+def _send_all(send: Callable[[], None], requests_: int, concurrency: int) -> None:
+    """``requests_`` requests, ``concurrency`` at a time (each client thread on its own connection)."""
+    if concurrency == 1:
+        for _ in range(requests_):
+            send()
+        return
+    with ThreadPoolExecutor(concurrency) as pool:
+        for _ in pool.map(lambda _: send(), range(requests_)):
+            pass
+
+
+def _sender(url: str, case: dict[str, Any], rnd: random.Random) -> Callable[[], None]:
     method, body, paths = case.get("method", "GET"), case.get("body"), case["paths"]
+    sessions = threading.local()  # a keep-alive connection per client thread
 
     def send() -> None:
-        response = session.request(method, url + rnd.choice(paths), json=body, timeout=120)
+        if not hasattr(sessions, "session"):
+            sessions.session = requests.Session()
+        response = sessions.session.request(method, url + rnd.choice(paths), json=body, timeout=600)
         if response.status_code >= 400:
             raise RuntimeError(f"{method} {response.url}: {response.status_code} {response.text[:200]}")
 
@@ -90,11 +104,10 @@ def _count_all(
     server: Any, folder: Path, cases: dict[str, dict[str, Any]], args: argparse.Namespace, rnd: random.Random
 ) -> list[dict[str, Any]]:
     grind = Callgrind(server.process.pid, folder, server.env.get("HOST"))
-    session = requests.Session()
     rows = []
     for name, case in cases.items():
         label = re.sub(r"\W+", "-", name)
-        row = count(grind, _sender(session, server.url, case, rnd), args, label)
+        row = count(grind, _sender(server.url, case, rnd), args, label)
         rows.append({"case": name, **row})
         print(
             f"{name:20} {row['raw'] / 1e6:7.3f} M instructions/request, {row['per_request'] / 1e6:7.3f} M without "
@@ -134,6 +147,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--documents", type=int, default=2000)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="requests in flight (16: as peer_bench's wrk; the event log's passes then batch several writes)",
+    )
     parser.add_argument("--idle", type=float, default=5.0, help="seconds of the quiet window before each count")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE of the server's environment")

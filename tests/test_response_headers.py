@@ -101,6 +101,14 @@ def test_no_single_valued_header_twice_and_nosniff_everywhere(live_server):
     assert not problems, "\n".join(problems[:20])
 
 
+def test_header_names_leave_as_the_app_wrote_them(live_server):
+    # eventlet re-cased every name word by word (X-Request-Id); that is off (trellis.server.safety).
+    _, received = _headers(live_server.port, "GET", "/health", {"Origin": "https://app.example"})
+    names = {name for name, _ in received}
+    assert {"X-Request-ID", "Content-Type", "Content-Length", "X-Content-Type-Options"} <= names
+    assert "Access-Control-Expose-Headers" in names
+
+
 def test_typed_answers_keep_their_one_content_type(live_server):
     """The concrete bug: a JSON answer and a text/plain upload each say exactly what they are."""
     user = create_user_over_http(live_server.url)

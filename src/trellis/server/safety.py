@@ -85,9 +85,13 @@ def eventlet_server_options() -> dict[str, Any]:
     # ``eventlet.minimum_write_chunk_size`` cannot be set from a view). Downloads stream 256 KiB pieces.
     # wsgi.input_terminated: eventlet's input ends where the body does (Content-Length, the last chunk, or
     # empty without either); werkzeug reads a chunked body only when told so, else it sees an empty one.
+    # capitalize_response_headers off: header names leave as the app wrote them (werkzeug's and ours are
+    # already in their usual case: X-Request-ID, ETag), not re-cased by eventlet word by word, which cost
+    # 6.4 µs a response (timeit, 6 headers; ~1% of a create's server CPU, 2026-11-28).
     return {
         "url_length_limit": EVENTLET_URL_LENGTH_LIMIT,
         "debug": False,
         "minimum_chunk_size": 0,
         "environ": {"wsgi.input_terminated": True},
+        "capitalize_response_headers": False,
     }

@@ -46,7 +46,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from . import background, db, reads
+from . import background, current, db, reads
 from .models import CacheGeneration
 from .server.token_reader import TokenReader
 from .shared_reads import SharedReads
@@ -303,7 +303,7 @@ class Remembered:
     def get(self, key: Any, read: Callable[[], Any], usable: Callable[[Any], bool] | None = None) -> Any:
         """The answer kept for ``key``, else ``read()`` (kept unless None). ``usable``: a kept answer it
         refuses is read again (an answer that can go out of date by itself, like an expiry)."""
-        extensions = current_app.extensions
+        extensions = current.app().extensions  # every user request: no proxy read
         stamp = extensions["trellis"].generations.stamp(self.name)
         kept = extensions.get(self._key)
         if kept is None or kept[0] != stamp or len(kept[1]) >= self.limit:

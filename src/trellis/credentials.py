@@ -85,7 +85,7 @@ _MAX_VERIFIED = 4096
 
 def decode(token: str) -> dict[str, Any]:
     """The verified claims of ``token`` (401 when it is not valid or has expired). Read them, never change them."""
-    key = (current_app.config["JWT_SECRET_KEY"], token)
+    key = (current.app().config["JWT_SECRET_KEY"], token)
     found = _VERIFIED.get(key)
     if found is not None and time.time() < found[1]:
         return found[0]

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pluggy
-from flask import current_app
+
+from . import current
 
 hookspec = pluggy.HookspecMarker("trellis")
 hookimpl = pluggy.HookimplMarker("trellis")
@@ -71,4 +72,4 @@ def make_manager() -> pluggy.PluginManager:
 
 def call() -> Any:
     """The hook relay of the current app: ``call().trellis_user_blocked(user_id=...)``."""
-    return current_app.extensions["trellis"].hooks.hook
+    return current.app().extensions["trellis"].hooks.hook  # every user request: no proxy read

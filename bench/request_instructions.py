@@ -2,16 +2,20 @@
 
     .venv/bin/python -m bench.request_instructions                    # the peer benchmark's five operations
     .venv/bin/python -m bench.request_instructions --only create --requests 400 --keep /tmp/cg
-    .venv/bin/python -m bench.request_instructions --base af02701 --rounds 3   # that revision, then this tree
+    .venv/bin/python -m bench.request_instructions --base af02701 --rounds 3 --concurrency 16
 
 Time per request moves ±15–20% from round to round on these shared machines, so a cut worth 2% of a
 request cannot be seen in req/s or CPU seconds without dozens of rounds. An instruction count does not
-depend on the machine's speed or on others' load: the same request on the same build counts the same,
-give or take the work that runs on a timer (the work queues' polls, the event log's pass, the cache
-lease's renewal), which is counted in a quiet window before each case and taken off pro rata of the time.
-Under valgrind a request lasts ~50× longer, so that timer work weighs ~50× more than in real life; the
-cache lease is set to 6 s (renewed every 2 s, not every 67 ms) to keep it small: ±1% between runs. perf's hardware counters are not available on
-these virtual machines; callgrind counts in software (about 50× slower, so a few hundred requests each).
+depend on the machine's speed or on others' load: the same request on the same build counts the same
+(±1–3% between runs), give or take the work that runs on a timer (the work queues' polls, the event log's
+pass, the cache lease's renewal), which is counted in a quiet window before each case and taken off pro
+rata of the time. Under valgrind a request lasts ~50× longer, so that timer work weighs ~50× more than in
+real life; the cache lease is set to 6 s (renewed every 2 s, not every 67 ms) to keep it small. perf's
+hardware counters are not available on these virtual machines; callgrind counts in software (~50× slower,
+so a few hundred requests a case).
+
+Compare writes with ``--concurrency 16`` (as ``peer_bench``'s wrk): one at a time, every write gets an
+event log pass of its own, which is not what a loaded server does (results/instructions.md).
 
 What it counts is the server process's user-space work: Python, the C libraries, the driver; not the
 kernel (system calls, loopback TCP) and not PostgreSQL. On a fast machine the server process is the one

@@ -27,6 +27,7 @@ import gc
 import logging
 import resource
 import socket
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask
@@ -162,6 +163,9 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False, banner: st
     guard = connection_guard(app.config)
     ensure_file_limit(guard.max_connections)
     guard.start()
+    # eventlet warns that it will not re-case header names: that is turned off on purpose (see
+    # eventlet_server_options), and a warning on every start would teach operators to ignore warnings.
+    warnings.filterwarnings("ignore", "capitalize_response_headers is disabled", DeprecationWarning)
     eventlet.wsgi.server(
         GuardedListener(NoDelayListener(listener) if nodelay_enabled(app.config) else listener, guard),
         app,

@@ -41,7 +41,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from flask import current_app, has_request_context, request
+from flask import current_app, has_request_context
 from redis.exceptions import RedisError
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -278,7 +278,7 @@ def _new_token() -> bytes:
 
 
 def _current_request() -> Any:
-    return request._get_current_object() if has_request_context() else None  # type: ignore[attr-defined]
+    return current.request() if has_request_context() else None
 
 
 # The names of every Remembered: a restore bumps them all, so an answer kept under a name that no row held

@@ -21,10 +21,11 @@ import time
 from typing import Any
 
 import redis
-from flask import Flask, current_app
+from flask import Flask
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from . import current
 from .background import ThrottledWarning
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ def make_pool(app: Flask, url: str) -> redis.ConnectionPool:
 
 def redis_client(app: Flask | None = None) -> Any:
     """A ``redis.Redis`` for the configured URL, or None when Redis is not configured."""
-    app = app or current_app._get_current_object()  # type: ignore[attr-defined]
+    app = app or current.app()
     client = app.extensions.get(_KEY)
     if client is None:
         url = app.config.get("REDIS_URL")

@@ -21,10 +21,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import current_app, request
+from flask import request
 from flask_socketio import ConnectionRefusedError, Namespace
 
-from trellis import db
+from trellis import current, db
 from trellis.credentials import Identity, identity_from_token, master_key_matches
 from trellis.errors import (
     UNAVAILABLE_MESSAGE,
@@ -151,7 +151,7 @@ class DatabaseNamespace(Namespace):
         live = hub()
         live.add(subscription, limit=MAX_SUBSCRIPTIONS)
         # After the acknowledgement (sent when this handler returns): replay, then live events.
-        self.socketio.start_background_task(_start, current_app._get_current_object(), subscription, self, sid)
+        self.socketio.start_background_task(_start, current.app(), subscription, self, sid)
         return {"subscriptionId": subscription.id}
 
     @socket_event

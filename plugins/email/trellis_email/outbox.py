@@ -25,7 +25,7 @@ from typing import Any
 from flask import Flask, current_app
 from sqlalchemy import bindparam, false, insert, select, text
 
-from trellis import db, statements
+from trellis import current, db, statements
 from trellis.background import PollingWorker
 from trellis.errors import APIError, bad_request, not_found
 from trellis.module_config import get as get_config
@@ -187,7 +187,7 @@ def send_due(limit: int = 1) -> int:
     """Claim up to ``limit`` due messages, send each and record how it went; how many were claimed."""
     from .service import SENT as SENT_COUNTER
 
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = current.app()
     settings = settings_of(app)
     config = get_config("email")
     provider = for_config(config)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask
 from sqlalchemy import and_, bindparam, not_, select, text, update
 
-from trellis import db
+from trellis import current, db
 from trellis.errors import conflict, not_found
 from trellis.metrics import ModuleCounter
 from trellis.work_queue import JITTER  # ±10 % on every delay: failures of one outage are not retried in one burst
@@ -82,7 +82,7 @@ def runtime_of(app: Flask) -> Runtime:
 
 
 def runtime() -> Runtime:
-    return runtime_of(current_app._get_current_object())  # type: ignore[attr-defined]
+    return runtime_of(current.app())
 
 
 def body_text(event_id: int | None, event: str, created_at: str | None, data: Any) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from flask import current_app
 
+from .. import current
 from ..errors import APIError
 from . import jobs
 
@@ -20,7 +20,7 @@ def backup_group() -> None:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), help="write the archive here")
 def backup_create(output: Path | None) -> None:
     """Write a backup (into the backups folder, or OUTPUT)."""
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = current.app()
     try:
         name, manifest = jobs.backup_now(app, output.resolve() if output else None)
     except APIError as exc:
@@ -37,7 +37,7 @@ def backup_restore(file: Path, yes: bool) -> None:
     """Replace every table and stored file by those of FILE."""
     if not yes:
         raise click.ClickException("a restore replaces everything: confirm with --yes")
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    app = current.app()
     try:
         result = jobs.restore_from(app, file)
     except APIError as exc:

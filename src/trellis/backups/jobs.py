@@ -28,7 +28,7 @@ from typing import IO, Any
 import sqlalchemy as sa
 from flask import Flask, current_app
 
-from .. import audit, db
+from .. import audit, current, db
 from ..errors import APIError, bad_request, conflict, not_found
 from ..models import BackupLock, BackupRecord
 from ..module_config import get as get_config
@@ -332,7 +332,7 @@ def upload(stream: IO[bytes], filename: str | None) -> dict[str, Any]:
         with part.open("wb") as out:
             while chunk := stream.read(archive.CHUNK):
                 out.write(chunk)
-        verified(current_app._get_current_object(), part)  # type: ignore[attr-defined]
+        verified(current.app(), part)
     except ArchiveError as exc:
         part.unlink(missing_ok=True)
         raise bad_request(str(exc)) from None

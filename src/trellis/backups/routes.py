@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from flask import current_app, send_file
+from flask import send_file
 from flask_smorest.fields import Upload
 from marshmallow import Schema, fields, validate
 
+from .. import current
 from ..credentials import admin_required
 from ..errors import ErrorSchema
 from ..http import Blueprint, body_limit
@@ -67,7 +68,7 @@ def list_backups():
 @blp.alt_response(409, schema=ErrorSchema, description="A restore is running")
 def start_backup():
     """Start a backup of every table and stored file; it is written in the background (see the list)."""
-    name = jobs.start_backup(current_app._get_current_object())  # type: ignore[attr-defined]
+    name = jobs.start_backup(current.app())
     return {"name": name, "status": "running"}
 
 
@@ -115,5 +116,5 @@ def restore_backup(name: str):
     """Start replacing every table and stored file by the archive's. It runs in the background: `restore`
     in `GET /admin/backups` says when it is done (from then on every process serves the restored state)
     or why it failed (the previous state is then in place)."""
-    jobs.start_restore(current_app._get_current_object(), name)  # type: ignore[attr-defined]
+    jobs.start_restore(current.app(), name)
     return {"name": name, "status": "running"}

@@ -19,6 +19,8 @@
 #   update-counterupdate  the whole statement, its counter bumped by a plain UPDATE of seeded slots
 #                       instead of INSERT … ON CONFLICT DO UPDATE
 #   update-noorder      the whole statement on a table without the list's default-order index (created_at, id)
+#   update-returned     the whole statement, the document's JSON made once in its RETURNING (since 2026-11-28 evening)
+#   update-optimistic   update-returned without the row lock: the row found by its ctid, its version required
 # usage: [PASS_MS=20] bench/event_log_layout/run.sh VARIANT [SECONDS]   (after: python -m bench.event_log_layout.schema)
 # The first four create variants record unnumbered rows in core_events: they need a schema.sql made before
 # the migration core_0007 (its event_id NOT NULL); pending and the update variants run on today's.

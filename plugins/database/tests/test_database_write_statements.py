@@ -8,9 +8,11 @@ without the ``db`` fixture: the app reads and writes through its production conn
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -217,3 +219,43 @@ def test_each_single_document_write_is_one_statement_without_begin_or_commit(pro
     removed = one_statement("DELETE", f"/database/{shared}/{doc_id}", user.headers)
     assert "authz_relations" in removed  # its tuples, in the same statement
     assert _state(other, shared)["grants"] == 0
+
+
+def test_concurrent_updates_of_one_document_record_each_replaced_version(committing_app):
+    """Eight clients PATCH one document at once. PostgreSQL runs an update first without a row lock and
+    requires the version it read (``documents._update_one``); an update that lost the race writes nothing
+    and runs again with ``FOR UPDATE``. Either way each event's ``previous`` is the very version its update
+    replaced, and each answer is its event's ``document``: versions 1..N once each, in one chain. (SQLite
+    has one writer, and no lock-free first attempt: eight writing threads there meet "database is locked".)"""
+    from trellis.testing.plugin import statements_run
+
+    if database_kind() != "postgresql":
+        pytest.skip("the update without a lock is PostgreSQL's")
+    client = committing_app.test_client()
+    schema = _schema(client, {"n": "Number"})
+    doc = client.post(f"/database/{schema}", json={"n": 0}, headers=ADMIN).get_json()
+    patches = 80
+
+    def patch(n: int) -> dict[str, Any]:
+        answer = committing_app.test_client().patch(f"/database/{schema}/{doc['_id']}", json={"n": n}, headers=ADMIN)
+        assert answer.status_code == 200, answer.get_json()
+        return answer.get_json()
+
+    with statements_run(committing_app.extensions["trellis"].reads.engine) as seen:
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(patch, range(1, patches + 1)))
+    with committing_app.app_context(), committing_app.extensions["trellis"].engine.connect() as connection:
+        recorded = events.recorded()
+        payloads = connection.execute(
+            sa.select(recorded.c.payload).where(recorded.c.topic == f"database.{schema}.update")
+        ).scalars()
+        by_version = {event["document"]["__v"]: event for event in map(json.loads, payloads)}
+    assert sorted(by_version) == list(range(1, patches + 1))
+    for version, event in by_version.items():
+        replaced = by_version[version - 1]["document"] if version > 1 else doc
+        assert event["previous"] == replaced, version
+    assert sorted(answers, key=lambda a: a["__v"]) == [by_version[v]["document"] for v in sorted(by_version)]
+    # Both paths ran: some updates lost the race and took the lock, most did not need it.
+    updates = [sql for sql in seen if "core_events_pending" in sql and "UPDATE" in sql]
+    locked = [sql for sql in updates if "FOR UPDATE" in sql]
+    assert 0 < len(locked) < patches < len(updates), (len(locked), len(updates))

@@ -1013,7 +1013,9 @@ def _update_one(
     concurrent update that committed after ``old`` was read fails that check when PostgreSQL re-reads the
     row's newest version, and nothing is written. Only then (or for a missing document) the statement runs
     again with ``old`` read ``FOR UPDATE``, which waits for the row and reads its newest version. The lock
-    of every update cost PostgreSQL 12% of the UPDATE's CPU (pgbench, 16 clients: 502 → 444 µs, 2026-11-28).
+    of every update (its WAL record, a second descent of the primary key) was 12% of the UPDATE's own
+    PostgreSQL CPU (pgbench, 16 clients: 502 → 444 µs); with the event row, the counter and the numbering
+    pass around it, 803 → 745 µs, within pgbench's noise there (2026-11-28, ``bench/event_log_layout``).
 
     ``alone`` under access: the caller's read and edit predicates in the ``old`` subquery; a miss is then
     told apart (404 or 403) by a read. Returns ``<after>``, which is also the answer: made once, by the

@@ -255,7 +255,7 @@ def test_concurrent_updates_of_one_document_record_each_replaced_version(committ
         replaced = by_version[version - 1]["document"] if version > 1 else doc
         assert event["previous"] == replaced, version
     assert sorted(answers, key=lambda a: a["__v"]) == [by_version[v]["document"] for v in sorted(by_version)]
-    # Both paths ran: some updates lost the race and took the lock, most did not need it.
+    # Both paths ran: some updates lost the race and ran again with the lock (each update at most twice).
     updates = [sql for sql in seen if "core_events_pending" in sql and "UPDATE" in sql]
     locked = [sql for sql in updates if "FOR UPDATE" in sql]
-    assert 0 < len(locked) < patches < len(updates), (len(locked), len(updates))
+    assert 0 < len(locked) == len(updates) - patches, (len(locked), len(updates))

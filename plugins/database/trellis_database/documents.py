@@ -1014,8 +1014,8 @@ def _update_one(
     row's newest version, and nothing is written. Only then (or for a missing document) the statement runs
     again with ``old`` read ``FOR UPDATE``, which waits for the row and reads its newest version. The lock
     of every update (its WAL record, a second descent of the primary key) was 12% of the UPDATE's own
-    PostgreSQL CPU (pgbench, 16 clients: 502 → 444 µs); the whole statement, with its event row, counter and
-    numbering pass, and the JSON made once: 803 → 745 µs, within pgbench's noise there (2026-11-28,
+    PostgreSQL CPU (pgbench, 16 clients: 502 → 444 µs); the whole statement, with its event row and counter,
+    and the JSON made once: 803 → 745 µs, within pgbench's noise there (2026-11-28,
     ``bench/event_log_layout``).
 
     ``alone`` under access: the caller's read and edit predicates in the ``old`` subquery; a miss is then

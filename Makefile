@@ -9,7 +9,9 @@ PYTEST_ARGS ?=
 # Each database's pass runs on two pytest-xdist workers, a test file per worker (its module-scoped live
 # server and browser stay in one process): the live-server, fault and browser tests mostly wait on other
 # processes, so four workers on two cores finish sooner than two.
-XDIST ?= -n 2 --dist loadfile
+# Files with a test marked `long` go first, in collection order (trellis.testing.plugin): handed out last,
+# by xdist's default reorder, they were the suite's tail.
+XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 export FLASK_APP := wsgi
 # A quiet install: -qq keeps pip's errors only, and setuptools' notice on every editable build (a
 # UserWarning, ~10 lines per package) is not for users of this Makefile.

@@ -789,6 +789,7 @@ def _many_documents(app: Any, count: int) -> None:
 KILL_DOCUMENTS = 30_000  # enough for a restore to take seconds on a busy 2-core machine
 
 
+@pytest.mark.long
 def test_kill_9_mid_restore_leaves_the_previous_state_no_orphan_blob_and_its_lock_is_recovered(make_app, serve):
     import signal
 

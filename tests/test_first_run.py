@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.live
+@pytest.mark.long
 def test_first_run_is_quiet_and_the_hint_names_the_admin(tmp_path):
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("TRELLIS_")}

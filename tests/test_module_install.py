@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHECK = """
@@ -26,6 +28,7 @@ print(json.dumps({"modules": [m.name for m in app.extensions["trellis"].modules]
 """
 
 
+@pytest.mark.long
 def test_pip_installed_module_brings_routes_and_migrations(module_cli_env):
     env = module_cli_env(ROOT / "tests" / "tiny_module")
     flask = [sys.executable, "-m", "flask", "--app", str(ROOT / "wsgi.py"), "trellis"]

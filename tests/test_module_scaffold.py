@@ -61,6 +61,7 @@ def columns(url: str, table: str) -> set[str]:
         engine.dispose()
 
 
+@pytest.mark.long
 def test_a_new_module_installs_migrates_serves_and_passes_its_tests(tmp_path, empty_database_url):
     python = throwaway_environment(tmp_path / "venv")
     env = {

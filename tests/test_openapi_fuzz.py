@@ -5,6 +5,7 @@ the rolled-back test transaction."""
 
 import threading
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -42,6 +43,7 @@ def settled(call):
                 thread.join(60)
 
 
+@pytest.mark.long
 def test_no_server_errors_and_documented_responses(app, db):
     schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
     failures: dict[str, str] = {}
@@ -76,6 +78,7 @@ def test_no_server_errors_and_documented_responses(app, db):
     assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
 
 
+@pytest.mark.long
 def test_negative_data_never_gets_a_server_error(app, client, admin_headers):
     created = client.post(
         "/admin/database/schemas",

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_COLUMN = "    text: Mapped[str] = mapped_column(String(200))\n"
 # A nullable string, and a column of a trellis type (so the revision needs `import trellis.db`).
@@ -24,6 +26,7 @@ def run(command: list[str], env: dict[str, str], cwd: Path | None = None) -> sub
     return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.long
 def test_a_generated_revision_passes_ruff_check_and_format(tmp_path, module_cli_env):
     source = tmp_path / "tiny_module"
     shutil.copytree(ROOT / "tests" / "tiny_module", source)

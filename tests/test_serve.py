@@ -87,6 +87,7 @@ def test_the_live_server_factory_takes_another_port_when_its_own_was_taken_meanw
     assert requests.get(f"{live_server.url}/health", timeout=30).status_code == 200
 
 
+@pytest.mark.long
 def test_a_forked_server_and_a_started_one_end_alike(live_server_factory, monkeypatch):
     """Test servers are forked from a process that imported Trellis already (``trellis.testing.forkserver``);
     ``TRELLIS_TEST_FORK=0`` starts them from nothing. Both serve, and end the same way on SIGTERM and SIGKILL."""

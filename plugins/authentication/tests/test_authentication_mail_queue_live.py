@@ -103,6 +103,7 @@ def test_the_request_after_a_forgot_password_does_not_wait_for_the_mail_server(
     assert outbox(server.url, unknown) == []
 
 
+@pytest.mark.long
 def test_mails_arrive_once_the_mail_server_is_back_each_once(live_server_factory, smtp_server_factory):
     """Two processes answer forgot-password for ten accounts while nothing listens on the mail server's port:
     the mails are tried again (0.5 s apart here) and arrive once a server listens there, each exactly once
@@ -130,6 +131,7 @@ def test_mails_arrive_once_the_mail_server_is_back_each_once(live_server_factory
     assert sent["error"] is None and "reset_token" not in sent["body"]
 
 
+@pytest.mark.long
 def test_a_server_killed_before_sending_leaves_the_mail_to_the_next_one(live_server_factory, smtp_server_factory):
     """The process that answered is killed (SIGKILL) while the mail server is still taking the message; a
     process started afterwards sends it once the dead one's claim has run out (6 × the 3 s SMTP timeout)."""

@@ -42,6 +42,7 @@ def cluster_app(pg_cluster, app_config, tmp_path) -> Iterator[Flask]:
         app.extensions["trellis"].engine.dispose()
 
 
+@pytest.mark.long
 def test_every_forgot_password_answered_200_during_a_restart_gets_its_mail(
     cluster_app, pg_cluster, app_config, smtp_server
 ):

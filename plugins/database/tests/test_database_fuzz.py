@@ -1,6 +1,7 @@
 """Schemathesis over the generated OpenAPI paths of a real schema and custom endpoints: whatever the
 fuzzer sends (admin or anonymous), no 5xx and responses that match the documented schemas."""
 
+import pytest
 import schemathesis
 
 from trellis.testing.fuzzing import conformance
@@ -9,6 +10,7 @@ from trellis.testing.plugin import TEST_MASTER_KEY
 EXAMPLES_PER_OPERATION = 6
 
 
+@pytest.mark.long
 def test_generated_routes_never_fail(app, dbapi):
     dbapi.create_schema("FuzzMaker", {"name": {"type": "String", "required": True}})
     maker = dbapi.post("FuzzMaker", {"name": "m"})

@@ -170,6 +170,7 @@ def raw_upload(port: int, token: str, content: bytes) -> socket.socket:
     return sock
 
 
+@pytest.mark.long
 def test_local_leftovers_of_killed_uploads_are_swept_at_start(live_server_factory, app, app_config, tmp_path):
     root = Root(tmp_path / "store")
     env = {"TRELLIS_STORAGE_PATH": str(root.path)}
@@ -221,6 +222,7 @@ def test_local_leftovers_of_killed_uploads_are_swept_at_start(live_server_factor
         assert root.blobs() == {running_key} and root.parts() == set() and journal(app) == set()
 
 
+@pytest.mark.long
 def test_s3_leftovers_of_killed_uploads_are_swept_at_start(
     live_server_factory, app, app_config, tmp_path, s3_bucket_settings, s3_admin
 ):

@@ -81,6 +81,7 @@ def finished(client: Client, server, file_id: str, content: bytes) -> None:
 
 
 @pytest.mark.parametrize("backend", ["local", "s3"])
+@pytest.mark.long
 def test_chunks_across_processes_hang_ups_and_a_killed_server(live_server_factory, backend, request):
     first, second = live_server_factory(), live_server_factory()
     if backend == "s3":

@@ -43,6 +43,15 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"trellis test database: {database_kind()}"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files that hold a test marked ``long`` (fuzzers, module installs, killed servers: 25–170 s each on a
+    slow 2-core machine) run first. xdist's ``loadfile`` hands out whole files, largest test count first
+    unless told ``--no-loadscope-reorder`` (the Makefile does): these files, of one or two tests each, came
+    last and ran alone at the end while the other worker idled. The order is otherwise kept (a stable sort)."""
+    long_files = {item.path for item in items if item.get_closest_marker("long")}
+    items.sort(key=lambda item: item.path not in long_files)
+
+
 def database_kind() -> str:
     kind = os.environ.get("TRELLIS_TEST_DB", "sqlite").lower()
     if kind not in ("sqlite", "postgresql"):

@@ -1005,7 +1005,7 @@ def _update(
 
 def _update_one(
     schema: CompiledSchema, key: Any, data: Any, parameters: dict[str, Any], acting: Acting | None, alone: bool
-) -> Any:
+) -> str:
     """PostgreSQL: ``UPDATE … FROM (SELECT …) old … RETURNING <after>, <old>``, both as JSON text
     (:func:`_document_sql`), with the event ``{"document": <after>, "previous": <old>}`` made from them in
     the same statement. ``old`` must be the very version this update replaces. First without a lock: the
@@ -1026,16 +1026,15 @@ def _update_one(
     table = schema.table
 
     def build(locked: bool) -> sa.Select:
-        address = sa.literal_column(f'"{table.name}".ctid')
-        old = sa.select(*columns(table), *([] if locked else [address.label("address")]))
-        old = old.where(table.c.id == sa.bindparam("doc_id"))
+        old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
         if guarded:
             old = old.where(*_access_parts(schema, acting, "edit"))
         if locked:
             old_row = old.with_for_update().subquery("old")
             same = [table.c.id == old_row.c.id]
         else:
-            old_row = old.subquery("old")
+            address = sa.literal_column(f'"{table.name}".ctid')
+            old_row = old.add_columns(address.label("address")).subquery("old")
             same = [address == old_row.c.address, table.c.version == old_row.c.version]
         after = _document_sql(schema, *columns(table)).label("document")
         before = _document_sql(schema, *(old_row.c[c.name] for c in columns(table))).label("previous")

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 
 from trellis import create_app, events
 from trellis.testing.pg_proxy import PostgresProxy
-from trellis.testing.plugin import TEST_MASTER_KEY, database_kind, wipe_data
+from trellis.testing.plugin import TEST_MASTER_KEY, database_kind, statements_run, wipe_data
 from trellis_authentication.testing import UserAccount, create_user_with_client
 
 ADMIN = {"masterkey": TEST_MASTER_KEY}
@@ -227,8 +227,6 @@ def test_concurrent_updates_of_one_document_record_each_replaced_version(committ
     and runs again with ``FOR UPDATE``. Either way each event's ``previous`` is the very version its update
     replaced, and each answer is its event's ``document``: versions 1..N once each, in one chain. (SQLite
     has one writer, and no lock-free first attempt: eight writing threads there meet "database is locked".)"""
-    from trellis.testing.plugin import statements_run
-
     if database_kind() != "postgresql":
         pytest.skip("the update without a lock is PostgreSQL's")
     client = committing_app.test_client()

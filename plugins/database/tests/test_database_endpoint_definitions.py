@@ -234,3 +234,32 @@ def test_openapi_documents_the_nested_definition(client):
     assert components["EndpointAssignment"]["properties"]["action"]["enum"][0] == "set"
     record = components["EndpointRecord"]["properties"]
     assert record["inputs"]["items"] == {"$ref": "#/components/schemas/EndpointInput"}
+
+
+@pytest.mark.parametrize("value", [[], ["qty"], {}, {"name": "qty"}, 1, None])
+@pytest.mark.parametrize("where", ["query", "assignment"])
+def test_an_input_reference_that_is_not_a_name_is_refused_on_create_and_update(dbapi, order, value, where):
+    """A list or an object where an input's name belongs used to answer 500 (it was looked up in a set)."""
+    inputs = [{"name": "qty", "type": "Number", "location": "body"}]
+    source = {"type": "Input", "value": value}
+    query = {"AND": [cond("qty", "eq", "Custom", 1)]}
+    assignment = {"schemaField": "qty", "action": "set", "assignmentField": {"type": "Input", "value": "qty"}}
+    if where == "query":
+        query = {"AND": [{"schemaField": "qty", "operation": "eq", "comparisonField": source}]}
+        key = "query.AND.0.comparisonField.value"
+    else:
+        assignment = {**assignment, "assignmentField": source}
+        key = "assignments.0.assignmentField.value"
+    body = {"name": "bump", "operation": "PATCH", "selectedSchema": "Order", "inputs": inputs, "query": query}
+    errors = refused(post(dbapi, {**body, "assignments": [assignment]}))
+    assert key in errors
+
+    valid = {"schemaField": "qty", "action": "set", "assignmentField": {"type": "Custom", "value": 2}}
+    created = post(dbapi, {**body, "query": {"AND": [cond("qty", "eq", "Custom", 1)]}, "assignments": [valid]})
+    assert created.status_code == 201, created.get_json()
+    url = f"{ENDPOINTS}/{created.get_json()['_id']}"
+    changes = {"query": query} if where == "query" else {"assignments": [assignment]}
+    for method in (dbapi.client.patch, dbapi.client.put):
+        assert key in refused(method(url, json=changes, headers=dbapi.admin))
+    stored = dbapi.client.get(url, headers=dbapi.admin).get_json()
+    assert stored["__v"] == 0 and stored["assignments"] == [valid]  # nothing half-written

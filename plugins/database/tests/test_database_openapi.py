@@ -114,6 +114,30 @@ def test_custom_endpoints_appear_with_their_inputs(dbapi):
     assert body["properties"] == {"watts": {"type": "number"}} and body["required"] == ["watts"]
 
 
+def test_custom_endpoints_are_one_swagger_group(dbapi):
+    """The admin routes, the generic callers' paths and each endpoint's own path share one declared tag."""
+    dbapi.create_schema("Lamp", {"watts": "Number"})
+    response = dbapi.client.post(
+        "/admin/database/customEndpoints",
+        headers=dbapi.admin,
+        json={"name": "lamps", "operation": "GET", "selectedSchema": "Lamp"},
+    )
+    assert response.status_code == 201, response.get_json()
+    doc = spec(dbapi.client)
+    tags = {
+        path: operation["tags"]
+        for path, item in doc["paths"].items()
+        if path.startswith(("/admin/database/customEndpoints", "/database/function/"))
+        for method, operation in item.items()
+        if method != "parameters"
+    }
+    assert "/database/function/lamps" in tags and "/admin/database/customEndpoints" in tags
+    assert {tuple(names) for names in tags.values()} == {("database-custom-endpoints",)}
+    declared = [tag["name"] for tag in doc["tags"]]
+    assert declared.count("database-custom-endpoints") == 1
+    assert not [name for name in declared if "custom endpoints" in name.lower()]
+
+
 def test_disabled_cms_schemas_are_left_out(dbapi):
     dbapi.create_schema("Quiet", {"a": "String"}, modelOptions={"conduit": {"cms": {"enabled": False}}})
     assert "/database/Quiet" not in spec(dbapi.client)["paths"]

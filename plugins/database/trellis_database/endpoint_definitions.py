@@ -43,6 +43,9 @@ CONTEXT_PATH = re.compile(r"^user(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 RUNTIME_PARAMS = ("skip", "limit", "sort", "populate", "scope")
 CONDITION_KEYS = ("schemaField", "operation", "comparisonField")
 MAX_QUERY_NODES = 100
+# The Swagger tag of every custom-endpoint operation, admin routes and callers' paths alike: the name of
+# the admin routes' blueprint (routes.py), so the request-time paths join the same group.
+ENDPOINTS_TAG = "database-custom-endpoints"
 REQUIRED = "Missing data for required field."
 
 
@@ -79,9 +82,13 @@ class EndpointAssignedValueSchema(Schema):
     )
 
     @validates_schema
-    def _context_is_a_path(self, data: dict[str, Any], **_: Any) -> None:
-        if data["type"] == "Context" and not (isinstance(data.get("value"), str) and CONTEXT_PATH.match(data["value"])):
+    def _value_fits_the_type(self, data: dict[str, Any], **_: Any) -> None:
+        value = data.get("value")
+        if data["type"] == "Context" and not (isinstance(value, str) and CONTEXT_PATH.match(value)):
             raise ValidationError("A path into the caller, such as user._id", "value")
+        # Looked up among the inputs' names later: a list or an object there is a wrong shape, not a name.
+        if data["type"] == "Input" and not isinstance(value, str):
+            raise ValidationError("The name of one of the endpoint's inputs", "value")
 
 
 class EndpointComparedValueSchema(EndpointAssignedValueSchema):

@@ -21,7 +21,7 @@ from flask import Flask
 
 from . import search as full_text
 from .document_access import opted_in
-from .endpoint_definitions import declares_scope, path_of
+from .endpoint_definitions import ENDPOINTS_TAG, declares_scope, path_of
 from .fields import Field
 from .registry import CompiledEndpoint, CompiledSchema, registry
 
@@ -128,7 +128,7 @@ def _generic_function_paths(out: dict[str, Any]) -> None:
             operation = {
                 "operationId": f"callCustomEndpoint{suffix}{method.capitalize()}",
                 "summary": f"Run a custom endpoint by name ({method.upper()} endpoints)",
-                "tags": ["database: custom endpoints"],
+                "tags": [ENDPOINTS_TAG],
                 "security": ANYONE,
                 "responses": _responses(
                     201 if method == "post" else 200,
@@ -638,7 +638,7 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
     spec: dict[str, Any] = {
         "operationId": f"customEndpoint{endpoint.name[:1].upper()}{endpoint.name[1:]}",
         "summary": f"Custom endpoint {endpoint.name} on {schema.name}",
-        "tags": ["database: custom endpoints"],
+        "tags": [ENDPOINTS_TAG],
         "security": USER_OR_ADMIN if endpoint.authentication else ANYONE,
         "parameters": params,
         "responses": _responses(status, result, "Result", *errors, access=access),
@@ -658,5 +658,3 @@ def _endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict
             },
         }
     out["paths"].setdefault(path_of(endpoint), {})[endpoint.operation.lower()] = spec
-    if not any(tag["name"] == "database: custom endpoints" for tag in out["tags"]):
-        out["tags"].append({"name": "database: custom endpoints", "description": "Admin-defined endpoints"})

@@ -129,3 +129,33 @@ def test_tus_js_client_resumes_an_upload(live_server, tmp_path):
     assert record.json()["displayName"] == "from-tus-js-client.bin" and record.json()["size"] == len(content)
     download = requests.get(f"{live_server.url}/storage/download/{seen['fileId']}", headers=user.headers, timeout=30)
     assert download.content == content
+
+
+def test_tus_js_client_parallel_uploads_are_refused_and_store_nothing(live_server, app_config, tmp_path):
+    """tus-js-client with ``parallelUploads: 2`` sends each half with ``Upload-Concat: partial``. Concatenation is
+    not offered, so the first such request is a 400 naming it (not a misleading error later), and nothing is
+    stored: no file record, no upload, no bytes."""
+    user = create_user_over_http(live_server.url)
+    source = tmp_path / "upload.bin"
+    source.write_bytes(os.urandom(256 * 1024))
+    folder = node_project()
+    store = Path(app_config["STORAGE_PATH"])
+    before = sorted(store.rglob("*"))
+    env = {
+        **os.environ,
+        "TRELLIS_URL": live_server.url,
+        "TRELLIS_USER_TOKEN": user.access_token,
+        "TUS_FILE": str(source),
+    }
+    result = subprocess.run(
+        ["node", "tus_parallel.mjs"], cwd=folder, env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["ok"] is False and seen["status"] == 400, seen
+    assert "concatenation" in json.loads(seen["body"])["message"]
+    assert seen["requests"] and all(r["status"] == 400 and r["concat"] == "partial" for r in seen["requests"]), seen
+    admin = {"masterkey": TEST_MASTER_KEY}
+    files = requests.get(f"{live_server.url}/admin/storage/files", params={"owner": user.id}, headers=admin, timeout=10)
+    assert files.status_code == 200 and files.json()["count"] == 0, files.text
+    assert sorted(store.rglob("*")) == before

@@ -217,6 +217,39 @@ def test_bad_patch_headers(storage, tus, headers, status):
     assert tus.head(url).headers["Upload-Offset"] == "0"
 
 
+def test_head_repeats_upload_metadata_exactly_as_sent(client, storage, tus):
+    """Every key, the ignored ones (filetype, Uppy's) included, in the client's order and spelling."""
+    sent = f"filename {b64('report.bin')},filetype {b64('application/octet-stream')},isPublic {b64('false')},flag"
+    for header in (sent, f"isPublic {b64('true')}, relativePath {b64('a/b.bin')}"):
+        created = client.post(
+            "/storage/uploads", headers={**tus.headers, "Upload-Length": "5", "Upload-Metadata": header}
+        )
+        assert created.status_code == 201, created.get_json()
+        head = tus.head(created.headers["Location"].replace("http://localhost", ""))
+        assert head.status_code == 200 and head.headers["Upload-Metadata"] == header
+    plain = tus.head(tus.location(5))
+    assert "Upload-Metadata" not in plain.headers
+
+
+@pytest.mark.parametrize(
+    "concat", ["partial", "final;/storage/uploads/aaa /storage/uploads/bbb", "final; http://x/storage/uploads/a"]
+)
+def test_upload_concat_is_refused_and_stores_nothing(client, storage, tus, concat):
+    """Concatenation is not offered: a partial or final upload is a 400 naming it, with or without a body."""
+    headers = {**tus.headers, "Upload-Concat": concat, "Upload-Metadata": metadata(filename="half.bin")}
+    if concat == "partial":
+        headers["Upload-Length"] = "4"
+    for body in (None, b"abcd"):
+        response = client.post("/storage/uploads", headers=headers, data=body, content_type=STREAM if body else None)
+        assert response.status_code == 400, response.get_json()
+        assert "concatenation" in response.get_json()["message"] and "Upload-Concat" in response.get_json()["errors"]
+        assert response.headers["Tus-Resumable"] == "1.0.0"
+    assert trellis_db.session.execute(select(Upload)).all() == []
+    assert trellis_db.session.execute(select(File)).all() == []
+    assert storage.keys() == []
+    assert "concatenation" not in client.options("/storage/uploads").headers["Tus-Extension"]
+
+
 def test_missing_headers_and_wrong_content_type(client, storage, tus, user):
     url = tus.location(10, filename="a.txt")
     no_version = client.patch(url, headers={**user.headers, "Upload-Offset": "0"}, data=b"1", content_type=STREAM)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String
+from sqlalchemy import JSON, BigInteger, Boolean, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from trellis.db import Base, UTCDateTime, new_id, utcnow
@@ -85,6 +85,8 @@ class Upload(Base):
     folder_id: Mapped[str | None] = mapped_column(String(32), default=None)  # checked again at completion
     is_public: Mapped[bool | None] = mapped_column(Boolean, default=None)
     content_type: Mapped[str | None] = mapped_column(String(255), default=None)  # sniffed from the first bytes
+    # ``Upload-Metadata`` as the client sent it: HEAD repeats it unchanged (tus clients keep keys we ignore).
+    metadata_header: Mapped[str | None] = mapped_column(Text, default=None)
     backend: Mapped[str] = mapped_column(String(16))
     location: Mapped[str | None] = mapped_column(String(255), default=None)
     key: Mapped[str] = mapped_column(String(255))

@@ -95,7 +95,10 @@ def _expires(upload: Upload) -> str:
 
 
 def _metadata(upload: Upload) -> str:
-    """``Upload-Metadata`` as HEAD must repeat it: what was kept of the creator's (name, folder, visibility)."""
+    """``Upload-Metadata`` as HEAD repeats it: exactly what the creator sent. An upload created before the header
+    was kept repeats what was kept of it (name, folder, visibility)."""
+    if upload.metadata_header is not None:
+        return upload.metadata_header
     pairs = {"filename": upload.filename, "folder": upload.folder_id}
     if upload.is_public is not None:
         pairs["isPublic"] = "true" if upload.is_public else "false"
@@ -182,24 +185,34 @@ def capabilities():
         415: _error("The first bytes are of a type not in allowedTypes"),
         460: _error("The body does not match Upload-Checksum"),
         **_ERRORS,
+        400: _error("A header is missing or malformed, or Upload-Concat is sent (concatenation is not offered)"),
     },
 )
 def create():
     """Create an upload (tus `creation`), optionally with its first bytes (`creation-with-upload`)."""
     _check_version()
+    if "Upload-Concat" in request.headers:
+        # Parallel uploads (tus-js-client's parallelUploads, Uppy's) need the concatenation extension, which is
+        # not offered: refused before anything is stored, so the client does not store each part as a file.
+        raise bad_request(
+            "Upload-Concat is not supported: this server does not offer the tus concatenation extension "
+            "(send the file as one upload, without parallel uploads)",
+            {"Upload-Concat": ["Unsupported: the concatenation extension is not offered"]},
+        )
     if "Upload-Defer-Length" in request.headers:
         raise bad_request(
             "Upload-Defer-Length is not supported: send Upload-Length", {"Upload-Defer-Length": ["Unsupported"]}
         )
     length = _number("Upload-Length")
-    metadata = uploads.parse_metadata(request.headers.get("Upload-Metadata"))
+    raw_metadata = request.headers.get("Upload-Metadata", "")
+    metadata = uploads.parse_metadata(raw_metadata)
     body = _body_length()
     if body != 0 and request.mimetype != OFFSET_STREAM:
         raise APIError(415, f"A body sent with the creation must be {OFFSET_STREAM}")
     if body is not None and body > length:
         raise APIError(413, f"The body of {body} bytes goes past Upload-Length ({length})")
     checksum = _checksum()
-    upload = uploads.create(require_user().id, length, metadata)
+    upload = uploads.create(require_user().id, length, metadata, raw_metadata)
     if body != 0:
         try:
             upload = uploads.append(upload, 0, request.stream, body, checksum)
@@ -221,6 +234,7 @@ def create():
             "headers": {
                 **_OFFSET_HEADER,
                 "Upload-Length": {"description": "the file's size", "schema": {"type": "integer"}},
+                "Upload-Metadata": {"description": "as the creator sent it", "schema": {"type": "string"}},
                 **_EXPIRES_HEADER,
                 **_FILE_HEADER,
             },

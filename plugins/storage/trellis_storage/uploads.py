@@ -94,8 +94,9 @@ def _visibility(value: str | None) -> bool | None:
     )
 
 
-def create(owner: str, length: int, metadata: dict[str, str]) -> Upload:
-    """A new upload of ``length`` bytes for ``owner``; nothing is stored until its first chunk."""
+def create(owner: str, length: int, metadata: dict[str, str], metadata_header: str | None = None) -> Upload:
+    """A new upload of ``length`` bytes for ``owner``; nothing is stored until its first chunk.
+    ``metadata_header``: the ``Upload-Metadata`` header as sent, which HEAD repeats."""
     limit = service.config()["maxFileSize"]
     if length > limit:
         raise service.too_large(limit)
@@ -112,6 +113,7 @@ def create(owner: str, length: int, metadata: dict[str, str]) -> Upload:
         filename=service.display_name(metadata.get("filename")),
         folder_id=folder.id if folder else None,
         is_public=is_public,
+        metadata_header=metadata_header,
         backend=backend.name,
         location=backend.location,
         key=key_for(file_id),

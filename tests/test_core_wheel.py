@@ -1,5 +1,5 @@
 """A wheel of the core carries its Alembic environment and every core migration, as a module's wheel
-carries the module's (the checkout's top-level ``migrations/`` is a link into the package)."""
+carries the module's (the checkout's top-level ``migrations/`` is a link into the package), and the site icon."""
 
 from __future__ import annotations
 
@@ -32,4 +32,5 @@ def test_the_core_wheel_carries_the_migrations(tmp_path):
     }
     assert {"trellis/migrations/env.py", "trellis/migrations/versions/0001_core.py"} <= expected
     assert expected <= carried, sorted(expected - carried)
+    assert "trellis/static/favicon.ico" in carried
     assert (ROOT / "migrations").resolve() == PACKAGE_MIGRATIONS  # the documented top level still has it

@@ -124,6 +124,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     events.init_app(app)
     connections.init_app(app)
     api.register_blueprint(routes.blp)
+    routes.serve_favicon(app)
     api.register_blueprint(audit.blp)
     if app.config["METRICS"]:
         api.register_blueprint(metrics_blp)

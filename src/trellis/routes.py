@@ -1,10 +1,11 @@
-"""The host's own routes: admin login, module configuration, health."""
+"""The host's own routes: admin login, module configuration, health, the site icon."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from flask import current_app
+from flask import Flask, Response, current_app, send_from_directory
 from marshmallow import Schema, fields
 from sqlalchemy import select, text
 
@@ -17,6 +18,8 @@ from .passwords import verify_password
 from .shared_redis import redis_client
 
 blp = Blueprint("core", __name__, description="Administrator sign-in, module configuration, health")
+STATIC = Path(__file__).parent / "static"
+FAVICON_MAX_AGE = 7 * 24 * 3600
 
 
 class LoginSchema(Schema):
@@ -146,3 +149,13 @@ class _Unavailable(APIError):
 @blp.errorhandler(_Unavailable)
 def _unavailable(error: _Unavailable):
     return error.result, 503
+
+
+def serve_favicon(app: Flask) -> None:
+    """``/favicon.ico``: browsers ask for it on every page (Swagger UI, the mailed pages), and a 404 is
+    a console error each time. Not an API operation, so not in the OpenAPI document."""
+
+    def favicon() -> Response:
+        return send_from_directory(STATIC, "favicon.ico", mimetype="image/x-icon", max_age=FAVICON_MAX_AGE)
+
+    app.add_url_rule("/favicon.ico", "favicon", favicon, methods=["GET"])

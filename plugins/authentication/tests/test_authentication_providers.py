@@ -216,15 +216,17 @@ def test_verified_email_links_to_a_verified_account_which_keeps_its_password(
     assert admin_user(client, admin_headers, account.email)["providers"] == ["google"]
 
 
-def test_linking_an_unverified_account_removes_the_squatters_password(api, client, oidc, make_user):
+def test_linking_an_unverified_account_removes_the_squatters_password(api, client, oidc):
     # Someone registered the address without proving it; its owner then signs in with Google.
-    squatter = make_user(api.fresh_email(), PASSWORD)
+    email = api.fresh_email()
+    assert api.register(email, PASSWORD).status_code == 201
+    squatter = api.login(email, PASSWORD).get_json()
     use_google(api, oidc)
-    oidc.account = person(squatter.email)
+    oidc.account = person(email)
     answer = web_sign_in(client, "google")
-    assert answer.status_code == 200 and answer.get_json()["userId"] == squatter.id
-    assert api.login(squatter.email, PASSWORD).status_code == 401
-    assert api.me(squatter.access_token).status_code == 401  # the squatter's session ended
+    assert answer.status_code == 200 and answer.get_json()["userId"] == squatter["userId"]
+    assert api.login(email, PASSWORD).status_code == 401
+    assert api.me(squatter["accessToken"]).status_code == 401  # the squatter's session ended
     assert api.me(answer.get_json()["accessToken"]).get_json()["isVerified"] is True
 
 

@@ -137,3 +137,75 @@ def test_deleting_the_team_or_the_invited_user_removes_invites(teams, api, admin
     invite(teams, owner, again, guest.email)
     assert teams.client.delete(f"/authentication/users/{guest.id}", headers=admin_headers).status_code == 200
     assert trellis_db.session.execute(select(TeamInvite.id).where(TeamInvite.email == guest.email)).all() == []
+
+
+# --- the token is shown only to a verified address -------------------------------------------------------
+
+
+def _signed_up(api, email: str) -> dict:
+    """A self-registered account (unverified until its mailed link is opened) and its token pair."""
+    assert api.register(email, "long-enough-1").status_code == 201
+    return api.login(email, "long-enough-1").get_json()
+
+
+def _pending(api, tokens: dict) -> list[dict]:
+    answer = api.get("/authentication/teams/invites", tokens["accessToken"])
+    assert answer.status_code == 200, answer.get_json()
+    return answer.get_json()["invites"]
+
+
+def test_a_squatter_who_signs_up_with_the_invited_address_sees_no_token(api, teams):
+    owner = teams.user()
+    team_id = teams.create(owner, "Vault")["_id"]
+    invited = api.fresh_email()
+    token = invite(teams, owner, team_id, invited, "owner")
+    squatter = _signed_up(api, invited)  # nobody proved the address
+
+    listed = _pending(api, squatter)
+    assert [(i["teamId"], i["role"], i["invitationToken"]) for i in listed] == [(team_id, "owner", None)]
+    assert teams.members(owner, team_id) == {owner.id: "owner"}
+
+    # The address's owner opens the verification link: from then on the token is shown.
+    verify = next(m for m in api.mails(invited) if m["templateName"] == "EmailVerification")
+    assert api.get(path_of(link_in(verify))).status_code == 200
+    assert [i["invitationToken"] for i in _pending(api, squatter)] == [token]
+
+
+def test_changing_ones_address_to_the_invited_one_shows_no_token_until_confirmed(api, teams):
+    owner = teams.user()
+    team_id = teams.create(owner, "Vault")["_id"]
+    invited = api.fresh_email()
+    token = invite(teams, owner, team_id, invited, "owner")
+    stranger = teams.user()  # created by an administrator: verified
+    assert [i["invitationToken"] for i in _pending(api, {"accessToken": stranger.access_token})] == []
+    changed = api.post(
+        "/authentication/local/change-email",
+        {"newEmail": invited, "password": stranger.password},
+        stranger.access_token,
+    )
+    assert changed.status_code == 200 and changed.get_json()["verificationRequired"] is False
+    listed = _pending(api, {"accessToken": stranger.access_token})
+    assert [(i["teamId"], i["invitationToken"]) for i in listed] == [(team_id, None)]
+    # Confirmed from the new mailbox (a verification link asked for there), the token is shown.
+    assert api.post("/authentication/local/resend-verification", {"email": invited}).status_code == 200
+    verify = next(m for m in api.mails(invited) if m["templateName"] == "EmailVerification")
+    assert api.get(path_of(link_in(verify))).status_code == 200
+    listed = _pending(api, {"accessToken": stranger.access_token})
+    assert [i["invitationToken"] for i in listed] == [token]
+
+
+def test_the_mailed_token_accepts_for_an_unverified_holder_of_the_address(api, teams):
+    owner = teams.user()
+    team_id = teams.create(owner, "Crew")["_id"]
+    invited = api.fresh_email()
+    invite(teams, owner, team_id, invited)
+    guest = _signed_up(api, invited)
+    link = link_in(next(m for m in api.mails(invited) if m["templateName"] == "TeamInvite"))
+    accepted = api.get(path_of(link), guest["accessToken"])
+    assert accepted.status_code == 200, accepted.get_json()
+    assert teams.members(owner, team_id) == {owner.id: "owner", guest["userId"]: "member"}
+
+
+def test_an_account_an_administrator_created_counts_as_verified(teams, client, admin_headers):
+    made = teams.user()
+    assert client.get("/authentication/user", headers=made.headers).get_json()["isVerified"] is True

@@ -67,8 +67,10 @@ def _rehearse(email: str, template: str, link_base: str) -> None:
 # --- registration ------------------------------------------------------------------------------------
 
 
-def create_user(email: str, password: str) -> User:
-    """A new active, unverified user (409 when the email is taken, 400 when the password breaks the rules)."""
+def create_user(email: str, password: str, verified: bool = False) -> User:
+    """A new active user (409 when the email is taken, 400 when the password breaks the rules); unverified
+    unless ``verified`` (an account an administrator creates counts as verified: the administrator vouches
+    for the address)."""
     email = normalise_email(email)
     check_password_rules(password)
     # Checked first so a duplicate costs no argon2 hash; the unique index still decides races.
@@ -77,7 +79,7 @@ def create_user(email: str, password: str) -> User:
     release_connection()
     password_hash = hash_password(password)
     try:
-        user = new_user(email=email, password_hash=password_hash)
+        user = new_user(email=email, password_hash=password_hash, is_verified=verified)
         audit.record("authentication", "user.create", user.id, {"email": email})  # only when an admin creates
         db.session.commit()
     except IntegrityError:

@@ -79,9 +79,10 @@ def list_teams(args: dict[str, Any]):
 @blp.response(200, InviteListSchema)
 @blp.alt_response(403, schema=ErrorSchema, description=INVITES_OFF)
 def pending_invites():
-    """The caller's pending invites (to their email address), with the tokens to accept them."""
+    """The caller's pending invites (to their email address), with the tokens to accept them; for an
+    address not verified yet `invitationToken` is null (accept through the link in the invitation mail)."""
     user = _caller()
-    found = teams.invites_of(user.get("email"))
+    found = teams.invites_of(user.get("email"), bool(user.get("isVerified")))
     return {"invites": found, "count": len(found)}
 
 

@@ -112,7 +112,9 @@ class AcceptArgs(Schema):
 class PendingInviteSchema(Schema):
     teamId = fields.String(required=True)
     teamName = fields.String(required=True)
-    invitationToken = fields.String(required=True)
+    invitationToken = fields.String(
+        required=True, allow_none=True, metadata={"description": "null while the caller's address is unverified"}
+    )
     role = fields.String(required=True)
     expiresAt = fields.String(required=True)
 

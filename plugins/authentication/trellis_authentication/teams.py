@@ -448,8 +448,10 @@ def revoke_invites(team_id: str, user_id: str, email: str) -> None:
     db.session.commit()
 
 
-def invites_of(email: str | None) -> list[dict[str, Any]]:
-    """The pending invites of the signed-in user's address, newest first."""
+def invites_of(email: str | None, verified: bool) -> list[dict[str, Any]]:
+    """The pending invites of the signed-in user's address, newest first. The tokens only for a verified
+    address: whoever registered an address, or changed theirs to it, without proving it must not learn
+    them (the token mailed to the address is the proof; opening the mailed link still accepts)."""
     require_invites()
     if email is None:
         return []
@@ -463,7 +465,7 @@ def invites_of(email: str | None) -> list[dict[str, Any]]:
         {
             "teamId": row.team_id,
             "teamName": row.name,
-            "invitationToken": row.token,
+            "invitationToken": row.token if verified else None,
             "role": row.role,
             "expiresAt": db.isoformat(row.expires_at),
         }
@@ -542,8 +544,11 @@ _CHANGED = "trellis_teams_changed"  # in the session's info: this session wrote 
 def _record(topic: str, payload: dict[str, Any]) -> None:
     """Every change of teams or memberships records its event here, and bumps the generation that
     :func:`team_ids_of`'s memory is kept under, in the same transaction."""
-    events.record(topic, payload)
     db.session.info[_CHANGED] = True
+    affected = payload.get("userIds") or ([payload["userId"]] if "userId" in payload else [])
+    # Each affected user's teams once the change is made: a live subscriber's view follows the changes in
+    # the order they committed, not the state when the event reaches it.
+    events.record(topic, {**payload, "teams": {user: _team_ids_of(user) for user in affected}})
     MEMBERSHIP.bump()
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from trellis import access, current, db
 from trellis.access import Acting, FieldRef, ResourceTable
+from trellis.credentials import identify
 from trellis.errors import APIError, bad_request, forbidden, not_found
 
 from .fields import Field
@@ -151,6 +152,23 @@ def acting(schema: CompiledSchema, identity: Any, scope: str | None = None) -> A
         return None
     found = control().acting(identity, scope)
     return None if found.admin and found.scope is None else found
+
+
+def relation_reader(target: CompiledSchema | None, acting_as: Acting | None) -> Acting | None:
+    """Who must be able to read ``target`` for a write to name one of its documents in a Relation field;
+    None when no rule applies (``target`` is not under access control, or an administrator writes).
+
+    The writer's ``acting_as`` (its scope included) when the written schema is under access control;
+    otherwise (a schema that did not opt in, or a write whose rows were already filtered by access) the
+    request's caller, anonymous callers included: naming a document is the same question whichever
+    schema holds the Relation field."""
+    if not opted_in(target):
+        return None
+    if acting_as is None:
+        if not has_request_context():
+            return None
+        acting_as = control().acting(identify(), None)
+    return None if acting_as.admin and acting_as.scope is None else acting_as
 
 
 def read_condition(schema: CompiledSchema, acting_as: Acting, permission: str = "read") -> sa.ColumnElement[bool]:

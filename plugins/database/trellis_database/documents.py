@@ -217,15 +217,27 @@ def validate(schema: CompiledSchema, body: Any, mode: str) -> tuple[dict[str, An
     return values, removed
 
 
-def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[str, Any]], prefix: str = "") -> None:
-    """Every Relation value must name an existing document of the related schema (400 otherwise)."""
+def check_relations(
+    snapshot: Snapshot,
+    schema: CompiledSchema,
+    docs: list[dict[str, Any]],
+    prefix: str = "",
+    acting: Acting | None = None,
+    doc_ids: list[str] | None = None,
+) -> None:
+    """Every Relation value must name an existing document of the related schema (400 otherwise). A target
+    under access control must also be one the writer may read (:func:`document_access.relation_reader`),
+    else it is the very 400 of a missing id: a write must neither tell which hidden ids exist nor put a
+    document into the lists of those who read a document the writer cannot. ``doc_ids`` (updates, in the
+    order of ``docs``): a hidden id the document already holds in that field may stay (a PUT sends it back).
+    One query per related schema, reading existence and readability together."""
     wanted: dict[str, set[str]] = {}
     for doc in docs:
         for name, field in schema.fields.items():
             if field.type == "Relation" and name in doc:
-                ids = doc[name] if field.array else [doc[name]]
-                wanted.setdefault(field.model, set()).update(ids)
+                wanted.setdefault(field.model, set()).update(_named(doc, name, field.array))
     missing: dict[str, set[str]] = {}
+    hidden: dict[str, set[str]] = {}
     for model, ids in wanted.items():
         target = snapshot.document_schema(model)
         found: set[str] = set()
@@ -233,20 +245,50 @@ def check_relations(snapshot: Snapshot, schema: CompiledSchema, docs: list[dict[
             lookup = users_service.existing_user_ids if model == "User" else users_service.existing_team_ids
             found = lookup(sorted(ids))
         elif target is not None and ids:
-            table = target.table
-            found = set(_in_transaction(sa.select(table.c.id).where(table.c.id.in_(list(ids)))).scalars())
+            found, hidden[model] = _existing_and_hidden(target, ids, document_access.relation_reader(target, acting))
         missing[model] = ids - found
+    held = _stored_relations(schema, doc_ids) if doc_ids and any(hidden.values()) else {}
     errors: dict[str, list[str]] = {}
     for index, doc in enumerate(docs):
         for name, field in schema.fields.items():
             if field.type == "Relation" and name in doc:
-                ids = doc[name] if field.array else [doc[name]]
-                gone = [i for i in ids if i in missing.get(field.model, ())]
+                kept = held.get((doc_ids[index], name), set()) if doc_ids else set()
+                refused = missing.get(field.model, set()) | (hidden.get(field.model, set()) - kept)
+                gone = [i for i in _named(doc, name, field.array) if i in refused]
                 if gone:
                     key = f"{prefix}{index}.{name}" if prefix else name
                     errors[key] = [f"No {field.model} document with id {gone[0]!r}"]
     if errors:
         raise bad_request("A related document does not exist", errors)
+
+
+def _named(doc: dict[str, Any], name: str, array: bool) -> list[str]:
+    """The ids a validated document's Relation field names."""
+    return doc[name] if array else [doc[name]]
+
+
+def _existing_and_hidden(target: CompiledSchema, ids: set[str], reader: Acting | None) -> tuple[set[str], set[str]]:
+    """(the ids of ``target`` that exist, those of them ``reader`` may not read), read in the write's transaction."""
+    table = target.table
+    if reader is None:
+        return set(_in_transaction(sa.select(table.c.id).where(table.c.id.in_(sorted(ids)))).scalars()), set()
+    readable = sa.case((document_access.read_condition(target, reader), 1), else_=0)
+    statement = sa.select(table.c.id, readable).where(table.c.id.in_(sorted(ids)))
+    rows = _in_transaction(statement, reader.parameters()).all()
+    return {row[0] for row in rows}, {row[0] for row in rows if not row[1]}
+
+
+def _stored_relations(schema: CompiledSchema, doc_ids: list[str]) -> dict[tuple[str, str], set[str]]:
+    """``(document id, field) → ids`` the stored documents name in their Relation fields."""
+    table = schema.table
+    rows = _in_transaction(sa.select(table.c.id, table.c.data).where(table.c.id.in_(sorted(set(doc_ids))))).all()
+    held: dict[tuple[str, str], set[str]] = {}
+    for doc_id, data in rows:
+        stored = json.loads(data) if isinstance(data, str) else data
+        for name, field in schema.fields.items():
+            if field.type == "Relation":
+                held[(doc_id, name)] = set(_relation_ids([stored], name, field.array))
+    return held
 
 
 _SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: (?:index '([^']+)'|\w+\.(\w+))")
@@ -863,7 +905,7 @@ def _create(
         raise bad_request("Some documents do not match the schema " + schema.name, {"docs": errors})
     if many:
         _unique_within(schema, values)
-    check_relations(snapshot, schema, values, prefix="docs." if many else "")
+    check_relations(snapshot, schema, values, prefix="docs." if many else "", acting=acting)
     now = utcnow()
     if len(values) == 1 and dialect() == "postgresql":
         try:
@@ -976,7 +1018,9 @@ def _update(
     if not alone:
         for doc_id, _, _ in checked:
             document_access.require(schema, acting, doc_id, "edit")
-    check_relations(snapshot, schema, [values for _, values, _ in checked])
+    check_relations(
+        snapshot, schema, [values for _, values, _ in checked], acting=acting, doc_ids=[i for i, _, _ in checked]
+    )
     now = utcnow()
     docs, previous = [], []
     try:

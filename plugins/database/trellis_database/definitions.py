@@ -91,7 +91,27 @@ def merge_options(current: dict[str, Any], model_options: Any, conduit_options: 
         _merge_checked(merged["conduit"], conduit_options, _OPTIONS_SHAPE["conduit"], "conduitOptions", errors)
     if errors:
         raise DefinitionError(errors)
+    if _opts_in(current, merged) and not any(_sets_create_authenticated(o) for o in (model_options, conduit_options)):
+        merged["conduit"]["cms"]["crudOperations"]["create"]["authenticated"] = True
     return merged
+
+
+def _opts_in(current: dict[str, Any], merged: dict[str, Any]) -> bool:
+    """Whether this change turns access control on. A document under access control must have an owner,
+    so opting in makes creating a signed-in user's act (``create.authenticated``), unless the same change
+    sets that switch itself: letting anonymous callers create there is an explicit choice."""
+    before = ((current.get("conduit") or {}).get("authorization") or {}).get("enabled")
+    return not before and bool(merged["conduit"]["authorization"]["enabled"])
+
+
+def _sets_create_authenticated(options: Any) -> bool:
+    """Whether ``modelOptions`` (or ``conduitOptions``, one level down) names ``create.authenticated``."""
+    if isinstance(options, dict) and isinstance(options.get("conduit"), dict):
+        options = options["conduit"]
+    cms = options.get("cms") if isinstance(options, dict) else None
+    operations = cms.get("crudOperations") if isinstance(cms, dict) else None
+    create = operations.get("create") if isinstance(operations, dict) else None
+    return isinstance(create, dict) and "authenticated" in create
 
 
 _CRUD_SHAPE = {"enabled": bool, "authenticated": bool}

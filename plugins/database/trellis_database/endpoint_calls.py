@@ -169,6 +169,7 @@ def run(snap: Snapshot, endpoint: CompiledEndpoint, call: Call, args: Any) -> tu
         return _get(snap, endpoint, schema, where, call, args, acting, scope), 200
     if endpoint.operation == "POST":
         check_permission(schema, "create")
+        _require_owner(schema, call.identity)
         data = _apply(schema, {}, endpoint.assignments, call)
         doc = documents.create(snap, schema, [data], acting=acting)[0]
         db.commit()
@@ -182,6 +183,16 @@ def run(snap: Snapshot, endpoint: CompiledEndpoint, call: Call, args: Any) -> tu
     docs = _update_many(snap, schema, where, endpoint, call, acting)
     db.session.commit()
     return {"documents": docs, "count": len(docs)}, 200
+
+
+def _require_owner(schema: CompiledSchema, identity: Identity | None) -> None:
+    """A document under access control must have an owner: an anonymous create through an endpoint needs
+    what REST's needs, the schema's ``create.authenticated`` switched off (set so when the schema opted in
+    unless the admin said otherwise), whatever the endpoint's own ``authentication``."""
+    if identity is None and document_access.opted_in(schema) and schema.crud("create").authenticated:
+        raise unauthorized(
+            f"Documents of {schema.name!r} are under access control: creating one needs a user Bearer token"
+        )
 
 
 def _refuse_any_denied(schema: CompiledSchema, where: Any, acting: Acting | None, permission: str) -> None:

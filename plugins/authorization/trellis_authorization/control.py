@@ -28,9 +28,17 @@ class Control:
         return subjects.read_acting(identity, None)
 
     def audiences(
-        self, resource: ResourceTable, probes: list[Probe], connection: sa.Connection, permission: str = "read"
+        self,
+        resource: ResourceTable,
+        probes: list[Probe],
+        connection: sa.Connection,
+        permission: str = "read",
+        related: audience.Related | None = None,
     ) -> list[Audience]:
-        return audience.audiences(resource, probes, connection, permission)
+        return audience.audiences(resource, probes, connection, permission, related=related)
+
+    def viewer_of(self, user_id: str, team_ids: Iterable[str]) -> Acting:
+        return subjects.user_acting(user_id, list(team_ids))
 
     def version(self, resource: str) -> Any:
         """Changes whenever a definition changes: part of the key of statements built with a predicate."""
@@ -112,15 +120,27 @@ class Control:
         return {"subject": row["subject"], "relation": row["relation"], "resource": row["resource"]}
 
     def unshare(self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any) -> None:
-        self._check_grant(resource, acting, doc_id, subject, relation)
+        """Revoke a grant: any subject the document's grants name (a team the caller has left included);
+        a subject holding nothing is the 404 of a missing grant, whether or not it exists."""
+        self._check_grant(resource, acting, doc_id, subject, relation, granting=False)
         if not tuples.revoke(resource.name, doc_id, subject, relation):
             raise not_found(f"{subject} holds no {relation} on {resource.name}:{doc_id}")
 
     @staticmethod
-    def _check_grant(resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any) -> None:
+    def _check_grant(
+        resource: ResourceTable,
+        acting: Acting | None,
+        doc_id: str,
+        subject: Any,
+        relation: Any,
+        granting: bool = True,
+    ) -> None:
         subjects.parse(subject)
         tuples.check_relation(resource.name, relation, subject)
-        subjects.check_exists([subject])
+        if granting:
+            if acting is not None and not acting.admin:
+                subjects.check_grantable(subject, acting)  # before existence: no oracle of team ids
+            subjects.check_exists([subject])
         if acting is None:
             return  # administrators
         held = decisions.roles(resource, acting, doc_id)

@@ -54,6 +54,17 @@ def check_exists(subjects: list[str], key: str = "subject") -> None:
             raise bad_request(f"No {kind.lower()} with id {min(missing)!r}", {key: [f"Unknown {kind.lower()}"]})
 
 
+def check_grantable(subject: str, acting: Acting) -> None:
+    """A user names in a grant only a team it is a member of (directly or through a sub-team: the
+    ``Team:`` subjects it acts as); any other team id, existing or not, is the 400 of an unknown team, so a
+    grant neither confirms a stranger's team nor makes it an owner. (Administrators name any team.)"""
+    kind, ident = parse(subject)
+    if kind != "Team" or ident is None:
+        return
+    if acting.user_id is None or ident not in users.team_ids_of(acting.user_id):
+        raise bad_request(f"No team with id {ident!r}", {"subject": ["Unknown team"]})
+
+
 def acting(identity: Any, scope: str | None = None) -> Acting:
     """Who the request acts as (memoised per request and scope). 403 for a scope the caller is not in."""
     memo = current.request().environ.setdefault("trellis", {}).setdefault("acting", {}) if has_request_context() else {}
@@ -82,5 +93,10 @@ def read_acting(identity: Any, scope: str | None) -> Acting:
         if team_id not in teams:
             raise forbidden(f"You are not a member of {scope}")
         return Acting(user_id=identity.id, subjects=(scope,), team_ids=(team_id,), scope=scope)
-    subjects = (f"User:{identity.id}", SIGNED_IN, ANYONE, *(f"Team:{t}" for t in teams))
-    return Acting(user_id=identity.id, subjects=subjects, team_ids=tuple(teams))
+    return user_acting(identity.id, teams)
+
+
+def user_acting(user_id: str, teams: list[str]) -> Acting:
+    """A signed-in user belonging to ``teams`` (with their ancestors), acting as itself."""
+    subjects = (f"User:{user_id}", SIGNED_IN, ANYONE, *(f"Team:{t}" for t in teams))
+    return Acting(user_id=user_id, subjects=subjects, team_ids=tuple(teams))

@@ -20,74 +20,11 @@ import sqlalchemy as sa
 
 from trellis.backups import tables
 from trellis.cache import REMEMBERED
-from trellis.testing.plugin import TEST_MASTER_KEY, database_kind
+from trellis.testing.plugin import database_kind
 
-ADMIN = {"masterkey": TEST_MASTER_KEY}
-
-
-def _postgres_url() -> str | None:
-    import psycopg2
-
-    base = os.environ.get("TRELLIS_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-    try:
-        psycopg2.connect(base, connect_timeout=3).close()
-    except psycopg2.OperationalError:
-        return None
-    return base
-
-
-@pytest.fixture()
-def make_app(app_config: dict[str, Any], tmp_path: Path) -> Iterator[Callable[[str], Any]]:
-    """``make_app(kind)``: a migrated app on a new database of ``kind`` (sqlite or postgresql)."""
-    import psycopg2
-
-    from trellis import create_app
-    from trellis.admins import ensure_first_admin
-    from trellis.migrate import upgrade
-
-    made: list[tuple[Any, str | None]] = []
-
-    def make(kind: str, **settings: Any) -> Any:
-        folder = tmp_path / uuid.uuid4().hex[:8]
-        folder.mkdir()
-        dropped = None
-        if kind == "sqlite":
-            url = f"sqlite:///{folder / 'trellis.db'}"
-        else:
-            base = _postgres_url()
-            if base is None:
-                pytest.skip("PostgreSQL is unreachable")
-            dropped = f"trellis_backup_{uuid.uuid4().hex[:10]}"
-            connection = psycopg2.connect(base)
-            connection.autocommit = True
-            with connection.cursor() as cursor:
-                cursor.execute(f'CREATE DATABASE "{dropped}"')
-            connection.close()
-            url = base.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg2://") + f"/{dropped}"
-        config = {
-            **app_config,
-            "DATABASE_URL": url,
-            "STORAGE_PATH": str(folder / "storage"),
-            "BACKUP_PATH": str(folder / "backups"),
-            **settings,
-        }
-        application = create_app(config)
-        upgrade(application)
-        with application.app_context():
-            ensure_first_admin()
-        made.append((application, dropped))
-        return application
-
-    yield make
-    for application, dropped in made:
-        application.extensions["trellis_events"].stop()
-        application.extensions["trellis"].engine.dispose()
-        if dropped:
-            connection = psycopg2.connect(_postgres_url())
-            connection.autocommit = True
-            with connection.cursor() as cursor:
-                cursor.execute(f'DROP DATABASE IF EXISTS "{dropped}" WITH (FORCE)')
-            connection.close()
+from .backup_apps import ADMIN, make_app  # noqa: F401  (the fixture)
+from .backup_apps import backup as _backup
+from .backup_apps import restore as _restore
 
 
 def _fill(app: Any) -> dict[str, Any]:
@@ -137,20 +74,6 @@ def _counts(app: Any) -> dict[str, int]:
         return {
             name: connection.execute(sa.select(sa.func.count()).select_from(sa.table(name))).scalar() for name in names
         }
-
-
-def _backup(app: Any, path: Path) -> dict[str, Any]:
-    from trellis.backups import jobs
-
-    with app.app_context():
-        return jobs.backup_now(app, path)[1]
-
-
-def _restore(app: Any, path: Path) -> dict[str, Any]:
-    from trellis.backups import jobs
-
-    with app.app_context():
-        return jobs.restore_from(app, path)
 
 
 def _latest_event(app: Any) -> int:

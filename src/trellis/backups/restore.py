@@ -114,7 +114,7 @@ def restore(app: Flask, archive: Archive) -> dict[str, Any]:
         generations |= _archived_generations(archive) | REMEMBERED
         for name in sorted(generations):
             trellis.generations.bump(name)
-        broken = db.foreign_key_violation(connection)
+        broken = _dangling_reference(connection)
         if broken is not None:
             raise ArchiveError(f"the backup cannot be restored: {broken}")
         audit.record("backups", "restore", archive.path.name, {"tables": len(counts), "migrated": older})
@@ -170,38 +170,151 @@ def _rows(archive: Archive) -> Callable[[str], Iterator[dict[str, Any]]]:
 
 
 def _insert(connection: sa.Connection, archive: Archive, table: sa.Table) -> int:
-    """Insert the archive's rows of ``table`` in batches; references of the table to itself are set once
-    every row is in (a child may come before its parent). Columns the archive lacks take their defaults."""
+    """Insert the archive's rows of ``table`` in batches. A table that references itself gets its rows
+    parents first (:func:`_parents_first`), each with its references set: a row written with its parent
+    left out for a while may break a constraint the final state keeps (a sub-team named like a root team
+    against the unique index of root names). Columns the archive lacks take their defaults."""
     names, lines = archive.lines(table.name)
     columns = [table.c[name] for name in names if name in table.c]
     keep = [i for i, name in enumerate(names) if name in table.c]
     decode = decoder(columns)
-    self_refs = [fk.parent for fk in table.foreign_keys if fk.column.table is table and fk.parent.nullable]
-    pk = list(table.primary_key.columns)
+    rows: Iterator[dict[str, Any]] = (decode([values[i] for i in keep]) for values in lines)
     later: list[dict[str, Any]] = []
+    if _self_references(table):
+        ordered, later = _parents_first(table, list(rows))
+        rows = iter(ordered)
     batch: list[dict[str, Any]] = []
     count = 0
-    for values in lines:
-        row = decode([values[i] for i in keep])
-        if self_refs and any(row.get(c.key) is not None for c in self_refs):
-            later.append({**{f"pk_{c.key}": row[c.key] for c in pk}, **{c.key: row[c.key] for c in self_refs}})
-            row.update({c.key: None for c in self_refs})
+    for row in rows:
         batch.append(row)
         count += 1
         if len(batch) >= BATCH:
-            connection.execute(table.insert(), batch)
+            _write(connection, table, table.insert(), batch)
             batch = []
             cooperate()
     if batch:
-        connection.execute(table.insert(), batch)
+        _write(connection, table, table.insert(), batch)
     if later:
+        pk = list(table.primary_key.columns)
+        targets = sorted({key for update in later for key in update if not key.startswith("pk_")})
         update = (
             table.update()
             .where(*(c == sa.bindparam(f"pk_{c.key}") for c in pk))
-            .values({c.key: sa.bindparam(c.key) for c in self_refs})
+            .values({key: sa.bindparam(key) for key in targets})
         )
-        connection.execute(update, later)
+        _write(connection, table, update, later)
     return count
+
+
+def _self_references(table: sa.Table) -> list[sa.ForeignKeyConstraint]:
+    return [fk for fk in table.foreign_key_constraints if fk.referred_table is table]
+
+
+def _parents_first(table: sa.Table, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows in an order where every row the table's references point to comes before the rows pointing
+    to it (the archive's order otherwise), and the updates still to run after them.
+
+    Only a cycle of rows (possible where a database checks its references at commit) has no such order:
+    one reference of it is written NULL, and set by an update once every row is in. A reference to a row
+    the archive lacks is left as it is, for the database's checks to name."""
+    constraints = _self_references(table)
+    provided: list[dict[tuple[Any, ...], int]] = []
+    for fk in constraints:
+        referred = [element.column.key for element in fk.elements]
+        provided.append({tuple(row[key] for key in referred): i for i, row in enumerate(rows)})
+
+    def parents(i: int) -> Iterator[tuple[sa.ForeignKeyConstraint, int]]:
+        for fk, index in zip(constraints, provided, strict=True):
+            key = tuple(rows[i].get(column.key) for column in fk.columns)
+            j = None if None in key else index.get(key)
+            if j is not None and j != i:
+                yield fk, j
+
+    state = [0] * len(rows)  # 0: not placed, 1: its parents being placed, 2: placed
+    order: list[int] = []
+    cut: dict[int, list[sa.ForeignKeyConstraint]] = {}
+    for start in range(len(rows)):
+        if state[start]:
+            continue
+        state[start] = 1
+        stack = [(start, parents(start))]
+        while stack:
+            i, pending = stack[-1]
+            for fk, j in pending:
+                if state[j] == 0:
+                    state[j] = 1
+                    stack.append((j, parents(j)))
+                    break
+                if state[j] == 1 and all(column.nullable for column in fk.columns):
+                    cut.setdefault(i, []).append(fk)
+            else:
+                stack.pop()
+                state[i] = 2
+                order.append(i)
+    later = []
+    pk = list(table.primary_key.columns)
+    for i, broken in cut.items():
+        row = rows[i]
+        update = {f"pk_{c.key}": row[c.key] for c in pk}
+        for fk in broken:
+            for column in fk.columns:
+                update[column.key] = row[column.key]
+                row[column.key] = None
+        later.append(update)
+    return [rows[i] for i in order], later
+
+
+def _write(connection: sa.Connection, table: sa.Table, statement: Any, rows: list[dict[str, Any]]) -> None:
+    """Run ``statement`` over ``rows``; a row the database refuses is named (its table and primary key) in
+    the ArchiveError raised, found by running the batch again a row at a time."""
+    try:
+        with connection.begin_nested():
+            connection.execute(statement, rows)
+        return
+    except sa.exc.DBAPIError as exc:
+        if not isinstance(exc, sa.exc.IntegrityError | sa.exc.DataError):
+            raise
+        failure = exc
+    for row in rows:
+        try:
+            with connection.begin_nested():
+                connection.execute(statement, [row])
+        except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
+            failure = exc
+            raise ArchiveError(_refused(table, row, exc)) from None
+    raise ArchiveError(_refused(table, None, failure)) from None
+
+
+def _row_name(table: sa.Table, row: dict[str, Any] | None) -> str:
+    if row is None:
+        return f"table {table.name}"
+    key = ", ".join(f"{c.name}={row.get(c.key, row.get(f'pk_{c.key}'))}" for c in table.primary_key.columns)
+    return f"table {table.name}, row {key}"
+
+
+def _refused(table: sa.Table, row: dict[str, Any] | None, exc: sa.exc.DBAPIError) -> str:
+    """The database's reason, its first line only: the lines after it quote the row's values."""
+    reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else exc.__class__.__name__
+    return f"the backup cannot be restored: {_row_name(table, row)}: {reason[:300]}"
+
+
+def _dangling_reference(connection: sa.Connection) -> str | None:
+    """SQLite (its checks off for the restore): the first row pointing to a missing row, named by its table
+    and primary key. Other databases checked every statement as it ran."""
+    if connection.dialect.name != "sqlite":
+        return None
+    found = connection.exec_driver_sql("PRAGMA foreign_key_check").first()
+    if found is None:
+        return None
+    name, rowid, parent = found[0], found[1], found[2]
+    keys = sa.inspect(connection).get_pk_constraint(name)["constrained_columns"]
+    row = None
+    if rowid is not None and keys:
+        quote = connection.dialect.identifier_preparer.quote
+        query = f"SELECT {', '.join(quote(k) for k in keys)} FROM {quote(name)} WHERE rowid = ?"
+        row = connection.exec_driver_sql(query, (rowid,)).first()
+    which = "a row" if row is None else "row " + ", ".join(f"{k}={v}" for k, v in zip(keys, row, strict=True))
+    return f"table {name}, {which}: references a missing row of {parent}"
 
 
 def _event_state(connection: sa.Connection) -> tuple[int, set[str]]:

@@ -61,10 +61,13 @@ def test_create_wins_over_the_provider_sign_in_route(teams):
     assert teams.call("GET", f"/{team['_id']}", owner).get_json() == team
 
 
-def test_names_are_unique_per_parent_roots_included(teams):
+def test_names_are_unique_per_parent_roots_per_creator(teams):
     owner, other = teams.user(), teams.user()
     root = teams.create(owner, "Sales")
-    assert teams.call("POST", "", other, json={"name": "Sales"}).status_code == 409  # roots: one namespace
+    assert teams.call("POST", "", owner, json={"name": "Sales"}).status_code == 409  # the creator's roots
+    # A stranger's root of the same name is no conflict: a 409 would tell that the other team exists.
+    theirs = teams.create(other, "Sales")
+    assert theirs["_id"] != root["_id"] and theirs["name"] == "Sales"
     teams.create(owner, "EMEA", root["_id"])
     answer = teams.call("POST", "", owner, json={"name": "EMEA", "parentTeam": root["_id"]})
     assert answer.status_code == 409 and answer.get_json()["name"] == "CONFLICT"

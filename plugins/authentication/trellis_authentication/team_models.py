@@ -25,11 +25,14 @@ class Team(Base):
     parent_id: Mapped[str | None] = mapped_column(
         String(32), ForeignKey("auth_teams.id", ondelete="CASCADE"), nullable=True
     )
+    # The user who created it (no foreign key: set to None when that account is deleted). Root team names
+    # are unique per creator, so a 409 never reveals that a stranger has a root team of that name.
+    created_by: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    # A name is unique among the teams of one parent, and among the root teams. One index over
-    # (parent_id, name) would not do it: NULLs are distinct in unique indexes on both databases (and
+    # A name is unique among the teams of one parent, and among the root teams of one creator. One index
+    # over (parent_id, name) would not do it: NULLs are distinct in unique indexes on both databases (and
     # SQLite has no NULLS NOT DISTINCT), so the roots get an index of their own.
     __table_args__ = (
         Index(
@@ -41,7 +44,8 @@ class Team(Base):
             sqlite_where=text("parent_id IS NOT NULL"),
         ),
         Index(
-            "ix_auth_teams_root_name",
+            "ix_auth_teams_root_created_by_name",
+            "created_by",
             "name",
             unique=True,
             postgresql_where=text("parent_id IS NULL"),

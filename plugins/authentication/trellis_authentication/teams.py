@@ -169,16 +169,26 @@ def _serialise_writes() -> None:
         db.session.execute(_TAKE_SQLITE_WRITE_LOCK)
 
 
-def _name_taken(name: str, parent_id: str | None, own_id: str | None = None) -> bool:
+def _name_taken(name: str, parent_id: str | None, creator: str | None, own_id: str | None = None) -> bool:
+    """Whether another team has ``name`` under ``parent_id``, or, for a root team, among the root teams of
+    ``creator`` (root names are unique per creator; a root team whose creator's account is gone has no
+    namespace, as NULLs are distinct in the unique index)."""
     query = select(Team.id).where(Team.name == name)
-    query = query.where(Team.parent_id.is_(None) if parent_id is None else Team.parent_id == parent_id)
+    if parent_id is None:
+        if creator is None:
+            return False
+        query = query.where(Team.parent_id.is_(None), Team.created_by == creator)
+    else:
+        query = query.where(Team.parent_id == parent_id)
     if own_id is not None:
         query = query.where(Team.id != own_id)
     return db.session.execute(query).first() is not None
 
 
 def _name_conflict() -> Exception:
-    return conflict("A team of this name already exists under this parent", {"name": ["Already taken."]})
+    return conflict(
+        "A team of this name already exists under this parent (or among your root teams)", {"name": ["Already taken."]}
+    )
 
 
 def _commit_unique() -> None:
@@ -222,10 +232,10 @@ def create_team(user_id: str, name: str, parent_id: str | None) -> Team:
     _serialise_writes()
     if parent_id is not None:
         _parent_for(parent_id, user_id, 1)
-    if _name_taken(name, parent_id):
+    if _name_taken(name, parent_id, user_id):
         raise _name_conflict()
     now = db.utcnow()
-    team = Team(id=db.new_id(), name=name, parent_id=parent_id, created_at=now, updated_at=now)
+    team = Team(id=db.new_id(), name=name, parent_id=parent_id, created_by=user_id, created_at=now, updated_at=now)
     db.session.add(team)
     db.session.add(TeamMember(team_id=team.id, user_id=user_id, role="owner", created_at=now))
     _record("authentication.team.create", {"team": team_dict(team)})
@@ -269,7 +279,7 @@ def update_team(team_id: str, user_id: str, changes: dict[str, Any]) -> Team:
                 )
             _parent_for(parent_id, user_id, _subtree_height(team.id))
         member_ids = _members_of(subtree_ids(team.id))
-    if (name, parent_id) != (team.name, team.parent_id) and _name_taken(name, parent_id, team.id):
+    if (name, parent_id) != (team.name, team.parent_id) and _name_taken(name, parent_id, team.created_by, team.id):
         raise _name_conflict()
     team.name, team.parent_id, team.updated_at = name, parent_id, db.utcnow()
     db.session.flush()

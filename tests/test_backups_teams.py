@@ -197,3 +197,33 @@ def test_rows_go_parents_first_and_a_cycle_is_cut_once():
     assert later == [{"pk_id": nulled["id"], "parent": next(c for c in cycle if c["id"] == nulled["id"])["parent"]}]
     position = {r["id"]: i for i, r in enumerate(ordered)}
     assert all(position[r["parent"]] < position[r["id"]] for r in ordered if r["parent"] is not None)
+
+
+def test_after_a_restore_the_administrators_and_passwords_are_the_archives(make_app, tmp_path):
+    """What the console's backups page and docs/operations.md tell a newcomer restoring onto a fresh server."""
+    from trellis.testing.plugin import TEST_ADMIN
+
+    made = make_app(database_kind())
+    with made.app_context():
+        runner = made.test_cli_runner()
+        changed = runner.invoke(args=["trellis", "admin", "reset-password", TEST_ADMIN[0]], input="archived-pw-1\n" * 2)
+    assert changed.exit_code == 0, changed.output
+    archive = tmp_path / "admins.zip"
+    backup(made, archive)
+    fresh = make_app(database_kind())
+    client = fresh.test_client()
+    signed = client.post("/login", headers=ADMIN, json={"username": TEST_ADMIN[0], "password": TEST_ADMIN[1]})
+    assert signed.status_code == 200, signed.get_json()
+    token = {"Authorization": f"Bearer {signed.get_json()['token']}"}
+    with fresh.app_context():
+        restored = fresh.test_cli_runner().invoke(args=["trellis", "backup", "restore", str(archive), "--yes"])
+    assert restored.exit_code == 0 and "administrators and their passwords are now the archive's" in restored.output
+    # The fresh server's password and its admin's session are gone; the archive's password and the master key work.
+    old = client.post("/login", headers=ADMIN, json={"username": TEST_ADMIN[0], "password": TEST_ADMIN[1]})
+    assert old.status_code == 401, old.get_json()
+    assert client.get("/admin/backups", headers=token).status_code == 401
+    again = client.post("/login", headers=ADMIN, json={"username": TEST_ADMIN[0], "password": "archived-pw-1"})
+    assert again.status_code == 200, again.get_json()
+    assert client.get("/admin/backups", headers=ADMIN).status_code == 200
+    page = client.get("/console/backups", headers=ADMIN).get_data(as_text=True)
+    assert "the administrators and their passwords are the\n    archive's" in page

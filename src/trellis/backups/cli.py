@@ -44,6 +44,7 @@ def backup_restore(file: Path, yes: bool) -> None:
         raise click.ClickException(exc.message) from None
     migrated = ", then migrated to this release's heads" if result["migrated"] else ""
     click.echo(f"restored {file}: {len(result['tables'])} tables, {result['files']} files{migrated}")
+    click.echo("administrators and their passwords are now the archive's (the master key stays this server's)")
 
 
 @backup_group.command("list")

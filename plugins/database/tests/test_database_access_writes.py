@@ -237,6 +237,40 @@ def test_relations_to_users_name_any_user_as_before(dbapi, make_user):
     assert dbapi.list("Ticket", headers=bob.headers)["count"] == 1
 
 
+def test_a_relation_to_team_names_only_a_team_of_ones_own(dbapi, make_user, admin_headers):
+    """A stranger's team is the 400 of an unknown one: a write neither confirms it exists nor hands it the
+    relation a field-backed ``Team`` field holds. Members of a sub-team name the teams above it; an update
+    may keep the team the document holds; administrators name any team."""
+    settings = {"teams": {"enabled": True, "allowAddWithoutInvite": True}}
+    assert dbapi.client.put("/config/authentication", json=settings, headers=admin_headers).status_code == 200
+    options = {"conduit": {"authorization": {"enabled": True, "fields": {"team": "owner"}}}}
+    dbapi.create_schema(
+        "Board", {"title": "String", "team": {"type": "Relation", "model": "Team"}}, modelOptions=options
+    )
+    alice, bob = make_user(), make_user()
+
+    def team(owner, name: str, parent: str | None = None) -> str:
+        body = {"name": name, **({"parentTeam": parent} if parent else {})}
+        response = dbapi.client.post("/authentication/teams", json=body, headers=owner.headers)
+        assert response.status_code == 201, response.get_json()
+        return response.get_json()["_id"]
+
+    alices, bobs = team(alice, "Alice's"), team(bob, "Bob's")
+    sub = team(bob, "Bob's sub", parent=bobs)
+    stranger = dbapi.client.post("/database/Board", json={"team": alices}, headers=bob.headers)
+    unknown = dbapi.client.post("/database/Board", json={"team": MISSING_ID}, headers=bob.headers)
+    _same_as_missing(stranger, unknown, alices)
+    assert dbapi.list("Board", headers=alice.headers)["count"] == 0  # nothing made alice's team an owner
+    dbapi.post("Board", {"team": bobs}, headers=bob.headers)
+    dbapi.post("Board", {"team": sub}, headers=bob.headers)
+    board = dbapi.post("Board", {"title": "b", "team": alices})  # the master key
+    # alice's team owns the board; bob edits it once shared, keeping the team it names
+    _share(dbapi, alice, "Board", board["_id"], f"User:{bob.id}", "editor")
+    url = f"/database/Board/{board['_id']}"
+    kept = dbapi.client.put(url, json={"title": "bob's", "team": alices}, headers=bob.headers)
+    assert kept.status_code == 200, kept.get_json()
+
+
 # ---- opting in closes anonymous creates ---------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from trellis import access, current, db
 from trellis.access import Acting, FieldRef, ResourceTable
 from trellis.credentials import identify
 from trellis.errors import APIError, bad_request, forbidden, not_found
+from trellis_authentication import service as users_service
 
 from .fields import Field
 from .registry import CompiledSchema, snapshot
@@ -169,6 +170,18 @@ def relation_reader(target: CompiledSchema | None, acting_as: Acting | None) -> 
             return None
         acting_as = control().acting(identify(), None)
     return None if acting_as.admin and acting_as.scope is None else acting_as
+
+
+def nameable_teams() -> set[str] | None:
+    """The teams the request's caller may name in a Relation to ``Team``: those it is a member of, directly
+    or through a sub-team (as in a grant), so a write neither confirms a stranger's team nor hands it the
+    relation a field-backed ``Team`` field holds; None when any team may be named (administrators)."""
+    if not has_request_context():
+        return None
+    identity = identify()
+    if identity is None:  # anonymous callers belong to no team
+        return set()
+    return None if identity.is_admin else set(users_service.team_ids_of(identity.id))
 
 
 def read_condition(schema: CompiledSchema, acting_as: Acting, permission: str = "read") -> sa.ColumnElement[bool]:

@@ -227,7 +227,8 @@ def check_relations(
 ) -> None:
     """Every Relation value must name an existing document of the related schema (400 otherwise). A target
     under access control must also be one the writer may read (:func:`document_access.relation_reader`),
-    else it is the very 400 of a missing id: a write must neither tell which hidden ids exist nor put a
+    and a ``Team`` one it belongs to (:func:`document_access.nameable_teams`), else it is the very 400 of
+    a missing id: a write must neither tell which hidden ids exist nor put a
     document into the lists of those who read a document the writer cannot. ``doc_ids`` (updates, in the
     order of ``docs``): a hidden id the document already holds in that field may stay (a PUT sends it back).
     One query per related schema, reading existence and readability together."""
@@ -241,9 +242,12 @@ def check_relations(
     for model, ids in wanted.items():
         target = snapshot.document_schema(model)
         found: set[str] = set()
-        if model in document_access.PRINCIPAL_MODELS and ids:
-            lookup = users_service.existing_user_ids if model == "User" else users_service.existing_team_ids
-            found = lookup(sorted(ids))
+        if model == "User" and ids:
+            found = users_service.existing_user_ids(sorted(ids))
+        elif model == "Team" and ids:
+            found = users_service.existing_team_ids(sorted(ids))
+            teams = document_access.nameable_teams()
+            hidden[model] = found - teams if teams is not None else set()
         elif target is not None and ids:
             found, hidden[model] = _existing_and_hidden(target, ids, document_access.relation_reader(target, acting))
         missing[model] = ids - found

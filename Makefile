@@ -58,21 +58,26 @@ install-test: $(STAMP_TEST)
 # own, which doubles the start. It runs when the database may need it: the first start, a migration added
 # or changed, a new install, another TRELLIS_DATABASE_URL, or the SQLite file gone. A database replaced
 # behind Trellis's back needs `rm $(INSTANCE)/.trellis-initialised` (or `flask trellis init`) once.
-INSTANCE   := $(or $(TRELLIS_INSTANCE_PATH),instance)
+# The stamp lives in the instance folder (TRELLIS_INSTANCE_PATH, as Trellis reads it), created here: with
+# the database URL and the secrets in the environment nothing else creates it. It holds a checksum of the
+# URL, not the URL and its password. Any URL and folder name work: make reads the folder with its spaces
+# escaped, the URL reaches the shell single-quoted, and the recipe names the folder through the variable.
+space      := $(subst ,, )
+INSTANCE   := $(subst $(space),\$(space),$(or $(TRELLIS_INSTANCE_PATH),instance))
 INIT_STAMP := $(INSTANCE)/.trellis-initialised
-INIT_KEY   := $(or $(TRELLIS_DATABASE_URL),sqlite)
+INIT_KEY   := $(shell printf '%s' '$(subst ','\'',$(value TRELLIS_DATABASE_URL))' | cksum)
 MIGRATIONS := $(wildcard src/trellis/migrations/versions/*.py plugins/*/trellis_*/migrations/versions/*.py)
 ifneq ($(shell cat $(INIT_STAMP) 2>/dev/null),$(INIT_KEY))
 .PHONY: $(INIT_STAMP)
 endif
-ifeq ($(TRELLIS_DATABASE_URL)$(wildcard $(INSTANCE)/trellis.db),)
+ifeq ($(value TRELLIS_DATABASE_URL)$(wildcard $(INSTANCE)/trellis.db),)
 .PHONY: $(INIT_STAMP)
 endif
 
 $(INIT_STAMP): $(STAMP) $(MIGRATIONS)
 	@echo "==> migrating the database and creating the first administrator (flask trellis init)"
 	@$(BIN)/flask trellis init
-	@echo "$(INIT_KEY)" > $@
+	@folder="$${TRELLIS_INSTANCE_PATH:-instance}"; mkdir -p "$$folder" && echo "$(INIT_KEY)" > "$$folder/.trellis-initialised"
 
 run: install $(INIT_STAMP)
 	@echo "==> starting the server (python wsgi.py; Ctrl-C stops it)"

@@ -10,8 +10,9 @@ import click
 from alembic.util import CommandError
 from flask import current_app
 from flask.cli import AppGroup
+from sqlalchemy.exc import OperationalError
 
-from . import admins, migrate, scaffold
+from . import admins, database_setup, migrate, scaffold
 from .backups.cli import backup_group
 from .errors import APIError
 from .openapi import document
@@ -60,10 +61,24 @@ def _check_password(password: str) -> None:
         raise click.ClickException(f"the password needs at least {admins.MIN_PASSWORD_LENGTH} characters")
 
 
+def _upgrade(revision: str = "heads") -> None:
+    """Migrate; a database that cannot be there yet (a PostgreSQL database not created, the SQLite file's
+    folder) is one line saying what to do, not a traceback."""
+    url = current_app.extensions["trellis"].engine.url
+    database_setup.create_sqlite_folder(url)
+    try:
+        migrate.upgrade(current_app, revision)
+    except OperationalError as exc:
+        hint = database_setup.missing_database(exc, url)
+        if hint is None:
+            raise
+        raise click.ClickException(hint) from None
+
+
 @trellis_cli.command("init")
 def init() -> None:
     """Migrate to the newest schema and create the first admin if there is none."""
-    migrate.upgrade(current_app)
+    _upgrade()
     generated = admins.ensure_first_admin()
     if generated:
         username = current_app.config["ADMIN_USERNAME"]
@@ -134,7 +149,7 @@ def db_group() -> None:
 @click.argument("revision", default="heads")
 def db_upgrade(revision: str) -> None:
     """Upgrade the database (default: every branch to its head)."""
-    migrate.upgrade(current_app, revision)
+    _upgrade(revision)
     click.echo(f"database upgraded to {revision}")
 
 

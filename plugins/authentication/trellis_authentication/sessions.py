@@ -82,10 +82,14 @@ def renew(refresh_token: str) -> dict[str, str]:
         rotated = db.session.get(RotatedToken, token_hash)
         if rotated is None:
             raise unauthorized("Invalid refresh token")
-        db.session.execute(update(Session).where(Session.id == rotated.session_id).values(revoked=True))
+        user_id = db.session.execute(
+            update(Session).where(Session.id == rotated.session_id).values(revoked=True).returning(Session.user_id)
+        ).scalar_one_or_none()
         sessions_ended()
         db.session.commit()
         log.warning("refresh token reuse on session %s; session revoked", rotated.session_id)
+        if user_id is not None:
+            drop_connections(user_id)  # what the stolen pair had opened closes too
         raise unauthorized("This refresh token was already used; the session has been revoked")
     session, active = found
     now = db.utcnow()
@@ -103,9 +107,14 @@ def renew(refresh_token: str) -> dict[str, str]:
 
 
 def logout(session_id: str) -> None:
-    db.session.execute(update(Session).where(Session.id == session_id).values(revoked=True))
+    """End the session; its user's live connections close, as when a session is ended from the list."""
+    user_id = db.session.execute(
+        update(Session).where(Session.id == session_id).values(revoked=True).returning(Session.user_id)
+    ).scalar_one_or_none()
     sessions_ended()
     db.session.commit()
+    if user_id is not None:
+        drop_connections(user_id)
 
 
 def revoke_sessions(user_id: str, keep: str | None = None) -> None:

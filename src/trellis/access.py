@@ -150,8 +150,20 @@ class AccessControl(Protocol):
     def viewer(self, identity: Any) -> Acting: ...
 
     def audiences(
-        self, resource: ResourceTable, probes: list[Probe], connection: sa.Connection, permission: str = "read"
-    ) -> list[Audience]: ...
+        self,
+        resource: ResourceTable,
+        probes: list[Probe],
+        connection: sa.Connection,
+        permission: str = "read",
+        related: Mapping[str, Mapping[str, dict[str, Any] | None]] | None = None,
+    ) -> list[Audience]:
+        """Who holds ``permission`` on each probed document; ``related``: the documents inherited from as
+        they were at the moment asked about (by resource name and id; None: it did not exist), instead of
+        their rows."""
+
+    def viewer_of(self, user_id: str, team_ids: Iterable[str]) -> Acting:
+        """Who a user acts as when it belongs to ``team_ids`` (their ancestors included): a subscriber's
+        view after a change of its teams, as that change recorded it."""
 
     def version(self, resource: str) -> Any: ...
 

@@ -68,10 +68,19 @@ def test_events_of_create_join_role_leave(teams, before):
     team_id = team["_id"]
     assert recorded(before) == [
         ("create", {"team": team}),
-        ("join", {"teamId": team_id, "userId": owner.id, "role": "owner"}),
-        ("join", {"teamId": team_id, "userId": member.id, "role": "member"}),
-        ("join", {"teamId": team_id, "userId": member.id, "role": "owner", "previousRole": "member"}),
-        ("leave", {"teamId": team_id, "userId": member.id}),
+        ("join", {"teamId": team_id, "userId": owner.id, "role": "owner", "teams": {owner.id: [team_id]}}),
+        ("join", {"teamId": team_id, "userId": member.id, "role": "member", "teams": {member.id: [team_id]}}),
+        (
+            "join",
+            {
+                "teamId": team_id,
+                "userId": member.id,
+                "role": "owner",
+                "previousRole": "member",
+                "teams": {member.id: [team_id]},
+            },
+        ),
+        ("leave", {"teamId": team_id, "userId": member.id, "teams": {member.id: []}}),
     ]
 
 
@@ -109,7 +118,9 @@ def test_delete_event_and_hook_name_every_sub_team_in_the_same_transaction(teams
     assert teams.call("DELETE", f"/{top}", owner).status_code == 200
     assert team_hooks.deleted[-1] == [top, mid, leaf]
     deletes = [payload for topic, payload in recorded(before) if topic == "delete"]
-    assert deletes == [{"teamIds": [top, mid, leaf], "userIds": sorted({owner.id, member.id})}]
+    # each member's teams once the change is made (a live subscriber's view follows them in commit order)
+    teams_after = {owner.id: [], member.id: []}
+    assert deletes == [{"teamIds": [top, mid, leaf], "userIds": sorted({owner.id, member.id}), "teams": teams_after}]
 
 
 def test_a_deleted_users_memberships_go_with_a_leave_event(teams, admin_headers, before):

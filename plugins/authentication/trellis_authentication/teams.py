@@ -47,13 +47,16 @@ TEAM_EVENTS = (
     EventTopic("authentication.team.create", "A team was created: {team}"),
     EventTopic(
         "authentication.team.update",
-        "A team was renamed or moved: {team, previous, userIds} (userIds: the members of the moved subtree)",
+        "A team was renamed or moved: {team, previous, userIds, teams?} (userIds: the members of the moved subtree)",
     ),
-    EventTopic("authentication.team.delete", "Teams were deleted: {teamIds (with every sub-team), userIds}"),
+    EventTopic("authentication.team.delete", "Teams were deleted: {teamIds (with every sub-team), userIds, teams?}"),
     EventTopic(
-        "authentication.team.join", "A user joined a team or changed role: {teamId, userId, role, previousRole?}"
+        "authentication.team.join", "A user joined a team or changed role: {teamId, userId, role, previousRole?, teams}"
     ),
-    EventTopic("authentication.team.leave", "A user left or was removed from a team: {teamId, userId}"),
+    EventTopic(
+        "authentication.team.leave",
+        "A user left or was removed from a team: {teamId, userId, teams} (teams: each named user's teams after)",
+    ),
 )
 
 
@@ -302,11 +305,12 @@ def _delete_subtree(team_id: str) -> list[str]:
     """Delete the team with its sub-teams, members and invites, in the current transaction."""
     team_ids = subtree_ids(team_id)
     hooks().trellis_team_deleted(team_ids=team_ids)  # first: a module that refuses leaves nothing written
-    _record("authentication.team.delete", {"teamIds": team_ids, "userIds": _members_of(team_ids)})
+    members = _members_of(team_ids)
     # Explicit rows first: the result does not depend on the database cascading a self-reference.
     db.session.execute(delete(TeamInvite).where(TeamInvite.team_id.in_(team_ids)))
     db.session.execute(delete(TeamMember).where(TeamMember.team_id.in_(team_ids)))
     db.session.execute(delete(Team).where(Team.id.in_(team_ids)))
+    _record("authentication.team.delete", {"teamIds": team_ids, "userIds": members})  # their teams after it
     return team_ids
 
 
@@ -601,7 +605,10 @@ def _record(topic: str, payload: dict[str, Any]) -> None:
     affected = payload.get("userIds") or ([payload["userId"]] if "userId" in payload else [])
     # Each affected user's teams once the change is made: a live subscriber's view follows the changes in
     # the order they committed, not the state when the event reaches it.
-    events.record(topic, {**payload, "teams": {user: _team_ids_of(user) for user in affected}})
+    if affected:
+        db.session.flush()  # the memberships just added are what the teams are read from
+        payload = {**payload, "teams": {user: _team_ids_of(user) for user in affected}}
+    events.record(topic, payload)
     MEMBERSHIP.bump()
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,12 +25,20 @@ from .definitions import definition
 from .models import Relation
 
 _table = Relation.__table__
+Related = Mapping[str, Mapping[str, "dict[str, Any] | None"]]
 
 
 def audiences(
-    resource: ResourceTable, probes: list[Probe], connection: sa.Connection, permission: str = "read", hop: bool = True
+    resource: ResourceTable,
+    probes: list[Probe],
+    connection: sa.Connection,
+    permission: str = "read",
+    hop: bool = True,
+    related: Related | None = None,
 ) -> list[Audience]:
-    """The audience of ``permission`` on each probed document (in order); see the module docstring."""
+    """The audience of ``permission`` on each probed document (in order); see the module docstring.
+    ``related``: documents of the resources inherited from as they were at some moment, by resource name
+    and id (None: it did not exist then), instead of their rows."""
     found = definition(resource.name)
     direct = found.direct(permission)
     ids = sorted({str(probe.document.get("_id")) for probe in probes})
@@ -51,7 +59,7 @@ def audiences(
         result.append(Audience(frozenset(subject for subject, _ in held), frozenset(users), frozenset(teams)))
     if hop:
         for field_name, inherited in found.inherited(permission):
-            result = _inherit(resource, field_name, inherited, probes, result, connection)
+            result = _inherit(resource, field_name, inherited, probes, result, connection, related or {})
     return result
 
 
@@ -62,6 +70,7 @@ def _inherit(
     probes: list[Probe],
     result: list[Audience],
     connection: sa.Connection,
+    related: Related,
 ) -> list[Audience]:
     """Add to each audience the audience of ``permission`` on the documents its ``field_name`` names."""
     ref = resource.relation_fields.get(field_name)
@@ -69,11 +78,14 @@ def _inherit(
     target = registered.resource(ref.target) if ref is not None and registered is not None else None
     if ref is None or target is None:
         return result  # the target left access control: it grants nothing (admins only)
-    related = sorted({related_id for probe in probes for related_id in ref.ids(probe.document)})
-    if not related:
+    named = sorted({related_id for probe in probes for related_id in ref.ids(probe.document)})
+    if not named:
         return result
-    rows = connection.execute(sa.select(target.table.c.id, target.table.c.data).where(target.id_column.in_(related)))
-    documents = {row[0]: {"_id": row[0], **_data(row[1])} for row in rows}
+    rows = connection.execute(sa.select(target.table.c.id, target.table.c.data).where(target.id_column.in_(named)))
+    stored: dict[str, dict[str, Any] | None] = {row[0]: {"_id": row[0], **_data(row[1])} for row in rows}
+    then = related.get(target.name, {})
+    stored.update({doc_id: then[doc_id] for doc_id in named if doc_id in then})
+    documents = {doc_id: doc for doc_id, doc in stored.items() if doc is not None}
     changes = tuple(change for probe in probes for change in probe.plus)
     removed = tuple(change for probe in probes for change in probe.minus)
     parents = [Probe(doc, changes, removed) for doc in documents.values()]

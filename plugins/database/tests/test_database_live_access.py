@@ -268,14 +268,16 @@ def test_server_sent_events_show_only_readable_documents(server, watchers):
         ("delete", {"_id": mine["_id"]}),
     ]
     kept = api.create(name, {"title": "kept"}, headers=bob.headers)
-    # A replay filters the same way, with the readers the documents have when it is read: the create of
-    # a document deleted since is not replayed (it has no readers left), its delete is (its grants travel
-    # in the event); the grant of a tuple revoked since sends nothing, its revoke sends leave.
+    # A replay judges each change by the access in force when it committed, as the live stream did: the
+    # grant and its revoke replay as enter and leave, the create and delete of a document deleted since
+    # replay too, and nothing of Alice's hidden document.
     since = int(found[0]["id"]) - 1
     with requests.get(url, params={"since": since}, headers=bob.headers, stream=True, timeout=WAIT) as response:
-        replayed, _ = _sse_events(within(response.iter_lines(decode_unicode=True)), 3)
+        replayed, _ = _sse_events(within(response.iter_lines(decode_unicode=True)), 5)
     assert [(event["event"], event["data"]) for event in replayed] == [
+        ("enter", shown),
         ("leave", {"_id": shown["_id"]}),
+        ("create", mine),
         ("delete", {"_id": mine["_id"]}),
         ("create", kept),
     ]

@@ -13,11 +13,13 @@ time (:meth:`LiveHub.replay`, a generator, so a stream reads the next page only 
 the last one), and live events meanwhile are left to those reads. Once a read comes back short, live
 events are held, the log is read once more (what was left to the reads while the last one ran), then
 the held ones whose id is higher than the last replayed go out (no gap, no duplicate at the seam), then
-live ones. A replayed event is turned into a change exactly as a live one, with the document's readers
-as they are when it is replayed. Under access control the replay also reads the grants and revokes that
-concern the schema (``replayed_families``): one made while the client was away replays as ``enter`` or
-``leave``. A team change made meanwhile does not (the subscriber's subjects before it are not kept): it
-shows in the documents' next events.
+live ones. A replayed event is turned into a change exactly as a live one: judged by the access in force
+when it committed. Under access control the replay also reads the grants and revokes that concern the
+schema and the subscriber's team changes (``replayed_families``), starting from its teams as they were at
+``since``: a grant made while the client was away replays as ``enter``, and what it could not read then
+never reaches it.
+An event whose reads fail (the database went away) is never skipped: the subscription ends and its client
+is told to subscribe again from the last event it was passed (``Subscription.lost``).
 Nothing here holds a database connection between events.
 """
 
@@ -32,11 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from flask import Flask, current_app
+from sqlalchemy.exc import DBAPIError
 
 from trellis import connections, db, events
 from trellis.access import Acting
 from trellis.credentials import Identity
-from trellis.errors import APIError, bad_request, not_found
+from trellis.errors import APIError, bad_request, database_unavailable, not_found
 
 from . import live_access
 from . import search as full_text
@@ -81,7 +84,9 @@ class Subscription:
     pending: list[events.Event] | None = field(default_factory=list)  # live events held until it goes live
     replaying: bool = False  # reading the log after ``since``: live events are left to those reads
     viewer: Acting | None = None  # who it reads as (None: everything, an administrator)
-    former: frozenset[str] = frozenset()  # subjects lost with deleted teams: held before their revokes
+    # an event could not be judged for it (the database failed): it has been removed, and its client is
+    # told to subscribe again from ``since`` (the last event passed), so nothing is silently skipped
+    lost: Callable[[int], None] = lambda since: None
 
     def __post_init__(self) -> None:
         self.replaying = self.since is not None
@@ -160,7 +165,7 @@ def replayed_families(schema_name: str, viewer: Acting | None) -> tuple[str, ...
     own = f"database.{schema_name}"
     if viewer is None:
         return (own,)
-    return (own, *live_access.grant_families(schema_name))
+    return (own, *live_access.grant_families(schema_name), live_access.TEAM_FAMILY)
 
 
 def check_replayable(since: int, families: tuple[str, ...]) -> None:
@@ -243,6 +248,9 @@ class LiveHub:
         if subscription.since is None:
             return
         subscription.last = max(subscription.last, subscription.since)
+        if subscription.viewer is not None and subscription.user_id is not None:
+            with self._app.app_context():  # its teams as they were then: the team changes since replay in order
+                subscription.viewer = live_access.viewer_at(subscription.user_id, subscription.since)
         holding = False
         while self._active(subscription):
             with self._app.app_context():  # a stream reads its pages after its request has ended
@@ -305,8 +313,13 @@ class LiveHub:
                 starting = [sub for sub in self._starting.values() if sub.schema == family_name]
                 self._offer(starting, event, module, cache)
                 for group in list(self._by_schema.get(family_name, {}).values()):
-                    if self._filtered_out(next(iter(group.values())), event, cache):
-                        continue  # the same answer for every subscription of the group
+                    try:
+                        if self._filtered_out(next(iter(group.values())), event, cache):
+                            continue  # the same answer for every subscription of the group
+                    except Exception:
+                        for subscription in list(group.values()):
+                            self._lose(subscription, event)
+                        continue
                     for subscription in list(group.values()):
                         if subscription.pending is None and not subscription.replaying:
                             self._pass(subscription, event, cache)
@@ -343,22 +356,47 @@ class LiveHub:
         return not any(any(_seen(subscription, side, cache)) for side in _sides(subscription, event, cache))
 
     def _pass(self, subscription: Subscription, event: events.Event, cache: dict[Any, Any]) -> None:
-        for change in self._changes(subscription, event, cache):
+        try:
+            changes = self._changes(subscription, event, cache)
+        except Exception:
+            self._lose(subscription, event)
+            return
+        for change in changes:
             self._send(subscription, change)
+
+    def _lose(self, subscription: Subscription, event: events.Event) -> None:
+        """``event`` could not be judged for the subscription (its reads failed): rather than skip it, end the
+        subscription and tell its client where to resume."""
+        if not self.remove(subscription.owner, subscription.id):
+            return  # ended already (a group's failure reaches each subscription once)
+        log.warning(
+            "live subscription %s lost event %d; its client resumes from %d",
+            subscription.id,
+            event.id,
+            subscription.last,
+        )
+        try:
+            subscription.lost(subscription.last)
+        except Exception:
+            log.exception("live subscription %s: telling its client failed", subscription.id)
 
     def _changes(self, subscription: Subscription, event: events.Event, cache: dict[Any, Any]) -> list[dict[str, Any]]:
         """What ``event`` is for the subscription (empty: nothing, or already passed). ``cache``: what this
         one event is for the schemas, filters and users met so far (see :mod:`.live_access`)."""
         if event.id <= subscription.last:
             return []  # replayed already, or a duplicate
-        subscription.last = event.id
         if event.topic.startswith("authentication."):
-            return self._membership(subscription, event, cache)
-        changes = []
-        for side in _sides(subscription, event, cache):
-            found = _kind(subscription, side, cache)
-            if found is not None and found[0] in subscription.kinds:
-                changes.append(_change(subscription, event, *found))
+            if subscription.user_id not in live_access.affected_users(event):
+                changes = []  # a replay reads every team change; this one is another user's
+            else:
+                changes = self._membership(subscription, event, cache)
+        else:
+            changes = []
+            for side in _sides(subscription, event, cache):
+                found = _kind(subscription, side, cache)
+                if found is not None and found[0] in subscription.kinds:
+                    changes.append(_change(subscription, event, *found))
+        subscription.last = event.id  # only once judged: a failure above leaves it to a resume
         return changes
 
     def _membership(
@@ -371,17 +409,16 @@ class LiveHub:
             return []
         key = ("viewer", subscription.user_id)
         if key not in cache:
-            cache[key] = live_access.user_viewer(subscription.user_id)
+            cache[key] = once_more_if_lost(lambda: live_access.viewer_after(event, subscription.user_id))
         new = cache[key]
         if new is None or (set(new.subjects), set(new.team_ids)) == (set(old.subjects), set(old.team_ids)):
             return []
         subscription.viewer = new
-        if event.topic.endswith(".delete"):
-            subscription.former |= frozenset(old.subjects) - frozenset(new.subjects)
         if not send:
             return []
         changes = []
-        for entered, document in live_access.membership_changes(subscription.schema, old, new):
+        found = once_more_if_lost(lambda: live_access.membership_changes(subscription.schema, old, new, event.id))
+        for entered, document in found:
             kind = "enter" if entered else "leave"
             if kind in subscription.kinds and (
                 subscription.predicate is None or _matches(subscription.predicate, document)
@@ -442,11 +479,7 @@ def _kind(subscription: Subscription, side: Sides, cache: dict[Any, Any]) -> tup
     seen_before, seen_after = _seen(subscription, side, cache)
     viewer = subscription.viewer
     readable_after = side.readers_after is None or viewer is None or side.readers_after.admits(viewer)
-    readable_before = (
-        side.readers_before is None
-        or viewer is None
-        or side.readers_before.admits(live_access.with_subjects(viewer, subscription.former))
-    )
+    readable_before = side.readers_before is None or viewer is None or side.readers_before.admits(viewer)
     before, after = seen_before and readable_before, seen_after and readable_after
     if side.kind == "create":
         return ("create", side.after) if after else None
@@ -466,8 +499,20 @@ def _sides(subscription: Subscription, event: events.Event, cache: dict[Any, Any
     restricted = subscription.viewer is not None
     key = ("sides", subscription.schema, restricted)
     if key not in cache:
-        cache[key] = live_access.sides(event, subscription.schema, restricted)
+        cache[key] = once_more_if_lost(lambda: live_access.sides(event, subscription.schema, restricted))
     return cache[key]
+
+
+def once_more_if_lost(read: Callable[[], T]) -> T:
+    """``read()``, run once more when the database connection it used was dead (PostgreSQL restarted: the
+    pool then replaces every older connection); a second failure is the caller's (``LiveHub._lose``)."""
+    try:
+        return read()
+    except DBAPIError as exc:
+        if not database_unavailable(exc):
+            raise
+        log.warning("live delivery: database connection lost (%s); reading again", exc.orig.__class__.__name__)
+    return read()
 
 
 def _seen(subscription: Subscription, side: Sides, cache: dict[Any, Any]) -> tuple[bool, bool]:

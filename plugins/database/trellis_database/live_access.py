@@ -1,35 +1,35 @@
 """Access control for live subscriptions (Socket.IO and SSE): who may see which change.
 
-Each subscription holds its *viewer* (``trellis.access.Acting``, read when it subscribes and again when
-its user's teams change; None for administrators and when no Authorization module is installed). An
-event is turned, once for every subscription, into :class:`Sides`: the document before and after and
-its *audiences* before and after (``AccessControl.audiences``: the tuples on the document, read with one
-query per event and only when the schema is under access control and has a subscriber that is not an
-administrator; field-backed relations from the event's own documents; inheritance from the related
-documents' audiences). Each subscription then decides in memory (``Audience.admits``): no query per
+The rule: a subscriber receives a change when the access in force at that change's commit let it read the
+document, in commit order — whatever has changed by the time the event is delivered or replayed.
+
+Each subscription holds its *viewer* (``trellis.access.Acting``: read when it subscribes, then taken from
+each change of its user's teams, which records the teams it leaves the user in; None for administrators and
+when no Authorization module is installed). An event is turned, once for every subscription, into
+:class:`Sides`: the document before and after and its *audiences* before and after
+(``AccessControl.audiences``: the tuples on the document and the related documents it inherits from, as
+they were at the event's commit (:mod:`.live_history`), read once per event and only when the schema is
+under access control and has a subscriber that is not an administrator; field-backed relations from the
+event's own documents). Each subscription then decides in memory (``Audience.admits``): no query per
 subscriber per event.
 
-- ``database.<S>.*``: a create reaches those who may read the document; an update is ``update``,
+- ``database.<S>.*``: a create reaches those who could read the document; an update is ``update``,
   ``enter`` (it became readable: a field change) or ``leave`` (no longer readable, sent as ``{_id}``);
   a delete reaches those who could read it (its ``grants``, removed with it, travel in the event).
-- ``authorization.<S>.grant|revoke``: ``enter`` (with the document, read once) or ``leave`` (``{_id}``)
-  for the subscribers whose access it changed, on the document and on the documents of schemas that
-  inherit a permission from it (``<field>-><permission>``).
-- ``authentication.team.*``: the viewers of the users it names are read again; where the subjects
-  changed, ONE query per such subscription finds the documents that became readable or unreadable
-  (``pred(new) AND NOT pred(old)``, and the reverse), sent as ``enter``/``leave``. A team deletion also
-  removes the team's tuples (each with a ``revoke`` event right after): the subjects the viewer lost
-  stay counted as held *before* (``Subscription.former``), so those revokes still send ``leave``.
+- ``authorization.<S>.grant|revoke``: ``enter`` (with the document as it was then) or ``leave``
+  (``{_id}``) for the subscribers whose access it changed, on the document and on the documents of
+  schemas that inherit a permission from it (``<field>-><permission>``).
+- ``authentication.team.*``: the viewers of the users it names follow it; where the subjects changed, ONE
+  query per such subscription finds the candidates (the documents whose readability differs now, and
+  those changed since), each judged as it was at the change, sent as ``enter``/``leave``.
 
-Ordering: events are applied as they come, with the readers the database holds when the event is
-applied (not when it was written). A ``leave`` for a document a subscriber never saw, or an ``enter``
-right after the ``create`` of the same document, is harmless: clients treat both as idempotent. A
-change of a related document's own field-backed relations, or its deletion, does not send
-``enter``/``leave`` for the documents inheriting from it; their next event is filtered exactly.
+A change of a related document's own field-backed relations does not send ``enter``/``leave`` for the
+documents inheriting from it; their next event is judged exactly.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -42,11 +42,12 @@ from trellis import access, events, reads
 from trellis.access import Acting, Audience, Probe, ResourceTable
 from trellis.credentials import Identity
 
-from . import document_access
+from . import document_access, live_history
 from .documents import columns, to_document
 from .registry import CompiledSchema, snapshot
 
 TEAM_EVENTS = "authentication.team.*"
+TEAM_FAMILY = "authentication.team"
 GRANT_EVENTS = "authorization.*.*"
 _OLD = "old_"  # prefix of the bound parameters of the previous viewer's predicate
 
@@ -114,16 +115,18 @@ def _document_sides(event: events.Event, kind: str) -> list[Sides]:
     if resolved is None:
         return [found]
     _, resource = resolved
-    probes: list[Probe] = []
-    if kind == "delete":
-        removed = tuple((f"{schema_name}:{doc_id}", s, r) for s, r in payload.get("grants") or ())
-        probes.append(Probe(before or {"_id": doc_id}, plus=removed))
-    else:
-        if before is not None:
-            probes.append(Probe(before))
-        probes.append(Probe(document))
-    with _connection() as connection:
-        found_audiences = control().audiences(resource, probes, connection)
+    with live_history.snapshot() as connection:
+        tail = _tail(connection, event.id, resource)
+        plus, minus = tail.changes()
+        probes: list[Probe] = []
+        if kind == "delete":
+            removed = tuple((f"{schema_name}:{doc_id}", s, r) for s, r in payload.get("grants") or ())
+            probes.append(Probe(before or {"_id": doc_id}, plus=removed + plus, minus=minus))
+        else:
+            if before is not None:
+                probes.append(Probe(before, plus, minus))
+            probes.append(Probe(document, plus, minus))
+        found_audiences = control().audiences(resource, probes, connection, related=tail.documents)
     if kind == "delete":
         found.readers_before, found.readers_after = found_audiences[0], Audience()
     elif before is None:
@@ -133,9 +136,23 @@ def _document_sides(event: events.Event, kind: str) -> list[Sides]:
     return [found]
 
 
+def _tail(
+    connection: sa.Connection, event_id: int, resource: ResourceTable, documents: bool = False
+) -> live_history.Tail:
+    """What changed after ``event_id`` in who may read the resource's documents: its grants, its deleted
+    documents' grants, and the documents and grants of the resources it inherits from; ``documents``: its
+    own documents' changes too (an event that does not carry the document reads it, as it was then)."""
+    families = control().change_families(resource)
+    own = f"database.{resource.name}"
+    if documents:
+        return live_history.read_tail(connection, event_id, [*families, own])
+    return live_history.read_tail(connection, event_id, families, [f"{own}.delete"])
+
+
 def _grant_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides]:
     """A grant or revoke on ``R:<id>``: the document itself when ``R`` is the schema, and the schema's
-    documents that name it in a Relation field when the schema inherits from ``R``."""
+    documents that named it in a Relation field when the schema inherits from ``R`` — each as it was when
+    the grant committed."""
     payload = event.payload
     subject, relation, text = payload.get("subject"), payload.get("relation"), payload.get("resource")
     if not all(isinstance(value, str) for value in (subject, relation, text)) or ":" not in text:
@@ -145,25 +162,43 @@ def _grant_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides
         return []
     schema, resource = resolved
     target, target_id = text.split(":", 1)
-    conditions = []
+    refs = []
+    if f"database.{target}" in control().change_families(resource):  # the schema inherits from the target
+        refs = [ref for ref in resource.relation_fields.values() if ref.target == target]
+    if target != schema_name and not refs:
+        return []
+    conditions = [ref.refers_to(sa.literal(target_id)) for ref in refs]
     if target == schema_name:
         conditions.append(resource.id_column == target_id)
-    if f"database.{target}" in control().change_families(resource):  # the schema inherits from the target
-        conditions += [
-            ref.refers_to(sa.literal(target_id)) for ref in resource.relation_fields.values() if ref.target == target
-        ]
-    if not conditions:
-        return []
-    change = ((text, subject, relation),)
+
+    def named_target(document: dict[str, Any]) -> bool:
+        if target == schema_name and str(document.get("_id")) == target_id:
+            return True
+        return any(target_id in ref.ids(document) for ref in refs)
+
+    change = (text, subject, relation)
     table = schema.table
-    with _connection() as connection:
+    with live_history.snapshot() as connection:
+        tail = _tail(connection, event.id, resource, documents=True)
+        touched = tail.touched(schema_name)
+        if touched:
+            conditions.append(resource.id_column.in_(touched))
         rows = connection.execute(sa.select(*columns(table)).where(sa.or_(*conditions))).all()
-        documents = [to_document(schema, row) for row in rows]
+        now = {str(row[0]): to_document(schema, row) for row in rows}
+        documents = []
+        for doc_id in sorted(set(now) | set(touched)):
+            then = tail.document(schema_name, doc_id, now.get(doc_id))
+            if then is not None and named_target(then):
+                documents.append(then)
         if not documents:
             return []
-        # before the event: without a granted tuple, with a revoked one
-        before = [Probe(doc, minus=change) if kind == "grant" else Probe(doc, plus=change) for doc in documents]
-        found = control().audiences(resource, before + [Probe(doc) for doc in documents], connection)
+        after_plus, after_minus = tail.changes()
+        held_before = {**tail.tuples, change: kind == "revoke"}  # before a grant: without it; a revoke: with
+        before_plus = tuple(key for key, held in held_before.items() if held)
+        before_minus = tuple(key for key, held in held_before.items() if not held)
+        probes = [Probe(doc, before_plus, before_minus) for doc in documents]
+        probes += [Probe(doc, after_plus, after_minus) for doc in documents]
+        found = control().audiences(resource, probes, connection, related=tail.documents)
     count = len(documents)
     return [
         Sides("access", doc["_id"], doc, doc, found[index], found[count + index]) for index, doc in enumerate(documents)
@@ -193,36 +228,92 @@ def affected_users(event: events.Event) -> list[str]:
     return []
 
 
-def membership_changes(schema_name: str, old: Acting, new: Acting) -> Iterable[tuple[bool, dict[str, Any]]]:
-    """``(entered, document)`` for each document of the schema that ``new`` may read and ``old`` could not
-    (True), or the reverse (False): ONE query, the predicate bound twice."""
+def viewer_after(event: events.Event, user_id: str) -> Acting | None:
+    """Who ``user_id`` acts as once the team change ``event`` committed: its teams as the change recorded
+    them (``teams`` in the payload), else as they are now."""
+    recorded = event.payload.get("teams")
+    teams = recorded.get(user_id) if isinstance(recorded, dict) else None
+    found = access.control()
+    if found is None:
+        return None
+    if isinstance(teams, list) and all(isinstance(team, str) for team in teams):
+        return found.viewer_of(user_id, teams)
+    return user_viewer(user_id)
+
+
+def viewer_at(user_id: str, since: int) -> Acting | None:
+    """Who ``user_id`` acted as right after event ``since``: the teams the last team change naming it at
+    or before ``since`` recorded; with none kept, as it is now when no later change names it, else a user
+    of no team (a team is only ever joined through a recorded change)."""
+    found = access.control()
+    if found is None:
+        return None
+    recorded = events.recorded()
+    statement = (
+        sa.select(recorded.c.event_id, recorded.c.payload)
+        .where(recorded.c.family == TEAM_FAMILY)
+        .order_by(recorded.c.event_id.is_(None).desc(), recorded.c.event_id.desc())
+    )
+    later = False
+    with _connection() as connection:
+        for event_id, text in connection.execute(statement):
+            payload = json.loads(text) if isinstance(text, str | bytes) else text
+            teams = payload.get("teams") if isinstance(payload, dict) else None
+            if not isinstance(teams, dict) or user_id not in teams:
+                continue
+            if event_id is None or event_id > since:
+                later = True
+                continue
+            return found.viewer_of(user_id, [str(team) for team in teams[user_id]])
+    return found.viewer_of(user_id, []) if later else user_viewer(user_id)
+
+
+def membership_changes(
+    schema_name: str, old: Acting, new: Acting, event_id: int
+) -> Iterable[tuple[bool, dict[str, Any]]]:
+    """``(entered, document)`` for each document of the schema that ``new`` could read and ``old`` could
+    not when event ``event_id`` committed (True), or the reverse (False). The candidates are the documents
+    whose readability differs now (ONE query, the predicate bound twice) and those changed since; each is
+    then judged as it was at the event."""
     resolved = resource_of(schema_name)
     if resolved is None:
         return []
-    schema, _ = resolved
-    now = document_access.read_condition(schema, new)
+    schema, resource = resolved
+    now = sa.func.coalesce(document_access.read_condition(schema, new), sa.false())
     then = visitors.replacement_traverse(now, {}, _rename_parameters)
     table = schema.table
-    statement = sa.select(*columns(table), sa.case((now, 1), else_=0)).where(
-        sa.or_(sa.and_(now, sa.not_(then)), sa.and_(then, sa.not_(now)))
-    )
     parameters = {**new.parameters(), **{_OLD + key: value for key, value in old.parameters().items()}}
-    with _connection() as connection:
-        rows = connection.execute(statement, parameters).all()
-    return [(bool(row[-1]), to_document(schema, row)) for row in rows]
+    with live_history.snapshot() as connection:
+        tail = _tail(connection, event_id, resource, documents=True)
+        touched = tail.touched(schema_name)
+        differs = now != then
+        if touched:
+            differs = sa.or_(differs, resource.id_column.in_(touched))
+        rows = connection.execute(sa.select(*columns(table)).where(differs), parameters).all()
+        current = {str(row[0]): to_document(schema, row) for row in rows}
+        documents = [
+            doc
+            for doc_id in sorted(set(current) | set(touched))
+            if (doc := tail.document(schema_name, doc_id, current.get(doc_id))) is not None
+        ]
+        if not documents:
+            return []
+        plus, minus = tail.changes()
+        found = control().audiences(
+            resource, [Probe(doc, plus, minus) for doc in documents], connection, related=tail.documents
+        )
+    changes = []
+    for document, audience in zip(documents, found, strict=True):
+        could, can = audience.admits(old), audience.admits(new)
+        if could != can:
+            changes.append((can, document))
+    return changes
 
 
 def _rename_parameters(element: Any) -> Any:
     if isinstance(element, sa.BindParameter) and element.key in (access.SUBJECTS, access.USERS, access.TEAMS):
         return sa.bindparam(_OLD + element.key, type_=element.type, expanding=element.expanding)
     return None
-
-
-def with_subjects(acting: Acting, extra: frozenset[str]) -> Acting:
-    """``acting`` also holding ``extra`` (subjects lost with a deleted team: held *before* its revokes)."""
-    if not extra:
-        return acting
-    return Acting(acting.user_id, (*acting.subjects, *sorted(extra)), acting.team_ids, acting.scope, acting.admin)
 
 
 def control() -> access.AccessControl:

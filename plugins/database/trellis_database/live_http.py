@@ -126,6 +126,7 @@ def stream_changes(schemaName: str) -> Response:
     subscription.owner = f"sse {subscription.id}"
     connection = getattr(request.environ.get("eventlet.input"), "_sock", None)  # eventlet's WSGI server
     outbox.on_overflow = lambda: _fell_behind(live, subscription, connection)
+    subscription.lost = lambda since: outbox.end()  # the client reconnects with Last-Event-ID
     live.add(subscription)
     if user_id is not None:
         live.attach_user(user_id, subscription.owner, outbox.end)

@@ -148,6 +148,7 @@ class DatabaseNamespace(Namespace):
             since=since,
             viewer=acting,
         )
+        subscription.lost = functools.partial(_lost, self, sid, subscription.id)
         live = hub()
         live.add(subscription, limit=MAX_SUBSCRIPTIONS)
         # After the acknowledgement (sent when this handler returns): replay, then live events.
@@ -203,6 +204,18 @@ def _start(app: Any, subscription: Subscription, namespace: DatabaseNamespace, s
             )
         finally:
             db.session.remove()
+
+
+def _lost(namespace: DatabaseNamespace, sid: str, subscription_id: str, since: int) -> None:
+    """The subscription ended because an event could not be judged: the client subscribes again from ``since``."""
+    error = APIError(503, f"The subscription ended; subscribe again with since={since}")
+    namespace.socketio.emit(
+        "subscriptionError",
+        {"subscriptionId": subscription_id, "since": since, **error_ack(error)},
+        to=sid,
+        namespace=namespace.namespace,
+        ignore_queue=True,
+    )
 
 
 def namespace_factories() -> tuple[Callable[[], DatabaseNamespace], ...]:

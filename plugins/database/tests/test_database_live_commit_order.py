@@ -1,0 +1,240 @@
+"""Live data under access control judged by the access in force when each change committed, in commit
+order (``docs/access.md``, "Live data"): over real Socket.IO clients and SSE streams, with writes sent
+back to back (each acknowledged before the next) so that later changes have committed by the time an
+earlier event is delivered. Each race is run over many trials: one lucky interleaving proves nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections import defaultdict
+from typing import Any
+
+import pytest
+import requests
+
+from .test_database_live_access import Access, events_of, server, users  # noqa: F401  (server: a fixture)
+from .test_database_subscriptions import ADMIN, WAIT, watchers  # noqa: F401  (watchers: a fixture)
+
+pytestmark = pytest.mark.live
+
+TRIALS = 100
+
+
+class Stream:
+    """An SSE stream of a schema's changes read on a thread, its events kept in order."""
+
+    def __init__(self, url: str, headers: dict[str, str], **params: Any) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._response = requests.get(url, headers=headers, params=params, stream=True, timeout=WAIT)
+        assert self._response.status_code == 200, self._response.text
+        self._lines = self._response.iter_lines(decode_unicode=True)
+        assert next(self._lines).startswith(": subscribed")
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        current: dict[str, Any] = {}
+        try:
+            for line in self._lines:
+                if line.startswith(":"):
+                    continue
+                if line == "":
+                    if current:
+                        self.events.append(current)
+                        current = {}
+                    continue
+                key, _, value = line.partition(": ")
+                current[key] = json.loads(value) if key == "data" else value
+        except (requests.RequestException, AttributeError, ValueError):
+            return  # closed by the test
+
+    def wait_for(self, count: int) -> list[tuple[str, Any]]:
+        deadline = threading.Event()
+        for _ in range(int(WAIT * 20)):
+            if len(self.events) >= count:
+                break
+            deadline.wait(0.05)
+        return [(event["event"], event["data"]) for event in self.events]
+
+    def close(self) -> None:
+        self._response.close()
+
+
+def per_document(changes: list[tuple[str, Any]]) -> dict[str, list[tuple[str, Any]]]:
+    found: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    for kind, document in changes:
+        found[document["_id"]].append((kind, document))
+    return found
+
+
+def socket_changes(watcher: Any, count: int) -> list[tuple[str, Any]]:
+    return events_of(watcher, count)
+
+
+def test_the_owner_receives_every_change_of_a_document_deleted_at_once(server, watchers):
+    """A create, an update and a delete sent back to back: the owner's update and create used to be
+    judged after the delete had removed her grant, and never arrived."""
+    api = Access(server.url)
+    name = api.access_schema({"title": "String"})
+    (alice,) = users(server, 1)
+    socket = watchers(server.url, {"token": alice.access_token})
+    socket.subscribe(schema=name)
+    stream = Stream(f"{server.url}/database/{name}/changes", alice.headers)
+    try:
+        expected: list[tuple[str, Any]] = []
+        for trial in range(TRIALS):
+            created = api.create(name, {"title": f"t{trial}"}, headers=alice.headers)
+            updated = api.update(name, created["_id"], {"title": f"u{trial}"}, alice)
+            api.remove(name, created["_id"], alice)
+            expected += [("create", created), ("update", updated), ("delete", {"_id": created["_id"]})]
+        assert socket_changes(socket, len(expected)) == expected
+        assert stream.wait_for(len(expected)) == expected
+        socket.quiet(0.3)
+    finally:
+        stream.close()
+
+
+def test_a_change_made_while_revoked_never_reaches_the_reader_granted_again(server, watchers):
+    """Revoke, write a secret, overwrite it, grant again, back to back: the secret was written while Bob
+    could not read the document, so it never reaches him, even though he may read the document by the
+    time the event is delivered."""
+    api = Access(server.url)
+    name = api.access_schema({"title": "String", "secret": "String"})
+    alice, bob = users(server, 2)
+    note = api.create(name, {"title": "shared", "secret": "start"}, headers=alice.headers)
+    api.share(name, note["_id"], f"User:{bob.id}", alice)
+    socket = watchers(server.url, {"token": bob.access_token})
+    socket.subscribe(schema=name)
+    stream = Stream(f"{server.url}/database/{name}/changes", bob.headers)
+    try:
+        expected: list[tuple[str, Any]] = []
+        for trial in range(TRIALS):
+            api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
+            api.update(name, note["_id"], {"secret": f"leak {trial}"}, alice)
+            clean = api.update(name, note["_id"], {"secret": f"clean {trial}"}, alice)
+            api.share(name, note["_id"], f"User:{bob.id}", alice)
+            expected += [("leave", {"_id": note["_id"]}), ("enter", clean)]
+        for received in (socket_changes(socket, len(expected)), stream.wait_for(len(expected))):
+            assert not [change for change in received if "leak" in json.dumps(change)]
+            assert received == expected
+        socket.quiet(0.3)
+    finally:
+        stream.close()
+
+
+def test_a_revoke_then_a_delete_still_tells_the_revoked_reader(server, watchers):
+    """A revoke followed at once by a delete: the reader gets ``leave`` (it could read the document until
+    the revoke) and nothing of the delete (it could not read it then)."""
+    api = Access(server.url)
+    name = api.access_schema({"title": "String"})
+    alice, bob = users(server, 2)
+    socket = watchers(server.url, {"token": bob.access_token})
+    socket.subscribe(schema=name)
+    stream = Stream(f"{server.url}/database/{name}/changes", bob.headers)
+    try:
+        expected: list[tuple[str, Any]] = []
+        for trial in range(TRIALS):
+            note = api.create(name, {"title": f"n{trial}"}, headers=alice.headers)
+            api.share(name, note["_id"], f"User:{bob.id}", alice)
+            api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
+            api.remove(name, note["_id"], alice)
+            expected += [("enter", note), ("leave", {"_id": note["_id"]})]
+        assert socket_changes(socket, len(expected)) == expected
+        assert stream.wait_for(len(expected)) == expected
+        socket.quiet(0.3)
+    finally:
+        stream.close()
+
+
+def test_a_replay_gives_a_new_reader_no_history(server, watchers):
+    """Alice writes a PIN, changes it, then shares the document: Bob subscribing with ``since`` from before
+    the create receives the document once, as ``enter`` with its shared version, never the PIN."""
+    api = Access(server.url)
+    name = api.access_schema({"title": "String", "secret": "String"})
+    alice, bob = users(server, 2)
+    admin = watchers(server.url, ADMIN)
+    admin.subscribe(schema=name)
+    note = api.create(name, {"title": "card", "secret": "PIN 4711"}, headers=alice.headers)
+    since = admin.next()["eventId"] - 1
+    changed = api.update(name, note["_id"], {"secret": "changed"}, alice)
+    api.share(name, note["_id"], f"User:{bob.id}", alice)
+    later = api.update(name, note["_id"], {"title": "card 2"}, alice)
+    admin.take(2)
+    expected = [("enter", changed), ("update", later)]
+    socket = watchers(server.url, {"token": bob.access_token})
+    socket.subscribe(schema=name, since=since)
+    assert socket_changes(socket, 2) == expected
+    socket.quiet(0.3)
+    stream = Stream(f"{server.url}/database/{name}/changes", bob.headers, since=since)
+    try:
+        assert stream.wait_for(2) == expected
+        threading.Event().wait(0.3)
+        assert len(stream.events) == 2
+    finally:
+        stream.close()
+    with requests.get(
+        f"{server.url}/database/{name}/changes",
+        headers={**bob.headers, "Last-Event-ID": str(since)},
+        stream=True,
+        timeout=WAIT,
+    ) as response:
+        body = ""
+        for line in response.iter_lines(decode_unicode=True):
+            body += line + "\n"
+            if body.count("event: ") == 2:
+                break
+    assert "PIN 4711" not in body and "event: enter" in body
+
+
+def test_a_member_removed_from_a_team_leaves_its_documents_with_an_unset_field_relation(server, watchers):
+    """Team documents whose field-backed relation is unset: removing a member sends ``leave`` for each
+    (the field's condition is NULL for them, which used to drop them from the query)."""
+    api = Access(server.url)
+    name = api.access_schema(
+        {"title": "String", "assignee": {"type": "Relation", "model": "User"}}, relations={"assignee": "editor"}
+    )
+    alice, bob = users(server, 2)
+    team = api.teams("POST", "", alice, 201, json={"name": "team-" + uuid.uuid4().hex[:6]})
+    docs = [api.create(name, {"title": f"d{index}"}, headers=alice.headers) for index in range(3)]
+    for doc in docs:
+        api.share(name, doc["_id"], f"Team:{team['_id']}", alice)
+    socket = watchers(server.url, {"token": bob.access_token})
+    socket.subscribe(schema=name)
+    stream = Stream(f"{server.url}/database/{name}/changes", bob.headers)
+    try:
+        api.teams("POST", f"/{team['_id']}/add", alice, 201, json={"userId": bob.id, "role": "member"})
+        entered = sorted(socket_changes(socket, 3), key=lambda change: change[1]["_id"])
+        assert entered == sorted((("enter", doc) for doc in docs), key=lambda change: change[1]["_id"])
+        api.teams("DELETE", f"/{team['_id']}/members", alice, 200, params={"members": bob.id})
+        left = sorted(socket_changes(socket, 3), key=lambda change: change[1]["_id"])
+        assert left == sorted((("leave", {"_id": doc["_id"]}) for doc in docs), key=lambda change: change[1]["_id"])
+        assert sorted(stream.wait_for(6)[3:], key=lambda change: change[1]["_id"]) == left
+        socket.quiet(0.3)
+    finally:
+        stream.close()
+
+
+def test_team_changes_follow_commit_order(server, watchers):
+    """Join, a write, leave, a write, back to back over many trials: the member sees exactly the write made
+    while it belonged to the team."""
+    api = Access(server.url)
+    name = api.access_schema({"title": "String"})
+    alice, bob = users(server, 2)
+    team = api.teams("POST", "", alice, 201, json={"name": "team-" + uuid.uuid4().hex[:6]})
+    note = api.create(name, {"title": "start"}, headers=alice.headers)
+    api.share(name, note["_id"], f"Team:{team['_id']}", alice)
+    socket = watchers(server.url, {"token": bob.access_token})
+    socket.subscribe(schema=name)
+    expected: list[tuple[str, str]] = []  # (kind, title)
+    for trial in range(TRIALS // 4):
+        api.teams("POST", f"/{team['_id']}/add", alice, 201, json={"userId": bob.id, "role": "member"})
+        api.update(name, note["_id"], {"title": f"in {trial}"}, alice)
+        api.teams("DELETE", f"/{team['_id']}/members", alice, 200, params={"members": bob.id})
+        api.update(name, note["_id"], {"title": f"out {trial}"}, alice)
+        # the enter shows the document as the join found it: the last write made outside
+        expected += [("enter", f"out {trial - 1}" if trial else "start"), ("update", f"in {trial}"), ("leave", "")]
+    received = socket_changes(socket, len(expected))
+    assert [(kind, document.get("title", "")) for kind, document in received] == expected
+    socket.quiet(0.3)

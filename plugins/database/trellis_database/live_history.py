@@ -1,0 +1,101 @@
+"""Documents and their grants as they were when one event of the log committed.
+
+A live subscriber (and a replay) receives a change when the access in force at that change's commit let it
+read the document, whatever has happened since. The event carries the document itself (its field-backed
+relations with it); what else decides is read: the document's tuples and the related documents it inherits
+from. Those are read as they are now, and the changes recorded after the event (numbered after it, or still
+waiting for their number) are undone: the first change of a tuple or of a document after the event says
+what it was at the event. The state and the tail are read in one snapshot, so a change is either in both
+or in neither.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from trellis import events, reads
+
+Key = tuple[str, str, str]  # (resource "<Schema>:<id>", subject, relation)
+
+
+@contextmanager
+def snapshot() -> Iterator[sa.Connection]:
+    """A read-only transaction whose statements all see one snapshot (SQLite: a read transaction)."""
+    with reads.provider().transaction() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield connection
+
+
+@dataclass
+class Tail:
+    """The changes recorded after one event, oldest first, of the families that decide who may read a
+    schema's documents: the first change after the event of a tuple or of a document tells its state at
+    the event."""
+
+    tuples: dict[Key, bool] = field(default_factory=dict)  # held at the event, for tuples changed since
+    documents: dict[str, dict[str, dict[str, Any] | None]] = field(default_factory=dict)  # schema → id → doc
+
+    def add(self, topic: str, payload: Mapping[str, Any]) -> None:
+        module, name, kind = topic.split(".", 2)
+        if module == "authorization" and kind in ("grant", "revoke"):
+            key = (str(payload.get("resource")), str(payload.get("subject")), str(payload.get("relation")))
+            self.tuples.setdefault(key, kind == "revoke")
+            return
+        if module != "database" or kind not in ("create", "update", "delete"):
+            return
+        document = payload.get("document")
+        if not isinstance(document, Mapping):
+            return
+        doc_id = str(document.get("_id"))
+        previous = payload.get("previous")
+        self.documents.setdefault(name, {}).setdefault(
+            doc_id, dict(previous) if kind != "create" and isinstance(previous, Mapping) else None
+        )
+        if kind == "delete":  # its tuples went with it, no revoke each
+            for subject, relation in payload.get("grants") or ():
+                self.tuples.setdefault((f"{name}:{doc_id}", str(subject), str(relation)), True)
+
+    def changes(self, resource: str | None = None) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
+        """``(plus, minus)``: the tuples held at the event although gone now, and those held now although
+        granted after it (of one ``<Schema>:<id>`` when given)."""
+        plus, minus = [], []
+        for key, held in self.tuples.items():
+            if resource is None or key[0] == resource:
+                (plus if held else minus).append(key)
+        return tuple(plus), tuple(minus)
+
+    def document(self, schema: str, doc_id: str, current: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The document at the event: as it was before its first change since, else as it is now."""
+        changed = self.documents.get(schema, {})
+        return changed[doc_id] if doc_id in changed else current
+
+    def touched(self, schema: str) -> list[str]:
+        """The ids of the schema's documents created, changed or deleted since the event."""
+        return list(self.documents.get(schema, {}))
+
+
+def read_tail(connection: sa.Connection, after: int, families: list[str], topics: list[str] = ()) -> Tail:
+    """The changes of ``families`` (and single ``topics``) recorded after event ``after``, in ``connection``'s
+    snapshot; numbered ones first, then those waiting for their number (they will be numbered later)."""
+    recorded = events.recorded()
+    which = [recorded.c.family.in_(families)] if families else []
+    if topics:
+        which.append(recorded.c.topic.in_(list(topics)))
+    tail = Tail()
+    if not which:
+        return tail
+    statement = (
+        sa.select(recorded.c.topic, recorded.c.payload)
+        .where(sa.or_(recorded.c.event_id > after, recorded.c.event_id.is_(None)), sa.or_(*which))
+        .order_by(recorded.c.event_id.is_(None), recorded.c.event_id, recorded.c.id)
+    )
+    for topic, payload in connection.execute(statement):
+        tail.add(topic, json.loads(payload) if isinstance(payload, str | bytes) else payload)
+    return tail

@@ -8,7 +8,13 @@ from flask import Flask
 
 from trellis import ConsolePage, EventTopic, Module, OwnedSchema, connections
 
-from . import lifecycle_routes, oauth_routes, self_service_routes, team_routes  # noqa: F401  (their routes join blp)
+from . import (  # noqa: F401  (their routes join blp)
+    lifecycle_routes,
+    oauth_routes,
+    self_service_routes,
+    team_admin_routes,
+    team_routes,
+)
 from .cli import cli
 from .config import AuthenticationConfig
 from .delivery import create_templates_on_start

@@ -124,3 +124,19 @@ InviteListSchema = list_schema("TeamInviteList", "invites", PendingInviteSchema)
 
 class AcceptedSchema(TeamSchema):
     role = fields.String(required=True, metadata={"description": "the caller's role in the team now"})
+
+
+class AdminTeamSchema(TeamSchema):
+    memberCount = fields.Integer(required=True, metadata={"description": "direct members"})
+
+
+AdminTeamListSchema = list_schema("AdminTeamList", "teams", AdminTeamSchema)
+
+
+class AdminTeamMemberSchema(MemberSchema):
+    joinedAt = fields.String(required=True)
+
+
+class AdminTeamDetailSchema(TeamSchema):
+    members = fields.List(fields.Nested(AdminTeamMemberSchema), required=True, metadata={"description": "owners first"})
+    teams = fields.List(fields.Nested(AdminTeamSchema), required=True, metadata={"description": "direct sub-teams"})

@@ -1,6 +1,7 @@
 # Trellis: two set-up commands on a fresh machine.
 #   make run    virtualenv + core + every plugin, migrate, first admin, serve on 127.0.0.1:3000
 #   make test   the same install plus test tools, then the whole suite on SQLite and PostgreSQL
+#   make soak   the tests marked `soak` with their long budgets (TRELLIS_SOAK=1), on both databases
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -17,7 +18,7 @@ export FLASK_APP := wsgi
 # UserWarning, ~10 lines per package) is not for users of this Makefile.
 PIP_QUIET := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -qq
 
-.PHONY: run test lint install install-test test-sqlite test-postgresql browser nginx bench bench-deps openapi clean
+.PHONY: run test soak lint install install-test test-sqlite test-postgresql browser nginx bench bench-deps openapi clean
 
 # Installs are editable, so code changes need none: only a changed pyproject.toml/setup.cfg (dependencies,
 # entry points) or a plugin added or removed does. A stamp file in the virtualenv records the last install
@@ -99,17 +100,27 @@ nginx:
 lint: install-test
 	@$(BIN)/ruff check --quiet . && $(BIN)/ruff format --check --quiet .
 
-# Both databases at once (two cores); each pass logs to its own file, shown when both are done. The
-# sources are compiled first: where PYTHONDONTWRITEBYTECODE is set (CI's machines), every process the
-# tests start would compile them again (~0.5 s each).
-test: install-test lint browser nginx
-	@rm -f .test-*.log; \
+# Both databases at once (two cores); each pass logs to its own file (.$(1)-sqlite.log …), shown when both
+# are done; $(2): the environment and pytest arguments of both passes. The sources are compiled first:
+# where PYTHONDONTWRITEBYTECODE is set (CI's machines), every process the tests start would compile them
+# again (~0.5 s each).
+define on_both_databases
+	@rm -f .$(1)-sqlite.log .$(1)-postgresql.log; \
 	$(BIN)/python -m compileall -q -j 0 src plugins wsgi.py > /dev/null; \
-	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS) > .test-sqlite.log 2>&1 & sqlite=$$!; \
-	TRELLIS_TEST_DB=postgresql $(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS) > .test-postgresql.log 2>&1 & pg=$$!; \
+	TRELLIS_TEST_DB=sqlite $(2) > .$(1)-sqlite.log 2>&1 & sqlite=$$!; \
+	TRELLIS_TEST_DB=postgresql $(2) > .$(1)-postgresql.log 2>&1 & pg=$$!; \
 	rs=0; wait $$sqlite || rs=$$?; rp=0; wait $$pg || rp=$$?; \
-	echo "==== SQLite (exit $$rs)"; cat .test-sqlite.log; echo "==== PostgreSQL (exit $$rp)"; cat .test-postgresql.log; \
+	echo "==== SQLite (exit $$rs)"; cat .$(1)-sqlite.log; echo "==== PostgreSQL (exit $$rp)"; cat .$(1)-postgresql.log; \
 	[ $$rs -eq 0 ] && [ $$rp -eq 0 ]
+endef
+
+test: install-test lint browser nginx
+	$(call on_both_databases,test,$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS))
+
+# The tests marked `soak` (model-based and round-trip properties) with TRELLIS_SOAK=1, which they read to
+# run far more Hypothesis examples than `make test` gives them.
+soak: install-test
+	$(call on_both_databases,test-soak,TRELLIS_SOAK=1 $(BIN)/python -m pytest -q $(XDIST) -m soak $(PYTEST_ARGS))
 
 test-sqlite:
 	TRELLIS_TEST_DB=sqlite $(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -98,6 +98,29 @@ def test_another_database_or_a_missing_sqlite_file_initialises(installed):
     assert "trellis init" in plan(venv, instance)
 
 
+def test_soak_runs_the_soak_tests_on_both_databases_with_their_long_budget(installed):
+    venv, _ = installed
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRELLIS_")}
+
+    def commands(target: str) -> str:
+        done = subprocess.run(
+            ["make", "-n", f"VENV={venv}", target],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    soak = commands("soak")
+    for database in ("sqlite", "postgresql"):
+        assert f"TRELLIS_TEST_DB={database} TRELLIS_SOAK=1 {venv}/bin/python -m pytest" in soak
+    assert soak.count("-m soak") == 2 and soak.count(" & ") == 2  # both passes at once
+    suite = commands("test")
+    assert "TRELLIS_SOAK" not in suite and "-m soak" not in suite  # make test runs them too, with their small budget
+
+
 # ---- `make run` itself, from a fresh clone -----------------------------------------------------------------
 #
 # The clone is a copy of the checkout's tracked files. Its virtualenv is a folder of two launchers for the

@@ -5,6 +5,8 @@ answered 400 with nothing cached."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import struct
 import threading
@@ -15,6 +17,8 @@ from urllib.parse import urlsplit
 import pytest
 from PIL import Image
 
+from trellis_storage import variants
+from trellis_storage.decode_gate import Saturated
 from trellis_storage.variants import SingleFlight
 
 
@@ -192,6 +196,62 @@ def test_hostile_or_unsupported_sources_are_400_and_nothing_is_cached(client, st
     assert storage.keys() == before
     plain = client.get(f"/storage/download/{cases['text']}", headers=user.headers)
     assert plain.status_code == 200 and plain.data == b"just some text\n"  # without a transform: the file as is
+
+
+@functools.cache
+def grey_png(side: int) -> bytes:
+    """A real ``side`` x ``side`` grey PNG: a few KB that decode to ``side``² bytes."""
+    out = io.BytesIO()
+    Image.new("L", (side, side), 128).save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
+def test_what_the_header_decides_is_refused_without_decoding(client, storage, user, image_id):
+    """49 MP (under the 50 MP limit) asked without a size: the result would be 7000 px a side, a 400 read from
+    the header (the answer names the limit), for every quality; nothing is cached."""
+    file_id = image_id(grey_png(7000), "grey.png")
+    before = storage.keys()
+    for quality in (1, 50, 100):
+        started = time.monotonic()
+        response = client.get(f"/storage/download/{file_id}?format=webp&quality={quality}", headers=user.headers)
+        assert response.status_code == 400, response.status_code
+        assert "7000x7000" in response.get_json()["message"] and "4096" in response.get_json()["message"]
+        assert time.monotonic() - started < 2.0  # decoding and encoding 49 MP would take seconds
+    assert client.get(f"/storage/download/{file_id}?format=png", headers=user.headers).status_code == 400
+    assert storage.keys() == before
+
+
+def test_decoding_is_bounded_by_memory_and_jpeg_is_reduced_on_load(client, storage, user, image_id):
+    """An RGB PNG of 49 MP (claimed: the header is all that is read) to 4000 px would need more memory than one
+    decode may take: 400 naming it. A large JPEG is decoded at 1/8 scale for a small result, so it passes."""
+    heavy = image_id(png_claiming(7000, 7000), "heavy.png")
+    response = client.get(f"/storage/download/{heavy}?width=4000&format=webp", headers=user.headers)
+    assert response.status_code == 400 and "MiB" in response.get_json()["message"], response.get_json()
+    large = picture((6000, 6000))
+    large_id = image_id(large, "large.jpg")
+    refused = client.get(f"/storage/download/{large_id}?width=4000", headers=user.headers)  # no reduction covers it
+    assert refused.status_code == 400 and "MiB" in refused.get_json()["message"]
+    small = client.get(f"/storage/download/{large_id}?width=400&format=webp", headers=user.headers)
+    assert small.status_code == 200 and opened(small).size == (400, 400)
+
+
+def test_past_the_decode_line_the_answer_is_503_with_retry_after(client, storage, user, image_id):
+    """Every decode slot and place in line taken (held here as requests would): a decode is 503 with Retry-After
+    at once, what the header refuses is still its 400, and once a place is free the transform is served."""
+    file_id = image_id(picture((300, 200)))
+    grey = image_id(grey_png(7000), "grey.png")
+    with contextlib.ExitStack() as held:
+        while True:
+            try:
+                held.enter_context(variants._DECODES.admitted())
+            except Saturated:
+                break
+        busy = client.get(f"/storage/download/{file_id}?width=64&format=webp", headers=user.headers)
+        assert busy.status_code == 503 and busy.headers["Retry-After"] == "2"
+        assert busy.get_json()["name"] == "SERVICE_UNAVAILABLE"
+        assert client.get(f"/storage/download/{grey}?format=webp", headers=user.headers).status_code == 400
+    served = client.get(f"/storage/download/{file_id}?width=64&format=webp", headers=user.headers)
+    assert served.status_code == 200 and opened(served).size == (64, 43)
 
 
 def test_concurrent_callers_share_one_computation():

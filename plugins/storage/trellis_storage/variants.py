@@ -5,8 +5,11 @@
   a new id), so a variant never goes stale; it is removed with its file (``Backend.delete``).
 - Many requests asking for the same missing variant at once in a process wait for the one computing it
   (:class:`SingleFlight`); processes do not coordinate (each computes it at most once).
-- The Pillow work runs in an OS thread (``trellis.offload``), at most one per core, so a 50-megapixel
-  decode does not stall the other requests of an eventlet process.
+- The Pillow work runs in an OS thread (``trellis.offload``), so a 50-megapixel decode does not stall the other
+  requests of an eventlet process (health probes included). First the header is read there
+  (``imaging.inspect``): whatever it decides (too many pixels, a result over 4096 px, too much memory) is a 400
+  at once, without waiting for a decode slot. Then the decode takes one of ``_DECODES``' slots (one fewer than
+  the cores); a few more wait for one, and past those the answer is 503 with ``Retry-After``.
 - The answer carries its own ``Content-Type`` and an ``ETag``: the SHA-256 of the source's SHA-256 and of
   the rendering (our version, Pillow's, the parameters), which decide the bytes. Hashing the output instead
   cost the hub ~10 ms per megabyte-sized variant and a read of the cache for every 304.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import tempfile
 import threading
 from dataclasses import replace
@@ -27,11 +31,12 @@ from marshmallow import Schema, fields, validate
 from sqlalchemy import select
 
 from trellis import db
-from trellis.errors import bad_request, not_found, provider_error
+from trellis.errors import APIError, bad_request, not_found, provider_error
 from trellis.offload import core_slots, off_hub
 
 from . import imaging
 from .backends import Backend, BackendError, LocalBackend, derived_key
+from .decode_gate import DecodeGate, Saturated
 from .models import File
 from .service import backend_of, content_disposition
 
@@ -41,7 +46,9 @@ log = logging.getLogger(__name__)
 RENDERING = "1"
 SPOOL_BYTES = 16 * 1024 * 1024  # a source is read into memory up to this, past it into a temporary file
 # One core is left to the hub: with every core decoding, the other requests' p99 tripled (bench figures).
-_SLOTS = core_slots(spare=1)
+_DECODES = DecodeGate(running=max(1, (os.cpu_count() or 1) - 1), waiting=4)
+_INSPECTING = core_slots()  # reading a header is short: it never waits behind a decode
+RETRY_AFTER_SECONDS = 2
 
 
 class TransformArgs(Schema):
@@ -182,12 +189,20 @@ def _compute(backend: Backend, record: File, transform: imaging.Transform, key: 
         try:
             if not local:
                 _spool(backend, record, source)
-            data = off_hub(_SLOTS, _render_job, backend if local else None, record.key, key, source, transform)
+            off_hub(_INSPECTING, _inspect_job, backend if local else None, record.key, source, transform)
+            with _DECODES.admitted() as slots:
+                data = off_hub(slots, _render_job, backend if local else None, record.key, key, source, transform)
         except BackendError as exc:
             log.error("file %s cannot be read from %s: %s", record.id, record.backend, exc)
             raise not_found("The file's content is not available") from None
         except imaging.BadImage as exc:
             raise bad_request(str(exc)) from None
+        except Saturated:
+            raise APIError(
+                503,
+                "Too many images are being transformed right now; try again shortly",
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            ) from None
     finally:
         if source is not None:
             source.close()
@@ -203,18 +218,34 @@ def _spool(backend: Backend, record: File, source: Any) -> None:
     source.seek(0)
 
 
+def _opened(local: LocalBackend, file_key: str) -> Any:
+    try:
+        return open(local.path(file_key), "rb")
+    except OSError as exc:
+        raise BackendError(f"cannot read the stored file: {exc.strerror}") from None
+
+
+def _inspect_job(local: LocalBackend | None, file_key: str, source: Any, transform: imaging.Transform) -> None:
+    """In an OS thread: what the header refuses (:class:`imaging.BadImage`), before any decode slot is taken."""
+    if local is None:
+        imaging.inspect(source, transform)
+        source.seek(0)
+        return
+    with _opened(local, file_key) as stored:
+        imaging.inspect(stored, transform)
+
+
 def _render_job(
     local: LocalBackend | None, file_key: str, key: str, source: Any, transform: imaging.Transform
 ) -> bytes:
     """What runs in the OS thread: with a local backend, reading the file and keeping the result too."""
-    if local is None:
-        return imaging.render(source, transform)
     try:
-        stored = open(local.path(file_key), "rb")
-    except OSError as exc:
-        raise BackendError(f"cannot read the stored file: {exc.strerror}") from None
-    with stored:
-        data = imaging.render(stored, transform)
+        if local is None:
+            return imaging.render(source, transform)
+        with _opened(local, file_key) as stored:
+            data = imaging.render(stored, transform)
+    finally:
+        imaging.release_memory()
     assert transform.format is not None
     _store(local, file_key, key, data, transform.format)
     return data

@@ -58,7 +58,10 @@ module = Module(
     blueprints=(blp, pages),
     config_schema=AuthenticationConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
-    console_pages=(ConsolePage("users", "Users", str(CONSOLE / "users.html")),),
+    console_pages=(
+        ConsolePage("users", "Users", str(CONSOLE / "users.html")),
+        ConsolePage("teams", "Teams", str(CONSOLE / "teams.html"), str(CONSOLE / "teams.js")),
+    ),
     owned_schemas=(USER_SCHEMA,),
     hooks=(UserTokens(),),
     cli=cli,

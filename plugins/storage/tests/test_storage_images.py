@@ -221,6 +221,22 @@ def test_what_the_header_decides_is_refused_without_decoding(client, storage, us
     assert storage.keys() == before
 
 
+def test_a_png_orientation_found_after_its_pixels_is_applied(client, storage, user, image_id):
+    """A PNG's eXIf chunk may follow its pixels, where the header check cannot see it: the size is planned again
+    once it is known, so the picture is turned and scaled as if it had been read first."""
+    out = io.BytesIO()
+    Image.new("RGB", (120, 80), (200, 30, 30)).save(out, "PNG")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    data = exif.tobytes()
+    chunk = struct.pack(">I", len(data)) + b"eXIf" + data + struct.pack(">I", zlib.crc32(b"eXIf" + data))
+    content = out.getvalue()
+    iend = content.rindex(b"IEND") - 4
+    file_id = image_id(content[:iend] + chunk + content[iend:], "late.png")
+    response = client.get(f"/storage/download/{file_id}?width=40", headers=user.headers)
+    assert response.status_code == 200 and opened(response).size == (40, 60)
+
+
 def test_decoding_is_bounded_by_memory_and_jpeg_is_reduced_on_load(client, storage, user, image_id):
     """An RGB PNG of 49 MP (claimed: the header is all that is read) to 4000 px would need more memory than one
     decode may take: 400 naming it. A large JPEG is decoded at 1/8 scale for a small result, so it passes."""

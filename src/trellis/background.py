@@ -78,14 +78,22 @@ def run_loop(
         try:
             step()
         except Exception as exc:
+            # a dependency down (the database restarting, Redis gone) is expected and says all in one line;
+            # anything else is ours, and its traceback is what finds it
             warning(
                 "%s failed (%s: %s); trying again (warned once a minute)",
                 what,
                 exc.__class__.__name__,
                 exc,
-                exc_info=True,
+                exc_info=not _dependency_down(exc),
             )
             pause(retry_seconds)
+
+
+def _dependency_down(exc: BaseException) -> bool:
+    from .errors import database_unavailable  # errors imports the app's modules; only needed on a failure
+
+    return database_unavailable(exc) or isinstance(exc, redis.RedisError)
 
 
 def start_loop(

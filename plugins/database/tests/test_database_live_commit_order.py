@@ -15,9 +15,9 @@ import pytest
 import requests
 
 from .test_database_live_access import Access, events_of, server, users  # noqa: F401  (server: a fixture)
-from .test_database_subscriptions import ADMIN, WAIT, watchers  # noqa: F401  (watchers: a fixture)
+from .test_database_subscriptions import ADMIN, WAIT, redis_url, watchers  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.long]
 
 TRIALS = 100
 
@@ -238,3 +238,31 @@ def test_team_changes_follow_commit_order(server, watchers):
     received = socket_changes(socket, len(expected))
     assert [(kind, document.get("title", "")) for kind, document in received] == expected
     socket.quiet(0.3)
+
+
+def test_the_rule_holds_across_processes(live_server_factory, redis_url, watchers):
+    """The writer on one process, the subscriber on another (sharing Redis): the same back-to-back revoke,
+    secret, overwrite and grant never hands the secret over."""
+    one = live_server_factory(TRELLIS_REDIS_URL=redis_url)
+    two = live_server_factory(TRELLIS_REDIS_URL=redis_url)
+    api = Access(one.url)
+    name = api.access_schema({"title": "String", "secret": "String"})
+    alice, bob = users(one, 2)
+    note = api.create(name, {"title": "shared", "secret": "start"}, headers=alice.headers)
+    api.share(name, note["_id"], f"User:{bob.id}", alice)
+    socket = watchers(two.url, {"token": bob.access_token})
+    socket.subscribe(schema=name)
+    stream = Stream(f"{two.url}/database/{name}/changes", bob.headers)
+    try:
+        expected: list[tuple[str, Any]] = []
+        for trial in range(TRIALS // 2):
+            api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
+            api.update(name, note["_id"], {"secret": f"leak {trial}"}, alice)
+            clean = api.update(name, note["_id"], {"secret": f"clean {trial}"}, alice)
+            api.share(name, note["_id"], f"User:{bob.id}", alice)
+            expected += [("leave", {"_id": note["_id"]}), ("enter", clean)]
+        for received in (socket_changes(socket, len(expected)), stream.wait_for(len(expected))):
+            assert received == expected
+        socket.quiet(0.3)
+    finally:
+        stream.close()

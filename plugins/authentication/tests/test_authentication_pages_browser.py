@@ -244,3 +244,51 @@ def test_account_deleted_with_its_files_and_rooms(site: Site) -> None:
     if "chat" in loaded:
         rooms = site.api("GET", "/chat/rooms", token=friend.access_token).json()
         assert all(account.id not in room["participants"] for room in rooms["rooms"])
+
+
+def test_the_team_invite_link_signs_up_or_in_and_accepts(site: Site) -> None:
+    page = site.page
+    site.api("PUT", "/config/authentication", json={"teams": {"enabled": True}}).raise_for_status()
+    owner, stranger = create_user_over_http(site.url), create_user_over_http(site.url)
+    team = site.api("POST", "/authentication/teams", owner.access_token, json={"name": "Night <shift>"}).json()
+    newcomer, member = fresh_email(), create_user_over_http(site.url)
+    for email, role in ((newcomer, "owner"), (member.email, "member")):
+        body = {"email": email, "role": role}
+        site.api(
+            "POST", f"/authentication/teams/{team['_id']}/invite", owner.access_token, json=body
+        ).raise_for_status()
+
+    # Someone with no account yet: the link's page creates one with the invited address and joins.
+    page.goto(site.url + "/authentication/account")
+    page.evaluate("sessionStorage.clear()")
+    page.goto(site.link(newcomer, "You are invited to join"))
+    expect(page.locator("h1")).to_have_text("Join a team")
+    page.locator("#register summary").click()
+    form = page.locator("#register-form")
+    form.get_by_label("Email").fill(newcomer)
+    form.get_by_label("Choose a password").fill(PASSWORD)
+    form.get_by_role("button", name="Create my account and join").click()
+    expect(page.locator("#joined")).to_contain_text("You are now an owner of the team Night <shift>.")
+
+    # A signed-in user of another address is refused and signs in with the invited one instead.
+    page.evaluate("sessionStorage.clear()")
+    invite_link = site.link(member.email, "You are invited to join")
+    page.goto(invite_link)
+    form = page.locator("#sign-in-form")
+    form.get_by_label("Email").fill(stranger.email)
+    form.get_by_label("Password").fill(stranger.password)
+    form.get_by_role("button", name="Sign in and join").click()
+    expect(page.locator("#refused-text")).to_contain_text("sent to another email address")
+    page.get_by_role("button", name="Sign in with another account").click()
+    form.get_by_label("Email").fill(member.email)
+    form.get_by_label("Password").fill(member.password)
+    form.get_by_role("button", name="Sign in and join").click()
+    expect(page.locator("#joined")).to_contain_text("You are now a member of the team Night <shift>.")
+
+    members = site.api("GET", f"/authentication/teams/{team['_id']}/members", owner.access_token).json()
+    roles = {m["email"]: m["role"] for m in members["members"]}
+    assert roles == {owner.email: "owner", newcomer: "owner", member.email: "member"}
+
+    # The link again, signed in: used, so the page says what to do instead.
+    page.goto(invite_link)
+    expect(page.locator("#refused-text")).to_contain_text("unknown, used or expired")

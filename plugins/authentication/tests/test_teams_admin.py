@@ -61,3 +61,9 @@ def test_the_view_works_with_teams_switched_off_and_refuses_users(teams):
 def test_the_routes_are_in_openapi(teams):
     paths = teams.client.get("/openapi.json").get_json()["paths"]
     assert "get" in paths[ADMIN_TEAMS] and "get" in paths[ADMIN_TEAMS + "/{teamId}"]
+
+
+def test_the_accept_route_keeps_its_documentation_beside_its_page(teams):
+    operation = teams.client.get("/openapi.json").get_json()["paths"]["/authentication/teams/invite/accept"]["get"]
+    assert operation["security"] and {"200", "401", "403", "404"} <= set(operation["responses"])
+    assert [p["name"] for p in operation["parameters"]] == ["invitationToken"]

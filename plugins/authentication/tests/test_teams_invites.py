@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import select, update
 
 from trellis import db as trellis_db
+from trellis.http import PAGE_CSP
 from trellis_authentication.team_models import TeamInvite
 
 from .conftest import link_in, path_of
@@ -209,3 +210,22 @@ def test_the_mailed_token_accepts_for_an_unverified_holder_of_the_address(api, t
 def test_an_account_an_administrator_created_counts_as_verified(teams, client, admin_headers):
     made = teams.user()
     assert client.get("/authentication/user", headers=made.headers).get_json()["isVerified"] is True
+
+
+def test_the_invite_link_is_a_page_for_a_browser_and_json_for_everyone_else(api, teams):
+    owner, guest = teams.user(), teams.user()
+    team_id = teams.create(owner, "Crew")["_id"]
+    token = invite(teams, owner, team_id, guest.email)
+    path = path_of(link_in(api.mails(guest.email)[0]))
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+
+    page = teams.client.get(path, headers=browser)
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    assert page.headers["Content-Security-Policy"] == PAGE_CSP and page.headers["Referrer-Policy"] == "no-referrer"
+    assert page.headers["Cache-Control"] == "no-store"
+    assert f'data-token="{token}"' in page.get_data(as_text=True)
+    assert teams.members(owner, team_id) == {owner.id: "owner"}  # the page alone accepts nothing
+
+    assert teams.client.get(path).status_code == 401  # a JSON client without credentials, as before
+    accepted = teams.client.get(path, headers={**browser, **guest.headers})  # credentials: the JSON route
+    assert accepted.status_code == 200 and accepted.get_json()["role"] == "member"

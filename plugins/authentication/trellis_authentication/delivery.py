@@ -52,7 +52,7 @@ TEMPLATES: dict[str, tuple[str, str]] = {
     ),
     "TeamInvite": (
         "You are invited to join {{teamName}}",
-        "<p>You are invited to join the team {{teamName}} as {{role}}. To accept, sign in and open this link:</p>"
+        "<p>You are invited to join the team {{teamName}} as {{role}}. To accept, open this link and sign in there:</p>"
         '<p><a href="{{link}}">{{link}}</a></p><p>The invitation is valid for 7 days.</p>',
     ),
 }

@@ -6,6 +6,8 @@ in a browser before an app of one's own exists (CONTRACT.md, "Account pages and 
 - The verification, change-email and magic-link hooks answer a page when the client prefers
   ``text/html`` (a browser opening the mailed link), JSON otherwise; a configured redirect URI still wins.
 - ``GET /authentication/account``: sign in, see and end one's sessions, sign out, delete the account.
+- ``GET /authentication/teams/invite/accept?invitationToken=`` opened in a browser without credentials (the
+  TeamInvite link): a page that signs in (or signs up) and accepts through the same JSON route.
 
 Server-rendered, no external assets: one style sheet and small scripts from this package, under the strict
 page CSP of every module page (``trellis.http.PAGE_SECURITY_HEADERS``), so a token in a page's address
@@ -15,6 +17,7 @@ implement no rule of their own. They are browser pages, not API operations: noth
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -97,6 +100,21 @@ def magic_link_page(token: str) -> Any:
     except APIError as exc:
         return _failed(exc, "Ask for a new sign-in link.")
     return redirect(f"{redirect_uri or ACCOUNT}#{urlencode(result)}", 302)
+
+
+def invite_page(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Serves the TeamInvite link's page to a browser that sends no credentials (the mailed link opened in
+    a browser); every other client gets the JSON route it decorates."""
+
+    @functools.wraps(func)
+    def route(*args: Any, **kwargs: Any) -> Any:
+        if wants_html() and "Authorization" not in request.headers:
+            token = request.args.get("invitationToken", "")
+            html = render_template("authentication/invite.html", title="Join a team", token=token)
+            return secure_page(make_response(html, 200, {"Content-Type": "text/html; charset=utf-8"}))
+        return func(*args, **kwargs)
+
+    return route
 
 
 @pages.get("/reset")

@@ -13,7 +13,7 @@ from trellis.credentials import require_user, user_required
 from trellis.errors import ErrorSchema
 from trellis.http import DeletedSchema, ListArgs, MessageSchema, deleted
 
-from . import teams
+from . import pages, teams
 from .routes import blp
 from .team_schemas import (
     AcceptArgs,
@@ -87,6 +87,7 @@ def pending_invites():
 
 
 @blp.route("/authentication/teams/invite/accept", methods=["GET"])
+@pages.invite_page  # the mailed link opened in a browser: a page that signs in and accepts
 @user_required
 @blp.arguments(AcceptArgs, location="query")
 @blp.response(200, AcceptedSchema)

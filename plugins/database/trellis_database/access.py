@@ -1,4 +1,4 @@
-"""Who may do what with a schema's documents (CONTRACT.md "Database module", Access).
+"""Who may do what with a schema's documents (`docs/database.md`, "Access").
 
 The master key or an admin token may do everything. Anyone else goes through the schema's
 ``crudOperations.<op>``: a disabled operation (or a schema without CMS) does not exist (404); an

@@ -81,7 +81,7 @@ def merge_options(current: dict[str, Any], model_options: Any, conduit_options: 
     """Apply ``modelOptions`` (and Conduit's ``conduitOptions`` = ``modelOptions.conduit``) onto ``current``."""
     merged = copy.deepcopy(current)
     merged.setdefault("search", {"language": DEFAULT_LANGUAGE})  # schemas stored before search existed
-    # Schemas stored before an option existed get its default (access control came in Wave 3).
+    # Schemas stored before an option existed get its default.
     for key, value in default_options()["conduit"].items():
         merged.setdefault("conduit", {}).setdefault(key, copy.deepcopy(value))
     errors: dict[str, list[str]] = {}

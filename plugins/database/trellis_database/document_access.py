@@ -1,4 +1,4 @@
-"""Per-document access control, the Database module's side (CONTRACT.md "Wave 3", "Access control").
+"""Per-document access control, the Database module's side (`docs/access.md`).
 
 A schema opts in with ``modelOptions.conduit.authorization.enabled``. The decisions belong to the
 Authorization module, reached only through ``trellis.access.control()``; this module tells it what the

@@ -93,12 +93,17 @@ _FILE_RESPONSES = {
     206: {"description": "The requested byte range", "content": {"application/octet-stream": _BINARY}},
     304: {"description": "Not modified (If-None-Match matched the ETag)"},
     400: {
-        "description": "A transform was asked of a file that is not a supported image (or a hostile one), "
-        "or a parameter is out of range",
+        "description": "A transform was asked of a file that is not a supported image (or a hostile one, or one too "
+        "large to transform), or a parameter is out of range",
         "content": {"application/json": {"schema": ErrorSchema}},
     },
     404: {"description": "No such file, or not yours", "content": {"application/json": {"schema": ErrorSchema}}},
     416: {"description": "Range not satisfiable", "content": {"application/json": {"schema": ErrorSchema}}},
+    503: {
+        "description": "Too many image transforms are running or waiting in this process; retry after `Retry-After`",
+        "headers": {"Retry-After": {"description": "seconds", "schema": {"type": "integer"}}},
+        "content": {"application/json": {"schema": ErrorSchema}},
+    },
 }
 
 

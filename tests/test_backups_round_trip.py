@@ -9,7 +9,8 @@ and reads again. Examples start from one restored base state, so each is indepen
 
 In the normal suite each test runs a few examples (about a minute per database in all). With
 ``TRELLIS_SOAK=1`` (set by ``make soak``) Hypothesis runs many more. A counterexample found here becomes a
-plain regression test (``tests/test_backups_teams.py`` holds those found so far).
+plain regression test: ``tests/test_backups_teams.py`` (team trees), ``tests/test_backups_uploads.py``
+(continuing an upload in progress after a restore: still open, so these reads stop at its ``HEAD``).
 """
 
 from __future__ import annotations

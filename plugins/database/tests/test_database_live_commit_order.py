@@ -266,3 +266,36 @@ def test_the_rule_holds_across_processes(live_server_factory, redis_url, watcher
         socket.quiet(0.3)
     finally:
         stream.close()
+
+
+def test_a_change_of_the_inherited_document_moves_its_children(server, watchers):
+    """Tasks readable through their project (``project->read``): naming a reader in the project's
+    field-backed relation sends ``enter`` for its tasks, removing it ``leave``, and deleting the project
+    ``leave`` for the tasks that were readable only through it."""
+    api = Access(server.url)
+    project = api.access_schema(
+        {"title": "String", "members": [{"type": "Relation", "model": "User"}]}, relations={"members": "reader"}
+    )
+    task = api.access_schema({"title": "String", "project": {"type": "Relation", "model": project}})
+    read = ["reader", "editor", "owner", "project->read"]
+    definition = {"permissions": {"read": read, "edit": ["editor", "owner"], "delete": ["owner"], "share": ["owner"]}}
+    response = requests.patch(
+        f"{server.url}/admin/authorization/resources/{task}", json=definition, headers=ADMIN, timeout=WAIT
+    )
+    assert response.status_code == 200, response.text
+    alice, bob = users(server, 2)
+    launch = api.create(project, {"title": "launch", "members": []}, headers=alice.headers)
+    tasks = [api.create(task, {"title": f"t{n}", "project": launch["_id"]}, headers=alice.headers) for n in range(2)]
+    socket = watchers(server.url, {"token": bob.access_token})
+    socket.subscribe(schema=task)
+    by_id = lambda change: change[1]["_id"]  # noqa: E731
+    api.update(project, launch["_id"], {"members": [bob.id]}, alice)
+    assert sorted(socket_changes(socket, 2), key=by_id) == sorted((("enter", doc) for doc in tasks), key=by_id)
+    api.update(project, launch["_id"], {"members": []}, alice)
+    left = sorted((("leave", {"_id": doc["_id"]}) for doc in tasks), key=by_id)
+    assert sorted(socket_changes(socket, 2), key=by_id) == left
+    api.update(project, launch["_id"], {"members": [bob.id]}, alice)
+    socket_changes(socket, 2)
+    api.remove(project, launch["_id"], alice)
+    assert sorted(socket_changes(socket, 2), key=by_id) == left
+    socket.quiet(0.3)

@@ -165,7 +165,7 @@ def replayed_families(schema_name: str, viewer: Acting | None) -> tuple[str, ...
     own = f"database.{schema_name}"
     if viewer is None:
         return (own,)
-    return (own, *live_access.grant_families(schema_name), live_access.TEAM_FAMILY)
+    return (own, *live_access.access_families(schema_name), live_access.TEAM_FAMILY)
 
 
 def check_replayable(since: int, families: tuple[str, ...]) -> None:
@@ -312,6 +312,16 @@ class LiveHub:
             if module == "database":
                 starting = [sub for sub in self._starting.values() if sub.schema == family_name]
                 self._offer(starting, event, module, cache)
+                # the documents of other schemas that inherit a permission from this one's
+                inheriting = [
+                    sub
+                    for schema_name, groups in self._by_schema.items()
+                    if schema_name != family_name and self._inherits(schema_name, family_name, cache)
+                    for group in groups.values()
+                    for sub in group.values()
+                    if sub.viewer is not None
+                ]
+                self._offer(inheriting, event, module, cache)
                 for group in list(self._by_schema.get(family_name, {}).values()):
                     try:
                         if self._filtered_out(next(iter(group.values())), event, cache):
@@ -348,6 +358,13 @@ class LiveHub:
                 subscription.pending.append(event)
             else:
                 self._pass(subscription, event, cache)
+
+    @staticmethod
+    def _inherits(schema_name: str, target: str, cache: dict[Any, Any]) -> bool:
+        key = ("inherits", schema_name, target)
+        if key not in cache:
+            cache[key] = live_access.inherits_from(schema_name, target)
+        return cache[key]
 
     @staticmethod
     def _filtered_out(subscription: Subscription, event: events.Event, cache: dict[Any, Any]) -> bool:

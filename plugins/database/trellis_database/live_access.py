@@ -95,7 +95,9 @@ def sides(event: events.Event, schema_name: str, restricted: bool) -> list[Sides
     of them are not administrators (only then are audiences read)."""
     module, family_name, kind = event.topic.split(".", 2)
     if module == "database":
-        return _document_sides(event, kind) if family_name == schema_name else []
+        if family_name == schema_name:
+            return _document_sides(event, kind)
+        return _related_sides(event, kind, schema_name) if restricted else []
     if module == "authorization" and kind in ("grant", "revoke") and restricted:
         return _grant_sides(event, kind, schema_name)
     return []
@@ -162,34 +164,10 @@ def _grant_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides
         return []
     schema, resource = resolved
     target, target_id = text.split(":", 1)
-    refs = []
-    if f"database.{target}" in control().change_families(resource):  # the schema inherits from the target
-        refs = [ref for ref in resource.relation_fields.values() if ref.target == target]
-    if target != schema_name and not refs:
-        return []
-    conditions = [ref.refers_to(sa.literal(target_id)) for ref in refs]
-    if target == schema_name:
-        conditions.append(resource.id_column == target_id)
-
-    def named_target(document: dict[str, Any]) -> bool:
-        if target == schema_name and str(document.get("_id")) == target_id:
-            return True
-        return any(target_id in ref.ids(document) for ref in refs)
-
     change = (text, subject, relation)
-    table = schema.table
     with live_history.snapshot() as connection:
         tail = _tail(connection, event.id, resource, documents=True)
-        touched = tail.touched(schema_name)
-        if touched:
-            conditions.append(resource.id_column.in_(touched))
-        rows = connection.execute(sa.select(*columns(table)).where(sa.or_(*conditions))).all()
-        now = {str(row[0]): to_document(schema, row) for row in rows}
-        documents = []
-        for doc_id in sorted(set(now) | set(touched)):
-            then = tail.document(schema_name, doc_id, now.get(doc_id))
-            if then is not None and named_target(then):
-                documents.append(then)
+        documents = _naming(connection, tail, schema, resource, target, target_id)
         if not documents:
             return []
         after_plus, after_minus = tail.changes()
@@ -205,13 +183,92 @@ def _grant_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides
     ]
 
 
-def grant_families(schema_name: str) -> list[str]:
-    """The families of the grant events that change who may read the schema's documents (none when it is
-    not under access control)."""
+def _related_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides]:
+    """A change of a document of ``T`` that the schema's documents inherit a permission from
+    (``<field>-><permission>``): the schema's documents naming it, as they were then, with their audiences
+    before and after (its field-backed relations changed, or it was deleted with its grants)."""
+    _, target, _ = event.topic.split(".", 2)
+    payload = event.payload
+    document, previous = payload.get("document"), payload.get("previous")
+    if kind == "create" or not isinstance(document, dict) or not isinstance(previous, dict):
+        return []  # a new document is named by nothing yet
     resolved = resource_of(schema_name)
     if resolved is None:
         return []
-    return [family for family in control().change_families(resolved[1]) if family.startswith("authorization.")]
+    schema, resource = resolved
+    target_id = str(document.get("_id"))
+    removed = tuple((f"{target}:{target_id}", s, r) for s, r in payload.get("grants") or ()) if kind == "delete" else ()
+    with live_history.snapshot() as connection:
+        tail = _tail(connection, event.id, resource, documents=True)
+        documents = _naming(connection, tail, schema, resource, target, target_id)
+        if not documents:
+            return []
+        plus, minus = tail.changes()
+        then = {name: dict(docs) for name, docs in tail.documents.items()}
+        before = {**then, target: {**then.get(target, {}), target_id: previous}}
+        after = {**then, target: {**then.get(target, {}), target_id: None if kind == "delete" else document}}
+        found_before = control().audiences(
+            resource, [Probe(doc, plus + removed, minus) for doc in documents], connection, related=before
+        )
+        found_after = control().audiences(
+            resource, [Probe(doc, plus, minus) for doc in documents], connection, related=after
+        )
+    return [
+        Sides("access", doc["_id"], doc, doc, was, now)
+        for doc, was, now in zip(documents, found_before, found_after, strict=True)
+    ]
+
+
+def _naming(
+    connection: sa.Connection,
+    tail: live_history.Tail,
+    schema: CompiledSchema,
+    resource: ResourceTable,
+    target: str,
+    target_id: str,
+) -> list[dict[str, Any]]:
+    """The schema's documents that were ``target:target_id`` itself, or named it in a Relation field the
+    schema inherits through, when the tail's event committed (read now, then the tail undone)."""
+    refs = []
+    if f"database.{target}" in control().change_families(resource):  # the schema inherits from the target
+        refs = [ref for ref in resource.relation_fields.values() if ref.target == target]
+    if target != schema.name and not refs:
+        return []
+    conditions = [ref.refers_to(sa.literal(target_id)) for ref in refs]
+    if target == schema.name:
+        conditions.append(resource.id_column == target_id)
+    touched = tail.touched(schema.name)
+    if touched:
+        conditions.append(resource.id_column.in_(touched))
+    rows = connection.execute(sa.select(*columns(schema.table)).where(sa.or_(*conditions))).all()
+    now = {str(row[0]): to_document(schema, row) for row in rows}
+    documents = []
+    for doc_id in sorted(set(now) | set(touched)):
+        then = tail.document(schema.name, doc_id, now.get(doc_id))
+        if then is None:
+            continue
+        if (target == schema.name and doc_id == target_id) or any(target_id in ref.ids(then) for ref in refs):
+            documents.append(then)
+    return documents
+
+
+def inherits_from(schema_name: str, target: str) -> bool:
+    """Whether the schema, under access control, inherits a permission from documents of ``target``."""
+    resolved = resource_of(schema_name)
+    return (
+        resolved is not None
+        and target != schema_name
+        and f"database.{target}" in control().change_families(resolved[1])
+    )
+
+
+def access_families(schema_name: str) -> list[str]:
+    """The families of the events that change who may read the schema's documents: its grants, and the
+    documents and grants of the schemas it inherits from (none when it is not under access control)."""
+    resolved = resource_of(schema_name)
+    if resolved is None:
+        return []
+    return control().change_families(resolved[1])
 
 
 def affected_users(event: events.Event) -> list[str]:

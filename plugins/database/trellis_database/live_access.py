@@ -23,8 +23,9 @@ subscriber per event.
   query per such subscription finds the candidates (the documents whose readability differs now, and
   those changed since), each judged as it was at the change, sent as ``enter``/``leave``.
 
-A change of a related document's own field-backed relations does not send ``enter``/``leave`` for the
-documents inheriting from it; their next event is judged exactly.
+- ``database.<T>.update|delete`` of a schema ``T`` the schema inherits from: ``enter``/``leave`` for the
+  documents naming the changed one, where its field-backed relations or its deletion changed who may read
+  them.
 """
 
 from __future__ import annotations

@@ -274,11 +274,17 @@ def _named(doc: dict[str, Any], name: str, array: bool) -> list[str]:
 def _existing_and_hidden(target: CompiledSchema, ids: set[str], reader: Acting | None) -> tuple[set[str], set[str]]:
     """(the ids of ``target`` that exist, those of them ``reader`` may not read), read in the write's transaction."""
     table = target.table
+    wanted = sa.bindparam("ids", expanding=True)
     if reader is None:
-        return set(_in_transaction(sa.select(table.c.id).where(table.c.id.in_(sorted(ids)))).scalars()), set()
-    readable = sa.case((document_access.read_condition(target, reader), 1), else_=0)
-    statement = sa.select(table.c.id, readable).where(table.c.id.in_(sorted(ids)))
-    rows = _in_transaction(statement, reader.parameters()).all()
+        statement = _statement(target, "existing", lambda: sa.select(table.c.id).where(table.c.id.in_(wanted)))
+        return set(_in_transaction(statement, {"ids": sorted(ids)}).scalars()), set()
+
+    def build() -> sa.Select:  # once per schema and definitions' version: the predicate is costly to build
+        readable = sa.case((document_access.read_condition(target, reader), 1), else_=0)
+        return sa.select(table.c.id, readable).where(table.c.id.in_(wanted))
+
+    statement = _statement(target, ("existing", document_access.statement_key(target)), build)
+    rows = _in_transaction(statement, {"ids": sorted(ids), **reader.parameters()}).all()
     return {row[0] for row in rows}, {row[0] for row in rows if not row[1]}
 
 

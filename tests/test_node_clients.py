@@ -131,16 +131,17 @@ def test_tus_js_client_resumes_an_upload(live_server, tmp_path):
     assert download.content == content
 
 
-def test_tus_js_client_parallel_uploads_are_refused_and_store_nothing(live_server, app_config, tmp_path):
-    """tus-js-client with ``parallelUploads: 2`` sends each half with ``Upload-Concat: partial``. Concatenation is
-    not offered, so the first such request is a 400 naming it (not a misleading error later), and nothing is
-    stored: no file record, no upload, no bytes."""
+def test_tus_js_client_parallel_uploads_make_one_file(live_server, app_config, tmp_path):
+    """tus-js-client with ``parallelUploads: 2``: each half goes up as a partial upload (``Upload-Concat:
+    partial``), then the final upload concatenates them. One file, named as the whole, with every byte; the partial
+    uploads' bytes are gone from the storage directory."""
     user = create_user_over_http(live_server.url)
+    content = os.urandom(3 * 1024 * 1024 + 4321)
     source = tmp_path / "upload.bin"
-    source.write_bytes(os.urandom(256 * 1024))
+    source.write_bytes(content)
     folder = node_project()
     store = Path(app_config["STORAGE_PATH"])
-    before = sorted(store.rglob("*"))
+    before = {p for p in store.rglob("*") if p.is_file()}
     env = {
         **os.environ,
         "TRELLIS_URL": live_server.url,
@@ -152,10 +153,17 @@ def test_tus_js_client_parallel_uploads_are_refused_and_store_nothing(live_serve
     )
     assert result.returncode == 0, result.stdout + result.stderr
     seen = json.loads(result.stdout.strip().splitlines()[-1])
-    assert seen["ok"] is False and seen["status"] == 400, seen
-    assert "concatenation" in json.loads(seen["body"])["message"]
-    assert seen["requests"] and all(r["status"] == 400 and r["concat"] == "partial" for r in seen["requests"]), seen
+    assert seen["ok"] is True, seen
+    posts = [r["concat"] for r in seen["requests"] if r["method"] == "POST"]
+    assert posts.count("partial") == 2 and posts[-1].startswith("final;"), posts
+    assert seen["url"].endswith(seen["fileId"])
     admin = {"masterkey": TEST_MASTER_KEY}
     files = requests.get(f"{live_server.url}/admin/storage/files", params={"owner": user.id}, headers=admin, timeout=10)
-    assert files.status_code == 200 and files.json()["count"] == 0, files.text
-    assert sorted(store.rglob("*")) == before
+    assert files.status_code == 200 and files.json()["count"] == 1, files.text
+    record = files.json()["files"][0]
+    assert record["_id"] == seen["fileId"] and record["displayName"] == "parallel.bin"
+    assert record["size"] == len(content)
+    download = requests.get(f"{live_server.url}/storage/download/{seen['fileId']}", headers=user.headers, timeout=30)
+    assert download.content == content
+    added = {p for p in store.rglob("*") if p.is_file()} - before
+    assert [p.name for p in added] == [seen["fileId"]]  # the file's blob, and no partial upload's bytes

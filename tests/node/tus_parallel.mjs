@@ -1,24 +1,27 @@
-// Drives tus-js-client with parallelUploads: 2 (it sends each half as a partial upload with Upload-Concat, then
-// a final upload concatenating them) against a live Trellis server, which does not offer concatenation.
+// Drives tus-js-client with parallelUploads: 2 against a live Trellis server: it sends each half of the file as a
+// partial upload (Upload-Concat: partial), then creates the final upload concatenating them (tus concatenation).
 // Input (environment): TRELLIS_URL, TRELLIS_USER_TOKEN, TUS_FILE (the file to send).
-// Output: one JSON line with the outcome, the error's status and body, and every request's method and status;
-// the Python test asserts on it.
+// Output: one JSON line with the outcome, the final upload's URL and file id, and every request's method,
+// Upload-Concat header and status; the Python test asserts on it.
 import { readFileSync } from "node:fs";
 import * as tus from "tus-js-client";
 
 const deadline = setTimeout(() => { console.error("timed out"); process.exit(2); }, 60000);
 const content = readFileSync(process.env.TUS_FILE);
 const requests = [];
+let fileId = null;
 
 const outcome = await new Promise((resolve) => {
   const upload = new tus.Upload(content, {
     endpoint: `${process.env.TRELLIS_URL}/storage/uploads`,
     headers: { Authorization: `Bearer ${process.env.TRELLIS_USER_TOKEN}` },
     parallelUploads: 2,
+    chunkSize: 1024 * 1024,
     metadata: { filename: "parallel.bin", filetype: "application/octet-stream", isPublic: "false" },
     retryDelays: [],
     onAfterResponse: (req, res) => {
       requests.push({ method: req.getMethod(), concat: req.getHeader("Upload-Concat") ?? null, status: res.getStatus() });
+      if (res.getHeader("Trellis-File-Id")) fileId = res.getHeader("Trellis-File-Id");
     },
     onError: (error) => resolve({
       ok: false,
@@ -29,7 +32,5 @@ const outcome = await new Promise((resolve) => {
   });
   upload.start();
 });
-// Let the other half's request (sent in parallel) finish before reporting.
-await new Promise((resolve) => setTimeout(resolve, 500));
 clearTimeout(deadline);
-console.log(JSON.stringify({ ...outcome, requests }));
+console.log(JSON.stringify({ ...outcome, fileId, requests }));

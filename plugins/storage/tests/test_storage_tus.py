@@ -93,6 +93,7 @@ def test_options_lists_the_capabilities_without_credentials(client, storage):
         "termination",
         "expiration",
         "checksum",
+        "concatenation",
     }
     assert response.headers["Tus-Max-Size"] == "123456"
     assert response.headers["Tus-Checksum-Algorithm"] == "sha1"
@@ -231,23 +232,147 @@ def test_head_repeats_upload_metadata_exactly_as_sent(client, storage, tus):
     assert "Upload-Metadata" not in plain.headers
 
 
-@pytest.mark.parametrize(
-    "concat", ["partial", "final;/storage/uploads/aaa /storage/uploads/bbb", "final; http://x/storage/uploads/a"]
-)
-def test_upload_concat_is_refused_and_stores_nothing(client, storage, tus, concat):
-    """Concatenation is not offered: a partial or final upload is a 400 naming it, with or without a body."""
-    headers = {**tus.headers, "Upload-Concat": concat, "Upload-Metadata": metadata(filename="half.bin")}
-    if concat == "partial":
-        headers["Upload-Length"] = "4"
-    for body in (None, b"abcd"):
-        response = client.post("/storage/uploads", headers=headers, data=body, content_type=STREAM if body else None)
-        assert response.status_code == 400, response.get_json()
-        assert "concatenation" in response.get_json()["message"] and "Upload-Concat" in response.get_json()["errors"]
-        assert response.headers["Tus-Resumable"] == "1.0.0"
-    assert trellis_db.session.execute(select(Upload)).all() == []
+# ----------------------------------------------------------------------------------------- concatenation
+
+
+def partial(tus, content: bytes, chunk: int = 2 * MiB, **meta: str) -> str:
+    """A complete partial upload of ``content`` (sent in chunks); its URL."""
+    headers = {**tus.headers, "Upload-Length": str(len(content)), "Upload-Concat": "partial"}
+    if meta:
+        headers["Upload-Metadata"] = metadata(**meta)
+    created = tus.client.post("/storage/uploads", headers=headers)
+    assert created.status_code == 201, created.get_json()
+    url = created.headers["Location"].replace("http://localhost", "")
+    if content:
+        tus.send(url, content, chunk)
+    return url
+
+
+def final(tus, *urls: str, **meta: str):
+    headers = {**tus.headers, "Upload-Concat": "final;" + " ".join(urls)}
+    if meta:
+        headers["Upload-Metadata"] = metadata(**meta)
+    return tus.client.post("/storage/uploads", headers=headers)
+
+
+def uploads_left() -> list[Upload]:
+    trellis_db.session.rollback()
+    return list(trellis_db.session.execute(select(Upload)).scalars())
+
+
+def test_concatenation_makes_one_file_of_the_partial_uploads(client, storage, tus, user, png):
+    """Two partial uploads (the first past S3's 5 MiB part, the second not a PNG by its own bytes, which
+    ``allowedTypes`` would refuse), then the final one: exactly one file, named and typed as the whole, every byte
+    once; the partial uploads' bytes are gone. A repeated final request answers the same file."""
+    storage.configure(allowedTypes=["image/png"])
+    first, second = png + os.urandom(6 * MiB), b"plain text " * 100_000
+    url_a = partial(tus, first)
+    url_b = partial(tus, second, chunk=len(second))
+    assert tus.head(url_a).headers["Upload-Concat"] == "partial"
+    assert not [r for r in uploads_left() if r.file_id is not None]  # a partial upload is never a file by itself
+
+    sent = f"filename {b64('whole.png')},filetype {b64('image/png')}"
+    response = client.post(
+        "/storage/uploads",
+        headers={**tus.headers, "Upload-Concat": f"final;http://localhost{url_a} {url_b}", "Upload-Metadata": sent},
+    )
+    assert response.status_code == 201, response.get_json()
+    total = len(first) + len(second)
+    assert response.headers["Upload-Offset"] == str(total) and response.headers["Upload-Length"] == str(total)
+    file_id = response.headers["Trellis-File-Id"]
+    final_url = response.headers["Location"].replace("http://localhost", "")
+    assert final_url.endswith(file_id)
+
+    record = client.get(f"/storage/file/{file_id}", headers=user.headers).get_json()
+    assert (record["displayName"], record["size"], record["contentType"]) == ("whole.png", total, "image/png")
+    assert record["sha256"] == hashlib.sha256(first + second).hexdigest()
+    assert client.get(f"/storage/download/{file_id}", headers=user.headers).data == first + second
+    assert trellis_db.session.execute(select(File)).scalars().all()[0].id == file_id
+    assert len(trellis_db.session.execute(select(File)).all()) == 1
+    only_blob(storage, file_id)  # no partial upload's bytes, tail or multipart upload left
+
+    head = tus.head(final_url)
+    assert head.headers["Upload-Concat"] == f"final;http://localhost{url_a} http://localhost{url_b}"
+    assert head.headers["Upload-Metadata"] == sent and head.headers["Trellis-File-Id"] == file_id
+    again = client.post(
+        "/storage/uploads",
+        headers={**tus.headers, "Upload-Concat": f"final;{url_a} {url_b}", "Upload-Metadata": sent},
+    )
+    assert again.status_code == 201 and again.headers["Trellis-File-Id"] == file_id
+    assert len(trellis_db.session.execute(select(File)).all()) == 1
+    only_blob(storage, file_id)
+    assert tus.patch(final_url, total, b"x").status_code == 403
+
+
+def test_a_final_upload_cut_short_is_taken_further_from_its_recorded_offset(client, storage, tus, user):
+    """A request copying the partial uploads dies after the first (its progress recorded, as each chunk's is):
+    a HEAD from any process copies only the rest and makes the file."""
+    from trellis_storage import concatenation
+
+    first, second = os.urandom(3 * MiB + 11), os.urandom(2 * MiB + 5)
+    url_a, url_b = partial(tus, first), partial(tus, second)
+    id_a, id_b = url_a.rsplit("/", 1)[1], url_b.rsplit("/", 1)[1]
+    made = uploads.create(
+        user.id, len(first) + len(second), {"filename": "cut.bin"}, "", concat="final", concat_parts=[id_a, id_b]
+    )
+    trellis_db.session.execute(update(Upload).where(Upload.id.in_([id_a, id_b])).values(concat_into=made.id))
+    trellis_db.session.commit()
+    made = concatenation._copy_part(made, trellis_db.session.get(Upload, id_a), 0, len(first))
+    assert made.offset == len(first) and made.file_id is None
+
+    head = tus.head(f"/storage/uploads/{made.id}")
+    assert head.status_code == 200 and head.headers["Upload-Offset"] == str(len(first) + len(second))
+    file_id = head.headers["Trellis-File-Id"]
+    assert client.get(f"/storage/download/{file_id}", headers=user.headers).data == first + second
+    only_blob(storage, file_id)
+
+
+def test_concatenation_refusals_store_nothing_and_change_nothing(client, storage, tus, make_user):
+    complete, unfinished = partial(tus, b"abcd"), tus.location(10, filename="whole.bin")
+    half = tus.client.post(
+        "/storage/uploads", headers={**tus.headers, "Upload-Length": "8", "Upload-Concat": "partial"}
+    ).headers["Location"]
+    tus.patch(half.replace("http://localhost", ""), 0, b"1234")
+    other = Tus(client, make_user().headers)
+    theirs = partial(other, b"theirs")
+    for header, status in [
+        ("whole", 400),
+        ("final;", 400),
+        ("final;/storage/other/abc", 400),
+        (f"final;{complete} {complete}", 400),  # named twice
+        (f"final;{complete} {unfinished}", 400),  # not a partial upload
+        (f"final;{complete} {half}", 400),  # not complete
+        (f"final;{complete} {theirs}", 400),  # somebody else's
+        (f"final;{complete} /storage/uploads/{'0' * 32}", 400),  # unknown
+    ]:
+        response = client.post("/storage/uploads", headers={**tus.headers, "Upload-Concat": header})
+        assert response.status_code == status, (header, response.get_json())
+        assert "Upload-Concat" in response.get_json()["errors"], header
+    body = client.post(
+        "/storage/uploads",
+        headers={**tus.headers, "Upload-Concat": f"final;{complete}"},
+        data=b"xx",
+        content_type=STREAM,
+    )
+    assert body.status_code == 400
+    assert trellis_db.session.execute(select(File)).all() == []
+    assert all(r.concat_into is None for r in uploads_left())
+
+    done = final(tus, complete, filename="one.bin")
+    assert done.status_code == 201
+    assert final(tus, complete, half).status_code == 409  # already part of another final upload
+    assert tus.client.delete(complete, headers=tus.headers).status_code == 409  # a part of a final upload
+    assert "concatenation" in client.options("/storage/uploads").headers["Tus-Extension"].split(",")
+
+
+def test_a_refused_final_upload_removes_its_partial_uploads_too(client, storage, tus):
+    storage.configure(allowedTypes=["image/*"])
+    url_a, url_b = partial(tus, b"plain text " * 1000), partial(tus, b"more text")
+    refused = final(tus, url_a, url_b, filename="notes.txt")
+    assert refused.status_code == 415 and "text/plain" in refused.get_json()["message"]
     assert trellis_db.session.execute(select(File)).all() == []
     assert storage.keys() == []
-    assert "concatenation" not in client.options("/storage/uploads").headers["Tus-Extension"]
+    assert [r.id for r in uploads_left() if r.concat != "partial"] == []
 
 
 def test_missing_headers_and_wrong_content_type(client, storage, tus, user):

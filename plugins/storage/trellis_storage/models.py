@@ -96,6 +96,11 @@ class Upload(Base):
     tail_key: Mapped[str | None] = mapped_column(String(255), default=None)
     tail_size: Mapped[int] = mapped_column(BigInteger, default=0)
     file_id: Mapped[str | None] = mapped_column(String(32), default=None)
+    # tus concatenation: "partial" (never a file by itself) or "final" (made of ``concat_parts``, partial upload
+    # ids in order); a partial taken by a final names it in ``concat_into``.
+    concat: Mapped[str | None] = mapped_column(String(8), default=None)
+    concat_parts: Mapped[list[str] | None] = mapped_column(JSON, default=None)
+    concat_into: Mapped[str | None] = mapped_column(String(32), default=None)
     writer: Mapped[str | None] = mapped_column(String(32), default=None)
     writer_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), default=None)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -1,6 +1,7 @@
 """``/storage/uploads``: the tus 1.0.0 protocol (core, creation, creation-with-upload, termination, expiration,
-checksum with sha1), so tus-js-client, Uppy and tuspy work unmodified. Requests and answers are headers;
-errors keep the one JSON error shape (tus clients read only the status). The work is in ``uploads.py``."""
+checksum with sha1, concatenation), so tus-js-client, Uppy and tuspy work unmodified, parallel uploads included.
+Requests and answers are headers; errors keep the one JSON error shape (tus clients read only the status). The
+work is in ``uploads.py`` and ``concatenation.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from trellis.credentials import require_user, user_required
 from trellis.errors import APIError, ErrorSchema, bad_request
 from trellis.http import Blueprint, body_limit
 
-from . import service, uploads
+from . import concatenation, service, uploads
 from .models import Upload
 
 OFFSET_STREAM = "application/offset+octet-stream"
@@ -166,6 +167,11 @@ def capabilities():
             "(one of your folders), isPublic (true/false); other keys are ignored",
         ),
         _header("Upload-Checksum", "sha1 and the base64 digest of a body sent with the creation"),
+        _header(
+            "Upload-Concat",
+            "concatenation: `partial` (a part of a file), or `final;` and the partial uploads' URLs in order "
+            "(no Upload-Length, no body: the file is made of them at once)",
+        ),
     ],
     requestBody={
         "required": False,
@@ -185,20 +191,19 @@ def capabilities():
         415: _error("The first bytes are of a type not in allowedTypes"),
         460: _error("The body does not match Upload-Checksum"),
         **_ERRORS,
-        400: _error("A header is missing or malformed, or Upload-Concat is sent (concatenation is not offered)"),
+        400: _error(
+            "A header is missing or malformed, or a final upload names uploads that are not your complete partial uploads"
+        ),
+        409: _error("A final upload names a partial upload that is part of another one"),
     },
 )
 def create():
     """Create an upload (tus `creation`), optionally with its first bytes (`creation-with-upload`)."""
     _check_version()
-    if "Upload-Concat" in request.headers:
-        # Parallel uploads (tus-js-client's parallelUploads, Uppy's) need the concatenation extension, which is
-        # not offered: refused before anything is stored, so the client does not store each part as a file.
-        raise bad_request(
-            "Upload-Concat is not supported: this server does not offer the tus concatenation extension "
-            "(send the file as one upload, without parallel uploads)",
-            {"Upload-Concat": ["Unsupported: the concatenation extension is not offered"]},
-        )
+    concat = request.headers.get("Upload-Concat")
+    sources = concatenation.parse(concat) if concat is not None else None
+    if sources is not None:
+        return _create_final(sources)
     if "Upload-Defer-Length" in request.headers:
         raise bad_request(
             "Upload-Defer-Length is not supported: send Upload-Length", {"Upload-Defer-Length": ["Unsupported"]}
@@ -212,16 +217,39 @@ def create():
     if body is not None and body > length:
         raise APIError(413, f"The body of {body} bytes goes past Upload-Length ({length})")
     checksum = _checksum()
-    upload = uploads.create(require_user().id, length, metadata, raw_metadata)
+    upload = uploads.create(
+        require_user().id, length, metadata, raw_metadata, concat="partial" if concat is not None else None
+    )
     if body != 0:
         try:
             upload = uploads.append(upload, 0, request.stream, body, checksum)
         except BaseException:
             uploads.discard_new(upload)  # a client that never learnt its Location cannot resume it
             raise
-    location = url_for("storage_uploads.upload_state", uploadId=upload.id, _external=True)
-    headers = {"Location": location, **_state_headers(upload)}
+    headers = {"Location": _location(upload.id), **_state_headers(upload)}
     return Response(status=201, headers=headers)
+
+
+def _location(upload_id: str) -> str:
+    return url_for("storage_uploads.upload_state", uploadId=upload_id, _external=True)
+
+
+def _create_final(sources: list[str]) -> Response:
+    """tus ``concatenation``: the final upload of the partial uploads ``sources``, made into its file at once."""
+    if _body_length() != 0:
+        raise bad_request("A final upload takes no body: its bytes are its partial uploads'", {"body": ["Not empty"]})
+    raw_metadata = request.headers.get("Upload-Metadata", "")
+    metadata = uploads.parse_metadata(raw_metadata)
+    upload = concatenation.create_final(require_user().id, sources, metadata, raw_metadata)
+    headers = {"Location": _location(upload.id), "Upload-Length": str(upload.length), **_state_headers(upload)}
+    return Response(status=201, headers=headers)
+
+
+def _concat_header(upload: Upload) -> str | None:
+    """``Upload-Concat`` as HEAD answers it: ``partial``, or ``final;`` and the partial uploads' URLs."""
+    if upload.concat == "final":
+        return "final;" + " ".join(_location(part) for part in upload.concat_parts or ())
+    return upload.concat
 
 
 @blp.route("/storage/uploads/<string:uploadId>", methods=["HEAD"])
@@ -246,9 +274,14 @@ def upload_state(uploadId: str):
     """How many bytes are stored (`Upload-Offset`); a finished upload also names its file (`Trellis-File-Id`)."""
     _check_version()
     upload = uploads.find(uploadId, require_user().id)
-    if upload.file_id is None and upload.offset == upload.length:
+    if upload.file_id is None and upload.concat == "final":
+        upload = concatenation.complete(upload)  # a request that was copying its partial uploads died
+    elif upload.file_id is None and upload.offset == upload.length:
         upload = uploads.finish(upload)  # its last chunk was stored by a request that died before finishing
     headers = {"Upload-Length": str(upload.length), **_state_headers(upload)}
+    concat = _concat_header(upload)
+    if concat:
+        headers["Upload-Concat"] = concat
     metadata = _metadata(upload)
     if metadata:
         headers["Upload-Metadata"] = metadata
@@ -270,6 +303,7 @@ def upload_state(uploadId: str):
     },
     responses={
         204: {"description": "Stored", "headers": {**_OFFSET_HEADER, **_EXPIRES_HEADER, **_FILE_HEADER}},
+        403: _error("A final upload (concatenation) takes no PATCH"),
         409: _error("Upload-Offset is not the upload's offset, or the upload is complete"),
         413: _error("The chunk goes past Upload-Length"),
         415: _error(f"The body is not {OFFSET_STREAM}, or the file's type is not in allowedTypes"),

@@ -41,7 +41,7 @@ from .resumable import Busy, LocalParts, Progress, parts_of
 log = logging.getLogger(__name__)
 
 TUS_VERSION = "1.0.0"
-EXTENSIONS = ("creation", "creation-with-upload", "termination", "expiration", "checksum")
+EXTENSIONS = ("creation", "creation-with-upload", "termination", "expiration", "checksum", "concatenation")
 CHECKSUM_ALGORITHMS = ("sha1",)
 LIFETIME = timedelta(hours=24)
 # A request appending holds the upload this long past its last sign of life (renewed every RENEW_SECONDS while
@@ -94,9 +94,19 @@ def _visibility(value: str | None) -> bool | None:
     )
 
 
-def create(owner: str, length: int, metadata: dict[str, str], metadata_header: str | None = None) -> Upload:
+def create(
+    owner: str,
+    length: int,
+    metadata: dict[str, str],
+    metadata_header: str | None = None,
+    *,
+    concat: str | None = None,
+    concat_parts: list[str] | None = None,
+    commit: bool = True,
+) -> Upload:
     """A new upload of ``length`` bytes for ``owner``; nothing is stored until its first chunk.
-    ``metadata_header``: the ``Upload-Metadata`` header as sent, which HEAD repeats."""
+    ``metadata_header``: the ``Upload-Metadata`` header as sent, which HEAD repeats. ``concat``: ``partial`` or
+    ``final`` (made of the partial uploads ``concat_parts``); ``commit=False`` leaves the commit to the caller."""
     limit = service.config()["maxFileSize"]
     if length > limit:
         raise service.too_large(limit)
@@ -114,6 +124,8 @@ def create(owner: str, length: int, metadata: dict[str, str], metadata_header: s
         folder_id=folder.id if folder else None,
         is_public=is_public,
         metadata_header=metadata_header,
+        concat=concat,
+        concat_parts=concat_parts,
         backend=backend.name,
         location=backend.location,
         key=key_for(file_id),
@@ -124,7 +136,8 @@ def create(owner: str, length: int, metadata: dict[str, str], metadata_header: s
         attempts=0,
     )
     db.session.add(upload)
-    db.session.commit()
+    if commit:
+        db.session.commit()
     return upload
 
 
@@ -139,7 +152,7 @@ def find(upload_id: str, owner: str) -> Upload:
     return upload
 
 
-def _backend(upload: Upload) -> Backend:
+def upload_backend(upload: Upload) -> Backend:
     return service._backend_at(service.config(), upload.backend, upload.location)
 
 
@@ -286,6 +299,15 @@ def append(
     """Store one chunk at ``offset``; the upload as recorded afterwards (finished if that was its last byte).
 
     ``length`` is the chunk's ``Content-Length`` (None: chunked transfer)."""
+    if upload.concat == "final":
+        raise APIError(403, "A final upload is made of its partial uploads: it takes no PATCH", name="FORBIDDEN")
+    return fill(upload, offset, stream, length, checksum)
+
+
+def fill(
+    upload: Upload, offset: int, stream: BinaryIO, length: int | None, checksum: tuple[str, bytes] | None
+) -> Upload:
+    """:func:`append`, for any upload: a final upload is filled from its partial uploads' bytes this way."""
     if upload.file_id is not None:
         if offset == upload.length and not length:
             return upload  # a retried last request: nothing to add
@@ -299,7 +321,7 @@ def append(
         return finish(upload) if upload.file_id is None else upload
 
     lease = Lease(upload)
-    parts = parts_of(_backend(upload))
+    parts = parts_of(upload_backend(upload))
     refused: APIError | None = None
     try:
         with parts.appending(progress_of(upload), lease.keep) as appender:
@@ -367,7 +389,7 @@ def _receive(
             break
         if received + len(chunk) > remaining:
             raise APIError(413, f"The chunk goes past Upload-Length ({remaining} bytes remained)")
-        if sniffed is None and offset == 0:
+        if sniffed is None and offset == 0 and upload.concat != "partial":  # a part's start is not the file's
             head += chunk[: service.SNIFF_BYTES - len(head)]
             if len(head) >= min(service.SNIFF_BYTES, upload.length):
                 sniffed = service.sniff(head, upload.filename)
@@ -406,7 +428,7 @@ def _receive(
 
 def _stop(upload: Upload, error: APIError) -> APIError:
     """An upload that can never become a file (its type or size is refused): removed, and ``error`` to raise."""
-    _remove(upload)
+    remove(upload)
     return error
 
 
@@ -415,14 +437,21 @@ def discard_new(upload: Upload) -> None:
     db.session.rollback()
     fresh = db.session.get(Upload, upload.id)
     if fresh is not None and fresh.file_id is None:
-        _remove(fresh)
+        remove(fresh)
 
 
-def _remove(upload: Upload) -> None:
+def purge(upload: Upload) -> bool:
+    """Every stored byte of an unfinished upload (whether they all went: else the expiry sweep tries again)."""
     try:
-        parts_of(_backend(upload)).purge(progress_of(upload))
-    except BackendError as exc:  # the row stays: the expiry sweep tries again
+        parts_of(upload_backend(upload)).purge(progress_of(upload))
+    except BackendError as exc:
         log.warning("could not remove the parts of upload %s: %s", upload.id, exc)
+        return False
+    return True
+
+
+def remove(upload: Upload) -> None:
+    if not purge(upload):  # the row stays: the expiry sweep tries again
         return
     _hashes().forget(upload.id)
     db.session.execute(sa.delete(Upload).where(Upload.id == upload.id))
@@ -434,14 +463,17 @@ def _remove(upload: Upload) -> None:
 
 def finish(upload: Upload) -> Upload:
     """Its last byte is in: the blob and the file record. Again harmless when it was done (or half done
-    by a request that died): each step looks at what is there first."""
+    by a request that died): each step looks at what is there first. A partial upload stays as it is: its bytes
+    become part of a final upload's."""
+    if upload.concat == "partial":
+        return upload
     lease = Lease(upload)
     if not lease.take(offset=upload.length, force=False):
         db.session.refresh(upload)
         if upload.file_id is not None:
             return upload
         raise lost_race()
-    backend = _backend(upload)
+    backend = upload_backend(upload)
     try:
         parts_of(backend).finish(progress_of(upload))
         content_type = upload.content_type or service.sniff(_head(backend, upload), upload.filename)
@@ -509,8 +541,10 @@ def terminate(upload: Upload) -> None:
     """DELETE: its parts and its row. A finished upload's bytes are a file now (deleted as a file)."""
     if upload.file_id is not None:
         raise conflict(f"The upload is complete; its file {upload.file_id} is deleted with DELETE /storage/file/…")
+    if upload.concat_into is not None:
+        raise conflict(f"The upload is a part of the final upload {upload.concat_into}")
     lease = Lease(upload)
-    parts = parts_of(_backend(upload))
+    parts = parts_of(upload_backend(upload))
     try:
         with parts.appending(progress_of(upload), lease.keep):
             if not lease.take(offset=None, force=_exclusive(parts)):
@@ -549,7 +583,7 @@ def expire() -> int:
         recorded = db.session.get(File, row.id) is not None
         if row.file_id is None and not recorded:
             try:
-                parts_of(_backend(upload)).purge(progress_of(upload))
+                parts_of(upload_backend(upload)).purge(progress_of(upload))
             except BackendError as exc:  # claimed again once its lease ends
                 log.warning("could not remove the parts of expired upload %s: %s", row.id, exc)
                 continue

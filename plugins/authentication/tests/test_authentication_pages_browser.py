@@ -278,7 +278,7 @@ def test_the_team_invite_link_signs_up_or_in_and_accepts(site: Site) -> None:
     form.get_by_label("Email").fill(stranger.email)
     form.get_by_label("Password").fill(stranger.password)
     form.get_by_role("button", name="Sign in and join").click()
-    expect(page.locator("#refused-text")).to_contain_text("sent to another email address")
+    expect(page.locator("#refused-text")).to_contain_text("This invitation is for another email address.")
     page.get_by_role("button", name="Sign in with another account").click()
     form.get_by_label("Email").fill(member.email)
     form.get_by_label("Password").fill(member.password)

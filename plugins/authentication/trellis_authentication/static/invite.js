@@ -39,8 +39,9 @@ async function accept() {
     sessionStorage.removeItem(KEY);
     show("sign-in");
   } else {
+    // 403: the server says why (another address, or invites switched off); 404: a dead link.
     const reasons = {
-      403: "This invitation was sent to another email address. Sign in with that address to accept it.",
+      403: `${answer.body.message}. If it was sent to another of your addresses, sign in with that one.`,
       404: "This invitation is unknown, used or expired (invitations work once, for 7 days). Ask the team's owner for a new one.",
     };
     document.getElementById("refused-text").textContent = reasons[answer.status] || answer.body.message || "The invitation was not accepted; try again.";

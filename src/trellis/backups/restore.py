@@ -7,8 +7,8 @@ The archive has been verified as a whole (``archive.verify``) and checked agains
    recorded, committed, what it was about to write before the transaction began: see ``BlobRestore``);
 2. the current run-time tables are dropped and every model table emptied (children first);
 3. an archive from older migrations: the tables are brought to its heads (``lineage``);
-4. the archive's rows are inserted (parents first; a table's references to itself are set after its
-   rows are in), then the run-time tables the restored rows describe are created and filled; an archive
+4. the archive's rows are inserted (parent tables first; within a table that references itself, parent
+   rows first), then the run-time tables the restored rows describe are created and filled; an archive
    from older migrations: every later migration runs over them;
 5. the event log is not copied back: it gets one marker per event family numbered above every number
    used before and in the archive, so numbers are never given twice, every family's change number moves
@@ -18,7 +18,8 @@ The archive has been verified as a whole (``archive.verify``) and checked agains
    request.
 
 It commits, and only then are blobs nothing references any more removed. A failure rolls everything back
-and removes the blobs step 1 wrote that were not there before: the previous state stays. On PostgreSQL the
+and removes the blobs step 1 wrote that were not there before: the previous state stays. A row the database
+refuses is named in the error by its table and primary key. On PostgreSQL the
 model tables are locked (``EXCLUSIVE``: reads go on, writes wait for the restored state).
 """
 
@@ -173,7 +174,8 @@ def _insert(connection: sa.Connection, archive: Archive, table: sa.Table) -> int
     """Insert the archive's rows of ``table`` in batches. A table that references itself gets its rows
     parents first (:func:`_parents_first`), each with its references set: a row written with its parent
     left out for a while may break a constraint the final state keeps (a sub-team named like a root team
-    against the unique index of root names). Columns the archive lacks take their defaults."""
+    against the unique index of root names); such a table's rows are held in memory to be ordered. Columns
+    the archive lacks take their defaults."""
     names, lines = archive.lines(table.name)
     columns = [table.c[name] for name in names if name in table.c]
     keep = [i for i, name in enumerate(names) if name in table.c]
@@ -280,9 +282,8 @@ def _write(connection: sa.Connection, table: sa.Table, statement: Any, rows: lis
             with connection.begin_nested():
                 connection.execute(statement, [row])
         except (sa.exc.IntegrityError, sa.exc.DataError) as exc:
-            failure = exc
             raise ArchiveError(_refused(table, row, exc)) from None
-    raise ArchiveError(_refused(table, None, failure)) from None
+    raise ArchiveError(_refused(table, None, failure)) from None  # refused only as a whole
 
 
 def _row_name(table: sa.Table, row: dict[str, Any] | None) -> str:

@@ -8,9 +8,10 @@ progress (tus); webhook deliveries; the email outbox — reads everything, backs
 and reads again. Examples start from one restored base state, so each is independent of the others.
 
 In the normal suite each test runs a few examples (about a minute per database in all). With
-``TRELLIS_SOAK=1`` (set by ``make soak``) Hypothesis runs many more. A counterexample found here becomes a
-plain regression test: ``tests/test_backups_teams.py`` (team trees), ``tests/test_backups_uploads.py``
-(continuing an upload in progress after a restore: still open, so these reads stop at its ``HEAD``).
+``TRELLIS_SOAK=1`` (``make soak`` sets it and runs the tests marked ``soak``) Hypothesis runs many more,
+and shrinks what it finds. A counterexample found here becomes a plain regression test:
+``tests/test_backups_teams.py`` (team trees), ``tests/test_backups_uploads.py`` (continuing an upload in
+progress after a restore: still open, so these reads stop at its ``HEAD``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from trellis_authentication.testing import UserAccount, create_user_with_client
 from .backup_apps import ADMIN, backup, make_app, restore  # noqa: F401  (the fixture)
 
 SOAK = os.environ.get("TRELLIS_SOAK") == "1"
+pytestmark = [pytest.mark.long, pytest.mark.soak]
 
 
 def _settings(examples: int, soak_examples: int) -> settings:

@@ -229,3 +229,21 @@ def test_the_invite_link_is_a_page_for_a_browser_and_json_for_everyone_else(api,
     assert teams.client.get(path).status_code == 401  # a JSON client without credentials, as before
     accepted = teams.client.get(path, headers={**browser, **guest.headers})  # credentials: the JSON route
     assert accepted.status_code == 200 and accepted.get_json()["role"] == "member"
+
+
+def test_a_link_mailed_to_the_old_address_does_not_verify_the_new_one(api, teams):
+    owner = teams.user()
+    team_id = teams.create(owner, "Vault")["_id"]
+    invited, own = api.fresh_email(), api.fresh_email()
+    invite(teams, owner, team_id, invited, "owner")
+    squatter = _signed_up(api, own)  # its verification link goes to its own mailbox, kept unopened
+    old_link = path_of(link_in(next(m for m in api.mails(own) if m["templateName"] == "EmailVerification")))
+    changed = api.post(
+        "/authentication/local/change-email",
+        {"newEmail": invited, "password": "long-enough-1"},
+        squatter["accessToken"],
+    )
+    assert changed.status_code == 200, changed.get_json()
+    assert api.get(old_link).status_code == 404  # used up by the change
+    assert api.me(squatter["accessToken"]).get_json()["isVerified"] is False
+    assert [i["invitationToken"] for i in _pending(api, squatter)] == [None]

@@ -241,10 +241,16 @@ def change_email(user_id: str, new_email: str, password: str) -> dict[str, Any]:
     return {"message": "Open the link sent to the new address to complete the change", "verificationRequired": True}
 
 
+# Links mailed to the old address that would vouch for whatever address the account has when opened.
+_ADDRESS_BOUND = (tokens.VERIFY_EMAIL, tokens.MAGIC_LINK)
+
+
 def _set_email(user_id: str, email: str, verified: bool) -> None:
     db.session.execute(
         update(User).where(User.id == user_id).values(email=email, is_verified=verified, updated_at=db.utcnow())
     )
+    # A verification or magic link mailed to the old address must not verify the new one.
+    tokens.retire(_ADDRESS_BOUND, user_id)
     try:
         db.session.commit()
     except IntegrityError:

@@ -5,15 +5,19 @@ field-backed relations set and unset and a Task reading through its Project (``p
 real server and real Socket.IO clients. After every step every read path is compared with the reference
 model (``access_reference``): get, a list with a filter, a sort, ``populate`` and an exact count, search,
 GraphQL, aggregate, a custom endpoint, a list in a team's scope, and the live events each subscriber has
-received; at the end of each run a replay from the start (``since``) must bring exactly what came live.
+received; a user's socket closes and resumes with ``since`` the last event it had; at the end of each run
+a replay from the start (``since``) must bring exactly what came live.
 
 Live events follow the access in force when each change committed: the model computes, for each change,
 who could read each document before and after it. Per document the order is compared; the only tolerance
 is what clients must treat as idempotent: a ``leave`` for a document the subscriber does not hold, and an
 ``enter`` of a document it already holds, unchanged.
 
-Budget: ``TRELLIS_ACCESS_MODEL_EXAMPLES`` runs of ``TRELLIS_ACCESS_MODEL_STEPS`` steps (the defaults keep
-the normal suite short); ``TRELLIS_SOAK=1`` runs many more, random ones, each step checking every path."""
+Budget: ``TRELLIS_ACCESS_MODEL_EXAMPLES`` runs of up to ``TRELLIS_ACCESS_MODEL_STEPS`` steps, the same
+ones every time (derandomized), each step checking the lists and one other path in turn; a failure prints
+the whole run. ``TRELLIS_SOAK=1`` (``make soak``) runs new random runs for ``TRELLIS_SOAK_MINUTES`` (30),
+each step checking every path, shrinks a failure to a short run, and prints how many steps it ran
+(``pytest -rP``)."""
 
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ from .test_database_subscriptions import Watcher
 pytestmark = [pytest.mark.live, pytest.mark.long, pytest.mark.soak]
 
 SOAK = os.environ.get("TRELLIS_SOAK") == "1"
-EXAMPLES = int(os.environ.get("TRELLIS_ACCESS_MODEL_EXAMPLES", "600" if SOAK else "30"))
+EXAMPLES = int(os.environ.get("TRELLIS_ACCESS_MODEL_EXAMPLES", "10" if SOAK else "25"))  # per round when soaking
+SOAK_MINUTES = float(os.environ.get("TRELLIS_SOAK_MINUTES", "30"))
 STEPS = int(os.environ.get("TRELLIS_ACCESS_MODEL_STEPS", "40" if SOAK else "20"))
 # Shrinking replays a failing run many times over (seconds each): the soak does, the normal suite prints
 # the whole failing run instead, so a failure costs one run.
@@ -154,9 +159,11 @@ class AccessModel(RuleBasedStateMachine):
     """One run: fresh schemas, two users to start with, a subscriber per viewer."""
 
     server: Server  # set by the test before the machine runs
+    runs = steps_run = 0  # over every run of the test, for the soak's report
 
     def __init__(self) -> None:
         super().__init__()
+        AccessModel.runs += 1
         self.ref = Reference()
         self.accounts: dict[str, UserAccount] = {}
         self.born: dict[str, int] = {}  # every id made in this run → its rank
@@ -773,6 +780,7 @@ class AccessModel(RuleBasedStateMachine):
     @invariant()
     def reads_agree(self) -> None:
         self.step += 1
+        AccessModel.steps_run += self.step > 1  # the first check comes before any rule
         checks = [self.check_lists]
         every = [
             self.check_gets,
@@ -931,15 +939,17 @@ def server(module_live_server):
 
 def test_every_read_path_agrees_with_the_model(server):
     AccessModel.server = Server(server.url)
-    run_state_machine_as_test(
-        AccessModel,
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=STEPS,
-            deadline=None,
-            derandomize=not SOAK,
-            database=None,
-            suppress_health_check=list(HealthCheck),
-            phases=PHASES,
-        ),
+    options = settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        derandomize=not SOAK,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=PHASES,
     )
+    deadline = time.monotonic() + SOAK_MINUTES * 60
+    run_state_machine_as_test(AccessModel, settings=options)
+    while SOAK and time.monotonic() < deadline:  # rounds of new random runs until the time is up
+        run_state_machine_as_test(AccessModel, settings=options)
+    print(f"access model: {AccessModel.runs} runs, {AccessModel.steps_run} steps, none refuted")

@@ -138,3 +138,51 @@ def test_chunks_across_processes_hang_ups_and_a_killed_server(live_server_factor
     if backend == "local":
         assert time.monotonic() - started < WRITER_LEASE.total_seconds()
     finished(client, third, done.headers["Trellis-File-Id"], content)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_two_processes_asked_for_one_final_upload_make_one_file(live_server_factory, backend, request):
+    """The same final upload asked of two processes at once (a client retrying on another node), over many
+    trials: one file each time, of every byte once; each answer is that file (201), or a 409 / 423 while the
+    other request holds it; the parts' bytes are gone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    first, second = live_server_factory(), live_server_factory()
+    if backend == "s3":
+        configure(first, {"provider": "s3", "s3": request.getfixturevalue("s3_bucket_settings")()})
+    user = create_user_over_http(first.url)
+    client = Client(user.access_token)
+    admin = {"masterkey": TEST_MASTER_KEY}
+
+    def part(server, content: bytes) -> str:
+        response = requests.post(
+            f"{server.url}/storage/uploads",
+            headers={**client.headers, "Upload-Length": str(len(content)), "Upload-Concat": "partial"},
+            timeout=30,
+        )
+        assert response.status_code == 201, response.text
+        path = urlsplit(response.headers["Location"]).path
+        assert client.patch(server, path, 0, content).status_code == 204
+        return path
+
+    def final(server, paths: list[str]) -> requests.Response:
+        headers = {
+            **client.headers,
+            "Upload-Concat": "final;" + " ".join(paths),
+            "Upload-Metadata": "filename YS5iaW4=",
+        }
+        return requests.post(f"{server.url}/storage/uploads", headers=headers, timeout=60)
+
+    trials = 8
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(trials):
+            halves = os.urandom(MiB + 17), os.urandom(MiB // 2 + 3)
+            paths = [part(first, halves[0]), part(second, halves[1])]
+            answers = list(pool.map(lambda server: final(server, paths), (first, second)))
+            statuses = sorted(a.status_code for a in answers)
+            assert statuses[0] == 201 and set(statuses) <= {201, 409, 423}, [a.text for a in answers]
+            made = {a.headers["Trellis-File-Id"] for a in answers if a.status_code == 201}
+            assert len(made) == 1
+            finished(client, second, made.pop(), halves[0] + halves[1])
+    files = requests.get(f"{first.url}/admin/storage/files", params={"owner": user.id}, headers=admin, timeout=30)
+    assert files.json()["count"] == trials

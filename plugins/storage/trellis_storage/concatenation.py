@@ -62,16 +62,11 @@ def create_final(owner: str, ids: list[str], metadata: dict[str, str], metadata_
     if before is not None:
         return complete(before)
     partials = _partials(owner, ids)
+    length, expires = sum(part.length for part in partials), min(part.expires_at for part in partials)
     final = uploads.create(
-        owner,
-        sum(part.length for part in partials),
-        metadata,
-        metadata_header,
-        concat="final",
-        concat_parts=ids,
-        commit=False,
-    )
-    final.expires_at = final.next_attempt_at = min(part.expires_at for part in partials)  # gone with its parts
+        owner, length, metadata, metadata_header, concat="final", concat_parts=ids, commit=False
+    )  # its reads are over: the insert and the claim below are one fresh write transaction
+    final.expires_at = final.next_attempt_at = expires  # it goes with its first part
     db.session.flush()
     claimed = db.session.execute(
         sa.update(Upload)

@@ -135,6 +135,7 @@ def create(
         next_attempt_at=now + LIFETIME,
         attempts=0,
     )
+    db.session.commit()  # end the reads first (SQLite: no write in a transaction on an older snapshot)
     db.session.add(upload)
     if commit:
         db.session.commit()

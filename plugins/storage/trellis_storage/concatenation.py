@@ -66,7 +66,7 @@ def create_final(owner: str, ids: list[str], metadata: dict[str, str], metadata_
     final = uploads.create(
         owner, length, metadata, metadata_header, concat="final", concat_parts=ids, commit=False
     )  # its reads are over: the insert and the claim below are one fresh write transaction
-    final.expires_at = final.next_attempt_at = expires  # it goes with its first part
+    final.expires_at = final.next_attempt_at = expires  # it expires with the first of its parts to expire
     db.session.flush()
     claimed = db.session.execute(
         sa.update(Upload)

@@ -1,4 +1,4 @@
-"""POST /login and the masterkey / Bearer rules on administrative routes (CONTRACT.md, Credentials)."""
+"""POST /login and the masterkey / Bearer rules on administrative routes."""
 
 from datetime import timedelta
 

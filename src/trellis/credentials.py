@@ -1,6 +1,6 @@
 """Who is calling: the master key, an admin token, or a user token; and the guards built on it.
 
-Rules (CONTRACT.md "Credentials"): either ``masterkey`` or an admin Bearer is enough on every
+Rules (``docs/modules.md``, "Routes: schemas, errors, guards"): either ``masterkey`` or an admin Bearer is enough on every
 administrative route; any credential sent must be valid (else 401); a valid user token on an admin
 route is 403. Tokens are JWTs whose ``kind`` claim says who they were issued to.
 """

@@ -1,4 +1,7 @@
-"""One error shape for every error: ``{"name", "status", "message", "errors"?}`` (see CONTRACT.md)."""
+"""One error shape for every error: ``{"name", "status", "message", "errors"?}``.
+
+Users see it described in ``docs/modules.md``, "Routes: schemas, errors, guards".
+"""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ MAX_SKIP = 2**31 - 1
 
 
 class _Parser(FlaskParser):
-    # Invalid input is a 400 (CONTRACT.md), not webargs' 422.
+    # Invalid input is a 400, as everywhere else in the API, not webargs' 422.
     DEFAULT_VALIDATION_STATUS = 400
 
     def get_default_request(self) -> Request:

@@ -1,4 +1,4 @@
-"""The pages of mailed links and of the account, in process (CONTRACT.md, "Account pages and self-service"):
+"""The pages of mailed links and of the account, in process (README, "Pages: mailed links and the account"):
 what each link answers a browser and a JSON client, the page headers, nothing of them in the OpenAPI
 document. The pages' scripts are walked in Chromium in ``test_authentication_pages_browser.py``."""
 

@@ -1,6 +1,6 @@
 """The first hour of a user, in headless Chromium against a real server and a real SMTP server: the mailed
 links open pages that work, and the account page lists and ends sessions and deletes the account with
-what the modules kept for it (CONTRACT.md, "Account pages and self-service"; issue 35).
+what the modules kept for it (README, "Pages: mailed links and the account").
 
 Every test fails on an uncaught script error or a Content-Security-Policy violation in the page.
 """

@@ -1,4 +1,4 @@
-"""POST /authentication/local/new and the password rules (CONTRACT.md, Authentication module)."""
+"""POST /authentication/local/new and the password rules (README, "Routes")."""
 
 from __future__ import annotations
 

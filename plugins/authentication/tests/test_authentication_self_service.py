@@ -1,4 +1,4 @@
-"""Self-service (CONTRACT.md, "Account pages and self-service"): sign-up that signs in, a user's sessions
+"""Self-service (README, "Routes", "Tokens and sessions"): sign-up that signs in, a user's sessions
 listed and ended by their owner, and deleting one's own account with the modules' user-deleted hooks."""
 
 from __future__ import annotations

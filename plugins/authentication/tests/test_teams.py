@@ -1,5 +1,5 @@
 """Teams: creating, sub-teams, renaming and moving, deleting, members and roles, and who may do what
-(CONTRACT.md, "Teams")."""
+(README, "Teams")."""
 
 from __future__ import annotations
 

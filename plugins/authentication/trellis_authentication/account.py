@@ -1,6 +1,6 @@
 """Accounts: registration, verification, forgotten and changed passwords, changed email, magic link, and
-the administrator's changes to a user (create, block, delete, PATCH; CONTRACT.md, "Authentication:
-account lifecycle").
+the administrator's changes to a user (create, block, delete, PATCH; README, "Account
+lifecycle").
 
 Mail is queued in the transaction of the token it carries (``delivery.queue_mail``) and sent by the Email
 module's background senders, so no answer waits for a mail server. Routes that must not reveal whether an

@@ -106,7 +106,7 @@ class TeamsSettings(Schema):
     )
 
 
-# --- sign-in with external providers (CONTRACT.md, "Authentication: sign-in with external providers") ---
+# --- sign-in with external providers (README, "Sign-in with external providers") ---
 
 # What a provider may be called: it is a path segment of /authentication/{provider} and of the hook.
 PROVIDER_NAME = r"^[a-z][a-z0-9-]{0,31}$"

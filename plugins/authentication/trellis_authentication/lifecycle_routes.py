@@ -1,4 +1,4 @@
-"""HTTP routes of the account lifecycle (CONTRACT.md, "Authentication: account lifecycle"), on the
+"""HTTP routes of the account lifecycle (README, "Account lifecycle"), on the
 module's blueprint: verification, password reset and change, email change, magic link, two-factor,
 phone sign-in, and the administrator's PATCH of a user."""
 

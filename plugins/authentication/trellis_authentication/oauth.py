@@ -1,4 +1,4 @@
-"""Sign-in with external providers (CONTRACT.md, "Authentication: sign-in with external providers").
+"""Sign-in with external providers (README, "Sign-in with external providers").
 
 Web flow: ``start`` keeps the sign-in's state (random, 256 bits, stored hashed), nonce and PKCE verifier in
 the single-use token table (``tokens.OAUTH_STATE``, 10 minutes), so whichever process receives the

@@ -1,4 +1,4 @@
-"""HTTP routes of sign-in with external providers (CONTRACT.md, "Authentication: sign-in with external
+"""HTTP routes of sign-in with external providers (README, "Sign-in with external
 providers"), on the module's blueprint.
 
 ``{provider}`` uses the ``provider`` URL converter: a lower-case name that is not one of the module's

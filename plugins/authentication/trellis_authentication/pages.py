@@ -1,5 +1,5 @@
 """Pages for the links in mail and for a user's own account, served by the server itself so that they work
-in a browser before an app of one's own exists (CONTRACT.md, "Account pages and self-service").
+in a browser before an app of one's own exists (README, "Pages: mailed links and the account, in a browser").
 
 - ``GET /authentication/reset?reset_token=`` (the default link of ForgotPassword): a form that sets the new
   password through ``POST /authentication/reset-password``.

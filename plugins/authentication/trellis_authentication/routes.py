@@ -1,4 +1,4 @@
-"""HTTP routes of the Authentication module (CONTRACT.md, "Authentication module")."""
+"""HTTP routes of the Authentication module (README, "Routes")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a signed-in user does to their own account (CONTRACT.md, "Account pages and self-service"): list
+"""What a signed-in user does to their own account (README, "Routes", "Tokens and sessions"): list
 their sessions and end one, and delete the account with everything the modules keep for it.
 
 It sits beside ``account`` in the module's layers (``users`` → ``sessions`` → ``twofa`` → ``signin`` →

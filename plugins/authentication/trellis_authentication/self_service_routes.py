@@ -1,4 +1,4 @@
-"""HTTP routes of self-service (CONTRACT.md, "Account pages and self-service"), on the module's blueprint:
+"""HTTP routes of self-service (README, "Routes", "Tokens and sessions"), on the module's blueprint:
 a signed-in user's sessions, and deleting one's own account."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Teams, their members and the invitations to join them (CONTRACT.md, "Teams").
+"""Teams, their members and the invitations to join them (README, "Teams").
 
 A team may have a parent team; membership of a team also lets one view its sub-teams at any depth, and an
 owner of a team manages its sub-teams (``teams.authority``). Rows of sub-teams, members and invites go

@@ -1,4 +1,4 @@
-"""HTTP routes of teams (CONTRACT.md, "Teams"), on the module's blueprint. Every one needs a user Bearer
+"""HTTP routes of teams (README, "Teams"), on the module's blueprint. Every one needs a user Bearer
 token (administrator credentials: 403) and answers 403 while ``teams.enabled`` is false.
 
 ``/authentication/teams`` is one of the module's reserved words (``config.RESERVED_NAMES``), so

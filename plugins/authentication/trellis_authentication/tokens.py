@@ -34,7 +34,7 @@ OAUTH_STATE = "oauth-state"  # a provider sign-in between init and hook: its non
 TOTP_STEP = "totp-step"  # an accepted TOTP code (user and 30 s step): the same code is not accepted again
 CODE_TRIES = "code-tries"  # codes tried by one user (or phone number) since the last right one, in ``tries``
 
-# CONTRACT.md, "Authentication: account lifecycle"; None: valid until used (recovery codes).
+# README, "Account lifecycle"; None: valid until used (recovery codes).
 LIFETIMES: dict[str, timedelta | None] = {
     VERIFY_EMAIL: timedelta(hours=24),
     RESET_PASSWORD: timedelta(hours=1),

@@ -1,5 +1,5 @@
-"""A user's own checks: GET /authorization/check and GET /authorization/role/{resource} (CONTRACT.md
-"Wave 3", "Access control", "Checks"): decisions as requests get them, the same answer for a document the
+"""A user's own checks: GET /authorization/check and GET /authorization/role/{resource} (``docs/access.md``,
+"Routes of the Authorization module"): decisions as requests get them, the same answer for a document the
 caller cannot reach as for one that does not exist, scope as a team the caller must belong to."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HTTP routes of the Authorization module (CONTRACT.md "Wave 3", "Access control"; Conduit's paths).
+"""HTTP routes of the Authorization module (Conduit's paths; ``docs/access.md``).
 
 Users ask about themselves: ``GET /authorization/check`` and ``GET /authorization/role/{resource}``
 answer ``false`` / ``[]`` for a document they cannot reach, exactly as for one that does not exist (no

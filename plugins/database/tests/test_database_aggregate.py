@@ -1,4 +1,4 @@
-"""Aggregates (CONTRACT.md "Wave 3", "Database: full-text search and aggregation"): every operation, groups
+"""Aggregates (``docs/database.md``, "Aggregation"): every operation, groups
 of one and more fields, date buckets (weeks from Monday, year boundaries, UTC), sorts, limit and the group
 count, filters with ``where``, null keys, and every bad input as a 400 naming its parameter."""
 

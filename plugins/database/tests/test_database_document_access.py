@@ -1,4 +1,4 @@
-"""Per-document access control on the REST routes (CONTRACT.md "Wave 3", "Access control"): owners,
+"""Per-document access control on the REST routes (``docs/access.md``): owners,
 sharing, 404 for what a caller may not read (byte for byte the answer for a missing id), 403 for what it
 may read but not change, exact counts, populate, scope, and schemas that do not opt in."""
 

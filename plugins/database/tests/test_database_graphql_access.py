@@ -1,4 +1,4 @@
-"""GraphQL under per-document access control (CONTRACT.md "Wave 3", "Access control"): lists, ``__one`` and
+"""GraphQL under per-document access control (``docs/access.md``): lists, ``__one`` and
 exact ``__count`` show only what the caller may read; create grants owner, update needs edit, delete needs
 delete; an unreadable document is the NOT_FOUND of a missing one; populate of an unreadable target is
 null; Relations to User (public fields) and Team (its id); ``scope`` acts as a team."""

@@ -1,4 +1,4 @@
-"""Live data under access control (CONTRACT.md "Wave 3", "Access control", Live data), over real
+"""Live data under access control (``docs/access.md``, "Live data and replays"), over real
 Socket.IO clients and SSE streams against running servers: a subscriber receives only what it may read;
 a grant, a team join or a field change sends ``enter``; a revoke, a team removal or deletion, or a field
 change sends ``leave`` with only ``{_id}``; a delete reaches only those who could read the document;

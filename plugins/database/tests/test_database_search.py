@@ -1,4 +1,4 @@
-"""Full-text search (CONTRACT.md "Database: full-text search and aggregation"): ``searchable`` fields and the
+"""Full-text search (``docs/database.md``, "Full-text search"): ``searchable`` fields and the
 search language, stemming, the prefix of the last word only, ranking, words across fields, filters, exact
 counts, access control, GraphQL, stop words, bad input, adding and removing ``searchable`` on data, and every
 write path keeping the index in step (on SQLite the FTS5 table's triggers)."""

@@ -1,5 +1,5 @@
-"""Aggregation: ``GET /database/<Schema>/aggregate`` and GraphQL ``<Schema>__aggregate`` (CONTRACT.md "Wave 3",
-"Database: full-text search and aggregation").
+"""Aggregation: ``GET /database/<Schema>/aggregate`` and GraphQL ``<Schema>__aggregate`` (``docs/database.md``,
+"Aggregation").
 
 One SQL statement per request: the list's filters and ``where``, AND the caller's read predicate, grouped by
 the typed columns of the group fields, with ``count(*) OVER ()`` for the number of groups before ``limit``

@@ -1,4 +1,4 @@
-"""Custom endpoint definitions (Conduit's body, CONTRACT.md): their marshmallow schemas, the checks that
+"""Custom endpoint definitions (Conduit's body; ``docs/database.md``, "Custom endpoints"): their marshmallow schemas, the checks that
 need the schema registry, and the admin writes. Running an endpoint is ``endpoint_calls.py``.
 
 The marshmallow schemas check the shape, the enumerations (names, or Conduit's numbers) and the rules

@@ -1,4 +1,4 @@
-"""The Storage module's configuration (CONTRACT.md "Storage module")."""
+"""The Storage module's configuration (README, "Configuration")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the console shows a team in its first hour (issue 35), in headless Chromium against a real server:
+"""What the console shows a team in its first hour, in headless Chromium against a real server:
 the Webhooks page (a hook created, pinged, its delivery retried), an outbox message opened with its links
 clickable and nothing of its HTML run, audit actors by name, users by email where their ids appear, and a
 schema's CMS operations with a warning for those open to anonymous callers."""

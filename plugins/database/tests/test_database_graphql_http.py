@@ -1,6 +1,6 @@
 """GraphQL over HTTP as third-party clients speak it: POST with ``extensions``, GET for queries (never
 mutations), ``application/graphql-response+json``, ``extensions.code`` on every error, a GraphQL-shaped
-401, non-null required fields; and a GraphQL schema that no odd admin schema can break (issue 13.5)."""
+401, non-null required fields; and a GraphQL schema that no odd admin schema can break."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def test_required_fields_are_non_null_in_outputs_and_create_inputs(dbapi):
     assert _type_of(types, "Card__Patch", "title", "inputFields") == "String"  # update merges
 
 
-# ---- a GraphQL schema no admin schema can break (issue 13.5) ---------------------------------------------
+# ---- a GraphQL schema no admin schema can break -------------------------------------------------------
 
 TYPES = ("String", "Number", "Boolean", "Date", "ObjectId", "JSON")
 

@@ -101,6 +101,9 @@ class Acting:
         return f"User:{self.user_id}" if self.user_id is not None else None
 
 
+ADMIN = Acting(user_id=None, subjects=(), admin=True)  # administrators and the CLI: no predicate applies
+
+
 @dataclass(frozen=True)
 class Probe:
     """One document whose audience a live subscription needs (see :meth:`AccessControl.audiences`).

@@ -16,14 +16,13 @@ from typing import Any
 from flask import has_request_context
 
 from trellis import current
-from trellis.access import Acting
+from trellis.access import ADMIN, Acting
 from trellis.errors import bad_request, forbidden
 from trellis_authentication import service as users
 
 SIGNED_IN, ANYONE = "User:*", "*"
 WILDCARDS = (SIGNED_IN, ANYONE)
 _SUBJECT = re.compile(r"^(User|Team):([A-Za-z0-9_-]{1,64})$")
-ADMIN = Acting(user_id=None, subjects=(), admin=True)
 
 
 def parse(subject: Any, key: str = "subject") -> tuple[str, str | None]:

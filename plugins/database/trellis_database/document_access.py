@@ -19,7 +19,7 @@ from flask import Flask, has_request_context
 from sqlalchemy.dialects.postgresql import JSONB
 
 from trellis import access, current, db
-from trellis.access import Acting, FieldRef, ResourceTable
+from trellis.access import ADMIN, Acting, FieldRef, ResourceTable
 from trellis.credentials import identify
 from trellis.errors import APIError, bad_request, forbidden, not_found
 from trellis_authentication import service as users_service
@@ -207,9 +207,6 @@ def statement_key(schema: CompiledSchema) -> Any:
 def missing(schema: CompiledSchema, doc_id: str) -> APIError:
     """The one answer for a document that does not exist and for one the caller may not read."""
     return not_found(f"No {schema.name} document with id {doc_id!r}")
-
-
-ADMIN = Acting(user_id=None, subjects=(), admin=True)
 
 
 def require(

@@ -29,7 +29,7 @@ from trellis_authentication import service as users_service
 
 from . import counts, document_access
 from . import search as full_text
-from .access import allowed
+from .crud_gate import allowed
 from .fields import FieldError, check_value
 from .query import Compiler
 from .registry import CompiledSchema, Snapshot

@@ -21,7 +21,7 @@ from trellis.errors import APIError, bad_request, forbidden, not_found, unauthor
 from trellis.http import DEFAULT_LIMIT, MAX_LIMIT, MAX_SKIP
 
 from . import document_access, documents
-from .access import check_permission
+from .crud_gate import check_permission
 from .endpoint_definitions import assigned_field, coerce, declares_scope, schema_field
 from .fields import Field, FieldError, check_array_length, check_scalar
 from .query import Condition, Group, parse_populate, split_list

@@ -43,7 +43,7 @@ from trellis.errors import APIError, bad_request, database_unavailable, not_foun
 
 from . import live_access
 from . import search as full_text
-from .access import allowed
+from .crud_gate import allowed
 from .live_access import Sides
 from .query import Compiler, parse_where
 from .registry import snapshot_having

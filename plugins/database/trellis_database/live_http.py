@@ -29,7 +29,7 @@ from werkzeug.datastructures import MultiDict
 from trellis.http import Blueprint
 from trellis.settings import COUNT, SECONDS, Setting
 
-from .access import authorize
+from .crud_gate import authorize
 from .live import (
     SharedEncoding,
     Subscription,

@@ -21,7 +21,7 @@ from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
 
 from . import aggregates, document_access, documents, endpoint_calls, endpoint_definitions, schema_service
-from .access import authorize, check_permission
+from .crud_gate import authorize, check_permission
 from .endpoint_definitions import EndpointBody, EndpointChangesBody, EndpointListSchema, EndpointRecordSchema
 from .query import parse_filters, parse_populate, parse_select
 from .registry import snapshot, snapshot_having

@@ -1,4 +1,4 @@
-"""Who may do what with a schema's documents (`docs/database.md`, "Access").
+"""The CMS switches' gate: who may call a schema's document routes at all (`docs/database.md`, "Access").
 
 The master key or an admin token may do everything. Anyone else goes through the schema's
 ``crudOperations.<op>``: a disabled operation (or a schema without CMS) does not exist (404); an

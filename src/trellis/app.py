@@ -200,8 +200,8 @@ def _request_checks(app: Flask, check_module_active: Callable[[Request], None]) 
         g.request_id = incoming if _REQUEST_ID.match(incoming) else new_request_id()
         _refuse_nul_in_url(environ)
         check_module_active(req)
-        # A request without a body (most reads) has no limit to apply and nothing to parse: the two
-        # checks cost 4–5% of a get by id's CPU (py-spy, bench/results/peer.md, 2026-11-26).
+        # A request without a body (most reads) has no limit to apply and nothing to parse, so it skips
+        # the two checks (bench/results/core.md#requests-without-a-body).
         if environ.get("CONTENT_LENGTH", "") not in ("", "0") or "HTTP_TRANSFER_ENCODING" in environ:
             apply_body_limit(app, req)
             parse_request_body(req)

@@ -112,9 +112,8 @@ class PollingWorker:
     Only the first thread polls (every ``poll_seconds``); the others wait to be woken: by :meth:`wake`
     (work queued in this process: it rouses one waiting thread) or by a thread whose step found work
     while others were waiting, so that a backlog draws every thread in one by one, and an idle queue is
-    polled once a period instead of once per thread. With the Email module's four senders an idle process
-    ran four claim transactions a second, a third of its active py-spy samples; polling with one, an idle
-    server took 1.65–1.75% of a core instead of 2.1–2.2% (2026-11-28)."""
+    polled once a period instead of once per thread: an idle server's CPU went mostly to those polls
+    (``bench/results/core.md#one-poller``)."""
 
     def __init__(
         self,

@@ -12,7 +12,8 @@ the table only when it differs from the one it last saw. Tokens are never reused
 to the last one seen means no change was acknowledged since this process last read the table: a
 change acknowledged to any caller is in force on every process for every request that starts after.
 
-Reading the token is itself a Redis round trip, ~15% of a get by id under eventlet. So a token read
+Reading the token is itself a Redis round trip, a large part of a get by id under eventlet
+(``bench/results/core.md#change-token-lease``). So a token read
 is a *lease* (``TRELLIS_CACHE_LEASE_SECONDS``, default 0.2 s): it vouches for the caches until that
 long after the read began, a background thread renews it every third of that while requests come, and
 a writer waits one lease after setting the new token before it answers. Any lease taken before the

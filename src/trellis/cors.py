@@ -80,7 +80,7 @@ def init_cors(app: Flask) -> None:
 
 def _answer_requests_without_origin_from_a_constant(app: Flask) -> None:
     """flask-cors works out the headers of every response: it decodes the path, matches it against its
-    resource patterns and assembles a MultiDict, ~7% of a get by id's CPU (py-spy). Without an
+    resource patterns and assembles a MultiDict (``bench/results/core.md#cors-headers``). Without an
     ``Origin`` header (servers, scripts, same-origin pages), outside a preflight, the answer cannot
     differ between requests: one resource pattern (the default, every path) and no request header to
     read. So flask-cors's own function is run once here on such a request and its headers are copied

@@ -75,10 +75,10 @@ def bearer_token(environ: dict[str, Any] | None = None) -> str | None:
 
 
 # Tokens whose signature and claims were verified, by (signing key, token): verifying one is a pure function
-# of the two, and it was ~20% of a user's get by id (PyJWT's base64, JSON and HMAC, flask-jwt-extended's
-# claim checks; py-spy, 2026-11-26). Only its expiry moves with time: it is checked again at every use. What
-# can revoke a token (its session, an admin's token version) is read from the database at every request, as
-# before. Bounded: emptied when full.
+# of the two, and a large share of a user's get by id (PyJWT's base64, JSON and HMAC, flask-jwt-extended's
+# claim checks; bench/results/core.md#verified-tokens). Only its expiry moves with time: it is checked again
+# at every use. What can revoke a token (its session, an admin's token version) is read from the database at
+# every request, as before. Bounded: emptied when full.
 _VERIFIED: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
 _MAX_VERIFIED = 4096
 

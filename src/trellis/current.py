@@ -3,11 +3,10 @@
 (an app handed to a background task or thread).
 
 An attribute read through one of Flask's proxies (``current_app.config``, ``request.environ``, ``g.x``)
-costs ~0.9 µs, ~20× a plain attribute: the lookup on the proxy object fails first, raising and formatting
-an AttributeError, before the proxy's ``__getattr__`` forwards it. Those errors were ~5% of a document
-create's instructions (callgrind's ``PyErr_Format``; ``bench/request_instructions.py``, 2026-11-28). Taking
-the object once (werkzeug's ``_get_current_object``) and reading it directly costs ~0.15 µs.
-Elsewhere the proxies read better and cost nothing that matters.
+is many times dearer than a plain one: the lookup on the proxy object fails first, raising and formatting
+an AttributeError, before the proxy's ``__getattr__`` forwards it (``bench/results/core.md#flasks-proxies``).
+Taking the object once (werkzeug's ``_get_current_object``) and reading it directly avoids that. Elsewhere
+the proxies read better and cost nothing that matters.
 """
 
 from __future__ import annotations

@@ -46,10 +46,9 @@ class Base(DeclarativeBase):
 
 class _RandomHex:
     """Random hex text from the operating system's generator (as ``uuid4`` and ``secrets`` use), read
-    ``size`` bytes at a time and handed out 32 characters per id. Under the peer benchmark's creates the
-    ``getrandom`` call of each ``uuid4`` took ~2% of a create's server CPU (py-spy, ~12 µs); here one call
-    serves 256 ids (0.15 µs each, timeit). A forked child starts with nothing read, so no two processes
-    hand out the same ids; the lock keeps two threads from taking the same piece."""
+    ``size`` bytes at a time and handed out 32 characters per id: one system call serves many ids where
+    ``uuid4`` makes one per id (``bench/results/core.md#random-ids``). A forked child starts with nothing
+    read, so no two processes hand out the same ids; the lock keeps two threads from taking the same piece."""
 
     def __init__(self, size: int = 4096) -> None:
         self._size = size
@@ -112,8 +111,8 @@ def normalise_url(url: str, async_mode: str) -> URL:
 
     ``postgresql://`` and the contract's ``postgresql+psycopg://`` are accepted; under eventlet
     psycopg2 is made cooperative. psycopg 3 blocks eventlet's hub with its default wait function (``poll()``
-    in C: four 0.5 s queries in greenlets took 2.05 s), cooperates only with ``PSYCOPG_WAIT_FUNC=wait_select``
-    set in the environment, and spent ~65 µs more client CPU per statement (``bench/prepare_bench.py``).
+    in C), cooperates only with ``PSYCOPG_WAIT_FUNC=wait_select`` set in the environment, and spends more
+    client CPU per statement (``bench/results/core.md#psycopg2``).
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() != "psycopg2":
@@ -223,7 +222,8 @@ def in_transaction() -> bool:
 def commit() -> None:
     """Commit the core session's transaction, if one is open. A write that committed on its own (the
     Database module's single-document writes on PostgreSQL) leaves nothing to commit, and making a
-    session to begin and commit an empty transaction cost ~3.5% of a create's CPU (py-spy)."""
+    session to begin and commit an empty transaction would be work for nothing
+    (``bench/results/core.md#empty-commits``)."""
     if in_transaction():
         session.commit()
 
@@ -238,7 +238,7 @@ def after_commit(callback: Callable[[], None], key: Hashable | None = None) -> N
     they hold commits or not with the outer transaction. With ``key``, a callback registered again under
     the same key in the same transaction is not added twice (one cache token or one event-log poke per
     commit, however many writes it holds). One listener pair on the session class serves every
-    transaction: registering a listener per write cost ~70 µs of a create's CPU, and a ``once=True``
+    transaction: registering a listener per write costs a create dearly (same section), and a ``once=True``
     listener fires only for a session's first transaction (SQLAlchemy keeps it registered, so
     registering it again is a no-op)."""
     pending: dict[Hashable, Callable[[], None]] = session().info.setdefault(_AFTER_COMMIT, {})

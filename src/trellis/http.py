@@ -48,8 +48,8 @@ class _Parser(FlaskParser):
 
     def parse(self, argmap: Any, req: Request | None = None, *, location: str | None = None, **kwargs: Any) -> Any:
         """A JSON object for a :class:`FreeFormSchema` is taken as it is (a copy, as marshmallow's load
-        returns): there is nothing to check or convert, and the way through webargs and marshmallow cost
-        ~4% of a document create's server CPU (py-spy, ``bench/results/peer.md``). Anything else (no body,
+        returns): there is nothing to check or convert, and the way through webargs and marshmallow costs
+        a create (``bench/results/core.md#free-form-bodies``). Anything else (no body,
         not an object, another schema) goes through webargs, with its errors."""
         if isinstance(argmap, FreeFormSchema) and (location or self.location) == "json" and not kwargs.get("validate"):
             body = self.load_json(req or self.get_default_request(), argmap)

@@ -90,7 +90,8 @@ def loads(data: str | bytes | bytearray) -> Any:
 
 
 def _check_depth(value: Any) -> None:
-    """Level by level over the containers only (a 1,000-document body: ~1 ms, a per-value walk ~50 ms)."""
+    """Level by level over the containers only: a walk of every value was far slower on large bodies
+    (``bench/results/core.md#depth-check``)."""
     level = [value] if isinstance(value, (dict, list)) else []
     depth = 0
     while level:

@@ -3,12 +3,12 @@
 The cost profile is process-wide: ``default`` is OWASP's argon2id recommendation (m=19 MiB, t=2, p=1);
 the test suite selects ``test`` (argon2's cheapest parameters) so thousands of hashes don't dominate its
 run time. Production refuses ``test`` (see ``trellis.settings``). Hashes made with other parameters
-(argon2-cffi's RFC 9106 low-memory profile before 2026-11-23) still verify and are re-hashed at the
+(argon2-cffi's RFC 9106 low-memory profile, the earlier default) still verify and are re-hashed at the
 next sign-in.
 
-Why not RFC 9106's low-memory profile (m=64 MiB, t=3, p=4): on the 2-core machine of the benchmarks one
-verify took about 6x longer (353 vs 60 ms, median of 7 interleaved, load 7), and its four lanes compete
-for the same cores, so sign-in throughput was a few requests per second (bench/results/authentication.md).
+Why not RFC 9106's low-memory profile (m=64 MiB, t=3, p=4): one verify takes several times longer and
+its four lanes compete for the same cores, so sign-in throughput fell to a few requests per second
+(``bench/results/core.md#argon2-profile``).
 """
 
 from __future__ import annotations

@@ -47,15 +47,15 @@ class ReadConnections:
     On PostgreSQL they come from a second pool of the same database whose connections are in
     autocommit mode for life (psycopg2's client-side flag, set once when a connection is made): each
     statement sees what is committed, no BEGIN/ROLLBACK round trips are spent, and check-in has
-    nothing to reset. Sharing the session's pool with an ``AUTOCOMMIT`` execution option instead cost
-    ~8% of a get by id (py-spy): SQLAlchemy sets the flag on every checkout and restores the isolation
-    level on every check-in. The pool owns the connections' life: recycling, and after a disconnect the
-    invalidation of every older connection. On SQLite reads are local and use the main engine.
+    nothing to reset. Sharing the session's pool with an ``AUTOCOMMIT`` execution option instead would
+    set the flag on every checkout and restore the isolation level on every check-in
+    (``bench/results/core.md#read-connections``). The pool owns the connections' life: recycling, and
+    after a disconnect the invalidation of every older connection. On SQLite reads are local and use the main engine.
 
     A request's connection goes back to a short list of idle ones kept checked out (last in, first out),
     not to the pool: SQLAlchemy's checkout and check-in (``Engine.connect``, ``Connection.close``: the
-    pool's queue and lock, a fairy and its weakref finaliser, the connection record) cost ~10% of a get
-    by id's server CPU (py-spy, ``bench/results/peer.md``, 2026-11-26), taking one from the list ~0.1 µs.
+    pool's queue and lock, a fairy and its weakref finaliser, the connection record) cost far more than
+    taking one from a list (``bench/results/core.md#read-connections``).
     What the pool did at checkout is done here instead: a connection idle longer than
     ``IDLE_SECONDS`` goes back to the pool (which recycles it when it is due), and once one connection
     is found dead (it comes back invalidated) every idle one goes back, so the pool replaces each one
@@ -203,8 +203,9 @@ _STATEMENTS: dict[Any, Any] = {}  # read_one's statements (module constants): th
 def _one(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
     """The driver's cursor (``statements.execute_compiled``), its row given the statement's column names and
     SQLAlchemy's result conversions (a timestamp's time zone): the user lookup of every signed-in request
-    went through SQLAlchemy's execution and result layers for one row, ~9% of a user's get by id (py-spy,
-    2026-11-26). Where SQLAlchemy ran it (SQLite, an expanding parameter) its rows are SQLAlchemy's."""
+    went through SQLAlchemy's execution and result layers for one row, a visible share of a user's get by
+    id (``bench/results/core.md#one-row-on-the-cursor``). Where SQLAlchemy ran it (SQLite, an expanding
+    parameter) its rows are SQLAlchemy's."""
     rows = statements.execute_compiled(connection, statement, params, _STATEMENTS)
     if len(rows) > 1:
         raise MultipleResultsFound("Multiple rows were found when one or none was required")

@@ -35,11 +35,11 @@ def execute_compiled(
 
     On PostgreSQL the SQL is compiled once (kept in ``cache``, keyed by the statement) and run straight
     on the DB-API cursor: SQLAlchemy's execution layer (context, result wrapping, per-parameter
-    processing) cost a create ~150 µs of CPU for its two statements (py-spy, ``bench/results/peer.md``),
-    more than the round trip itself. Parameters are plain values; a dict is sent as JSON text (the JSON
-    columns' parameters). Outside a transaction block it is also prepared once per connection on the
-    server (see "statements prepared on the server" below). DB-API errors come out as SQLAlchemy's
-    (``IntegrityError`` …), as from ``connection.execute``, and a connection found dead is invalidated with
+    processing) cost a create more CPU than the round trip itself (``bench/results/core.md#compiled-statements``).
+    Parameters are plain values; a dict is sent as JSON text (the JSON columns' parameters). Outside a
+    transaction block it is also prepared once per connection on the server (see "statements prepared on
+    the server" below). DB-API errors come out as SQLAlchemy's (``IntegrityError`` …), as from
+    ``connection.execute``, and a connection found dead is invalidated with
     every older one of the pool (after a PostgreSQL restart the next requests get fresh connections).
     SQLAlchemy's ``before_cursor_execute`` and ``after_cursor_execute`` listeners are called, with no
     execution context. SQLite, and a statement with an expanding parameter, run through SQLAlchemy.
@@ -134,8 +134,8 @@ def _direct_form(statement: Any, dialect: Any) -> _Direct:
 # ---- statements prepared on the server ---------------------------------------------------------------
 # psycopg2 has no protocol-level preparation, so it is SQL's own: ``PREPARE name AS <sql with $n>`` once
 # per connection, then ``EXECUTE name (<values>)``. It saves PostgreSQL's parse, analysis and (once it
-# settles on the generic plan, after five runs) planning of every run: up to 1.3 ms of a list
-# (``bench/results/peer.md``, "Statements prepared once").
+# settles on the generic plan, after five runs) planning of every run
+# (``bench/results/peer.md#statements-prepared-once-per-connection-trellisstatements``).
 #
 # What is prepared: every statement of :func:`execute_compiled` but those with the execution option
 # ``UNPREPARED``, and a statement run through SQLAlchemy with the execution option ``PREPARE``
@@ -279,8 +279,8 @@ def insert_rows(connection: Connection, table: Table, rows: Sequence[Mapping[str
 
     On PostgreSQL each column travels as one array parameter and the server unnests them, a statement
     compiled once per table and columns. SQLAlchemy's multi-row INSERT ("insertmanyvalues") rewrites its
-    placeholders row by row in Python: that was 8% of a server's CPU while it queued webhook deliveries,
-    50 rows a statement (py-spy, ``bench/results/webhooks.md``). SQLite: an executemany (in-process).
+    placeholders row by row in Python, a cost that showed while a server queued webhook deliveries
+    (``bench/results/core.md#multi-row-inserts``). SQLite: an executemany (in-process).
     Rows name every column they set: Python-side column defaults are not applied on PostgreSQL."""
     if not rows:
         return

@@ -1,8 +1,8 @@
 """Exact list counts, remembered in Redis and keyed by the event log: nothing to invalidate.
 
 A list answers ``count``, the number of matches before skip/limit. The page is 20 rows read from an
-index; the count reads every match (an index-only scan over half the table costs PostgreSQL ~4 ms of
-CPU at 100,000 documents; see bench/results/database.md). With Redis configured
+index; the count reads every match (an index-only scan, over half the table for a broad filter;
+``bench/results/modules.md#counts``). With Redis configured
 (``TRELLIS_REDIS_URL``, which a production deployment has) a count is kept per query and *change
 number* of its schema; without Redis every list counts.
 
@@ -25,8 +25,8 @@ at most once a minute, and the database counts.
 
 Each process also keeps what it read from Redis or stored there for ``LOCAL_SECONDS`` (a count under a
 change number is a fact that never changes, so nothing can make it stale; a write gives the next list a
-new number). A hit then costs no Redis round trip: ~40 µs of server CPU each, and a user's list + count
-made two (whether it reads everything, then the count; py-spy, ``bench/results/peer.md``). Writes behind
+new number). A hit then costs no Redis round trip, and a user's list + count makes two (whether it reads
+everything, then the count; same section). Writes behind
 Trellis's back are then bounded by ``TTL_SECONDS + LOCAL_SECONDS``.
 """
 

@@ -133,7 +133,8 @@ def init_app(app: Flask) -> None:
 
 def scope_argument() -> str | None:
     """The request's ``scope`` (None without one). A request with no query string (a get by id) never
-    parses one: building ``request.args`` was 4% of a get by id's CPU (py-spy, 2026-11-26)."""
+    parses one: building ``request.args`` is a visible share of a get by id
+    (``bench/results/modules.md#query-strings``)."""
     if not has_request_context():
         return None
     req = current.request()
@@ -191,7 +192,7 @@ def read_condition(schema: CompiledSchema, acting_as: Acting, permission: str = 
 
 def change_families(schema: CompiledSchema) -> list[str]:
     """Event families whose change numbers key a count under access (see ``documents.find_json``): worked
-    out once per compiled schema and definitions' version (per request it was ~3% of a user's list)."""
+    out once per compiled schema and definitions' version, not per request (same section)."""
     key = ("families", statement_key(schema))
     found = schema.statements.get(key)
     if found is None:

@@ -458,8 +458,8 @@ class SharedEncoding(Generic[T]):
 
     Kept per eventId, kind, schema and document object for the current eventId; the document is held with
     its encoding, so its ``id`` is never reused meanwhile and the events of two apps in one process never
-    mix. No lock (an eventlet lock cost ~5 µs a delivery): two threads racing here at worst encode one
-    change twice, and an entry found always belongs to the very document asked about."""
+    mix. No lock (one per delivery is dear: ``bench/results/modules.md#live-encodings``): two threads
+    racing here at worst encode one change twice, and an entry found always belongs to the very document asked about."""
 
     def __init__(self, encode: Callable[[dict[str, Any]], T]) -> None:
         self._encode = encode

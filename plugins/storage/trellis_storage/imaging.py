@@ -3,9 +3,9 @@ applied and every metadata block dropped, and guards against hostile sources. Pu
 files: no request, record or backend here (``variants.py`` caches and serves the results).
 
 Why Pillow and not pyvips: for the benchmark's 12-megapixel JPEG → 400 px WebP, Pillow with JPEG draft mode
-(the decoder scales by 1/2…1/8 while decoding, so it never builds the full 12 MP image) took 0.85x the time of
-pyvips 3.2 / libvips 8.18's ``thumbnail_buffer`` + ``webpsave_buffer`` (median of 9 interleaved pairs, 280 vs
-311 ms on a loaded 2-core machine), and results are cached: libvips would add a native dependency for nothing.
+(the decoder scales by 1/2…1/8 while decoding, so it never builds the full 12 MP image) was a little faster
+than pyvips / libvips's ``thumbnail_buffer`` + ``webpsave_buffer`` (``bench/results/modules.md#pillow``), and
+results are cached: libvips would add a native dependency for nothing.
 
 Guards: only JPEG, PNG, WebP and GIF are opened (no exotic decoder is reachable from an upload). Everything the
 header decides is decided by :func:`inspect` before a pixel is decoded: a source over 50 megapixels, a result

@@ -12,7 +12,7 @@
   the cores); a few more wait for one, and past those the answer is 503 with ``Retry-After``.
 - The answer carries its own ``Content-Type`` and an ``ETag``: the SHA-256 of the source's SHA-256 and of
   the rendering (our version, Pillow's, the parameters), which decide the bytes. Hashing the output instead
-  cost the hub ~10 ms per megabyte-sized variant and a read of the cache for every 304.
+  would block the hub on every large variant and read the cache for every 304 (``bench/results/modules.md#pillow``).
 """
 
 from __future__ import annotations

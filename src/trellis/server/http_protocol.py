@@ -2,11 +2,11 @@
 
 eventlet's ``HttpProtocol`` inherits ``parse_request`` from the standard library's
 ``BaseHTTPRequestHandler``, which hands the header block to ``http.client.parse_headers`` and so to the
-``email`` package's feed parser: ~38% of a get by id's CPU under ``wrk`` (py-spy, see
-``bench/results/peer.md``). :class:`FastHttpProtocol` replaces only that method. It keeps what the
-standard library decides from the request line and headers: the version checks (400, 505), HTTP/0.9
-``GET`` only, ``//`` reduced to ``/`` at the start of the path, keep-alive from the version and
-``Connection``, at most 100 header lines (431), and eventlet's own limits on a header line (8 KiB) and
+``email`` package's feed parser, the largest part of a get by id's CPU (``bench/results/core.md#header-parsing``).
+:class:`FastHttpProtocol` replaces only that method. It keeps what the standard library decides from the
+request line and headers: the version checks (400, 505), HTTP/0.9 ``GET`` only, ``//`` reduced to ``/``
+at the start of the path, keep-alive from the version and ``Connection``, at most 100 header lines (431),
+and eventlet's own limits on a header line (8 KiB) and
 on the whole block (64 KiB; its ``FileObjectForHeaders`` wraps ``rfile`` while this runs), answered 431
 here where eventlet sent a bare 400. Body handling (length, chunked, ``100-continue``), the WSGI
 environ (``eventlet.input`` for the websocket upgrade) and the response are eventlet's, unchanged. A
@@ -14,11 +14,8 @@ header line without a colon, or with whitespace before it, is a 400 (RFC 9112 §
 are the contract's error shape with a status line (the standard library sent an HTML page, and none
 at all, HTTP/0.9 style, for an unsupported version).
 
-Measured with ``bench/request_cpu.py`` (server CPU per request under ``wrk -t1 -c16``, prep's code and
-this one in alternating runs on the same busy machine): the bare Flask route (the ceiling) went from a
-median 309 to 244 µs; py-spy's share of request-line and header parsing in a get by id from 6-9% to
-1-2% (see ``bench/results/peer.md``). ``httptools`` (C) was not needed: what is left of parsing is
-eventlet's ``get_environ`` and ``readline`` calls, ~3%.
+``httptools`` (C) was not needed: what is left of parsing is eventlet's ``get_environ`` and ``readline``
+calls (same section).
 
 Slow clients (:class:`ConnectionGuard`): a request's line and headers must arrive within
 ``TRELLIS_HEADER_TIMEOUT`` seconds of its first byte (408 otherwise), a new connection must send that

@@ -86,8 +86,8 @@ def eventlet_server_options() -> dict[str, Any]:
     # wsgi.input_terminated: eventlet's input ends where the body does (Content-Length, the last chunk, or
     # empty without either); werkzeug reads a chunked body only when told so, else it sees an empty one.
     # capitalize_response_headers off: header names leave as the app wrote them (werkzeug's and ours are
-    # already in their usual case: X-Request-ID, ETag), not re-cased by eventlet word by word, which cost
-    # 6.4 µs a response (timeit, 6 headers; ~1% of a create's server CPU, 2026-11-28).
+    # already in their usual case: X-Request-ID, ETag), not re-cased by eventlet word by word
+    # (bench/results/core.md#header-names).
     return {
         "url_length_limit": EVENTLET_URL_LENGTH_LIMIT,
         "debug": False,

@@ -1,6 +1,6 @@
 """Serving one process: eventlet's WSGI server with TCP_NODELAY on every accepted connection, and its
 request line and headers parsed by :class:`trellis.server.http_protocol.FastHttpProtocol` (not the ``email``
-package: ~38% of a get by id's CPU).
+package, the largest part of a get by id's CPU: ``bench/results/core.md#header-parsing``).
 
 Used by ``wsgi.py`` and the test/benchmark server (``trellis.testing.server``), so what is measured is
 what runs. Under eventlet the standard library must already be monkey-patched (the entry points do it).
@@ -133,11 +133,10 @@ def start_background(app: Flask) -> None:
 
 
 def freeze_start_up_heap() -> None:
-    """Leave what start-up made (modules, the app, schemas, SQLAlchemy's metadata: ~330,000 objects) out of
-    the garbage collector's full passes. Each full pass walked all of them: ~90–175 ms (measured after
-    ``create_app``), during which an eventlet process answers nothing and delivers nothing; live delivery's
-    p99 was of that size. Collected first, so no garbage is frozen with them; they live as long as the
-    process anyway."""
+    """Leave what start-up made (modules, the app, schemas, SQLAlchemy's metadata) out of the garbage
+    collector's full passes. Each full pass walked all of them, during which an eventlet process answers
+    nothing and delivers nothing; live delivery's p99 was of that size (``bench/results/core.md#frozen-heap``).
+    Collected first, so no garbage is frozen with them; they live as long as the process anyway."""
     gc.collect()
     gc.freeze()
 

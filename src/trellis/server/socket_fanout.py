@@ -2,10 +2,8 @@
 
 python-socketio already encodes an emit without acknowledgement once, but then hands the packet to each
 recipient's Engine.IO queue; a writer green thread per socket wakes (a hub timer, a switch, a 45 s
-``Timeout`` made and cancelled), frames the text and sends it. Profiled with py-spy during
-``bench/chat_bench.py`` (500 sockets, one room, Redis queue): that hand-off was about half of the
-server's ~48 ms of CPU per message; the ``send`` system calls were a fifth. With this module: ~18 ms,
-most of it those system calls and the storing of the message.
+``Timeout`` made and cancelled), frames the text and sends it: that hand-off was about half of a chat
+message's server CPU (``bench/results/core.md#socketio-fan-out``).
 
 Here the frame is built once per emit and, for each recipient whose socket is idle (websocket transport,
 nothing queued, no frame being written), sent at once with one non-blocking ``send``. A socket that is
@@ -213,8 +211,8 @@ def _as_list(encoded: str | bytes | list[Any]) -> Iterable[Any]:
 
 _MESSAGE = str(eio_packet.MESSAGE)  # an Engine.IO message: this digit, then the Socket.IO packet
 # What each green thread (or thread: each has its own greenlet) gathers. Keyed by ``getcurrent()``, not a
-# ``threading.local``: under eventlet that is ``corolocal.local``, whose every read cost ~12 µs (py-spy,
-# 2% of a worker delivering 1,800 changes a second).
+# ``threading.local``: under eventlet that is ``corolocal.local``, dear on every read (same section as the
+# module's docstring).
 _gathering: dict[Any, dict[str, tuple[Any, list[str]]]] = {}
 
 

@@ -1,14 +1,14 @@
 """One Redis ``GET`` per request, as cheap as a round trip gets: what ``trellis.cache`` checks each request.
 
-redis-py's ``Redis.get`` spends ~120 µs of CPU per call (connection pool, retries, event hooks) and
-a packed command on one of its connections ~35 µs, against ~12 µs for the same ``GET`` written to a
-plain socket (measured on this machine under load; a get by id costs ~320 µs in all). So the token is
+redis-py's ``Redis.get`` (connection pool, retries, event hooks), even a packed command on one of its
+connections, costs several times the CPU of the same ``GET`` written to a plain socket, and a sizeable
+part of a get by id (``bench/results/core.md#token-reader``). So the token is
 read on plain sockets (green under eventlet) opened with the shared client's own settings (host,
 port, database, credentials, timeouts), kept in a small stack of idle connections. A TLS or
 Unix-socket Redis goes through the client itself. Any fault closes the connection and raises
 ``OSError``: the caller falls back to the database.
 
-Under eventlet a green socket that waits for its reply costs ~60 µs of CPU more (the hub's trampoline),
+Under eventlet a green socket that waits for its reply costs more CPU again (the hub's trampoline),
 so concurrent requests share reads (:class:`trellis.shared_reads.SharedReads`): a request takes the
 result of a read that started after the request asked, never one already under way (which might predate
 a change the request must see), so sharing loses nothing of exactness. At 16 concurrent requests most of them

@@ -162,7 +162,7 @@ def user_from_claims(claims: dict[str, Any]) -> Mapping[str, Any]:
     their end, beside the ``authentication-sessions`` generation that ending a session, blocking or
     deleting a user bumps: :func:`sessions_ended`), so a request of a known session reads nothing here;
     its user's other fields are read when a route asks for them (:class:`SessionUser`). The lookup was
-    a second round trip on every user request: ~25% of a user's get by id (bench/results/peer.md)."""
+    a second round trip on every user request (``bench/results/modules.md#known-sessions``)."""
     user_id, session_id = claims.get("sub"), claims.get("sid")
     if not isinstance(user_id, str) or not isinstance(session_id, str):
         raise unauthorized("Invalid token")

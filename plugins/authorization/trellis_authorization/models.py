@@ -18,7 +18,7 @@ def _key(length: int) -> TypeEngine[str]:
     Every list under access probes the tuple index once per row it walks (~50 rows per row shown when a
     caller reads 2% of a schema), and each probe compares ids on its way down the index. With the
     database's default collation (``C.UTF-8`` here, not PostgreSQL's own "C") each comparison goes
-    through ``strcoll``; in "C" it is a ``memcmp``: the page statement took 0.79× the time
+    through ``strcoll``; in "C" it is a ``memcmp``, and the page statement is faster
     (``bench/results/access.md``). Ids, relation names and subjects are ASCII identifiers compared for
     equality, so nothing but the speed changes. SQLite compares bytes already (BINARY).
     """

@@ -9,10 +9,9 @@ dies leaves a claimed row that becomes due again when its lease ends: every deli
 and by one worker at a time.
 
 Commits wait for the disk like any other. They are few: a dispatcher pass, a claim of what is left over,
-one batch of outcomes per 50 ms. Turning the wait off (``SET LOCAL synchronous_commit = off``) took one
-more statement per transaction, which cost the server more CPU than the wait: 0.57 against 0.53 ms per
-event written and delivered (4 runs each, py-spy attached), and the API's reads kept 91% of their rate
-with it, 92% without (``bench/webhooks_bench.py``, 5 rounds each). A crash now forgets no claim or outcome.
+one batch of outcomes per 50 ms. Turning the wait off (``SET LOCAL synchronous_commit = off``) takes one
+more statement per transaction, which cost the server more CPU than the wait
+(``bench/results/modules.md#webhook-deliveries``). A crash now forgets no claim or outcome.
 """
 
 from __future__ import annotations
@@ -272,7 +271,7 @@ _RECORD = (
 )
 
 # PostgreSQL: the whole batch in one statement over arrays. psycopg2 runs an executemany as one statement
-# (one round trip) per row: recording was ~8% of the server's samples while delivering (py-spy).
+# (one round trip) per row (bench/results/modules.md#webhook-deliveries).
 _RECORD_POSTGRESQL = text(
     f"""UPDATE {_table.name} AS d
     SET status = v.status, next_attempt_at = v.next_at, delivered_at = v.delivered_at,

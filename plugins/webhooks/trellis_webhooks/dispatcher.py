@@ -2,15 +2,15 @@
 
 A durable consumer of the core (``trellis.events.consumer("webhooks")``) holds the last ``eventId`` turned
 into deliveries. A pass locks it, reads the events after it (``trellis.events.read``), inserts the
-deliveries and moves the cursor in the same transaction: an event is queued once, whichever process gets there first, and a crash between two
-passes loses none (the next pass starts from the cursor). On PostgreSQL the row is locked with
+deliveries and moves the cursor in the same transaction: an event is queued once, whichever process gets
+there first, and a crash between two passes loses none (the next pass starts from the cursor). On PostgreSQL the row is locked with
 ``FOR UPDATE SKIP LOCKED`` (a process that finds it locked leaves the work to the holder); on SQLite the
 first statement is a write, which takes the database's one write lock.
 
 The deliveries a pass queues are inserted already claimed by its process, as many as its senders have room
-for (``room``), and go straight to them: claiming them back from the table cost a transaction and a
-returned row per delivery, ~12% of the server's samples while delivering (py-spy,
-``bench/results/webhooks.md``). The rest are inserted due now, for any worker's claimer.
+for (``room``), and go straight to them: claiming them back from the table would cost a transaction and
+a returned row per delivery (``bench/results/modules.md#webhook-deliveries``). The rest are inserted due
+now, for any worker's claimer.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ class _Hook:
 
 
 # The active webhooks, kept per process until a webhook is written anywhere (``service`` bumps it in the
-# write's transaction). Read at every wake (each event, coalesced), the query and its rollback took 4.7%
-# of a worker's samples during live fan-out with no webhook at all (py-spy, bench/live_bench.py).
+# write's transaction). Read at every wake (each event, coalesced), the query and its rollback showed
+# during live fan-out even with no webhook at all (bench/results/modules.md#webhook-deliveries).
 ACTIVE = Remembered("webhooks-active")
 
 

@@ -2,8 +2,8 @@
 
 h11 (python-hyper's sans-I/O HTTP/1.1, what httpcore and uvicorn are built on) writes the request and
 parses the answer; this module only moves the bytes. An attempt costs about half the CPU it did through
-urllib3: 130 against 240 µs per POST on eventlet (4,000 POSTs to a receiver on 127.0.0.1, 8 at a time),
-and a delivery's CPU is what the API's reads lose while webhooks are busy (``bench/webhooks_bench.py``).
+urllib3 (``bench/results/modules.md#webhook-deliveries``), and a delivery's CPU is what the API's reads lose
+while webhooks are busy (``bench/webhooks_bench.py``).
 What urllib3 spent the difference on is not needed here: a green ``select`` on every reused connection,
 http.client's email-parser for the answer's headers, its response layers, and the retries, redirects,
 proxies and decoding that are all turned off for webhooks.

@@ -62,7 +62,7 @@ class Worker:
         self._soonest_retry = float("inf")  # monotonic time of the earliest retry this process scheduled
         # Due deliveries may be waiting for room (a claim or a pass had more than it took): the senders wake
         # the claimer as they free up. Otherwise it claims on its poll and at retries' times only; claiming
-        # after every outcome was ~10% of the server's samples while delivering, mostly empty claims.
+        # after every outcome made mostly empty claims (bench/results/modules.md#webhook-deliveries).
         self._backlog = False
         self._unsubscribe: Callable[[], None] | None = None  # the dispatcher's subscription to the event log
 

@@ -5,8 +5,7 @@
 
 One Trellis server process (eventlet, PostgreSQL on a throwaway database, modules authentication,
 authorization, database) with its own ``redis-server`` child (counts kept there, as in production), and
-a second process on the same database without Redis (every count computed). The data (issue 31,
-"Speed"):
+a second process on the same database without Redis (every count computed). The data:
 
 - 100,000 documents of ``Doc {title: String, price: Number}`` under access control
   (``modelOptions.conduit.authorization.enabled``), loaded through ``POST /database/Doc/many`` as the
@@ -418,7 +417,7 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
     share = len(seeded["readable"]) / args.documents * 100
     lines = [
         *report_header(
-            "Access control benchmark (issue 31)",
+            "Access control benchmark",
             command,
             revision,
             "foreign CPU: the share of both cores used by other processes during a measured run",

@@ -1,5 +1,5 @@
 """Live data under access control: 200 writes/s fanned out to 500 subscribers who may each read a different
-tenth of the documents (issue 31's live figure: p99 < 100 ms, 0 lost, 0 leaked).
+tenth of the documents (the goal: p99 < 100 ms, 0 lost, 0 leaked).
 
     .venv/bin/python -m bench.access_live_bench                    # 500 users, 200 writes/s, 20 s a round
     .venv/bin/python -m bench.access_live_bench --subscribers 100 --rate 50 --seconds 5 --rounds 1

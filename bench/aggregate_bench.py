@@ -1,5 +1,5 @@
 """Aggregation: ``GET /database/Doc/aggregate?groupBy=category&count=true&sum=price`` beside the very same
-SQL ``GROUP BY`` run through psycopg2, as the admin and as a user under access rules (issue 33, "Speed").
+SQL ``GROUP BY`` run through psycopg2, as the admin and as a user under access rules.
 
     flock /work/bench.lock .venv/bin/python -m bench.aggregate_bench            # 4 rounds, 2 s + 10 s runs
     flock /work/bench.lock .venv/bin/python -m bench.aggregate_bench --rounds 2 --duration 5 --no-write
@@ -181,7 +181,7 @@ def report(result: dict[str, Any], args: argparse.Namespace, command: str, revis
     share = len(seeded["readable"]) / args.documents * 100
     lines = [
         *report_header(
-            "Aggregation benchmark (issue 33)", command, revision, "load: the 1-minute load average when a run started"
+            "Aggregation benchmark", command, revision, "load: the 1-minute load average when a run started"
         ),
         f"Data: {args.documents:,} `Doc` documents (`category` among {CATEGORIES}, `price`) under access control, "
         f"{args.users:,} users, 1,000 teams, {seeded['owners']:,} owner tuples and {seeded['grants']:,} grants "

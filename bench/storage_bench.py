@@ -15,7 +15,7 @@ peak minus the idle figure, so it also counts any start-up peak and can only ove
 For S3, moto's server runs in this client process on 127.0.0.1 (`ThreadedMotoServer`), so S3 figures
 include moto's own cost on the same two cores; they show that memory stays flat, not what AWS would do.
 
-`--part resumable` (figures in `bench/results/storage_resumable.md`) measures the issue 32 additions:
+`--part resumable` (figures in `bench/results/storage_resumable.md`) measures resumable uploads and image variants:
 
 - a 200 MB tus upload in 5 MB chunks (`PATCH /storage/uploads/{id}`) against one `POST /storage/upload` of
   the same file, in interleaved rounds: throughput ratio and the server's RSS growth during the tus upload

@@ -1,4 +1,4 @@
-"""`make run` installs and initialises only when something calls for it (issue 35: the second start with
+"""`make run` installs and initialises only when something calls for it (the second start with
 nothing changed served in ~4-8 s on a loaded 2-core machine, against ~105 s of reinstalling before).
 
 The Makefile is asked what it would do (`make -n`, nothing runs) with a virtualenv and an instance folder

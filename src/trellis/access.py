@@ -29,6 +29,10 @@ from sqlalchemy.dialects.postgresql import ARRAY
 _PROVIDER = "trellis_access"
 _CATALOG = "trellis_access_catalog"
 
+# The topics of grant and revoke events (the Authorization module records them; read them with
+# AccessControl.grant_change).
+GRANT_EVENTS = "authorization.*.*"
+
 # The bound parameters of every compiled predicate (values from Acting.parameters()).
 SUBJECTS, USERS, TEAMS = "acc_subjects", "acc_users", "acc_teams"
 
@@ -58,6 +62,7 @@ class ResourceTable:
     table: sa.Table
     relation_fields: Mapping[str, FieldRef]
     field_relations: Mapping[str, str] = field(default_factory=dict)
+    family: str = ""  # the event family of its documents' changes (the Database module names it)
 
     @property
     def id_column(self) -> sa.ColumnElement[Any]:
@@ -121,6 +126,20 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class GrantChange:
+    """A grant or revoke as its event records it (the Authorization module parses its own payloads)."""
+
+    resource: str  # <Schema>:<documentId>
+    subject: str
+    relation: str
+    granted: bool  # False: revoked
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.resource, self.subject, self.relation)
+
+
+@dataclass(frozen=True)
 class Audience:
     """Who holds a permission on one document, in the terms of the predicate's three parameters: the
     tuples' subjects (matched against ``Acting.subjects``), the users and the teams its fields name
@@ -174,6 +193,9 @@ class AccessControl(Protocol):
 
     def change_families(self, resource: ResourceTable) -> list[str]: ...
 
+    def grant_change(self, topic: str, payload: Mapping[str, Any]) -> GrantChange | None:
+        """The grant or revoke an event records (None: another event, or not a well-formed one)."""
+
     def allowed(
         self, resource: ResourceTable, acting: Acting, doc_id: str, permissions: Iterable[str]
     ) -> dict[str, bool] | None: ...
@@ -200,7 +222,8 @@ class AccessControl(Protocol):
 
     def dropped(self, resource: str) -> None: ...
 
-    def check_options(self, resource: ResourceTable) -> dict[str, list[str]]: ...
+    def check_options(self, resource: ResourceTable) -> dict[str, list[str]]:
+        """Errors of the resource's field-backed relations, keyed by field name."""
 
     def grants(self, resource: str, doc_id: str) -> list[dict[str, str]]: ...
 

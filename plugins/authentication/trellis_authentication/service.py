@@ -9,9 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 from . import teams, users
+from .team_events import FAMILY as TEAM_FAMILY
+from .team_events import PATTERN as TEAM_EVENTS
+from .team_events import TeamChange, team_change
 from .users import existing_ids, get_user
 
-__all__ = ["existing_team_ids", "existing_user_ids", "get_user", "public_users", "team_exists", "team_ids_of"]
+__all__ = [
+    "TEAM_EVENTS",
+    "TEAM_FAMILY",
+    "TeamChange",
+    "existing_team_ids",
+    "existing_user_ids",
+    "get_user",
+    "public_users",
+    "team_change",
+    "team_exists",
+    "team_ids_of",
+]
 
 
 def existing_user_ids(user_ids: list[str]) -> set[str]:

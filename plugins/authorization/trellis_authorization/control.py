@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
-from trellis.access import Acting, Audience, Probe, ResourceTable
+from trellis.access import Acting, Audience, GrantChange, Probe, ResourceTable, catalog
 from trellis.errors import forbidden, not_found
 from trellis.hooks import hookimpl
 
@@ -55,9 +55,14 @@ class Control:
         for permission in found.permissions:
             for field_name, _ in found.inherited(permission):
                 ref = resource.relation_fields.get(field_name)
-                if ref is not None:
-                    families += [f"database.{ref.target}", tuples.family(ref.target)]
-        return sorted(set(families))
+                registered = catalog()
+                target = registered.resource(ref.target) if ref is not None and registered is not None else None
+                if target is not None:  # a target outside access control grants nothing
+                    families += [target.family, tuples.family(target.name)]
+        return sorted({family for family in families if family})
+
+    def grant_change(self, topic: str, payload: Mapping[str, Any]) -> GrantChange | None:
+        return tuples.change_of(topic, payload)
 
     def allowed(
         self, resource: ResourceTable, acting: Acting, doc_id: str, permissions: Iterable[str]
@@ -93,11 +98,12 @@ class Control:
         definitions.drop(resource)
 
     def check_options(self, resource: ResourceTable) -> dict[str, list[str]]:
-        """Errors of a schema's ``authorization.fields`` against its definition."""
+        """Errors of a schema's field-backed relations against its definition, by field name (the Database
+        module says where its schemas keep them)."""
         found = definitions.definition(resource.name)
         errors: dict[str, list[str]] = {}
         for field_name, relation in resource.field_relations.items():
-            key = f"modelOptions.conduit.authorization.fields.{field_name}"
+            key = field_name
             ref = resource.relation_fields.get(field_name)
             if ref is None or ref.target not in ("User", "Team"):
                 errors[key] = ["A field-backed relation needs a Relation field to User or Team"]

@@ -11,6 +11,7 @@ consequences of those changes, which have their own events, and are not audited 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from trellis import audit, db, events
-from trellis.access import ResourceTable, catalog
+from trellis.access import GrantChange, ResourceTable, catalog
 from trellis.errors import bad_request, conflict, not_found
 
 from . import subjects
@@ -30,6 +31,19 @@ _table = Relation.__table__
 
 def family(resource_type: str) -> str:
     return f"authorization.{resource_type}"
+
+
+def change_of(topic: str, payload: Mapping[str, Any]) -> GrantChange | None:
+    """The grant or revoke ``authorization.<Type>.grant|revoke`` records (see :func:`grant`, :func:`revoke`)."""
+    parts = topic.split(".")
+    if len(parts) != 3 or parts[0] != "authorization" or parts[2] not in ("grant", "revoke"):
+        return None
+    kind = parts[2]
+    values = [payload.get(name) for name in ("resource", "subject", "relation")]
+    if not all(isinstance(value, str) for value in values) or ":" not in values[0]:
+        return None
+    resource, subject, relation = values
+    return GrantChange(resource, subject, relation, granted=kind == "grant")
 
 
 def parse_resource(text: Any, key: str = "resource") -> tuple[ResourceTable, str]:

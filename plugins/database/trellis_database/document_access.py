@@ -62,8 +62,13 @@ def describe(schema: CompiledSchema, aliased: bool = False) -> ResourceTable:
             if field.type == "Relation" and field.model
         }
         fields = {name: relation for name, relation in (options(schema).get("fields") or {}).items()}
-        found = schema.statements[key] = ResourceTable(schema.name, table, refs, fields)
+        found = schema.statements[key] = ResourceTable(schema.name, table, refs, fields, family_of(schema.name))
     return found
+
+
+def family_of(schema_name: str) -> str:
+    """The event family of a schema's document changes (``database.<Schema>``)."""
+    return f"database.{schema_name}"
 
 
 def field_ref(table: Any, field: Field, dialect: str) -> FieldRef:

@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar
 from flask import Flask, current_app
 from sqlalchemy.exc import DBAPIError
 
-from trellis import connections, db, events
+from trellis import access, connections, db, events
 from trellis.access import Acting
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, database_unavailable, not_found
@@ -200,7 +200,7 @@ class LiveHub:
                     with self._app.app_context():
                         self._stop_listening = [
                             events.subscribe(pattern, self.on_event)
-                            for pattern in ("database.*.*", live_access.GRANT_EVENTS, live_access.TEAM_EVENTS)
+                            for pattern in ("database.*.*", access.GRANT_EVENTS, live_access.TEAM_EVENTS)
                         ]
 
     # users

@@ -42,14 +42,14 @@ from sqlalchemy.sql import visitors
 from trellis import access, events, reads
 from trellis.access import Acting, Audience, Probe, ResourceTable
 from trellis.credentials import Identity
+from trellis_authentication import service as users_service
 
 from . import document_access, live_history
 from .documents import columns, to_document
 from .registry import CompiledSchema, snapshot
 
-TEAM_EVENTS = "authentication.team.*"
-TEAM_FAMILY = "authentication.team"
-GRANT_EVENTS = "authorization.*.*"
+TEAM_EVENTS = users_service.TEAM_EVENTS
+TEAM_FAMILY = users_service.TEAM_FAMILY
 _OLD = "old_"  # prefix of the bound parameters of the previous viewer's predicate
 
 
@@ -100,7 +100,7 @@ def sides(event: events.Event, schema_name: str, restricted: bool) -> list[Sides
             return _document_sides(event, kind)
         return _related_sides(event, kind, schema_name) if restricted else []
     if module == "authorization" and kind in ("grant", "revoke") and restricted:
-        return _grant_sides(event, kind, schema_name)
+        return _grant_sides(event, schema_name)
     return []
 
 
@@ -145,34 +145,31 @@ def _tail(
     """What changed after ``event_id`` in who may read the resource's documents: its grants, its deleted
     documents' grants, and the documents and grants of the resources it inherits from; ``documents``: its
     own documents' changes too (an event that does not carry the document reads it, as it was then)."""
-    families = control().change_families(resource)
-    own = f"database.{resource.name}"
+    found = control()
+    families = found.change_families(resource)
     if documents:
-        return live_history.read_tail(connection, event_id, [*families, own])
-    return live_history.read_tail(connection, event_id, families, [f"{own}.delete"])
+        return live_history.read_tail(connection, event_id, found.grant_change, [*families, resource.family])
+    return live_history.read_tail(connection, event_id, found.grant_change, families, [f"{resource.family}.delete"])
 
 
-def _grant_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides]:
+def _grant_sides(event: events.Event, schema_name: str) -> list[Sides]:
     """A grant or revoke on ``R:<id>``: the document itself when ``R`` is the schema, and the schema's
     documents that named it in a Relation field when the schema inherits from ``R`` — each as it was when
     the grant committed."""
-    payload = event.payload
-    subject, relation, text = payload.get("subject"), payload.get("relation"), payload.get("resource")
-    if not all(isinstance(value, str) for value in (subject, relation, text)) or ":" not in text:
-        return []
     resolved = resource_of(schema_name)
-    if resolved is None:
+    grant = control().grant_change(event.topic, event.payload) if resolved is not None else None
+    if resolved is None or grant is None:
         return []
     schema, resource = resolved
-    target, target_id = text.split(":", 1)
-    change = (text, subject, relation)
+    target, target_id = grant.resource.split(":", 1)
+    change = grant.key
     with live_history.snapshot() as connection:
         tail = _tail(connection, event.id, resource, documents=True)
         documents = _naming(connection, tail, schema, resource, target, target_id)
         if not documents:
             return []
         after_plus, after_minus = tail.changes()
-        held_before = {**tail.tuples, change: kind == "revoke"}  # before a grant: without it; a revoke: with
+        held_before = {**tail.tuples, change: not grant.granted}  # before a grant: without it; a revoke: with
         before_plus = tuple(key for key, held in held_before.items() if held)
         before_minus = tuple(key for key, held in held_before.items() if not held)
         probes = [Probe(doc, before_plus, before_minus) for doc in documents]
@@ -274,28 +271,19 @@ def access_families(schema_name: str) -> list[str]:
 
 def affected_users(event: events.Event) -> list[str]:
     """The users whose teams (and so whose subjects) a team event changed."""
-    payload = event.payload
-    kind = event.topic.rsplit(".", 1)[1]
-    if kind in ("join", "leave"):
-        user = payload.get("userId")
-        if kind == "join" and payload.get("previousRole") is not None:
-            return []  # a role change: the same teams
-        return [user] if isinstance(user, str) else []
-    if kind in ("delete", "update"):
-        return [user for user in payload.get("userIds") or () if isinstance(user, str)]
-    return []
+    change = users_service.team_change(event.topic, event.payload)
+    return list(change.users) if change is not None else []
 
 
 def viewer_after(event: events.Event, user_id: str) -> Acting | None:
     """Who ``user_id`` acts as once the team change ``event`` committed: its teams as the change recorded
     them (``teams`` in the payload), else as they are now."""
-    recorded = event.payload.get("teams")
-    teams = recorded.get(user_id) if isinstance(recorded, dict) else None
+    change = users_service.team_change(event.topic, event.payload)
     found = access.control()
     if found is None:
         return None
-    if isinstance(teams, list) and all(isinstance(team, str) for team in teams):
-        return found.viewer_of(user_id, teams)
+    if change is not None and user_id in change.teams:
+        return found.viewer_of(user_id, change.teams[user_id])
     return user_viewer(user_id)
 
 
@@ -308,21 +296,21 @@ def viewer_at(user_id: str, since: int) -> Acting | None:
         return None
     recorded = events.recorded()
     statement = (
-        sa.select(recorded.c.event_id, recorded.c.payload)
+        sa.select(recorded.c.event_id, recorded.c.topic, recorded.c.payload)
         .where(recorded.c.family == TEAM_FAMILY)
         .order_by(recorded.c.event_id.is_(None).desc(), recorded.c.event_id.desc())
     )
     later = False
     with _connection() as connection:
-        for event_id, text in connection.execute(statement):
+        for event_id, topic, text in connection.execute(statement):
             payload = json.loads(text) if isinstance(text, str | bytes) else text
-            teams = payload.get("teams") if isinstance(payload, dict) else None
-            if not isinstance(teams, dict) or user_id not in teams:
+            change = users_service.team_change(topic, payload) if isinstance(payload, dict) else None
+            if change is None or user_id not in change.teams:
                 continue
             if event_id is None or event_id > since:
                 later = True
                 continue
-            return found.viewer_of(user_id, [str(team) for team in teams[user_id]])
+            return found.viewer_of(user_id, change.teams[user_id])
     return found.viewer_of(user_id, []) if later else user_viewer(user_id)
 
 

@@ -12,7 +12,7 @@ or in neither.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,8 +20,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from trellis import events, reads
+from trellis.access import GrantChange
 
 Key = tuple[str, str, str]  # (resource "<Schema>:<id>", subject, relation)
+GrantParser = Callable[[str, Mapping[str, Any]], GrantChange | None]
 
 
 @contextmanager
@@ -42,12 +44,12 @@ class Tail:
     tuples: dict[Key, bool] = field(default_factory=dict)  # held at the event, for tuples changed since
     documents: dict[str, dict[str, dict[str, Any] | None]] = field(default_factory=dict)  # schema → id → doc
 
-    def add(self, topic: str, payload: Mapping[str, Any]) -> None:
-        module, name, kind = topic.split(".", 2)
-        if module == "authorization" and kind in ("grant", "revoke"):
-            key = (str(payload.get("resource")), str(payload.get("subject")), str(payload.get("relation")))
-            self.tuples.setdefault(key, kind == "revoke")
+    def add(self, topic: str, payload: Mapping[str, Any], grant: GrantParser) -> None:
+        change = grant(topic, payload)
+        if change is not None:
+            self.tuples.setdefault(change.key, not change.granted)
             return
+        module, name, kind = topic.split(".", 2)
         if module != "database" or kind not in ("create", "update", "delete"):
             return
         document = payload.get("document")
@@ -58,7 +60,7 @@ class Tail:
         self.documents.setdefault(name, {}).setdefault(
             doc_id, dict(previous) if kind != "create" and isinstance(previous, Mapping) else None
         )
-        if kind == "delete":  # its tuples went with it, no revoke each
+        if kind == "delete":  # its tuples went with it, no revoke each (the Database module's own payload)
             for subject, relation in payload.get("grants") or ():
                 self.tuples.setdefault((f"{name}:{doc_id}", str(subject), str(relation)), True)
 
@@ -81,9 +83,12 @@ class Tail:
         return list(self.documents.get(schema, {}))
 
 
-def read_tail(connection: sa.Connection, after: int, families: list[str], topics: list[str] = ()) -> Tail:
+def read_tail(
+    connection: sa.Connection, after: int, grant: GrantParser, families: list[str], topics: Sequence[str] = ()
+) -> Tail:
     """The changes of ``families`` (and single ``topics``) recorded after event ``after``, in ``connection``'s
-    snapshot; numbered ones first, then those waiting for their number (they will be numbered later)."""
+    snapshot; numbered ones first, then those waiting for their number (they will be numbered later).
+    ``grant``: the access control's reader of its grant events (``AccessControl.grant_change``)."""
     recorded = events.recorded()
     which = [recorded.c.family.in_(families)] if families else []
     if topics:
@@ -97,5 +102,5 @@ def read_tail(connection: sa.Connection, after: int, families: list[str], topics
         .order_by(recorded.c.event_id.is_(None), recorded.c.event_id, recorded.c.id)
     )
     for topic, payload in connection.execute(statement):
-        tail.add(topic, json.loads(payload) if isinstance(payload, str | bytes) else payload)
+        tail.add(topic, json.loads(payload) if isinstance(payload, str | bytes) else payload, grant)
     return tail

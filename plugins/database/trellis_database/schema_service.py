@@ -94,7 +94,10 @@ def _check_access(row: SchemaRecord) -> None:
             "authorization.fields maps field names to relation names",
             {"modelOptions.conduit.authorization.fields": ["Not a map of names"]},
         )
-    errors = control.check_options(document_access.describe(compile_record(row)))
+    errors = {
+        f"modelOptions.conduit.authorization.fields.{name}": problems
+        for name, problems in control.check_options(document_access.describe(compile_record(row))).items()
+    }
     if errors:
         db.session.rollback()  # the table and row this change made so far go too
         raise bad_request("The schema's access settings are not valid", errors)

@@ -38,7 +38,7 @@ SPECIFIC: list[tuple[str, re.Pattern[str]]] = [
             r"^validate |\(trellis_database/fields\.py|\(marshmallow/|^Parser\.[a-z_]+ \(webargs/|^check_relations ",
         ),
         ("access", r"document_access\.py|\(trellis_authorization/|\(trellis/access\.py"),
-        ("event log", r"\(trellis/events\.py"),
+        ("event log", r"\(trellis/events/"),
         ("Redis (cache tokens, rate limits, counts)", r"\(redis/"),
         (
             "hooks (auth, metrics, CORS, rate limits)",

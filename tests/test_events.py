@@ -288,7 +288,8 @@ def test_a_process_nobody_listens_in_drops_what_it_hears_and_a_later_consumer_he
             heard.start()
             write(1)
             time.sleep(0.3)
-            assert heard._delivered is None and heard._inbox == []  # nothing kept of what nobody asked for
+            # Nothing kept of what nobody asked for.
+            assert heard.receiver._delivered is None and heard.receiver._inbox == []
             inbox, unsubscribe = _collect("database.*.*")
             write(2)
             assert inbox.get(timeout=WAIT).payload == {"n": 2}

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 
 from trellis import create_app, db
 from trellis.testing.plugin import statements_run
-from trellis_database import counts, documents
+from trellis_database import counts
+from trellis_database.documents import list_access
 
 from .conftest import DatabaseApi
 
@@ -31,9 +32,9 @@ def api(app_config, db, admin_headers):
 
 @pytest.fixture(autouse=True)
 def no_hints():
-    documents._narrow._until.clear()  # the hints of earlier tests' callers on this worker
+    list_access.narrow_callers.clear()  # the hints of earlier tests' callers on this worker
     yield
-    documents._narrow._until.clear()
+    list_access.narrow_callers.clear()
 
 
 @pytest.fixture()

@@ -1,5 +1,5 @@
 """Pages under access control: a caller who may read most of what matches gets its page from the first
-matches in sort order (``documents._walked_page``), one who may read little from the deferred join; the
+matches in sort order (``documents.list_statements.walked_page``), one who may read little from the deferred join; the
 same documents in the same order either way, whichever predicate (tuples, inherited, field-backed) grants
 the reading."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from trellis_database import documents
+from trellis_database.documents import list_access
 
 ACCESS = {"conduit": {"authorization": {"enabled": True}}}
 
@@ -21,9 +21,9 @@ def notes(dbapi) -> dict[str, Any]:
 
 @pytest.fixture(autouse=True)
 def no_hints():
-    documents._narrow._until.clear()  # the hints of earlier tests' callers on this worker
+    list_access.narrow_callers.clear()  # the hints of earlier tests' callers on this worker
     yield
-    documents._narrow._until.clear()
+    list_access.narrow_callers.clear()
 
 
 def _many(dbapi, user, schema: str, docs: list[dict[str, Any]]) -> list[str]:
@@ -37,7 +37,7 @@ def _ns(dbapi, user, schema: str, query: str) -> list[float]:
 
 
 def _narrow_callers() -> int:
-    return len(documents._narrow._until)
+    return len(list_access.narrow_callers)
 
 
 def test_a_broad_callers_full_pages_are_walked_and_exact(dbapi, notes, make_user):
@@ -52,7 +52,7 @@ def test_a_broad_callers_full_pages_are_walked_and_exact(dbapi, notes, make_user
     assert _ns(dbapi, alice, "Note", "sort=-n&limit=7&n[$lt]=-1") == []  # nothing matches: the same
     assert _narrow_callers() == 0
     assert _ns(dbapi, alice, "Note", "sort=n&limit=5&skip=10") == [10, 11, 12, 13, 14]
-    documents._narrow._until.clear()
+    list_access.narrow_callers.clear()
     # deeper than MAX_WALKED_PAGE: the deferred join at once
     assert _ns(dbapi, alice, "Note", "sort=-n&limit=10&skip=105") == [14 - k for k in range(10)]
     listed = dbapi.list("Note", "sort=-n&limit=3", headers=bob.headers)
@@ -110,7 +110,7 @@ def test_a_narrow_callers_hint_ends(dbapi, notes, make_user, monkeypatch):
     alice, carol = make_user(), make_user()
     _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(30)])
     _many(dbapi, carol, "Note", [{"text": "c", "n": 0.5}])
-    monkeypatch.setattr(documents, "NARROW_SECONDS", 0.0)  # a hint that is over as soon as it is made
+    monkeypatch.setattr(list_access, "NARROW_SECONDS", 0.0)  # a hint that is over as soon as it is made
     assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [0.5]
     assert _narrow_callers() == 1
     _many(dbapi, carol, "Note", [{"text": "c", "n": 100 + n} for n in range(3)])

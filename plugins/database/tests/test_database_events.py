@@ -44,7 +44,7 @@ def test_rest_writes_record_create_update_delete(dbapi):
 
 
 def test_an_update_to_and_from_an_empty_document_records_its_json(dbapi):
-    """The payload is spliced from the JSONB's text in SQL (documents._document_sql): an empty ``data``
+    """The payload is spliced from the JSONB's text in SQL (documents.json_sql.document_sql): an empty ``data``
     leaves no stray comma, a unicode value comes through whole."""
     dbapi.create_schema("Blank", {"title": "String"})
     doc = dbapi.post("Blank", {"title": 'é "q" }{'})

@@ -223,7 +223,7 @@ def test_each_single_document_write_is_one_statement_without_begin_or_commit(pro
 
 def test_concurrent_updates_of_one_document_record_each_replaced_version(committing_app):
     """Eight clients PATCH one document at once. PostgreSQL runs an update first without a row lock and
-    requires the version it read (``documents._update_one``); an update that lost the race writes nothing
+    requires the version it read (``documents.update._update_one``); an update that lost the race writes nothing
     and runs again with ``FOR UPDATE``. Either way each event's ``previous`` is the very version its update
     replaced, and each answer is its event's ``document``: versions 1..N once each, in one chain. (SQLite
     has one writer, and no lock-free first attempt: eight writing threads there meet "database is locked".)"""

@@ -78,7 +78,7 @@ class Storage:
     app: Any
 
     def backend(self):
-        from trellis_storage.service import active_backend
+        from trellis_storage.placement import active_backend
 
         return active_backend()
 

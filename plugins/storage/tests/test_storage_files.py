@@ -319,7 +319,7 @@ def _fetch(client, url: str) -> tuple[int, bytes, CaseInsensitiveDict]:
 
 
 def test_signed_url_serves_the_private_file_for_an_hour(client, storage, user, upload, monkeypatch):
-    from trellis_storage import service
+    from trellis_storage import signed_urls
 
     file_id = upload(user.headers, b"%PDF-1.4 private", "Ünïcode.pdf").get_json()["id"]
     answer = client.get(f"/storage/getUrl/{file_id}", headers=user.headers)
@@ -337,13 +337,13 @@ def test_signed_url_serves_the_private_file_for_an_hour(client, storage, user, u
         query = parse_qs(urlsplit(url).query)
         assert query["X-Amz-Expires"] == ["3600"] and "X-Amz-Signature" in query
         return
-    now = service._clock()
-    monkeypatch.setattr(service, "_clock", lambda: now + 3590)
+    now = signed_urls._clock()
+    monkeypatch.setattr(signed_urls, "_clock", lambda: now + 3590)
     assert _fetch(client, url)[0] == 200
-    monkeypatch.setattr(service, "_clock", lambda: now + 3601)
+    monkeypatch.setattr(signed_urls, "_clock", lambda: now + 3601)
     expired = client.get(path_of(url))
     assert expired.status_code == 403 and "expired" in expired.get_json()["message"]
-    monkeypatch.setattr(service, "_clock", lambda: now)
+    monkeypatch.setattr(signed_urls, "_clock", lambda: now)
     assert client.delete(f"/storage/file/{file_id}", headers=user.headers).status_code == 200
     assert client.get(path_of(url)).status_code == 404  # a valid signature for a file that is gone
 
@@ -359,9 +359,9 @@ def test_signed_url_expiry_follows_the_config(client, storage, user, upload):
 
         token = path_of(url).rsplit("/", 1)[1]
         payload = URLSafeSerializer("unused").loads_unsafe(token)[1]
-        from trellis_storage import service
+        from trellis_storage import signed_urls
 
-        assert 58 <= payload["e"] - service._clock() <= 60
+        assert 58 <= payload["e"] - signed_urls._clock() <= 60
 
 
 def test_forged_signed_urls_are_refused(client, storage, user, upload):

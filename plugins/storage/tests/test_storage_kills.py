@@ -31,8 +31,8 @@ from trellis.testing.plugin import live_server_env
 from trellis.testing.waiting import wait_until
 from trellis_authentication.testing import create_user_over_http
 from trellis_storage.backends import key_for
+from trellis_storage.journal import S3_UPLOAD_GRACE
 from trellis_storage.models import File, PendingBlob
-from trellis_storage.service import S3_UPLOAD_GRACE
 
 pytestmark = pytest.mark.live
 MiB = 1024 * 1024

@@ -1,4 +1,4 @@
-"""The sweep (``service.sweep``, run at start and every 10 minutes by each serving process) in this process:
+"""The sweep (``journal.sweep``, run at start and every 10 minutes by each serving process) in this process:
 part files and journal entries that no live writer holds are removed whatever their age, the others kept.
 What killed server processes leave is in ``test_storage_kills.py``."""
 
@@ -15,7 +15,7 @@ from sqlalchemy import select, update
 
 from trellis import db as trellis_db
 from trellis.testing.plugin import free_port
-from trellis_storage import service
+from trellis_storage import journal
 from trellis_storage.backends import S3_PART_SIZE, LocalBackend, key_for, remove_stale_parts
 from trellis_storage.models import File, PendingBlob
 
@@ -71,7 +71,7 @@ def test_the_sweep_covers_the_storage_path_and_the_configured_local_root(app, st
         pytest.skip("a local root's part files")
     configured = _dead_part(Path(storage.settings["local"]["path"]))
     default = _dead_part(Path(app.config["STORAGE_PATH"]))
-    service.sweep()
+    journal.sweep()
     assert not configured.exists() and not default.exists()
 
 
@@ -91,11 +91,11 @@ def test_local_entries_are_settled_once_no_process_holds_their_files(storage, us
     for key in (dead_key, live_key, key_for(recorded)):
         _journal(backend, key)
 
-    assert service.sweep() == 2
+    assert journal.sweep() == 2
     assert _entries() == {live_key}
     assert sorted(backend.keys()) == sorted([live_key, key_for(recorded)])
     live.close()
-    assert service.sweep() == 1
+    assert journal.sweep() == 1
     assert _entries() == set() and backend.keys() == [key_for(recorded)]
 
 
@@ -107,12 +107,12 @@ def test_s3_entries_of_uploads_are_settled_after_the_grace(storage):
     writer = backend.writer(key, "application/octet-stream")
     writer.write(b"x" * (S3_PART_SIZE + 1))  # one part is up: an unfinished multipart upload
     entry = _journal(backend, key)
-    assert service.sweep() == 0 and len(backend.keys()) == 1  # maybe still running
+    assert journal.sweep() == 0 and len(backend.keys()) == 1  # maybe still running
 
-    old = trellis_db.utcnow() - service.S3_UPLOAD_GRACE - timedelta(minutes=1)
+    old = trellis_db.utcnow() - journal.S3_UPLOAD_GRACE - timedelta(minutes=1)
     trellis_db.session.execute(update(PendingBlob).where(PendingBlob.id == entry).values(created_at=old))
     trellis_db.session.commit()
-    assert service.sweep() == 1
+    assert journal.sweep() == 1
     assert backend.keys() == [] and _entries() == set()  # the multipart upload is aborted
 
 
@@ -138,7 +138,7 @@ def test_a_blob_left_by_a_delete_during_an_s3_outage_is_removed_by_the_sweep(cli
         outage.start()
     try:
         assert [o["Key"] for o in s3_admin.list_objects_v2(Bucket=bucket).get("Contents", [])] == [key_for(file_id)]
-        assert service.sweep() == 1
+        assert journal.sweep() == 1
         assert storage.keys() == [] and _entries() == set()
     finally:
         outage.stop()

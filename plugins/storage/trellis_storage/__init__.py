@@ -12,16 +12,12 @@ from trellis.hooks import hookimpl
 
 from .admin import blp as admin_blp
 from .backends import S3Clients
+from .blob_backups import backup_blobs, backup_store, restore_blobs
 from .config import StorageConfig
+from .journal import start_sweeper
+from .placement import StorageState
 from .routes import blp
-from .service import (
-    StorageState,
-    backup_blobs,
-    backup_store,
-    delete_user_data,
-    restore_blobs,
-    start_sweeper,
-)
+from .service import delete_user_data
 from .tus_routes import blp as tus_blp
 from .uploads import RunningHashes, start_expiry
 

@@ -15,9 +15,9 @@ from trellis.module_config import admin_config_routes
 from . import service
 from .config import StorageConfig
 from .models import File, Folder
+from .placement import MODULE
 from .routes import StorageBlueprint
 from .schemas import AdminUploadForm, FileListArgs, FileSchema, FolderListArgs, FolderSchema, StatsSchema
-from .service import MODULE
 
 blp = StorageBlueprint(
     "storage_admin",

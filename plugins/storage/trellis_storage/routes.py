@@ -14,10 +14,10 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from trellis import audit, db
 from trellis.credentials import Identity, identify, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema, not_found, unauthorized
-from trellis.http import Blueprint, DeletedSchema, ListArgs, body_limit, deleted, paginate
+from trellis.http import ArgumentsParser, Blueprint, DeletedSchema, ListArgs, body_limit, deleted, paginate
 from trellis.server.formbody import FormLimitExceeded
 
-from . import service, urls
+from . import placement, service, signed_urls, urls
 from .models import File, Folder
 from .schemas import (
     FileSchema,
@@ -36,10 +36,10 @@ from .variants import TransformArgs, serve_image, transform_of
 FORM_OVERHEAD = 64 * 1024
 
 
-class _Parser(Blueprint.ARGUMENTS_PARSER.__class__):
+class _Parser(ArgumentsParser):
     """Adds the ``multipart`` location: form fields and file parts of one multipart body, one schema."""
 
-    __location_map__ = {**Blueprint.ARGUMENTS_PARSER.__class__.__location_map__, "multipart": "load_multipart"}
+    __location_map__ = {**ArgumentsParser.__location_map__, "multipart": "load_multipart"}
 
     def load_multipart(self, req: Any, schema: Any) -> Any:
         try:
@@ -47,7 +47,7 @@ class _Parser(Blueprint.ARGUMENTS_PARSER.__class__):
         except FormLimitExceeded:
             raise  # too many fields, or a text field too large: its own message
         except RequestEntityTooLarge:
-            raise service.too_large(service.config()["maxFileSize"]) from None
+            raise service.too_large(placement.config()["maxFileSize"]) from None
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -109,7 +109,7 @@ _FILE_RESPONSES = {
 
 def upload_limit() -> int:
     """The upload routes' body limit (checked by the core before the body is read: see ``body_limit``)."""
-    return service.config()["maxFileSize"] + FORM_OVERHEAD
+    return placement.config()["maxFileSize"] + FORM_OVERHEAD
 
 
 def _caller() -> Identity:
@@ -209,7 +209,7 @@ def get_url(args: dict[str, Any], fileId: str):
     if record is not None and identity is None:
         raise unauthorized("A private file's URL needs the owner's Bearer token or administrator credentials")
     record = service.visible_file(fileId, identity)
-    url, expires = service.signed_url(record, query=args)
+    url, expires = signed_urls.signed_url(record, query=args)
     return {
         "url": url,
         "isPublic": False,
@@ -241,7 +241,7 @@ def public_file(args: dict[str, Any], fileId: str, name: str):
 def signed_file(args: dict[str, Any], token: str):
     """A private file through a signed URL from `getUrl` (local backend, and any file's image transforms; S3
     files' plain downloads get presigned S3 URLs). Image transforms as on the download route."""
-    return _answer(service.file_from_token(token), args)
+    return _answer(signed_urls.file_from_token(token), args)
 
 
 # ----------------------------------------------------------------------------------------- folders

@@ -1,4 +1,6 @@
-"""Storage operations: store an upload, find what a caller may see, delete, URLs and signatures.
+"""Files and folders: store an upload as a file record, find what a caller may see, create and delete.
+Where blobs live is ``placement.py``, the journal and its sweep ``journal.py``, signed URLs
+``signed_urls.py``, a backup's blobs ``blob_backups.py``.
 
 Rules that hold everywhere here:
 - a failed upload leaves neither a record nor a stored blob (blob first, then the record; any failure
@@ -6,99 +8,39 @@ Rules that hold everywhere here:
 - blobs of deleted records are removed only after the transaction commits, so a rolled-back delete
   never loses data;
 - a blob that may have no record (an upload not yet recorded, a deleted file's) has an entry in the
-  journal (``PendingBlob``) until it is settled, so what a killed process leaves is found by ``sweep``;
+  journal (``PendingBlob``) until it is settled, so what a killed process leaves is found by the sweep;
 - a private file or folder of somebody else is reported as missing (404), never as forbidden.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import logging
 import mimetypes
-import time
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, BinaryIO
-from urllib.parse import quote
 
 import filetype
-from flask import Flask, current_app, url_for
-from itsdangerous import BadSignature, URLSafeSerializer
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, select
 from werkzeug.utils import secure_filename
 
-from trellis import audit, db, events, reads
-from trellis.background import ThrottledWarning, start_loop
-from trellis.backups.jobs import blobs_held, restore_running
-from trellis.backups.parts import Blob, BlobRestore
+from trellis import audit, db, events
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, conflict, forbidden, not_found, provider_error
-from trellis.module_config import get as get_config
 
-from .backends import Backend, BackendError, LocalBackend, S3Backend, S3Clients, key_for, remove_stale_parts
+from .backends import Backend, BackendError, key_for
 from .config import type_allowed
+from .journal import delete_blob, delete_committed, forget, journal
 from .models import File, Folder, PendingBlob
+from .placement import READ_CHUNK, active_backend, backend_of, config
 from .schemas import FileSchema
 
 log = logging.getLogger(__name__)
 
-MODULE = "storage"
 SNIFF_BYTES = 8192  # filetype looks at most at the first 8 KiB
-READ_CHUNK = 1024 * 1024
 FALLBACK_TYPE = "application/octet-stream"
-# Served inline (a browser shows them); everything else is an attachment, so an uploaded HTML or SVG
-# page can never run script on this origin.
-INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "application/pdf", "text/plain")
-INLINE_PREFIXES = ("audio/", "video/")
-_SIGNER_SALT = "trellis-storage-signed-url"
-# The clock signed URLs are issued and checked against (tests move it forward instead of sleeping).
-_clock = time.time
-
-
-# ------------------------------------------------------------------------------------------- backends
-
-
-@dataclass
-class StorageState:
-    """Per-app state, at ``app.extensions["trellis_storage"]``."""
-
-    s3_clients: S3Clients
-    running_hashes: Any  # uploads.RunningHashes: SHA-256 of resumable uploads in progress
-
-
-def config() -> dict[str, Any]:
-    return get_config(MODULE)
-
-
-def active_backend() -> Backend:
-    """The backend new uploads go to (the configured provider)."""
-    cfg = config()
-    if cfg["provider"] == "s3":
-        return _s3(cfg, cfg["s3"]["bucket"])
-    return _local(cfg)
-
-
-def backend_of(record: File) -> Backend:
-    """The backend a stored file lives in, whatever the provider is now."""
-    return _backend_at(config(), record.backend, record.location)
-
-
-def _backend_at(cfg: dict[str, Any], name: str, location: str | None) -> Backend:
-    if name == "s3":
-        return _s3(cfg, location or cfg["s3"]["bucket"])
-    return _local(cfg)
-
-
-def _local(cfg: dict[str, Any]) -> LocalBackend:
-    return LocalBackend(cfg["local"].get("path") or current_app.config["STORAGE_PATH"])
-
-
-def _s3(cfg: dict[str, Any], bucket: str) -> S3Backend:
-    state: StorageState = current_app.extensions["trellis_storage"]
-    return S3Backend(state.s3_clients.get(cfg["s3"]), bucket)
 
 
 # -------------------------------------------------------------------------------------------- upload
@@ -174,7 +116,7 @@ def store_upload(
         # Committed before a byte is stored, so a process killed from here on leaves an entry to sweep. The
         # request's reads end first: SQLite refuses a write in a transaction whose snapshot another wrote past.
         db.session.commit()
-        pending = _journal("upload", [(backend, key)])
+        pending = journal("upload", [(backend, key)])
         db.session.commit()
         size, sha256 = _copy(head, stream, writer, limit)
         writer.commit()
@@ -185,8 +127,8 @@ def store_upload(
         db.session.commit()
     except BaseException as exc:
         db.session.rollback()
-        if _delete_blob(backend, key) if stored else writer.abort():
-            _forget(pending)  # else the entry stays, for the sweep
+        if delete_blob(backend, key) if stored else writer.abort():
+            forget(pending)  # else the entry stays, for the sweep
         if isinstance(exc, BackendError):
             raise provider_error(f"Storing the file failed: {exc}") from None
         raise
@@ -258,122 +200,6 @@ def store_form(form: dict[str, Any], owner: str) -> File:
     folder = target_folder(form["folder"], owner, "folder")
     upload = form["file"]
     return store_upload(upload.stream, upload.filename, owner=owner, folder=folder, is_public=form["isPublic"])
-
-
-def _delete_blob(backend: Backend, key: str) -> bool:
-    """Whether the blob is gone; a failure is logged, and the journal keeps the entry for the sweep."""
-    try:
-        backend.delete(key)
-    except BackendError as exc:
-        # The record is gone (or was never written); an orphan blob is garbage, not data loss.
-        log.error("could not delete stored blob %s from %s: %s", key, backend.name, exc)
-        return False
-    return True
-
-
-# -------------------------------------------------------------------------------------------- journal
-
-
-# S3 cannot tell a running upload from a killed one: an upload's entry is settled once it is this old
-# (no upload takes a day), and a killed upload's multipart parts wait that long.
-S3_UPLOAD_GRACE = timedelta(days=1)
-SWEEP_BATCH = 1000
-SWEEP_EVERY_SECONDS = 600.0
-
-
-def _journal(reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
-    """Journal entries for ``blobs`` in the session's transaction (the caller commits); their ids."""
-    return _journal_on(db.session, reason, blobs)
-
-
-def _journal_on(connection: Any, reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
-    """Journal entries for ``blobs`` through ``connection`` (a connection or the session); their ids."""
-    rows = [
-        {
-            "id": db.new_id(),
-            "reason": reason,
-            "backend": b.name,
-            "location": b.location,
-            "key": k,
-            "created_at": db.utcnow(),
-        }
-        for b, k in blobs
-    ]
-    for start in range(0, len(rows), SWEEP_BATCH):
-        connection.execute(insert(PendingBlob), rows[start : start + SWEEP_BATCH])
-    return [row["id"] for row in rows]
-
-
-def _delete_entries(connection: Any, ids: list[str]) -> None:
-    for start in range(0, len(ids), SWEEP_BATCH):  # bounded: SQLite limits a statement's parameters
-        connection.execute(delete(PendingBlob).where(PendingBlob.id.in_(ids[start : start + SWEEP_BATCH])))
-
-
-def _forget(ids: list[str]) -> None:
-    """Drop settled journal entries in a short transaction of their own (the session's may have just ended)."""
-    if not ids:
-        return
-    try:
-        with reads.transaction() as connection:
-            _delete_entries(connection, ids)
-    except Exception as exc:  # the sweep finds the entries again; settling twice is harmless
-        log.warning("could not drop %d storage journal entries: %s", len(ids), exc.__class__.__name__)
-
-
-def sweep() -> int:
-    """Remove what killed processes left: every local root's part files whose writer is gone, and the blobs of
-    journal entries nobody holds (a dead upload's, a deleted file's whose removal did not happen). Returns
-    how many entries were settled; entries a live process holds are left alone."""
-    cfg = config()
-    for root in {current_app.config["STORAGE_PATH"], cfg["local"].get("path")} - {None}:
-        remove_stale_parts(root)
-    # Plain rows, not ORM objects (the rollback would expire those), oldest first.
-    entries = db.session.execute(
-        select(*PendingBlob.__table__.columns).order_by(PendingBlob.created_at).limit(SWEEP_BATCH)
-    ).all()
-    db.session.rollback()  # each entry is judged in a transaction begun after its files are locked
-    return sum(_settle(entry, cfg) for entry in entries)
-
-
-def _settle(entry: Any, cfg: dict[str, Any]) -> bool:
-    if entry.reason == "delete" and blobs_held():
-        return False  # a running backup's snapshot may still list the deleted file
-    if entry.reason == "restore" and restore_running():
-        return False  # its records are not committed yet; a dead restore's entries are settled
-    backend = _backend_at(cfg, entry.backend, entry.location)
-    with backend.writing(entry.key) as live:
-        if live is None:  # S3: a deleted file's blob is garbage at once, an upload's once it is old enough
-            live = entry.reason == "upload" and entry.created_at > db.utcnow() - S3_UPLOAD_GRACE
-        if live:
-            return False
-        # Looked at only now: the upload may have saved its record, settling this entry, meanwhile.
-        open_entry = db.session.execute(select(PendingBlob.id).where(PendingBlob.id == entry.id)).first()
-        file_id = entry.key.rsplit("/", 1)[-1]
-        recorded = db.session.execute(select(File.id).where(File.id == file_id)).first()
-        db.session.rollback()  # the delete below starts afresh (SQLite: no write on an old read snapshot)
-        try:
-            if open_entry and not recorded:
-                backend.purge(entry.key)
-        except BackendError as exc:
-            log.warning("could not remove leftover blob %s from %s: %s", entry.key, entry.backend, exc)
-            return False
-        db.session.execute(delete(PendingBlob).where(PendingBlob.id == entry.id))
-        db.session.commit()
-    if open_entry and not recorded:
-        log.info("removed leftover blob %s (%s) from %s", entry.key, entry.reason, entry.backend)
-    return True
-
-
-def start_sweeper(app: Flask) -> None:
-    """``Module.background``: ``sweep`` at start and every ``SWEEP_EVERY_SECONDS`` in each serving process."""
-
-    def step() -> None:
-        with app.app_context():
-            sweep()
-        time.sleep(SWEEP_EVERY_SECONDS)
-
-    # The database is away, or not migrated yet: the next pass tries again.
-    start_loop("storage-sweep", "storage sweep", step, ThrottledWarning(log), retry_seconds=SWEEP_EVERY_SECONDS)
 
 
 # -------------------------------------------------------------------------------------------- access
@@ -477,23 +303,15 @@ def delete_files(records: Iterable[File]) -> None:
         db.session.delete(record)
     db.session.flush()
     if blobs:
-        ids = _journal("delete", blobs)
+        ids = journal("delete", blobs)
         pending = [(b, k, i) for (b, k), i in zip(blobs, ids, strict=True)]
-        db.after_commit(lambda: _delete_committed(pending))
+        db.after_commit(lambda: delete_committed(pending))
 
 
 def record_file_events(action: str, records: list[File]) -> None:
     """``storage.file.<action>`` for each record, as the file routes show it, in the current transaction."""
     if records:
         events.record_many(f"storage.file.{action}", FileSchema(many=True).dump(records))
-
-
-def _delete_committed(blobs: list[tuple[Backend, str, str]]) -> None:
-    """After the deleting transaction commits: the blobs, then the journal entries of those gone. While a
-    backup runs they stay (its snapshot may still list the files): the journal keeps them for the sweep."""
-    if blobs_held():
-        return
-    _forget([entry for backend, key, entry in blobs if _delete_blob(backend, key)])
 
 
 def delete_user_data(user_id: str) -> None:
@@ -506,126 +324,3 @@ def delete_user_data(user_id: str) -> None:
         for folder_id in reversed(folder_tree(root)):
             db.session.delete(db.session.get(Folder, folder_id))
             db.session.flush()
-
-
-# ---------------------------------------------------------------------------------------------- URLs
-
-
-def _serializer() -> URLSafeSerializer:
-    return URLSafeSerializer(current_app.config["SECRET_KEY"], salt=_SIGNER_SALT)
-
-
-def signed_url(record: File, expires_in: int | None = None, query: dict[str, Any] | None = None) -> tuple[str, int]:
-    """A URL that serves ``record`` without credentials until it expires: (url, expiry epoch seconds).
-    With ``query`` (an image transform) it is always Trellis's own, which transforms; else an S3 file's is a
-    presigned S3 URL."""
-    seconds = config()["signedUrlExpiry"] if expires_in is None else expires_in
-    expires = int(_clock()) + seconds
-    if record.backend == "s3" and not query:
-        backend = backend_of(record)
-        assert isinstance(backend, S3Backend)
-        try:
-            url = backend.presigned_url(record.key, seconds, record.content_type, content_disposition(record))
-        except BackendError as exc:
-            raise provider_error(f"Signing the URL failed: {exc}") from None
-        return url, expires
-    token = _serializer().dumps({"f": record.id, "e": expires})
-    return url_for("storage.signed_file", token=token, _external=True, **(query or {})), expires
-
-
-def file_from_token(token: str) -> File:
-    """The file a local signed URL grants; 403 for a forged or expired one, 404 if the file is gone."""
-    try:
-        payload = _serializer().loads(token)
-    except BadSignature:
-        raise forbidden("The signed URL is not valid") from None
-    if not isinstance(payload, dict) or not isinstance(payload.get("e"), int) or not isinstance(payload.get("f"), str):
-        raise forbidden("The signed URL is not valid")
-    if payload["e"] <= _clock():
-        raise forbidden("The signed URL has expired")
-    record = db.session.get(File, payload["f"])
-    if record is None:
-        raise not_found("File not found")
-    return record
-
-
-# -------------------------------------------------------------------------------------------- headers
-
-
-def is_inline(content_type: str) -> bool:
-    return content_type in INLINE_TYPES or content_type.startswith(INLINE_PREFIXES)
-
-
-def content_disposition(record: File) -> str:
-    """RFC 6266: an ASCII ``filename`` for old clients plus ``filename*`` with the real (UTF-8) name."""
-    kind = "inline" if is_inline(record.content_type) else "attachment"
-    quoted = quote(record.display_name, safe="!#$&+-.^_`|~")
-    return f"{kind}; filename=\"{record.name}\"; filename*=UTF-8''{quoted}"
-
-
-# ------------------------------------------------------------------------------------------- backups
-
-
-def backup_blobs(rows: Callable[[str], Iterator[dict[str, Any]]]) -> Iterator[Blob]:
-    """The blob of every file record of a backup's snapshot, read from the backend that holds it."""
-    cfg = config()
-    for row in rows(File.__tablename__):
-        backend = _backend_at(cfg, row["backend"], row["location"])
-        yield Blob(f"{MODULE}/{row['id']}", functools.partial(backend.read, row["key"]))
-
-
-def restore_blobs(rows: Callable[[str], Iterator[dict[str, Any]]], blob: Callable[[str], BinaryIO]) -> BlobRestore:
-    """Put back the blobs of a restore's file records (a blob's key names its file, so a file present before
-    and after is the same bytes), crash-safe across processes through the journal:
-
-    - now, before the restore's transaction, one ``restore`` entry per blob to write is committed: a restore
-      killed from here on leaves entries the sweep settles (the blobs no committed record references go);
-    - ``write``, in the restore's transaction: the blobs are written, their entries removed and the blobs of
-      the files the restore drops journaled as ``delete`` — all of which commits or rolls back with the rows;
-    - ``finish`` (committed): those dropped files' blobs removed; ``undo`` (rolled back): the blobs written
-      that were not there before removed. Whatever a killed process skipped, the sweep does."""
-    cfg = config()
-    wanted = [
-        (row["id"], (row["backend"], row["location"], row["key"]), row["content_type"])
-        for row in rows(File.__tablename__)
-    ]
-    with reads.transaction() as connection:
-        journal = _journal_on(connection, "restore", [(_backend_at(cfg, n, loc), k) for _, (n, loc, k), _ in wanted])
-    table = File.__table__
-    written: list[tuple[Backend, str, str]] = []
-    gone: list[tuple[Backend, str, str]] = []
-
-    def write(connection: Any) -> None:
-        before = {tuple(r) for r in connection.execute(select(table.c.backend, table.c.location, table.c.key))}
-        restored: set[tuple[str, str | None, str]] = set()
-        for (file_id, place, content_type), entry in zip(wanted, journal, strict=True):
-            backend, key = _backend_at(cfg, place[0], place[1]), place[2]
-            writer = backend.writer(key, content_type)
-            try:
-                with blob(f"{MODULE}/{file_id}") as source:
-                    while chunk := source.read(READ_CHUNK):
-                        writer.write(chunk)
-                writer.commit()
-            except BaseException:
-                writer.abort()
-                raise
-            writer.close()
-            restored.add(place)
-            if place not in before:
-                written.append((backend, key, entry))
-        _delete_entries(connection, journal)
-        dropped = [(_backend_at(cfg, name, location), key) for name, location, key in before - restored]
-        gone.extend((b, k, e) for (b, k), e in zip(dropped, _journal_on(connection, "delete", dropped), strict=True))
-
-    def undo() -> None:
-        removing = {entry for _, _, entry in written}
-        _forget([entry for entry in journal if entry not in removing])
-        _delete_committed(written)
-
-    return BlobRestore(write=write, finish=lambda: _delete_committed(gone), undo=undo)
-
-
-def backup_store() -> Backend | None:
-    """The backups' archive store (``backups.storage: s3``): the S3 backend of the configured bucket."""
-    cfg = config()
-    return _s3(cfg, cfg["s3"]["bucket"]) if cfg["s3"]["bucket"] else None

@@ -5,6 +5,7 @@ so local and S3 files answer byte-for-byte the same headers; only the requested 
 from __future__ import annotations
 
 import logging
+from urllib.parse import quote
 
 from flask import Response, request
 from werkzeug.datastructures import ContentRange, ETags
@@ -13,9 +14,14 @@ from trellis.errors import APIError, not_found
 
 from .backends import BackendError
 from .models import File
-from .service import backend_of, content_disposition
+from .placement import backend_of
 
 log = logging.getLogger(__name__)
+
+# Served inline (a browser shows them); everything else is an attachment, so an uploaded HTML or SVG
+# page can never run script on this origin.
+INLINE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "application/pdf", "text/plain")
+INLINE_PREFIXES = ("audio/", "video/")
 
 
 def serve(record: File, *, public: bool = False) -> Response:
@@ -71,3 +77,14 @@ def _if_range_holds(etag: str) -> bool:
     if not header:
         return True
     return ETags([etag]).contains_raw(header) if header.startswith(('"', "W/")) else False
+
+
+def is_inline(content_type: str) -> bool:
+    return content_type in INLINE_TYPES or content_type.startswith(INLINE_PREFIXES)
+
+
+def content_disposition(record: File) -> str:
+    """RFC 6266: an ASCII ``filename`` for old clients plus ``filename*`` with the real (UTF-8) name."""
+    kind = "inline" if is_inline(record.content_type) else "attachment"
+    quoted = quote(record.display_name, safe="!#$&+-.^_`|~")
+    return f"{kind}; filename=\"{record.name}\"; filename*=UTF-8''{quoted}"

@@ -16,7 +16,7 @@ from trellis.credentials import require_user, user_required
 from trellis.errors import APIError, ErrorSchema, bad_request
 from trellis.http import Blueprint, body_limit
 
-from . import concatenation, service, uploads
+from . import concatenation, placement, uploads
 from .models import Upload
 
 OFFSET_STREAM = "application/offset+octet-stream"
@@ -37,7 +37,7 @@ def _tus_resumable(response: Response) -> Response:
 
 def _chunk_limit() -> int:
     """A chunk is at most a whole file (the upload's own length is checked as it arrives)."""
-    return service.config()["maxFileSize"]
+    return placement.config()["maxFileSize"]
 
 
 def _header(name: str, description: str, *, required: bool = False, pattern: str | None = None) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def capabilities():
         headers={
             "Tus-Version": uploads.TUS_VERSION,
             "Tus-Extension": ",".join(uploads.EXTENSIONS),
-            "Tus-Max-Size": str(service.config()["maxFileSize"]),
+            "Tus-Max-Size": str(placement.config()["maxFileSize"]),
             "Tus-Checksum-Algorithm": ",".join(uploads.CHECKSUM_ALGORITHMS),
         },
     )

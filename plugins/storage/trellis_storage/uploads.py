@@ -33,8 +33,9 @@ from trellis.background import ThrottledWarning, start_loop
 from trellis.errors import APIError, bad_request, conflict, not_found, provider_error
 from trellis.work_queue import LeaseQueue
 
-from . import service
+from . import placement, service
 from .backends import Backend, BackendError, key_for
+from .journal import SWEEP_EVERY_SECONDS
 from .models import File, Upload
 from .resumable import Busy, LocalParts, Progress, parts_of
 
@@ -107,13 +108,13 @@ def create(
     """A new upload of ``length`` bytes for ``owner``; nothing is stored until its first chunk.
     ``metadata_header``: the ``Upload-Metadata`` header as sent, which HEAD repeats. ``concat``: ``partial`` or
     ``final`` (made of the partial uploads ``concat_parts``); ``commit=False`` leaves the commit to the caller."""
-    limit = service.config()["maxFileSize"]
+    limit = placement.config()["maxFileSize"]
     if length > limit:
         raise service.too_large(limit)
     folder = service.target_folder(metadata.get("folder") or None, owner, "Upload-Metadata")
     is_public = _visibility(metadata.get("isPublic"))
     file_id = db.new_id()
-    backend = service.active_backend()
+    backend = placement.active_backend()
     now = db.utcnow()
     upload = Upload(
         id=file_id,
@@ -154,7 +155,7 @@ def find(upload_id: str, owner: str) -> Upload:
 
 
 def upload_backend(upload: Upload) -> Backend:
-    return service._backend_at(service.config(), upload.backend, upload.location)
+    return placement.backend_at(placement.config(), upload.backend, upload.location)
 
 
 def progress_of(upload: Upload) -> Progress:
@@ -479,7 +480,7 @@ def finish(upload: Upload) -> Upload:
         parts_of(backend).finish(progress_of(upload))
         content_type = upload.content_type or service.sniff(_head(backend, upload), upload.filename)
         owner_folder = service.target_folder(upload.folder_id, upload.owner, "Upload-Metadata")
-        limit = service.config()["maxFileSize"]
+        limit = placement.config()["maxFileSize"]
         if upload.length > limit:
             raise service.too_large(limit)
         service.check_type(content_type)
@@ -596,7 +597,7 @@ def expire() -> int:
     return removed
 
 
-def start_expiry(app: Flask, every: float = service.SWEEP_EVERY_SECONDS) -> None:
+def start_expiry(app: Flask, every: float = SWEEP_EVERY_SECONDS) -> None:
     """``Module.background``: :func:`expire` at start and every ``every`` seconds in each serving process."""
 
     def step() -> None:

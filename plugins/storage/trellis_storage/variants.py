@@ -38,7 +38,8 @@ from . import imaging
 from .backends import Backend, BackendError, LocalBackend, derived_key
 from .decode_gate import DecodeGate, Saturated
 from .models import File
-from .service import backend_of, content_disposition
+from .placement import backend_of
+from .streaming import content_disposition
 
 log = logging.getLogger(__name__)
 

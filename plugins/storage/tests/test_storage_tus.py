@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 
 from trellis import db as trellis_db
 from trellis import events as trellis_events
-from trellis_storage import uploads
+from trellis_storage import upload_expiry, uploads
 from trellis_storage.models import File, Upload
 
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -487,15 +487,15 @@ def test_expired_uploads_are_removed_by_one_sweep(client, storage, tus, user):
     assert tus.patch(unfinished, 0, os.urandom(6 * MiB)).status_code == 204
     finished = tus.location(3, filename="b.txt")
     file_id = tus.patch(finished, 0, b"abc").headers["Trellis-File-Id"]
-    assert uploads.expire() == 0  # nothing is due yet
+    assert upload_expiry.expire() == 0  # nothing is due yet
 
     past = trellis_db.utcnow() - timedelta(seconds=1)
     trellis_db.session.execute(update(Upload).values(expires_at=past, next_attempt_at=past))
     trellis_db.session.commit()
     assert tus.head(unfinished).status_code == 404  # expired: gone for the client at once
     assert tus.patch(unfinished, 6 * MiB, b"x").status_code == 404
-    assert uploads.expire() == 2
-    assert uploads.expire() == 0  # each is removed once
+    assert upload_expiry.expire() == 2
+    assert upload_expiry.expire() == 0  # each is removed once
     assert trellis_db.session.execute(select(Upload)).all() == []
     only_blob(storage, file_id)  # the finished upload's file stays
     assert trellis_db.session.get(File, file_id) is not None
@@ -511,7 +511,7 @@ def test_the_expiry_leaves_an_upload_being_written(storage, tus):
         )
     )
     trellis_db.session.commit()
-    assert uploads.expire() == 0
+    assert upload_expiry.expire() == 0
     assert trellis_db.session.get(Upload, upload_id) is not None
 
 

@@ -17,7 +17,7 @@ import requests
 from trellis.testing.plugin import TEST_MASTER_KEY
 from trellis.testing.waiting import wait_until
 from trellis_authentication.testing import create_user_over_http
-from trellis_storage.uploads import WRITER_LEASE
+from trellis_storage.upload_lease import WRITER_LEASE
 
 pytestmark = pytest.mark.live
 MiB = 1024 * 1024

@@ -19,7 +19,8 @@ from .placement import StorageState
 from .routes import blp
 from .service import delete_user_data
 from .tus_routes import blp as tus_blp
-from .uploads import RunningHashes, start_expiry
+from .upload_expiry import start_expiry
+from .upload_hashes import RunningHashes
 
 
 class _UserHooks:

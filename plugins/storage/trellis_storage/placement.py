@@ -22,7 +22,7 @@ class StorageState:
     """Per-app state, at ``app.extensions["trellis_storage"]``."""
 
     s3_clients: S3Clients
-    running_hashes: Any  # uploads.RunningHashes: SHA-256 of resumable uploads in progress
+    running_hashes: Any  # upload_hashes.RunningHashes: SHA-256 of resumable uploads in progress
 
 
 def config() -> dict[str, Any]:

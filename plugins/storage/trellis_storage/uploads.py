@@ -1,5 +1,6 @@
-"""Resumable uploads (tus 1.0.0, CONTRACT.md "Storage: resumable uploads"): create, append, inspect, end,
-finish, expire. The routes (``tus_routes.py``) only read headers and write them back.
+"""Resumable uploads (tus 1.0.0, the storage README's "Resumable uploads"): create, append, inspect, end,
+finish. The routes (``tus_routes.py``) only read headers and write them back; the writer lease is
+``upload_lease.py``, the running hashes ``upload_hashes.py``, the expiry ``upload_expiry.py``.
 
 What holds everywhere here:
 - an upload's row is the truth: bytes count as stored once its ``offset`` says so (``resumable.py`` keeps
@@ -18,26 +19,23 @@ import base64
 import binascii
 import hashlib
 import logging
-import threading
 import time
-from collections import OrderedDict
 from datetime import timedelta
 from typing import Any, BinaryIO
 
 import sqlalchemy as sa
-from flask import Flask, current_app
 from werkzeug.exceptions import ClientDisconnected
 
 from trellis import db
-from trellis.background import ThrottledWarning, start_loop
 from trellis.errors import APIError, bad_request, conflict, not_found, provider_error
-from trellis.work_queue import LeaseQueue
 
 from . import placement, service
 from .backends import Backend, BackendError, key_for
-from .journal import SWEEP_EVERY_SECONDS
-from .models import File, Upload
+from .models import Upload
+from .placement import READ_CHUNK
 from .resumable import Busy, LocalParts, Progress, parts_of
+from .upload_hashes import running_hashes
+from .upload_lease import Lease, lost_race
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +43,6 @@ TUS_VERSION = "1.0.0"
 EXTENSIONS = ("creation", "creation-with-upload", "termination", "expiration", "checksum", "concatenation")
 CHECKSUM_ALGORITHMS = ("sha1",)
 LIFETIME = timedelta(hours=24)
-# A request appending holds the upload this long past its last sign of life (renewed every RENEW_SECONDS while
-# bytes flow): a killed process's S3 upload is free again this soon (on local disk at once: its flock is gone).
-WRITER_LEASE = timedelta(seconds=15)
-RENEW_SECONDS = 5.0
-READ_CHUNK = 1024 * 1024
-EXPIRE_BATCH = 100
-EXPIRE_LEASE_SECONDS = 600.0
-
-
-def lost_race() -> APIError:
-    return APIError(423, "Another request is writing to this upload; try again shortly", name="LOCKED")
 
 
 # --------------------------------------------------------------------------------------------- creation
@@ -169,110 +156,6 @@ def progress_of(upload: Upload) -> Progress:
     )
 
 
-class Lease:
-    """The writer lease of one request on one upload: taken, renewed while bytes flow, released."""
-
-    def __init__(self, upload: Upload) -> None:
-        self.upload = upload
-        self.token = db.new_id()
-        self._renewed = 0.0
-        self._held = False
-
-    def take(self, *, offset: int | None, force: bool) -> bool:
-        """Whether it is ours now. ``offset``: only if the upload stands there; ``force``: even if another
-        request holds it (local disk: its flock proved that request dead)."""
-        now = db.utcnow()
-        conditions = [Upload.id == self.upload.id, Upload.file_id.is_(None), Upload.expires_at > now]
-        if offset is not None:
-            conditions.append(Upload.offset == offset)
-        if not force:
-            conditions.append(sa.or_(Upload.writer.is_(None), Upload.writer_until < now))
-        db.session.commit()  # end the request's reads (SQLite: no write on an older snapshot)
-        taken = db.session.execute(
-            sa.update(Upload)
-            .where(*conditions)
-            .values(writer=self.token, writer_until=now + WRITER_LEASE)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        db.session.commit()
-        self._renewed = time.monotonic()
-        self._held = taken == 1
-        return self._held
-
-    def keep(self) -> None:
-        """Renewed (at most every ``RENEW_SECONDS``); 423 if another request took the upload meanwhile."""
-        if time.monotonic() - self._renewed < RENEW_SECONDS:
-            return
-        held = self._write(writer_until=db.utcnow() + WRITER_LEASE)
-        db.session.commit()
-        if not held:
-            raise lost_race()
-        self._renewed = time.monotonic()
-
-    def settle(self, **values: Any) -> bool:
-        """Record ``values`` and release the lease, if it is still ours; the caller commits, then calls
-        :meth:`committed`."""
-        return self._write(writer=None, writer_until=None, **values)
-
-    def committed(self) -> None:
-        """The settled values are committed: nothing left to release."""
-        self._held = False
-
-    def release(self) -> None:
-        """Give the lease up (after a failure; a settled lease is released already)."""
-        db.session.rollback()
-        if self._held:
-            self._write(writer=None, writer_until=None)
-            db.session.commit()
-            self._held = False
-
-    def _write(self, **values: Any) -> bool:
-        """``values`` written if the lease is still ours (whether it was); the caller commits."""
-        done = db.session.execute(
-            sa.update(Upload)
-            .where(Upload.id == self.upload.id, Upload.writer == self.token)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        return done == 1
-
-
-# ---------------------------------------------------------------------------------------------- hashes
-
-
-class RunningHashes:
-    """SHA-256 of uploads in progress, by upload and offset, for the next chunk taken in this process (a tus
-    client sends its chunks one after the other, usually to one process). A chunk taken elsewhere means the
-    file is read back once at the end instead: a hash's state cannot be stored, and a file's SHA-256 is its
-    ETag. Bounded (the oldest go first)."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._hashes: OrderedDict[str, tuple[int, Any]] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def take(self, upload_id: str, offset: int) -> Any:
-        with self._lock:
-            found = self._hashes.pop(upload_id, None)
-        if found is not None and found[0] == offset:
-            return found[1]
-        return hashlib.sha256() if offset == 0 else None
-
-    def keep(self, upload_id: str, offset: int, digest: Any) -> None:
-        with self._lock:
-            self._hashes[upload_id] = (offset, digest)
-            while len(self._hashes) > self._size:
-                self._hashes.popitem(last=False)
-
-    def forget(self, upload_id: str) -> None:
-        with self._lock:
-            self._hashes.pop(upload_id, None)
-
-
-def _hashes() -> RunningHashes:
-    return current_app.extensions["trellis_storage"].running_hashes
-
-
 # ---------------------------------------------------------------------------------------------- append
 
 
@@ -375,7 +258,7 @@ def _receive(
     """Copy the body into ``appender`` and record what arrived (all of it, or with a checksum nothing unless
     it matches)."""
     remaining = upload.length - offset
-    running = _hashes().take(upload.id, offset)
+    running = running_hashes().take(upload.id, offset)
     chunk_hash = hashlib.sha1() if checksum else None
     head = b""
     sniffed = upload.content_type
@@ -423,7 +306,7 @@ def _receive(
     db.session.commit()
     lease.committed()
     if running is not None:
-        _hashes().keep(upload.id, new_offset, running)
+        running_hashes().keep(upload.id, new_offset, running)
     if cut_off:
         log.info("upload %s: the client hung up after %d bytes of its chunk; they are kept", upload.id, received)
 
@@ -455,7 +338,7 @@ def purge(upload: Upload) -> bool:
 def remove(upload: Upload) -> None:
     if not purge(upload):  # the row stays: the expiry sweep tries again
         return
-    _hashes().forget(upload.id)
+    running_hashes().forget(upload.id)
     db.session.execute(sa.delete(Upload).where(Upload.id == upload.id))
     db.session.commit()
 
@@ -505,7 +388,7 @@ def finish(upload: Upload) -> Upload:
     except BaseException:
         lease.release()
         raise
-    _hashes().forget(upload.id)
+    running_hashes().forget(upload.id)
     db.session.refresh(upload)
     return upload
 
@@ -522,7 +405,7 @@ def _head(backend: Backend, upload: Upload) -> bytes:
 
 def _sha256(backend: Backend, upload: Upload) -> str:
     """From the running hash when this process took every chunk; else read back once."""
-    running = _hashes().take(upload.id, upload.length)
+    running = running_hashes().take(upload.id, upload.length)
     if running is not None:
         return running.hexdigest()
     digest = hashlib.sha256()
@@ -553,7 +436,7 @@ def terminate(upload: Upload) -> None:
                 raise lost_race()
             db.session.refresh(upload)
             parts.purge(progress_of(upload))
-            _hashes().forget(upload.id)
+            running_hashes().forget(upload.id)
             db.session.execute(sa.delete(Upload).where(Upload.id == upload.id, Upload.writer == lease.token))
             db.session.commit()
     except Busy:
@@ -561,48 +444,3 @@ def terminate(upload: Upload) -> None:
     except BackendError as exc:
         lease.release()
         raise provider_error(f"Removing the upload failed: {exc}") from None
-
-
-# -------------------------------------------------------------------------------------------- expiry
-
-
-_expired = LeaseQueue(
-    Upload.__table__,
-    # Due at ``next_attempt_at`` (its expiry), unless a request is writing to it right now.
-    sa.or_(Upload.__table__.c.writer.is_(None), Upload.__table__.c.writer_until < sa.bindparam("now")),
-    [Upload.__table__.c[name] for name in ("id", "claim", "file_id")],
-)
-
-
-def expire() -> int:
-    """Remove expired uploads (a finished one's row only: its bytes are a file): each by one process, whichever
-    claims it. Returns how many were removed."""
-    removed = 0
-    for row in _expired.claim(db.session, EXPIRE_BATCH, EXPIRE_LEASE_SECONDS):
-        upload = db.session.get(Upload, row.id)
-        if upload is None:
-            continue
-        recorded = db.session.get(File, row.id) is not None
-        if row.file_id is None and not recorded:
-            try:
-                parts_of(upload_backend(upload)).purge(progress_of(upload))
-            except BackendError as exc:  # claimed again once its lease ends
-                log.warning("could not remove the parts of expired upload %s: %s", row.id, exc)
-                continue
-        db.session.execute(sa.delete(Upload).where(Upload.id == row.id, Upload.claim == row.claim))
-        db.session.commit()
-        removed += 1
-    if removed:
-        log.info("removed %d expired upload(s)", removed)
-    return removed
-
-
-def start_expiry(app: Flask, every: float = SWEEP_EVERY_SECONDS) -> None:
-    """``Module.background``: :func:`expire` at start and every ``every`` seconds in each serving process."""
-
-    def step() -> None:
-        with app.app_context():
-            expire()
-        time.sleep(every)
-
-    start_loop("storage-upload-expiry", "expiring uploads", step, ThrottledWarning(log), retry_seconds=every)

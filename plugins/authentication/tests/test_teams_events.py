@@ -12,8 +12,7 @@ from trellis import db as trellis_db
 from trellis.errors import APIError
 from trellis.events import recorded as recorded_events
 from trellis.hooks import hookimpl
-from trellis_authentication import service
-from trellis_authentication import teams as teams_module
+from trellis_authentication import service, team_memory
 from trellis_authentication.team_models import Team, TeamMember
 
 from .team_calls import teams  # noqa: F401  (the fixture)
@@ -148,11 +147,11 @@ def test_team_ids_of_walks_up_three_levels_and_sees_the_open_transaction(teams):
     assert service.team_ids_of(owner.id) == sorted([top, mid, leaf, other])
     assert service.team_ids_of(outsider.id) == []
     # A membership written through the module in this transaction and not committed yet counts (the
-    # request's session: every membership change records its event through teams._record).
+    # request's session: every membership change records its event through team_memory.record).
     trellis_db.session.add(
         TeamMember(team_id=other, user_id=outsider.id, role="member", created_at=trellis_db.utcnow())
     )
-    teams_module._record("authentication.team.join", {"teamId": other, "userId": outsider.id, "role": "member"})
+    team_memory.record("authentication.team.join", {"teamId": other, "userId": outsider.id, "role": "member"})
     trellis_db.session.flush()
     assert service.team_ids_of(outsider.id) == [other]
 

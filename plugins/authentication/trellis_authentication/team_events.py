@@ -1,5 +1,5 @@
 """What a change of teams tells other modules: the users whose teams it changed and, where it recorded
-them, each one's teams once it was made. The payloads are this module's (``teams._record``); other modules
+them, each one's teams once it was made. The payloads are this module's (``team_memory.record``); other modules
 read them through :func:`team_change`, never by hand."""
 
 from __future__ import annotations

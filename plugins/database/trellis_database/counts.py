@@ -7,7 +7,7 @@ index; the count reads every match (an index-only scan, over half the table for 
 number* of its schema; without Redis every list counts.
 
 Why it stays exact: every document write records an event of its schema's family
-(``database.<Schema>``) in its own transaction (``documents._record``), and
+(``database.<Schema>``) in its own transaction (``documents.change_events.record``), and
 :func:`trellis.events.change_number` gives a number that grows with every such commit and never goes
 back. The page statement reads it in the same round trip (a scalar subquery), and a count is stored
 under the number read *before* it was computed. A list whose number is the same has seen the same

@@ -255,7 +255,7 @@ def forget(schema: CompiledSchema, written: sa.CTE) -> sa.Delete | None:
 
 def deleted(schema: CompiledSchema, doc_ids: list[str]) -> dict[str, list[list[str]]]:
     """Remove the deleted documents' tuples; returns them by id (for the deletion's event, see
-    ``documents._event_payloads``)."""
+    ``documents.change_events``)."""
     if opted_in(schema) and doc_ids:
         return control().deleted(schema.name, doc_ids)
     return {}

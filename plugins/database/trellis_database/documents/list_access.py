@@ -33,15 +33,16 @@ def read_under_access(
 
     - **unguarded** (:func:`_unguarded_page`): this process last found the caller reading every document of
       the schema (:func:`.broad_callers.reads_everything`), and the page's own change numbers show nothing
-      changed since, or the answer shared in :mod:`..counts` says so at them. The page is read without the
-      read predicate, at the admin's cost.
+      changed since, or the answer shared in :mod:`..counts` says so at them (the event log on). The page is
+      read without the read predicate, at the admin's cost.
     - **walked** (:func:`.list_statements.walked_page`): no search, the page ends within the first
       ``MAX_WALKED_PAGE`` matches, and the caller's last walk did not come back short (a hint kept
       ``NARROW_SECONDS``). The first ``WALK`` × (skip + limit) matches are read with the predicate; a whole
       page among them is the page.
     - **deferred join** (:func:`.list_statements.deferred_page`): otherwise, and after a short walk. When it
       finds more than the walk did, the caller is narrow and its next pages come here at once (a page short
-      because the matches ran out is no sign of that).
+      because the matches ran out is no sign of that:
+      ``bench/results/documents.md#a-short-page-is-no-sign-of-a-narrow-caller``).
 
     The total, from the first of these that applies:
 

@@ -19,7 +19,7 @@ PARTS: list[tuple[str, tuple[str, ...]]] = [
     ("live: socket writes (frames, send)", ("socket_fanout.py",)),
     ("live: JSON encoding of changes", ("live_sockets.py", "live_http.py")),
     ("live: hub (filters, access, change dicts)", ("live.py", "live_access.py")),
-    ("event log: receiver (Redis message, decode, order)", ("_offer (", "offer (", "catch_up (", "RedisListener")),
+    ("event log: receiver (Redis message, decode, order)", ("heard (", "offer (", "catch_up (", "RedisListener")),
     ("event log: sequencer pass (numbering, publish)", ("_pass (", "tick (", "sequence (", "publish (")),
     ("HTTP requests (the writes)", ("wsgi_app", "full_dispatch_request", "handle_one_request")),
     ("Socket.IO / Engine.IO (reads, pings, queue)", ("engineio", "socketio")),

@@ -251,7 +251,7 @@ def test_fan_out_through_redis_reaches_another_app(app_config, log, redis_url):
 
 def test_a_publication_carries_each_payload_as_stored_and_decodes_to_the_same_events():
     """The sequencer publishes the stored JSON text without decoding it (``Numbered.wire``); a receiver
-    (``_offer``) decodes the message to the events ``read`` gives."""
+    (``fanout.heard``) decodes the message to the events ``read`` gives."""
     stored = '{"document":{"_id":"b","title":"é \\"quoted\\" \\u2028"},"previous":null}'
     numbered = [
         events.Numbered(7, "database.Item.update", "database.Item", stored, "2026-11-26T13:00:00.000Z"),
@@ -267,7 +267,7 @@ def test_a_publication_carries_each_payload_as_stored_and_decodes_to_the_same_ev
 def test_a_process_nobody_listens_in_drops_what_it_hears_and_a_later_consumer_hears_only_what_follows(
     app_config, log, redis_url
 ):
-    """A publication reaching a process without consumers is not decoded (``_offer``); a consumer that
+    """A publication reaching a process without consumers is not decoded (``fanout.heard``); a consumer that
     subscribes later, even after an earlier one left, starts at the head of the log, not at what the
     process heard before it."""
     log.stop()

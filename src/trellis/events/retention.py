@@ -1,6 +1,6 @@
 """Retention: the log keeps what a reconnecting client or a replay may still ask for. Every minute one
-process deletes the events that are both older than ``TRELLIS_EVENTS_RETENTION_SECONDS`` and not among the
-last ``TRELLIS_EVENTS_RETENTION_COUNT`` of their family."""
+process deletes the events that are both older than ``TRELLIS_EVENTS_RETENTION_SECONDS`` (600) and not
+among the last ``TRELLIS_EVENTS_RETENTION_COUNT`` (10,000) of their family."""
 
 from __future__ import annotations
 

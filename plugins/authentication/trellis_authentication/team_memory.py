@@ -62,9 +62,9 @@ def _team_ids_of(user_id: str) -> list[str]:
     """The user's teams and all their ancestors: one recursive query, built once, on the request's read
     connection (in the session's transaction when one is open, so it sees the request's own writes).
 
-    Every access-controlled request of a user asks this. Built per call and run through the ORM session
-    it cost a get by id under access a third of its server CPU (py-spy, ``bench/results/access.md``):
-    the CTE rebuilt, the ORM execution path, and a BEGIN and ROLLBACK for a request that wrote nothing.
+    Every access-controlled request of a user asks this, so it is neither rebuilt per call nor run through
+    the ORM session (which would also begin and roll back a transaction on a request that wrote nothing):
+    ``bench/results/access.md#what-the-figures-say-and-the-list-predicate``.
     """
     session = db.session()
     if session.in_transaction():

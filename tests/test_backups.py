@@ -330,7 +330,8 @@ def test_an_archive_from_older_migrations_restores_then_migrates(make_app, serve
     with pytest.raises(APIError) as refused:
         _restore(old, current)
     assert refused.value.status == 400 and "upgrade the database first" in refused.value.message
-    assert "authentication_0005" in refused.value.message and _counts(old) == kept
+    newest = next(head for head in _code_heads(new) if head.startswith("authentication_"))
+    assert newest in refused.value.message and _counts(old) == kept
 
 
 # A later core migration that the archived rows break: a unique index over audit entries the archive holds

@@ -773,13 +773,13 @@ def test_the_storage_sweep_leaves_a_live_restores_blobs_and_removes_a_dead_ones(
     them while the restore's holder lives, and removes the unreferenced ones once it is gone."""
     from trellis import db
     from trellis.backups import jobs
-    from trellis_storage import service
+    from trellis_storage import journal, placement
     from trellis_storage.backends import key_for
     from trellis_storage.models import PendingBlob
 
     app = make_app(database_kind())
     with app.app_context():
-        backend = service.active_backend()
+        backend = placement.active_backend()
         key = key_for(uuid.uuid4().hex)
         writer = backend.writer(key, "application/octet-stream")
         writer.write(b"written back by a restore")
@@ -791,11 +791,11 @@ def test_the_storage_sweep_leaves_a_live_restores_blobs_and_removes_a_dead_ones(
         holder = jobs._acquire("elsewhere.zip")  # a live restore (this process)
         db.session.remove()  # the sweep runs in an app context of its own: its reads start now
         try:
-            assert service.sweep() == 0
+            assert journal.sweep() == 0
             assert backend.keys() == [key] and _journal(app) == ["restore"]
         finally:
             jobs._release(holder, "failed", "given up by the test")
-        assert service.sweep() == 1
+        assert journal.sweep() == 1
         assert backend.keys() == [] and _journal(app) == []
 
 

@@ -51,7 +51,7 @@ class PendingBlob(Base):
     """A blob that may have no record: an upload's, from before its bytes are written until its record is
     saved (removed in that transaction), or a deleted file's, from the deleting transaction until the blob
     is gone, or a restore's, from before its bytes are written until the restore commits. What a killed
-    process leaves here, the sweep removes (``service.sweep``).
+    process leaves here, the sweep removes (``journal.sweep``).
 
     It describes this installation's backends, not data: a backup leaves it out and a restore keeps it."""
 

@@ -1,13 +1,13 @@
 """Live test servers forked from a process that has already imported Trellis.
 
-A live server is a real process serving as ``python wsgi.py`` does. Started from nothing, one costs
-~4.4 s of CPU before it answers, most of it imports (eventlet, SQLAlchemy, Socket.IO, every module),
-and a suite run starts ~100 of them per database: 443 CPU-s of SQLite's 722 s run on two cores
-(measured 2026-11-27). So each test process keeps one *fork server*: a child that patches for
-eventlet and imports Trellis and its modules once, then forks a server per request. The fork builds
-its own app (``create_app``) from its own environment and serves exactly as ``trellis.testing.server``
-does (gunicorn's ``preload_app`` works the same way): ~1.3 s of CPU to its first answer against ~5.2 s for
-``python -m trellis.testing.server`` (``/proc`` counters, under a suite's load).
+A live server is a real process serving as ``python wsgi.py`` does. Started from nothing, one spends
+seconds of CPU before it answers, most of it imports (eventlet, SQLAlchemy, Socket.IO, every module), and
+a suite run starts about a hundred of them per database: most of the suite's CPU
+(``bench/results/core.md#test-servers``). So each test process keeps one *fork server*: a child that
+patches for eventlet and imports Trellis and its modules once, then forks a server per request. The fork
+builds its own app (``create_app``) from its own environment and serves exactly as
+``trellis.testing.server`` does (gunicorn's ``preload_app`` works the same way), at a fraction of the
+CPU to its first answer.
 
 The fork server speaks JSON lines on its stdin/stdout and never runs eventlet's hub: the hub that
 ``monkey_patch`` created is closed in each fork, which makes its own. ``TRELLIS_TEST_FORK=0`` starts

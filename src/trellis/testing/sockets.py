@@ -19,7 +19,7 @@ class InOrderClient(socketio.Client):
     """python-socketio's client, each received packet handled on the thread that reads the connection, in
     arrival order. The library hands every Engine.IO message to a new thread, so two events the server
     wrote back to back can reach a test's queue in either order: a subscription test recorded a change
-    before the one the server had sent just ahead of it (CI, 2026-11-28); the chat tests' rare ordering
+    before the one the server had sent just ahead of it (in CI); the chat tests' rare ordering
     failures of earlier sessions fit the same cause. A handler must not wait for the server (a ``call`` made
     inside one would wait for its own thread); putting into a queue, as the tests do, is fine. Overrides
     two private methods (checked against python-engineio 4.15.1 and python-socketio 5.18.1); the database

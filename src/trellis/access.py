@@ -18,13 +18,16 @@ grant is in force for the next statement of any process; see ``docs/access.md``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlalchemy as sa
 from flask import Flask, current_app
 from sqlalchemy.dialects.postgresql import ARRAY
+
+if TYPE_CHECKING:
+    from .credentials import Identity
 
 _PROVIDER = "trellis_access"
 _CATALOG = "trellis_access_catalog"
@@ -167,9 +170,9 @@ class Audience:
 class AccessControl(Protocol):
     """What the Authorization module offers the Database module (see ``trellis_authorization.control``)."""
 
-    def acting(self, identity: Any, scope: str | None) -> Acting: ...
+    def acting(self, identity: Identity | None, scope: str | None) -> Acting: ...
 
-    def viewer(self, identity: Any) -> Acting: ...
+    def viewer(self, identity: Identity | None) -> Acting: ...
 
     def audiences(
         self,
@@ -187,7 +190,7 @@ class AccessControl(Protocol):
         """Who a user acts as when it belongs to ``team_ids`` (their ancestors included): a subscriber's
         view after a change of its teams, as that change recorded it."""
 
-    def version(self, resource: str) -> Any: ...
+    def version(self, resource: str) -> Hashable: ...
 
     def predicate(self, resource: ResourceTable, permission: str, dialect: str) -> sa.ColumnElement[bool]: ...
 
@@ -228,11 +231,11 @@ class AccessControl(Protocol):
     def grants(self, resource: str, doc_id: str) -> list[dict[str, str]]: ...
 
     def share(
-        self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any
+        self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: object, relation: object
     ) -> dict[str, str]: ...
 
     def unshare(
-        self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: Any, relation: Any
+        self, resource: ResourceTable, acting: Acting | None, doc_id: str, subject: object, relation: object
     ) -> None: ...
 
 

@@ -130,11 +130,11 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         api.register_blueprint(metrics_blp)
         # Inside Socket.IO's wrapper (installed next): /realtime polling is not counted as HTTP requests.
         app.wsgi_app = MetricsMiddleware(app.wsgi_app, trellis.metrics)  # type: ignore[method-assign]
-    trellis.socketio = init_socketio(app)
+    trellis.socketio = socketio = init_socketio(app)
     cli = _cli_group()
     guarded: dict[str, str] = {}
     for module in loaded:
-        _install(app, trellis, module, cli)
+        _install(app, trellis, module, cli, socketio)
         guarded.update({blueprint.name: module.name for blueprint in module.blueprints})
     # One hook, not three: Flask spends a few microseconds on every hook of every request.
     app.before_request(_request_checks(app, _active_guard(guarded, trellis.configs)))
@@ -143,14 +143,14 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     return app
 
 
-def _install(app: Flask, trellis: Trellis, module: Module, cli: AppGroup) -> None:
+def _install(app: Flask, trellis: Trellis, module: Module, cli: AppGroup, socketio: SocketIO) -> None:
     trellis.configs.defaults(module.name)  # a broken config schema fails at start-up, not on first use
     for hooks in module.hooks:
         trellis.hooks.register(hooks, name=f"{module.name}:{hooks.__class__.__name__}:{id(hooks)}")
     for blueprint in module.blueprints:
         trellis.api.register_blueprint(blueprint)
     for make_namespace in module.socket_namespaces:
-        trellis.socketio.on_namespace(make_namespace())
+        socketio.on_namespace(make_namespace())
     if module.cli is not None:
         cli.add_command(module.cli, module.name)
     if module.openapi_paths is not None:

@@ -243,10 +243,12 @@ def _read_table() -> list[tuple[str, int]]:
     provider = reads.provider()
     connection = provider.open()
     try:
-        cursor = connection.connection.dbapi_connection.cursor()
+        raw = connection.connection.dbapi_connection
+        assert raw is not None  # a checked-out connection holds its driver's
+        cursor = raw.cursor()
         try:
             cursor.execute(_READ_GENERATIONS)
-            return cursor.fetchall()
+            return list(cursor.fetchall())
         finally:
             cursor.close()
     except Exception:
@@ -309,7 +311,7 @@ class Remembered:
         kept = extensions.get(self._key)
         if kept is None or kept[0] != stamp or len(kept[1]) >= self.limit:
             kept = extensions[self._key] = (stamp, {})
-        values = kept[1]
+        values: dict[Any, Any] = kept[1]
         found = values.get(key)
         if found is None or (usable is not None and not usable(found)):
             found = read()

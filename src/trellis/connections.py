@@ -19,6 +19,7 @@ have no expiry (a socket may stay open for weeks), and one left by a crashed wor
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -130,7 +131,7 @@ class Connections:
             self._unsubscribe = []
         with self._app.app_context():
             self._unsubscribe = [
-                events.subscribe(pattern, lambda event, user_of=user_of: self._on_event(user_of, event))
+                events.subscribe(pattern, functools.partial(self._on_event, user_of))
                 for pattern, user_of in self._ending
             ]
 

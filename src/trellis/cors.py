@@ -7,7 +7,7 @@ their headers from flask-cors (preflight answers included); Socket.IO checks the
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from flask import Flask, Response
 from flask_cors import CORS
@@ -87,7 +87,7 @@ def _answer_requests_without_origin_from_a_constant(app: Flask) -> None:
     onto every such response; requests with an ``Origin`` still go through flask-cors."""
     functions = app.after_request_funcs.setdefault(None, [])
     position = next(i for i, f in enumerate(functions) if f.__name__ == "cors_after_request")
-    full: Callable[[Response], Response] = functions[position]
+    full = cast("Callable[[Response], Response]", functions[position])  # flask-cors's, not a coroutine
     with app.test_request_context("/", method="GET"):
         # Only what flask-cors adds: the empty response's own Content-Type and Content-Length must not be
         # copied, or every response carries two Content-Types (browsers use the last: text/html).

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import sqlalchemy as sa
 from flask import current_app, request
@@ -30,8 +30,10 @@ from .models import Admin
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ADMIN_SECURITY = [{"masterkey": []}, {"bearerAuth": []}]
-USER_SECURITY = [{"bearerAuth": []}]
+# An OpenAPI security requirement list: any one of its entries lets the caller in ({}: anonymous).
+Security: TypeAlias = list[dict[str, list[str]]]
+ADMIN_SECURITY: Security = [{"masterkey": []}, {"bearerAuth": []}]
+USER_SECURITY: Security = [{"bearerAuth": []}]
 
 
 @dataclass
@@ -44,6 +46,14 @@ class Identity:
     @property
     def is_admin(self) -> bool:
         return self.kind in ("master", "admin")
+
+
+@dataclass
+class UserIdentity(Identity):
+    """A user token's caller: it always names its user, and holds what the user hook answered."""
+
+    id: str = ""
+    user: Mapping[str, Any] = field(default_factory=dict)
 
 
 def master_key_matches(candidate: str) -> bool:
@@ -120,8 +130,16 @@ def identity_from_token(token: str) -> Identity:
         user = hooks().trellis_user_from_claims(claims=claims)
         if user is None:
             raise unauthorized("User tokens are not accepted (no authentication module)")
-        return Identity("user", user["_id"], claims, user)
+        return UserIdentity("user", user["_id"], claims, user)
     raise unauthorized("Invalid token")
+
+
+def user_from_token(token: str) -> UserIdentity:
+    """:func:`identity_from_token` for a user token (an administrator's is 403, as :func:`require_user`)."""
+    identity = identity_from_token(token)
+    if not isinstance(identity, UserIdentity):
+        raise forbidden("This needs a user token, not administrator credentials")
+    return identity
 
 
 def identify() -> Identity | None:
@@ -157,12 +175,20 @@ def require_admin() -> Identity:
     return identity
 
 
-def require_user() -> Identity:
+def require_caller() -> Identity:
+    """Any valid credential: a user's or an administrator's (401 without)."""
+    identity = identify()
+    if identity is None:
+        raise unauthorized("This route needs a user Bearer token or administrator credentials")
+    return identity
+
+
+def require_user() -> UserIdentity:
     """A user token (admins are not users: an admin token here is 403)."""
     identity = identify()
     if identity is None:
         raise unauthorized("This route needs a user Bearer token")
-    if identity.kind != "user":
+    if not isinstance(identity, UserIdentity):
         raise forbidden("This route needs a user token, not administrator credentials")
     return identity
 
@@ -221,8 +247,7 @@ def user_or_admin_required(func: F) -> F:
 
     @functools.wraps(_document(func, [{"bearerAuth": []}, {"masterkey": []}], (401,)))
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if identify() is None:
-            raise unauthorized("This route needs a user Bearer token or administrator credentials")
+        require_caller()
         return func(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -30,4 +30,4 @@ def request() -> Request:
 
 def g() -> Any:
     """The current app context's ``g``."""
-    return _g._get_current_object()  # type: ignore[attr-defined]
+    return _g._get_current_object()

@@ -13,13 +13,13 @@ import sys
 import threading
 from collections.abc import Callable, Hashable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar, cast, overload
 
 from flask import Flask
 from flask.globals import app_ctx
-from sqlalchemy import JSON, DateTime, MetaData, Text, TypeDecorator, create_engine, event, literal_column
+from sqlalchemy import JSON, DateTime, MetaData, Table, Text, TypeDecorator, create_engine, event, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.engine import URL, CursorResult, Engine, Result, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -42,6 +42,8 @@ JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    # Every model is mapped to a Table (none to a join or a select), so its insert()/update()/delete() exist.
+    __table__: ClassVar[Table]
 
 
 class _RandomHex:
@@ -81,6 +83,12 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def rowcount(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE matched: ``Session.execute`` types its result as a plain ``Result``,
+    which is the driver cursor's ``CursorResult`` for such a statement."""
+    return cast("CursorResult[Any]", result).rowcount
+
+
 class UTCDateTime(TypeDecorator):
     """Timezone-aware datetimes on both databases (SQLite drops the zone; we put UTC back)."""
 
@@ -98,6 +106,12 @@ class UTCDateTime(TypeDecorator):
         return value
 
 
+@overload
+def isoformat(value: datetime) -> str: ...
+@overload
+def isoformat(value: None) -> None: ...
+@overload
+def isoformat(value: datetime | None) -> str | None: ...
 def isoformat(value: datetime | None) -> str | None:
     if value is None:
         return None
@@ -204,7 +218,7 @@ class _AppSession(Session):
 
 def _scope() -> int:
     try:
-        return id(app_ctx._get_current_object())
+        return id(app_ctx._get_current_object())  # type: ignore[attr-defined]  # the LocalProxy's own method
     except RuntimeError:  # outside an app context (scripts, test set-up): one session per thread
         return threading.get_ident()
 
@@ -231,7 +245,7 @@ def commit() -> None:
 _AFTER_COMMIT = "trellis_after_commit"  # in Session.info: the callbacks waiting for the outer commit
 
 
-def after_commit(callback: Callable[[], None], key: Hashable | None = None) -> None:
+def after_commit(callback: Callable[[], object], key: Hashable | None = None) -> None:
     """Call ``callback()`` once the core session's current transaction commits; a rollback drops it.
 
     Savepoints are ignored: SQLAlchemy signals their release and rollback with the same events, but what
@@ -241,7 +255,7 @@ def after_commit(callback: Callable[[], None], key: Hashable | None = None) -> N
     transaction: registering a listener per write costs a create dearly (same section), and a ``once=True``
     listener fires only for a session's first transaction (SQLAlchemy keeps it registered, so
     registering it again is a no-op)."""
-    pending: dict[Hashable, Callable[[], None]] = session().info.setdefault(_AFTER_COMMIT, {})
+    pending: dict[Hashable, Callable[[], object]] = session().info.setdefault(_AFTER_COMMIT, {})
     pending.setdefault(object() if key is None else key, callback)
 
 

@@ -244,7 +244,8 @@ def register(app: Flask) -> None:
         return _render(503, UNAVAILABLE_MESSAGE, headers={"Retry-After": "1"})
 
     # Code that takes a raw driver connection (engine.raw_connection()) meets the driver's own errors.
-    for fault in (PoolTimeoutError, *_driver_faults()):
+    faults: tuple[type[Exception], ...] = (PoolTimeoutError, *_driver_faults())
+    for fault in faults:
         app.register_error_handler(fault, _database_unavailable)
 
     @app.errorhandler(Exception)

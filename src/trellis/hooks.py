@@ -41,13 +41,13 @@ class Specs:
         what refers to them (the Authorization module: the teams' relation tuples)."""
 
     @hookspec
-    def trellis_backup_tables(self, connection: Any) -> list[Any]:
+    def trellis_backup_tables(self, connection: Any) -> list[Any]:  # type: ignore[empty-body]  # a hookspec: no body
         """The tables the module creates at run time (not in the shared metadata), as ``connection`` sees
         them: a list of :class:`trellis.backups.parts.RuntimeTable`. A backup copies them beside the
         metadata's tables; a restore drops the current ones and creates those the restored rows describe."""
 
     @hookspec
-    def trellis_backup_blobs(self, rows: Any) -> list[Any]:
+    def trellis_backup_blobs(self, rows: Any) -> list[Any]:  # type: ignore[empty-body]  # a hookspec: no body
         """The stored files the backed-up rows reference: :class:`trellis.backups.parts.Blob` objects.
         ``rows(table_name)`` iterates the snapshot's rows of a table (dicts)."""
 

@@ -24,7 +24,7 @@ DEFAULT_LIMIT = 25
 MAX_SKIP = 2**31 - 1
 
 
-class _Parser(FlaskParser):
+class ArgumentsParser(FlaskParser):
     # Invalid input is a 400, as everywhere else in the API, not webargs' 422.
     DEFAULT_VALIDATION_STATUS = 400
 
@@ -109,7 +109,7 @@ def _too_large(limit: int) -> APIError:
 class Blueprint(flask_smorest.Blueprint):
     """flask-smorest Blueprint whose argument errors are 400 and documented as such."""
 
-    ARGUMENTS_PARSER = _Parser()
+    ARGUMENTS_PARSER = ArgumentsParser()
 
     def arguments(self, schema: Any, *, location: str = "json", **kwargs: Any) -> Callable[[F], F]:
         """flask-smorest's ``arguments``; a JSON body also documents the 415 the parser answers when the
@@ -181,7 +181,7 @@ class ListArgs(Schema):
 class FreeFormSchema(Schema):
     """A JSON object whose keys another layer validates (module configs, documents).
 
-    Loads every key as is (a request body of this schema skips marshmallow: see ``_Parser.parse``) and
+    Loads every key as is (a request body of this schema skips marshmallow: see ``ArgumentsParser.parse``) and
     dumps the object unchanged; documented as an open object. Subclasses add no fields.
     """
 

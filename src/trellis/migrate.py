@@ -114,6 +114,7 @@ def revision(app: Flask, module_name: str, message: str) -> Path:
             rev_id=f"{module_name}_{number:04d}",
         )
     scripts = created if isinstance(created, list) else [created]
+    assert scripts[0] is not None  # autogenerate with a head always writes a script
     path = Path(scripts[0].path)
     tidy(path)
     return path

@@ -48,9 +48,12 @@ class ConfigStore:
 
     def json_schema(self, name: str) -> dict[str, Any]:
         """The module's config schema as JSON Schema (nested schemas inlined), for forms and docs."""
+        from apispec import APISpec
         from apispec.ext.marshmallow import OpenAPIConverter
 
-        converter = OpenAPIConverter(openapi_version="3.0.3", schema_name_resolver=lambda _schema: None, spec=None)
+        # Nested schemas get no name, so they are inlined and the spec holds no component.
+        spec = APISpec(title="config", version="1", openapi_version="3.0.3")
+        converter = OpenAPIConverter(openapi_version="3.0.3", schema_name_resolver=lambda _schema: None, spec=spec)
         return converter.schema2jsonschema(self.schema(name))
 
     def defaults(self, name: str) -> dict[str, Any]:
@@ -94,7 +97,7 @@ class ConfigStore:
         try:
             loaded = schema.load(merged)
         except ValidationError as exc:
-            raise bad_request(f"Invalid configuration for module {name!r}", exc.messages) from None
+            raise bad_request(f"Invalid configuration for module {name!r}", exc.normalized_messages()) from None
         row = db.session.get(ModuleConfig, name)
         stored = schema.dump(loaded)
         if row is None:
@@ -128,7 +131,9 @@ def missing_provider_settings(data: dict[str, Any], required: dict[str, Sequence
     ``{provider: {field: [reason]}}``, empty when nothing is missing. Check the merged config only.
     """
     provider = data.get("provider")
-    settings = data.get(provider) or {} if isinstance(provider, str) else {}
+    if not isinstance(provider, str):
+        return {}
+    settings = data.get(provider) or {}
     missing = [name for name in required.get(provider, ()) if not settings.get(name)]
     return {provider: {name: [f"Required when provider is {provider}."] for name in missing}} if missing else {}
 

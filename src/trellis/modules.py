@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import click
+    import flask_smorest
+    from flask import Flask
+    from marshmallow import Schema
+
     from .settings import Setting
 
 ENTRY_POINT_GROUP = "trellis.modules"
@@ -128,21 +133,20 @@ class Module:
 
     name: str
     requires: Sequence[str] = ()
-    blueprints: Sequence[Any] = ()
-    config_schema: type | None = None
+    blueprints: Sequence[flask_smorest.Blueprint] = ()
+    config_schema: type[Schema] | None = None
     migrations: str | None = None
-    socket_namespaces: Sequence[Callable[[], Any]] = ()
-    cli: Any = None
+    socket_namespaces: Sequence[Callable[[], Any]] = ()  # flask_socketio.Namespace (an untyped library)
+    cli: click.Group | None = None
     owned_schemas: Sequence[OwnedSchema] = ()
     hooks: Sequence[object] = ()
-    openapi_paths: Callable[[Any], dict] | None = None
-    init_app: Callable[[Any], None] | None = None
-    background: Sequence[Callable[[Any], None]] = ()
+    openapi_paths: Callable[[Flask], dict[str, Any]] | None = None
+    init_app: Callable[[Flask], object] | None = None  # its answer is not used
+    background: Sequence[Callable[[Flask], None]] = ()
     console_pages: Sequence[ConsolePage] = ()
     settings: Sequence[Setting] = ()
     events: Sequence[EventTopic] = ()
     description: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for topic in self.events:

@@ -215,13 +215,13 @@ def _one(connection: Connection, statement: Any, params: dict[str, Any]) -> Any:
     if shape is None:
         dialect = connection.dialect
         columns = list(statement.selected_columns)
-        named = namedtuple("Row", [column.key for column in columns], rename=True)  # type: ignore[misc]
+        row_class = namedtuple("Row", [column.key for column in columns], rename=True)  # type: ignore[misc]
         convert = tuple(
             (index, process)
             for index, column in enumerate(columns)
             if (process := column.type.dialect_impl(dialect).result_processor(dialect, None)) is not None
         )
-        shape = _STATEMENTS[("row", connection.dialect.name, statement)] = (named, convert)
+        shape = _STATEMENTS[("row", connection.dialect.name, statement)] = (row_class, convert)
     named, convert = shape
     row = list(rows[0])
     for index, process in convert:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import redis
 import socketio as python_socketio
-from flask import Flask, current_app
+from flask import Flask, current_app, request
 from flask_socketio import SocketIO
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -100,9 +100,13 @@ def socket_origins(app: Flask) -> str | Callable[[str | None, dict[str, Any]], b
             return False
         if origin in listed:
             return True
-        seen = forwarded(dict(environ), None) if forwarded is not None else environ
+        seen = environ
+        if forwarded is not None:  # its app, _environ_of, answers with the environ it rewrote
+            seen = cast("dict[str, Any]", forwarded(dict(environ), _no_response))
         host = seen.get("HTTP_HOST")
-        return bool(host) and origin.lower() == own_origin(seen.get("wsgi.url_scheme", "http"), host)
+        if not host:
+            return False
+        return origin.lower() == own_origin(seen.get("wsgi.url_scheme", "http"), host)
 
     return allowed
 
@@ -120,9 +124,18 @@ def _environ_of(environ: dict[str, Any], start_response: Any) -> Any:
     return environ
 
 
+def _no_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], object]:
+    raise AssertionError("_environ_of starts no response")
+
+
 def socketio() -> SocketIO:
     """The current app's Socket.IO server (to emit from REST routes)."""
     return current_app.extensions["socketio"]
+
+
+def socket_id() -> str:
+    """The Socket.IO session id of the socket whose event (or connect) is being handled."""
+    return request.sid  # type: ignore[attr-defined]  # Flask-SocketIO sets it on a socket event's request
 
 
 def emit(event: str, data: Any, *, to: str | None = None, namespace: str = "/") -> None:

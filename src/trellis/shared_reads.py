@@ -33,11 +33,12 @@ class SharedReads:
             asked = self._started  # reads numbered above this one started after the caller asked
         while True:
             with self._lock:
-                current = self._running
-                lead = current is None
-                if lead:
+                running = self._running
+                lead = running is None
+                if running is None:
                     self._started += 1
-                    current = self._running = _Read(self._started)
+                    running = self._running = _Read(self._started)
+                current = running
             if lead:
                 try:
                     current.value = fetch()

@@ -16,13 +16,16 @@ import re
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Table, event
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
+
+if TYPE_CHECKING:
+    import psycopg2.extensions
 
 CHECKED = {"sqlalchemy": "2.1.9"}  # see trellis.server
 log = logging.getLogger(__name__)
@@ -54,7 +57,7 @@ def execute_compiled(
             cache[key] = compiled
     if compiled is _THROUGH_SQLALCHEMY:
         result = connection.execute(statement, parameters)
-        return result.all() if result.returns_rows else []
+        return list(result.all()) if result.returns_rows else []  # typed a Sequence, though a list
     sql, own, convert = compiled.sql, compiled.own, compiled.convert
     values = {**own, **parameters} if own else dict(parameters)
     for name, process in convert.items():
@@ -64,7 +67,7 @@ def execute_compiled(
         if isinstance(value, dict):
             values[name] = json.dumps(value)
     fairy = connection.connection
-    raw = fairy.dbapi_connection
+    raw = cast("psycopg2.extensions.connection", fairy.dbapi_connection)  # only PostgreSQL's statements come here
     dispatch = connection.dispatch
     try:
         with raw.cursor() as cursor:
@@ -81,7 +84,8 @@ def execute_compiled(
                 dispatch.after_cursor_execute(connection, cursor, sql, values, None, False)
             return rows
     except raw.Error as exc:  # psycopg2's base class, as the connection exposes it
-        dead = connection.dialect.is_disconnect(exc, raw, None)
+        # psycopg2's Error is the driver module's Error that SQLAlchemy's DBAPI types name abstractly
+        dead = connection.dialect.is_disconnect(exc, fairy.dbapi_connection, None)  # type: ignore[arg-type]
         if dead:
             # As SQLAlchemy's own Connection does on a disconnect: this connection, and every older one of
             # the pool recycled at its next checkout. Private, because no public API does that job:

@@ -20,11 +20,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Row
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from trellis import db
 from trellis.settings import COUNT, SECONDS, SECONDS_LIST, Setting
@@ -56,7 +56,7 @@ class LeaseQueue:
         self._claim_postgresql = claim.where(table.c.id == picked.c.id, due)
         self._claim_sqlite = claim.where(table.c.id.in_(pick), due)
 
-    def claim(self, session: Session, limit: int, lease_seconds: float) -> list[Row]:
+    def claim(self, session: Session | scoped_session[Session], limit: int, lease_seconds: float) -> Sequence[Row[Any]]:
         """Claim up to ``limit`` due rows (oldest due first) and commit; returns the ``returning`` columns."""
         now = db.utcnow()
         values = {"now": now, "limit": limit, "lease_end": now + timedelta(seconds=lease_seconds), "token": db.new_id()}
@@ -75,14 +75,14 @@ class LeaseQueue:
             session.commit()
         return rows
 
-    def settle(self, session: Session, row_id: str, claim: str, **values: Any) -> bool:
+    def settle(self, session: Session | scoped_session[Session], row_id: str, claim: str, **values: Any) -> bool:
         """Write ``values`` on a row this worker still holds (its claim token matches) and release the claim;
         whether it was still held. The caller commits."""
         table = self.table
         done = session.execute(
             sa.update(table).where(table.c.id == row_id, table.c.claim == claim).values(claim=None, **values)
         )
-        return bool(done.rowcount)
+        return bool(db.rowcount(done))
 
 
 def retry_at(schedule: Sequence[float], attempts: int) -> datetime | None:
@@ -119,6 +119,6 @@ class QueueSettings:
             for f in fields(self)
         )
 
-    def read(self, config: Any, prefix: str) -> QueueSettings:
+    def read(self, config: Any, prefix: str) -> Self:
         """These settings as the app's config has them (``app.config``, read and checked at start)."""
         return replace(self, **{f.name: config[f"{prefix}_{f.name.upper()}"] for f in fields(self)})

@@ -354,7 +354,7 @@ def _move_event_log(connection: sa.Connection, used: int, families: set[str], ar
     events = EventRecord.__table__
     now = db.utcnow()
     payload = json.dumps({"restored": archive.path.name})
-    markers = [
+    markers: list[dict[str, Any]] = [
         {"event_id": used + i, "topic": family, "family": family, "payload": payload, "created_at": now}
         for i, family in enumerate(sorted(families | {RESTORE_FAMILY}), start=1)
     ]

@@ -38,7 +38,7 @@ class Consumer:
                 return None  # locked by another process
         else:
             touch = _consumers.update().where(self._where).values(last_event_id=_consumers.c.last_event_id)
-            if db.session.execute(touch).rowcount:
+            if db.rowcount(db.session.execute(touch)):
                 return self.position()
         try:
             db.session.execute(_consumers.insert().values(name=self.name, last_event_id=0))

@@ -3,6 +3,8 @@ giving the same number saw the same committed events (a cache keyed by it needs 
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
@@ -13,7 +15,7 @@ _counters = EventCounter.__table__
 # A family's change counter is striped over SLOTS rows; a PostgreSQL writer bumps the slot of its backend
 # (pool connections have distinct pids), so 16 concurrent writers of one family seldom queue on one row lock.
 SLOTS = 16
-_SLOT = sa.literal_column(f"pg_backend_pid() % {SLOTS}")
+_SLOT: sa.ColumnClause[Any] = sa.literal_column(f"pg_backend_pid() % {SLOTS}")
 # At the commit of a transaction that recorded events: every family's slot bumped in one statement, in
 # family order (two transactions bumping the same slots of two families cannot wait on each other).
 _BUMP = sa.text(

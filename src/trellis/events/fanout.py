@@ -52,6 +52,7 @@ def listen(log_: EventLog, ref: weakref.ref[EventLog], stopped: Callable[[], boo
     """Start the thread that hands every batch published on the log's channel to this process's receiver
     (``ref``: the log, held weakly)."""
     app = log_.app()
+    assert log_.redis_url is not None  # the log listens only where Redis carries its batches
     listener = background.RedisListener(
         log_.redis_url,
         log_.channel,

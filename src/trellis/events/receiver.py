@@ -109,9 +109,10 @@ class Receiver:
             elif now - self._gap_since >= GAP_WAIT_SECONDS:
                 first = min(self._early)
                 self.catch_up(first - 1)
-                if self._delivered < first - 1:  # not in the table (pruned, or the table went back)
+                delivered = self._delivered
+                if delivered is not None and delivered < first - 1:  # not in the table (pruned, or it went back)
                     log.warning(
-                        "events %d to %d are not in the log; delivering from %d", self._delivered + 1, first - 1, first
+                        "events %d to %d are not in the log; delivering from %d", delivered + 1, first - 1, first
                     )
                     self._delivered = first - 1
                 self._deliver_following()
@@ -123,7 +124,7 @@ class Receiver:
             return
         for passed in [key for key in self._early if key <= self._delivered]:
             del self._early[passed]
-        run = []
+        run: list[Event] = []
         while (item := self._early.pop(self._delivered + len(run) + 1, None)) is not None:
             run.append(item)
         self._deliver(run)

@@ -4,6 +4,7 @@ pokes the sequencer."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -43,7 +44,7 @@ def record(topic: str, payload: dict | str) -> None:
     record_many(topic, [payload])
 
 
-def record_many(topic: str, payloads: list[dict | str]) -> None:
+def record_many(topic: str, payloads: Sequence[dict[str, Any] | str]) -> None:
     """:func:`record` for several events of one topic: one statement (``/many`` writes 1,000 documents)."""
     log_ = current_log()
     if not log_.enabled:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from .. import db
@@ -72,5 +73,5 @@ def numbered_from_row(row: Any) -> Numbered:
     return Numbered(row[0], row[1], row[2], text, _stamp(row[4]))
 
 
-def _stamp(value: Any) -> str:
-    return db.isoformat(value) if value is not None and not isinstance(value, str) else value
+def _stamp(value: datetime | str) -> str:
+    return value if isinstance(value, str) else db.isoformat(value)

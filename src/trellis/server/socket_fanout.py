@@ -44,7 +44,7 @@ CHECKED = {"python-engineio": "4.15.1", "python-socketio": "5.18.1", "eventlet":
 CONNECTION_ATTRIBUTE = "trellis_websocket"
 # eventlet's green socket class (set by ``install_websocket``): a connection of exactly this type is plain
 # TCP, whose descriptor underneath takes a non-blocking ``send`` (TLS sockets are of other classes).
-_plain_socket: type | None = None
+_plain_socket: type[Any] | None = None
 
 
 def websocket_frame(message: str | bytes) -> bytes:
@@ -73,7 +73,7 @@ def websocket_class(base: type) -> type:
     bytes.
     """
 
-    class RecordingWebSocket(base):  # type: ignore[misc, valid-type]
+    class RecordingWebSocket(base):
         def __init__(self, handler: Any, server: Any) -> None:
             owner = getattr(handler, "__self__", None)  # the Engine.IO socket whose handler this is
 

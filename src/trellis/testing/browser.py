@@ -7,7 +7,10 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
 
 CHROMIUM = os.environ.get("TRELLIS_CHROMIUM", "/usr/bin/chromium")
 # Without these, Chromium keeps dialling Google services that this closed network refuses.
@@ -28,7 +31,7 @@ def chromium_path() -> str | None:
 
 
 @contextlib.contextmanager
-def browser_page(viewport: dict[str, int] | None = None) -> Iterator[Any]:
+def browser_page(viewport: ViewportSize | None = None) -> Iterator[Any]:
     """A fresh Playwright page in headless Chromium with an empty profile."""
     from playwright.sync_api import sync_playwright
 

@@ -106,7 +106,7 @@ def register(email: str, password: str) -> dict[str, Any]:
     user = create_user(email, password)
     if send:
         try:
-            send_verification(user.id, user.email)
+            send_verification(user.id, normalise_email(email))
         except APIError as exc:  # e.g. the Email module's sender address does not validate
             # The account exists either way; resend-verification sends the link once mail works.
             db.session.rollback()
@@ -180,7 +180,7 @@ def reset_password(token: str, password: str) -> None:
     row = tokens.find(tokens.RESET_PASSWORD, token)
     if row is None:
         raise bad_request("This password reset token is unknown, used or expired", {"passwordResetToken": ["Invalid."]})
-    user_id = row.user_id
+    user_id = tokens.user_of(row)
     db.session.rollback()  # no transaction held while argon2 runs
     new_hash = hash_password(password)
     row = tokens.find(tokens.RESET_PASSWORD, token)
@@ -263,7 +263,7 @@ def verify_change_email(token: str) -> str | None:
     if row is None or not tokens.consume(row):
         db.session.rollback()
         raise not_found("This link is unknown, used or expired")
-    _set_email(row.user_id, row.data["email"], verified=True)  # the link proved the new address
+    _set_email(tokens.user_of(row), row.data["email"], verified=True)  # the link proved the new address
     log.info("user %s changed their email", row.user_id)
     return config()["local"]["verification"]["redirectUri"]
 
@@ -299,7 +299,7 @@ def sign_in_with_magic_link(token: str) -> tuple[dict[str, Any], str | None]:
     if row is None or not tokens.consume(row):
         db.session.rollback()
         raise not_found("This sign-in link is unknown, used or expired")
-    user = get_user(row.user_id)
+    user = get_user(tokens.user_of(row))
     require_active(user)
     user.is_verified = True  # the link reached the mailbox
     db.session.commit()

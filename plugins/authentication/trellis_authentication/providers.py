@@ -324,7 +324,8 @@ def _exchange(provider: Provider, code: str, callback: str, verifier: str) -> di
             f"{provider.name}: the token endpoint did not answer within {provider.timeout:g} s"
         ) from None
     except requests.HTTPError as exc:
-        raise ProviderError(f"{provider.name}: the token endpoint answered HTTP {exc.response.status_code}") from None
+        status = exc.response.status_code if exc.response is not None else "an error"
+        raise ProviderError(f"{provider.name}: the token endpoint answered HTTP {status}") from None
     except requests.RequestException as exc:
         raise ProviderError(f"{provider.name}: cannot reach the token endpoint ({exc.__class__.__name__})") from None
     except AuthlibBaseError as exc:  # the provider's own {"error": …}: a bad, used or expired code

@@ -66,7 +66,7 @@ def end_session(user_id: str, session_id: str) -> None:
         .values(revoked=True)
         .execution_options(synchronize_session=False)
     )
-    if ended.rowcount != 1:
+    if db.rowcount(ended) != 1:
         db.session.rollback()
         raise not_found("No open session of yours has this id")
     sessions_ended()

@@ -145,7 +145,7 @@ def purge_sessions() -> int:
         sql_delete(Session).where(or_(Session.revoked.is_(True), Session.expires_at <= db.utcnow()))
     )
     db.session.commit()
-    return result.rowcount
+    return db.rowcount(result)
 
 
 # Built once, and prepared on the server (PostgreSQL): every user request runs it.

@@ -21,7 +21,7 @@ from .users import config, normalise_email, release_connection, require_active
 
 
 def finish_sign_in(
-    user: User | Row[Any], *, by_phone_code: bool = False, settings: dict[str, Any] | None = None
+    user: User | Row[*tuple[Any, ...]], *, by_phone_code: bool = False, settings: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The first factor passed: the token pair, or for a user enrolled in two-factor the challenge
     ``{twoFaRequired, twoFaToken}``. Enrolled users keep their second factor even if an administrator

@@ -65,7 +65,7 @@ def invite(team_id: str, user_id: str, email: str, role: str) -> str:
 def _delete_pending(team_id: str, email: str) -> int:
     """Delete the unused invites of ``email`` to the team (expired ones too); how many there were."""
     where = (TeamInvite.team_id == team_id, TeamInvite.email == email, TeamInvite.used.is_(False))
-    return db.session.execute(delete(TeamInvite).where(*where)).rowcount
+    return db.rowcount(db.session.execute(delete(TeamInvite).where(*where)))
 
 
 def revoke_invites(team_id: str, user_id: str, email: str) -> None:
@@ -117,9 +117,11 @@ def accept(token: str, user_id: str, email: str | None) -> tuple[Team, str]:
     if email is None or found.email != email:
         raise forbidden("This invitation is for another email address")
     # Used exactly once: the conditional UPDATE of a concurrent acceptance finds no row.
-    used = db.session.execute(
-        update(TeamInvite).where(TeamInvite.id == found.id, TeamInvite.used.is_(False)).values(used=True)
-    ).rowcount
+    used = db.rowcount(
+        db.session.execute(
+            update(TeamInvite).where(TeamInvite.id == found.id, TeamInvite.used.is_(False)).values(used=True)
+        )
+    )
     if not used:
         raise not_found("Unknown, used or expired invitation")
     current = direct_roles(found.team_id, [user_id]).get(user_id)
@@ -134,6 +136,6 @@ def accept(token: str, user_id: str, email: str | None) -> tuple[Team, str]:
             .values(role=role)
         )
         record_join(found.team_id, user_id, role, previous=current)
-    team = db.session.get(Team, found.team_id)
+    team = db.session.get_one(Team, found.team_id)
     db.session.commit()
     return team, role

@@ -7,6 +7,7 @@ token (administrator credentials: 403) and answers 403 while ``teams.enabled`` i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from trellis.credentials import require_user, user_required
@@ -41,7 +42,7 @@ NOT_OWNER = "Not an owner of the team or of a team above it; or teams are not en
 INVITES_OFF = "Not an owner; or teams or invites are not enabled (teams.enabled, teams.invites.enabled)"
 
 
-def _caller() -> dict[str, Any]:
+def _caller() -> Mapping[str, Any]:
     """The signed-in user, once teams are known to be on."""
     user = require_user().user
     teams.require_enabled()

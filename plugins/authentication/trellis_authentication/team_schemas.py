@@ -71,7 +71,8 @@ class MembersRoleSchema(Schema):
 class _MemberIds(fields.String):
     """``?members=id,id``: comma-separated user ids."""
 
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> list[str]:
+    # A string in the query (documented as one), a list once loaded.
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> list[str]:  # type: ignore[override]
         ids = [part.strip() for part in super()._deserialize(value, attr, data, **kwargs).split(",") if part.strip()]
         if not ids or len(ids) > MAX_MEMBERS_PER_CALL or any(len(part) > 32 for part in ids):
             raise ValidationError(f"1 to {MAX_MEMBERS_PER_CALL} user ids, comma-separated.")

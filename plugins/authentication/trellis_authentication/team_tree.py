@@ -66,7 +66,7 @@ def viewable(team_id: str, user_id: str) -> tuple[Team, str]:
     missing one."""
     role = role_in(team_id, user_id)
     team = db.session.get(Team, team_id) if role else None
-    if team is None:
+    if team is None or role is None:
         raise not_found(NO_TEAM)
     return team, role
 

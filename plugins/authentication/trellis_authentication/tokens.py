@@ -105,6 +105,13 @@ def find(kind: str, token: str) -> AuthToken | None:
     ).scalar_one_or_none()
 
 
+def user_of(row: AuthToken) -> str:
+    """The user a token was issued to: every kind but a phone sign-in's (whose user may not exist yet) has one."""
+    if row.user_id is None:
+        raise RuntimeError(f"a {row.kind} token names no user")
+    return row.user_id
+
+
 def latest_for_user(kind: str, user_id: str) -> AuthToken | None:
     """The newest usable token of ``kind`` of a user (codes confirmed without a token: two-factor set-up)."""
     return db.session.execute(
@@ -127,7 +134,7 @@ def consume(row: AuthToken) -> bool:
         .values(consumed_at=db.utcnow())
         .execution_options(synchronize_session=False)
     )
-    return result.rowcount == 1
+    return db.rowcount(result) == 1
 
 
 def code_matches(row: AuthToken, code: str) -> bool:
@@ -182,7 +189,7 @@ def take(kind: str, token: str) -> AuthToken | None:
         .values(consumed_at=db.utcnow())
         .execution_options(synchronize_session=False)
     )
-    if result.rowcount != 1:
+    if db.rowcount(result) != 1:
         return None
     return db.session.execute(select(AuthToken).where(AuthToken.token_hash == token_hash)).scalar_one()
 
@@ -272,6 +279,7 @@ def count_code_try(subject: str, user_id: str | None) -> float | None:
             return None
         db.session.commit()
         tries, until = row
+        assert until is not None  # the update sets it in every case
         if tries > MAX_CODE_TRIES:
             return max(1.0, (until - now).total_seconds())
         return None

@@ -191,7 +191,7 @@ def authorize(two_fa_token: str, code: str) -> dict[str, str]:
     row = tokens.find(tokens.TWO_FA_SIGN_IN, two_fa_token)
     if row is None:
         raise unauthorized("This twoFaToken is unknown, used or expired; sign in again")
-    user = get_user(row.user_id)
+    user = get_user(tokens.user_of(row))
     require_active(user)
     limit_code_tries(user.id, user.id)
     if user.two_fa_method == AUTHENTICATOR and _totp_accepted(user, code) or _use_recovery_code(user.id, code):

@@ -46,7 +46,7 @@ def normalise_email(email: str) -> str:
     return email.strip().lower()
 
 
-def user_dict(user: User | Row[Any]) -> dict[str, Any]:
+def user_dict(user: User | Row[*tuple[Any, ...]]) -> dict[str, Any]:
     """The public shape of a user: extension fields first, so they can never shadow ours."""
     result: dict[str, Any] = dict(user.extra or {})
     result.update(
@@ -142,7 +142,7 @@ def get_user(user_id: str) -> User:
     return user
 
 
-def require_active(user: User | Row[Any]) -> None:
+def require_active(user: User | Row[*tuple[Any, ...]]) -> None:
     """403 for a blocked user; what the request wrote so far (a token it used up) is rolled back."""
     if not user.is_active:
         db.session.rollback()

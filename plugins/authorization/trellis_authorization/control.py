@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
 from trellis.access import Acting, Audience, GrantChange, Probe, ResourceTable, catalog
+from trellis.credentials import Identity
 from trellis.errors import forbidden, not_found
 from trellis.hooks import hookimpl
 
@@ -19,10 +20,10 @@ from .predicate import condition
 class Control:
     """Implements ``trellis.access.AccessControl`` (see there for each method's contract)."""
 
-    def acting(self, identity: Any, scope: str | None) -> Acting:
+    def acting(self, identity: Identity | None, scope: str | None) -> Acting:
         return subjects.acting(identity, scope)
 
-    def viewer(self, identity: Any) -> Acting:
+    def viewer(self, identity: Identity | None) -> Acting:
         """Who a live subscriber acts as, read now: never the per-request memo, since a subscription
         outlives requests and is read again when its user's teams change."""
         return subjects.read_acting(identity, None)
@@ -40,7 +41,7 @@ class Control:
     def viewer_of(self, user_id: str, team_ids: Iterable[str]) -> Acting:
         return subjects.user_acting(user_id, list(team_ids))
 
-    def version(self, resource: str) -> Any:
+    def version(self, resource: str) -> Hashable:
         """Changes whenever a definition changes: part of the key of statements built with a predicate."""
         return definitions.of().stamp
 

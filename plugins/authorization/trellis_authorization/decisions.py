@@ -46,11 +46,13 @@ def acting_as(subject: str) -> Acting:
     itself (``User:*`` also holds what ``*`` holds)."""
     kind, ident = subjects.parse(subject)
     subjects.check_exists([subject])
-    if kind == "User":
+    if kind == "User" and ident is not None:
         teams = users.team_ids_of(ident)
         names = (subject, subjects.SIGNED_IN, subjects.ANYONE, *(f"Team:{t}" for t in teams))
         return Acting(user_id=ident, subjects=names, team_ids=tuple(teams))
-    if kind == "Team":  # the team's own grants (its members' further teams are theirs, not the team's)
+    if (
+        kind == "Team" and ident is not None
+    ):  # the team's own grants (its members' further teams are theirs, not the team's)
         return Acting(user_id=None, subjects=(subject,), team_ids=(ident,))
     return Acting(user_id=None, subjects=(subject,) if subject == subjects.ANYONE else (subject, subjects.ANYONE))
 
@@ -124,7 +126,7 @@ def evaluate(
         for field_name, inherited in found.inherited(permission):
             ref = resource.relation_fields.get(field_name)
             target = registered.resource(ref.target) if ref is not None and registered is not None else None
-            if target is None:
+            if ref is None or target is None:
                 continue
             for related_id in ref.ids(document):
                 for chain in evaluate(target, acting, related_id, inherited, hop=False):

@@ -57,7 +57,8 @@ class Definition:
 
     def inherited(self, permission: str) -> tuple[tuple[str, str], ...]:
         """``(field, permission)`` pairs: ``permission`` held on the document that ``field`` names."""
-        return tuple(tuple(entry.split(ARROW, 1)) for entry in self.permissions.get(permission, ()) if ARROW in entry)  # type: ignore[return-value]
+        pairs = (entry.partition(ARROW) for entry in self.permissions.get(permission, ()) if ARROW in entry)
+        return tuple((field, inherited) for field, _arrow, inherited in pairs)
 
     def granting(self, relation: str) -> list[str]:
         """The permissions ``relation`` grants directly."""

@@ -53,7 +53,7 @@ def condition(resource: ResourceTable, permission: str, dialect: str, hop: bool 
             ref = resource.relation_fields.get(field_name)
             registered = catalog()
             target = registered.resource(ref.target, aliased=True) if ref is not None and registered else None
-            if target is None:
+            if ref is None or target is None:
                 continue  # the target left access control: it grants nothing (admins only)
             inner = condition(target, inherited, dialect, hop=False)
             parts.append(sa.exists(sa.select(sa.literal_column("1")).where(ref.refers_to(target.id_column), inner)))

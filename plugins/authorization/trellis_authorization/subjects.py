@@ -17,6 +17,7 @@ from flask import has_request_context
 
 from trellis import current
 from trellis.access import ADMIN, Acting
+from trellis.credentials import Identity
 from trellis.errors import bad_request, forbidden
 from trellis_authentication import service as users
 
@@ -64,7 +65,7 @@ def check_grantable(subject: str, acting: Acting) -> None:
         raise bad_request(f"No team with id {ident!r}", {"subject": ["Unknown team"]})
 
 
-def acting(identity: Any, scope: str | None = None) -> Acting:
+def acting(identity: Identity | None, scope: str | None = None) -> Acting:
     """Who the request acts as (memoised per request and scope). 403 for a scope the caller is not in."""
     memo = current.request().environ.setdefault("trellis", {}).setdefault("acting", {}) if has_request_context() else {}
     key = (identity.kind if identity is not None else None, identity.id if identity is not None else None, scope)
@@ -73,17 +74,18 @@ def acting(identity: Any, scope: str | None = None) -> Acting:
     return memo[key]
 
 
-def read_acting(identity: Any, scope: str | None) -> Acting:
+def read_acting(identity: Identity | None, scope: str | None) -> Acting:
+    team_id = None
     if scope is not None:
         kind, team_id = parse(scope, "scope")
-        if kind != "Team":
+        if kind != "Team" or team_id is None:
             raise bad_request("scope is Team:<id>", {"scope": ["Not a team"]})
     if identity is not None and identity.is_admin:
-        if scope is None:
+        if scope is None or team_id is None:
             return ADMIN
         check_exists([scope], "scope")
         return Acting(user_id=None, subjects=(scope,), team_ids=(team_id,), scope=scope, admin=True)
-    if identity is None or identity.kind != "user":
+    if identity is None or identity.kind != "user" or identity.id is None:
         if scope is not None:
             raise forbidden("Acting as a team needs a signed-in member of it")
         return Acting(user_id=None, subjects=(ANYONE,))

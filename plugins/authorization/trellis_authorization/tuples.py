@@ -39,10 +39,11 @@ def change_of(topic: str, payload: Mapping[str, Any]) -> GrantChange | None:
     if len(parts) != 3 or parts[0] != "authorization" or parts[2] not in ("grant", "revoke"):
         return None
     kind = parts[2]
-    values = [payload.get(name) for name in ("resource", "subject", "relation")]
-    if not all(isinstance(value, str) for value in values) or ":" not in values[0]:
+    resource, subject, relation = (payload.get(name) for name in ("resource", "subject", "relation"))
+    if not isinstance(resource, str) or not isinstance(subject, str) or not isinstance(relation, str):
         return None
-    resource, subject, relation = values
+    if ":" not in resource:
+        return None
     return GrantChange(resource, subject, relation, granted=kind == "grant")
 
 
@@ -174,11 +175,12 @@ def owner_parameters(owner: str) -> dict[str, Any]:
 def forget_written(resource_type: str, written: sa.CTE) -> sa.Delete:
     """:func:`forget_resources` as part of a deletion's own statement: the tuples of the rows ``written``
     returns, deleted and returned (``resource_id``, ``subject``, ``relation``)."""
-    return (
+    statement = (
         sa.delete(_table)
         .where(_table.c.resource_type == db.sql_text(resource_type), _table.c.resource_id.in_(sa.select(written.c.id)))
         .returning(_table.c.resource_id, _table.c.subject, _table.c.relation)
     )
+    return statement  # type: ignore[return-value]  # SQLAlchemy's typing-only ReturningDelete derives from Update
 
 
 def revoke(resource_type: str, doc_id: str, subject: str, relation: str) -> bool:
@@ -189,7 +191,7 @@ def revoke(resource_type: str, doc_id: str, subject: str, relation: str) -> bool
         _table.c.subject == subject,
         _table.c.relation == relation,
     )
-    if db.session.execute(statement).rowcount == 0:
+    if db.rowcount(db.session.execute(statement)) == 0:
         return False
     revoked = {"subject": subject, "relation": relation, "resource": f"{resource_type}:{doc_id}"}
     events.record(f"{family(resource_type)}.revoke", revoked)

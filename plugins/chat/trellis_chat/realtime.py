@@ -12,13 +12,13 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from flask import Flask, current_app, request
+from flask import Flask, current_app
 from flask_socketio import ConnectionRefusedError, Namespace, join_room, leave_room
 
 from trellis import connections, db
-from trellis.credentials import decode, identity_from_token
+from trellis.credentials import decode, user_from_token
 from trellis.errors import APIError, bad_request, body, forbidden, not_found, unauthorized
-from trellis.realtime import socket_event, socketio
+from trellis.realtime import socket_event, socket_id, socketio
 
 from . import service
 
@@ -127,7 +127,7 @@ class ChatNamespace(Namespace):
         try:
             self._accept(auth)
         except Exception as exc:
-            user_sockets().unregister(self.namespace, request.sid)
+            user_sockets().unregister(self.namespace, socket_id())
             if not isinstance(exc, APIError):
                 log.exception("chat socket connect failed")
                 exc = APIError(500, "Internal server error")
@@ -145,19 +145,19 @@ class ChatNamespace(Namespace):
         if not service.config()["active"]:
             raise not_found("The chat module is not active")
         # Before the check below: a block announced from now on already finds this socket.
-        user_sockets().register(claims["sub"], self.namespace, request.sid)
-        identity = identity_from_token(token)  # blocked user → 403, ended session → 401
+        user_sockets().register(claims["sub"], self.namespace, socket_id())
+        identity = user_from_token(token)  # blocked user → 403, ended session → 401
         for room_id in service.room_ids_of(identity.id):
             join_room(room_id)
-        self.socketio.server.save_session(request.sid, {"user": identity.id, "token": token}, namespace=self.namespace)
+        self.socketio.server.save_session(socket_id(), {"user": identity.id, "token": token}, namespace=self.namespace)
 
     def on_disconnect(self, reason: Any = None) -> None:
-        user_sockets().unregister(self.namespace, request.sid)
+        user_sockets().unregister(self.namespace, socket_id())
 
     def _user(self) -> str:
         """The socket's user, re-checked: a session ended or a user blocked since connecting is refused."""
-        state = self.socketio.server.get_session(request.sid, namespace=self.namespace)
-        return identity_from_token(state["token"]).id
+        state = self.socketio.server.get_session(socket_id(), namespace=self.namespace)
+        return user_from_token(state["token"]).id
 
     @socket_event
     def on_join(self, *args: Any) -> dict[str, Any]:
@@ -170,8 +170,8 @@ class ChatNamespace(Namespace):
     @socket_event
     def on_leave(self, *args: Any) -> dict[str, Any]:
         room_id = _room_arg(args)
-        state = self.socketio.server.get_session(request.sid, namespace=self.namespace)
-        if room_id in (user_room(state["user"]), request.sid):
+        state = self.socketio.server.get_session(socket_id(), namespace=self.namespace)
+        if room_id in (user_room(state["user"]), socket_id()):
             raise bad_request("Only chat rooms can be left")
         leave_room(room_id)
         return {"roomId": room_id, "left": True}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trellis.credentials import admin_required, identify, require_user, user_or_admin_required, user_required
+from trellis.credentials import admin_required, require_caller, require_user, user_or_admin_required, user_required
 from trellis.errors import ErrorSchema
 from trellis.http import Blueprint, DeletedSchema, ListArgs, deleted
 
@@ -106,7 +106,7 @@ def send_message(body: dict[str, Any], roomId: str):
 @blp.alt_response(403, schema=ErrorSchema, description="Not the sender")
 def delete_message(messageId: str):
     """Delete a message: its sender, or an administrator."""
-    identity = identify()
+    identity = require_caller()
     message = service.delete_message(messageId, None if identity.is_admin else identity.id)
     broadcast("messageDeleted", {"_id": message.id, "room": message.room_id}, message.room_id)
     return deleted(messageId)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from flask import Flask, Response, current_app, redirect, render_template, request, send_file, url_for
 from jinja2 import BaseLoader, ChoiceLoader, Environment, FileSystemLoader, TemplateNotFound
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 from trellis import ConsolePage, Module
 from trellis.errors import not_found
@@ -92,7 +93,7 @@ class _PageTemplates(BaseLoader):
 
 class ConsoleBlueprint(PageBlueprint):
     @cached_property
-    def jinja_loader(self) -> BaseLoader:  # type: ignore[override]
+    def jinja_loader(self) -> BaseLoader:
         return ChoiceLoader([FileSystemLoader(str(HERE / "templates")), _PageTemplates()])
 
 
@@ -106,7 +107,7 @@ def _only_when_active() -> None:
 
 
 @bp.get("/")
-def index() -> Response:
+def index() -> WerkzeugResponse:
     return redirect(url_for("console.page", name=pages()[0].slug))
 
 

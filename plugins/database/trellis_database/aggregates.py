@@ -251,7 +251,7 @@ def _day(field: Field, column: sa.ColumnElement[Any], pg: bool) -> sa.ColumnElem
         first = sa.func.make_date(
             sa.cast(part(1, 4), sa.Integer), sa.cast(part(6, 2), sa.Integer), _number(1), type_=sa.Date
         )
-        day = first.op("+")(sa.cast(part(9, 2), sa.Integer).op("-")(_number(1)))
+        day: sa.ColumnElement[Any] = first.op("+")(sa.cast(part(9, 2), sa.Integer).op("-")(_number(1)))
     else:
         shift = _text("+").op("||")(sa.cast(part(9, 2), sa.Integer).op("-")(_number(1))).op("||")(_text(" days"))
         day = sa.func.date(part(1, 7).op("||")(_text("-01")), shift)
@@ -265,14 +265,14 @@ def _bucket(field: Field, column: sa.ColumnElement[Any], bucket: str, pg: bool) 
         if bucket == "week":  # ISO day of the week: Monday is 1
             day = day.op("-")(sa.cast(sa.extract("isodow", day), sa.Integer).op("-")(_number(1)))
         pattern = {"day": "YYYY-MM-DD", "week": "YYYY-MM-DD", "month": 'YYYY-MM-"01"', "year": 'YYYY-"01-01"'}[bucket]
-        start = sa.func.to_char(day, _text(pattern))
+        start: sa.ColumnElement[Any] = sa.func.to_char(day, _text(pattern))
     elif bucket == "week":  # %w: Sunday is 0, so (w + 6) % 7 days back is the Monday
         back = sa.cast(sa.func.strftime(_text("%w"), day), sa.Integer).op("+")(_number(6)).op("%")(_number(7))
         start = sa.func.date(day, _text("-").op("||")(back).op("||")(_text(" days")))
+    elif bucket == "day":
+        start = day
     else:
-        start = {"day": day, "month": sa.func.strftime(_text("%Y-%m-01"), day)}.get(bucket)
-        if start is None:
-            start = sa.func.strftime(_text("%Y-01-01"), day)
+        start = sa.func.strftime(_text("%Y-%m-01" if bucket == "month" else "%Y-01-01"), day)
     return start.op("||")(_text(_MIDNIGHT))
 
 
@@ -280,7 +280,12 @@ def _operation(op: str, column: sa.ColumnElement[Any], pg: bool) -> sa.ColumnEle
     if op == "sum":
         # SQLite's sum() fails on a 64-bit overflow; total() adds as floats (and is 0 without values).
         return sa.func.coalesce(sa.func.sum(column), _number(0)) if pg else sa.func.total(column)
-    return {"avg": sa.func.avg, "min": sa.func.min, "max": sa.func.max}[op](column)
+    functions: dict[str, Callable[[sa.ColumnElement[Any]], sa.ColumnElement[Any]]] = {
+        "avg": sa.func.avg,
+        "min": sa.func.min,
+        "max": sa.func.max,
+    }
+    return functions[op](column)
 
 
 def readable(
@@ -305,19 +310,19 @@ def _build(
     pg = compiler.pg
     keys: dict[str, sa.ColumnElement[Any]] = {}
     for name, bucket in spec.groups:
-        field, column = compiler.field(name)
+        field, column = compiler.column(name)
         keys[name] = column if bucket is None else _bucket(field, column, bucket, pg)
     results: dict[tuple[str, ...], sa.ColumnElement[Any]] = {("count",): sa.func.count()}
     for op, names in spec.operations:
         for name in names:
-            results[(op, name)] = _operation(op, compiler.field(name)[1], pg)
+            results[(op, name)] = _operation(op, compiler.column(name)[1], pg)
     for what, _ in spec.sort:
         if what[0] in OPERATIONS and what not in results:
-            results[what] = _operation(what[0], compiler.field(what[1])[1], pg)
+            results[what] = _operation(what[0], compiler.column(what[1])[1], pg)
     labelled_keys = [expression.label(f"k{index}") for index, expression in enumerate(keys.values())]
     labelled = {what: expression.label(f"r{index}") for index, (what, expression) in enumerate(results.items())}
     statement = sa.select(*labelled_keys, *labelled.values(), sa.func.count().over().label("groups"))
-    statement = statement.select_from(schema.table)  # `count=true` alone names no column of it
+    statement = statement.select_from(schema.documents_table)  # `count=true` alone names no column of it
     condition = readable(compiler, shape, schema, acting, search)
     if condition is not None:
         statement = statement.where(condition)

@@ -12,7 +12,7 @@ Schemas that do not opt in never reach any of this, and work without the Authori
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 import sqlalchemy as sa
 from flask import Flask, has_request_context
@@ -35,7 +35,7 @@ def options(schema: CompiledSchema) -> dict[str, Any]:
     return schema.options.get("conduit", {}).get("authorization") or {}
 
 
-def opted_in(schema: CompiledSchema | None) -> bool:
+def opted_in(schema: CompiledSchema | None) -> TypeGuard[CompiledSchema]:
     return schema is not None and schema.table is not None and bool(options(schema).get("enabled"))
 
 
@@ -55,7 +55,7 @@ def describe(schema: CompiledSchema, aliased: bool = False) -> ResourceTable:
     found = schema.statements.get(key)
     if found is None:
         dialect = db.engine().dialect.name
-        table: Any = schema.table.alias(f"acc_{schema.name}") if aliased else schema.table
+        table: Any = schema.documents_table.alias(f"acc_{schema.name}") if aliased else schema.documents_table
         refs = {
             name: field_ref(table, field, dialect)
             for name, field in schema.fields.items()
@@ -79,7 +79,7 @@ def field_ref(table: Any, field: Field, dialect: str) -> FieldRef:
         column = table.c[field.column]
         return FieldRef(
             name,
-            field.model,
+            field.target,
             holds_any=lambda param: access.any_of(column, param, dialect),
             refers_to=lambda other: column == other,
             ids=lambda doc: [doc[name]] if isinstance(doc.get(name), str) else [],
@@ -88,7 +88,7 @@ def field_ref(table: Any, field: Field, dialect: str) -> FieldRef:
         items = sa.type_coerce(table.c.data, JSONB)[name]
         return FieldRef(
             name,
-            field.model,
+            field.target,
             holds_any=lambda param: items.has_any(sa.bindparam(param, type_=sa.ARRAY(sa.String))),
             refers_to=lambda other: items.has_key(other),
             ids=lambda doc: [v for v in doc.get(name) or () if isinstance(v, str)],
@@ -111,7 +111,7 @@ def field_ref(table: Any, field: Field, dialect: str) -> FieldRef:
 
     return FieldRef(
         name,
-        field.model,
+        field.target,
         holds_any=holds_any,
         refers_to=refers_to,
         ids=lambda doc: [v for v in doc.get(name) or () if isinstance(v, str)],
@@ -187,7 +187,9 @@ def nameable_teams() -> set[str] | None:
     identity = identify()
     if identity is None:  # anonymous callers belong to no team
         return set()
-    return None if identity.is_admin else set(users_service.team_ids_of(identity.id))
+    if identity.is_admin:
+        return None
+    return set(users_service.team_ids_of(identity.id)) if identity.id is not None else set()
 
 
 def read_condition(schema: CompiledSchema, acting_as: Acting, permission: str = "read") -> sa.ColumnElement[bool]:

@@ -53,7 +53,7 @@ class Call:
                 return False, None
             value = self.values[raw]
         elif kind == "Context":
-            value = self._context(raw)
+            value = self._context(source["value"])  # a definition names the path of every Context source
         else:
             value = raw
         try:

@@ -441,7 +441,7 @@ def update(endpoint_id: str, body: dict[str, Any]) -> dict[str, Any]:
     other = snap.endpoints.get(values["name"])
     if other is not None and other.id != current.id:
         raise conflict(f"A custom endpoint named {values['name']!r} exists", {"name": ["Already taken"]})
-    row = db.session.get(CustomEndpointRecord, current.id)
+    row = db.session.get_one(CustomEndpointRecord, current.id)
     for key, value in values.items():
         setattr(row, key, value)
     row.version += 1

@@ -65,6 +65,13 @@ class Field:
         return f"f_{self.name}" if self.scalar else None
 
     @property
+    def target(self) -> str:
+        """The schema (or ``User``, ``Team``) a Relation field refers to."""
+        if self.model is None:
+            raise LookupError(f"field {self.name} is a {self.type}, not a Relation")
+        return self.model
+
+    @property
     def indexed(self) -> bool:
         return self.scalar and (self.index or self.unique)
 

@@ -38,7 +38,7 @@ from graphql import (
     InlineFragmentNode,
     OperationDefinitionNode,
     OperationType,
-    execute,
+    execute_sync,
     parse,
     validate,
 )
@@ -121,7 +121,7 @@ def run(
         return Outcome({"errors": [_format(p, "GRAPHQL_VALIDATION_FAILED") for p in problems[:20]]}, 400)
     if _long_list(variables):
         return _request_error(f"A variable holds an array longer than {MAX_ARRAY_LENGTH} elements", "INVALID_ARGUMENTS")
-    result = execute(schema, document, variable_values=variables, operation_name=operation_name)
+    result = execute_sync(schema, document, variable_values=variables, operation_name=operation_name)
     if result.data is None and result.errors and all(error.path is None for error in result.errors):
         # An unknown operation name or variables that do not fit their types (errors without a path):
         # the request failed before execution started.
@@ -162,7 +162,7 @@ def _format(error: GraphQLError, code: str) -> dict[str, Any]:
     if error.original_error is not None and not isinstance(error.original_error, (GraphQLError, APIError)):
         log.exception("GraphQL resolver failed", exc_info=error.original_error)
         return {"message": "Internal server error", "path": error.path, "extensions": {"code": "INTERNAL_SERVER_ERROR"}}
-    formatted = error.formatted
+    formatted: dict[str, Any] = dict(error.formatted)
     formatted["extensions"] = {"code": code, **(formatted.get("extensions") or {})}
     return formatted
 

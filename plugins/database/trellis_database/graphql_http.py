@@ -15,7 +15,7 @@ from typing import Any
 from flask import Response, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from trellis.credentials import identify
+from trellis.credentials import Security, identify
 from trellis.errors import APIError, handle_http_exception
 from trellis.errors import body as error_body
 from trellis.http import Blueprint
@@ -27,7 +27,7 @@ from .schemas import GraphQLQueryArgs, GraphQLRequestSchema, GraphQLResponseSche
 
 GRAPHQL_RESPONSE = "application/graphql-response+json"
 # Anonymous, a user token or administrator credentials: each schema's CMS rules decide.
-ANY_CALLER = [{}, {"bearerAuth": []}, {"masterkey": []}]
+ANY_CALLER: Security = [{}, {"bearerAuth": []}, {"masterkey": []}]
 
 graphql_blp = Blueprint("database-graphql", __name__, description="Database: GraphQL")
 

@@ -51,7 +51,7 @@ def populate_tree(
             continue
         if field.model in document_access.PRINCIPAL_MODELS:
             continue
-        target = snap.document_schema(field.model)
+        target = snap.document_schema(field.target)
         if target is None:
             continue
         if depth + 1 > MAX_POPULATE_DEPTH:
@@ -72,7 +72,9 @@ def _error(exc: APIError) -> GraphQLError:
 
 
 def _schema(snap: Snapshot, name: str) -> CompiledSchema:
-    return snap.document_schema(name)
+    schema = snap.document_schema(name)
+    assert schema is not None  # GraphQL's types are built from this snapshot's schemas
+    return schema
 
 
 @dataclass
@@ -109,7 +111,7 @@ def _unresolved_to_null(snap: Snapshot, schema: CompiledSchema, docs: list[Any],
     or it is gone); here the field's type is an object, so it becomes null (see ``graphql_api``'s docstring)."""
     for name, subtree in tree.items():
         field = schema.fields[name]
-        target = None if field.model in document_access.PRINCIPAL_MODELS else snap.document_schema(field.model)
+        target = None if field.target in document_access.PRINCIPAL_MODELS else snap.document_schema(field.target)
         related: list[dict[str, Any]] = []
         for doc in docs:
             if not isinstance(doc, dict) or name not in doc:

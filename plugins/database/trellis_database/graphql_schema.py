@@ -4,6 +4,7 @@ expressed never takes the others down."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from graphql import (
@@ -70,15 +71,15 @@ def build(snap: Snapshot) -> GraphQLSchema:
     """
     usable = _without_clashes([s for s in snap.schemas if s.cms_enabled])
     schema, problems = _assemble_checked(snap, usable)
-    if not problems:
+    if schema is not None and not problems:
         return schema
     kept = [s for s in usable if not _assemble_checked(snap, [s])[1]]
     for left_out in sorted({s.name for s in usable} - {s.name for s in kept}):
         log.warning("schema %s is left out of GraphQL: it cannot be expressed (%s)", left_out, problems[0])
     schema, problems = _assemble_checked(snap, kept)
-    if problems:  # schemas that only fail together: serve none rather than fail every request
+    if schema is None or problems:  # schemas that only fail together: serve none rather than fail every request
         log.warning("GraphQL serves no schema: %s", problems[0])
-        schema, _ = _assemble_checked(snap, [])
+        return _assemble(snap, [])
     return schema
 
 
@@ -108,7 +109,7 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
     objects: dict[str, GraphQLObjectType] = {}
     for schema in usable:
         objects[schema.name] = GraphQLObjectType(
-            schema.name, (lambda s=schema: object_fields(s, objects)), description=f"A document of {schema.name}"
+            schema.name, functools.partial(object_fields, schema, objects), description=f"A document of {schema.name}"
         )
     deleted = GraphQLObjectType(
         "Deleted__Result",
@@ -172,12 +173,12 @@ def _assemble(snap: Snapshot, usable: list[CompiledSchema]) -> GraphQLSchema:
         if schema.fields:  # an input object needs at least one field: a schema without any takes no data
             data = GraphQLInputObjectType(
                 f"{schema.name}__Input",
-                lambda s=schema: input_fields(s, create=True),
+                functools.partial(input_fields, schema, create=True),
                 description=f"A new {schema.name} document (required fields non-null)",
             )
             patch = GraphQLInputObjectType(
                 f"{schema.name}__Patch",
-                lambda s=schema: input_fields(s, create=False),
+                functools.partial(input_fields, schema, create=False),
                 description=f"Changes to a {schema.name} document (null removes)",
             )
             mutation[f"create{schema.name}"] = GraphQLField(

@@ -13,6 +13,7 @@ from graphql import (
     GraphQLID,
     GraphQLInputField,
     GraphQLInputObjectType,
+    GraphQLInputType,
     GraphQLInt,
     GraphQLList,
     GraphQLNonNull,
@@ -32,7 +33,7 @@ JSONScalar = GraphQLScalarType(
     description="Any JSON value",
     serialize=lambda value: value,
     parse_value=lambda value: value,
-    parse_literal=lambda node, variables=None: value_from_ast_untyped(node, variables),
+    parse_literal=value_from_ast_untyped,
 )
 
 SUFFIXES = ("ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists")
@@ -116,7 +117,7 @@ def _related_type(field: Field, objects: dict[str, GraphQLObjectType]) -> GraphQ
         return PUBLIC_USER
     if field.model in document_access.PRINCIPAL_MODELS:
         return None
-    return objects.get(field.model)
+    return objects.get(field.target)
 
 
 def _output_type(field: Field, objects: dict[str, GraphQLObjectType]) -> Any:
@@ -176,7 +177,7 @@ def _operators(field: Field) -> list[tuple[str, Any]]:
     if field.type == "JSON":
         return [("exists", GraphQLBoolean)]
     base = SCALARS[field.type]
-    ops = [("eq", base), ("ne", base)]
+    ops: list[tuple[str, GraphQLInputType]] = [("eq", base), ("ne", base)]
     if not field.array and field.type != "Boolean":
         ops += [(op, base) for op in ("lt", "lte", "gt", "gte")]
     ops += [("in", GraphQLList(GraphQLNonNull(base))), ("nin", GraphQLList(GraphQLNonNull(base)))]

@@ -86,7 +86,7 @@ class Subscription:
     viewer: Acting | None = None  # who it reads as (None: everything, an administrator)
     # an event could not be judged for it (the database failed): it has been removed, and its client is
     # told to subscribe again from ``since`` (the last event passed), so nothing is silently skipped
-    lost: Callable[[int], None] = lambda since: None
+    lost: Callable[[int], object] = lambda since: None
 
     def __post_init__(self) -> None:
         self.replaying = self.since is not None
@@ -205,7 +205,7 @@ class LiveHub:
 
     # users
 
-    def attach_user(self, user_id: str, owner: str, close: Callable[[], None]) -> None:
+    def attach_user(self, user_id: str, owner: str, close: Callable[[], object]) -> None:
         """``owner`` (a socket, a stream) belongs to ``user_id``: when the user is blocked or deleted the core's
         registry of live connections (``trellis.connections``) ends its subscriptions and calls ``close``."""
         self._listen()
@@ -422,11 +422,12 @@ class LiveHub:
         """A team change of the subscription's user: read its viewer again; ``enter``/``leave`` for the
         documents it changed (one query, skipped when the subjects are the same)."""
         old = subscription.viewer
-        if old is None or subscription.user_id is None:
+        user_id = subscription.user_id
+        if old is None or user_id is None:
             return []
-        key = ("viewer", subscription.user_id)
+        key = ("viewer", user_id)
         if key not in cache:
-            cache[key] = once_more_if_lost(lambda: live_access.viewer_after(event, subscription.user_id))
+            cache[key] = once_more_if_lost(lambda: live_access.viewer_after(event, user_id))
         new = cache[key]
         if new is None or (set(new.subjects), set(new.team_ids)) == (set(old.subjects), set(old.team_ids)):
             return []

@@ -41,7 +41,7 @@ from sqlalchemy.sql import visitors
 
 from trellis import access, events, reads
 from trellis.access import Acting, Audience, Probe, ResourceTable
-from trellis.credentials import Identity
+from trellis.credentials import Identity, UserIdentity
 from trellis_authentication import service as users_service
 
 from . import document_access, live_history
@@ -62,7 +62,7 @@ def viewer(identity: Identity | None) -> Acting | None:
 
 
 def user_viewer(user_id: str) -> Acting | None:
-    return viewer(Identity("user", user_id))
+    return viewer(UserIdentity("user", user_id))
 
 
 def resource_of(schema_name: str) -> tuple[CompiledSchema, ResourceTable] | None:
@@ -238,7 +238,7 @@ def _naming(
     touched = tail.touched(schema.name)
     if touched:
         conditions.append(resource.id_column.in_(touched))
-    rows = connection.execute(sa.select(*columns(schema.table)).where(sa.or_(*conditions))).all()
+    rows = connection.execute(sa.select(*columns(schema.documents_table)).where(sa.or_(*conditions))).all()
     now = {str(row[0]): to_document(schema, row) for row in rows}
     documents = []
     for doc_id in sorted(set(now) | set(touched)):
@@ -327,7 +327,7 @@ def membership_changes(
     schema, resource = resolved
     now = sa.func.coalesce(document_access.read_condition(schema, new), sa.false())
     then = visitors.replacement_traverse(now, {}, _rename_parameters)
-    table = schema.table
+    table = schema.documents_table
     parameters = {**new.parameters(), **{_OLD + key: value for key, value in old.parameters().items()}}
     with live_history.snapshot() as connection:
         tail = _tail(connection, event_id, resource, documents=True)
@@ -356,7 +356,7 @@ def membership_changes(
     return changes
 
 
-def _rename_parameters(element: Any) -> Any:
+def _rename_parameters(element: Any, **kw: Any) -> Any:
     if isinstance(element, sa.BindParameter) and element.key in (access.SUBJECTS, access.USERS, access.TEAMS):
         return sa.bindparam(_OLD + element.key, type_=element.type, expanding=element.expanding)
     return None

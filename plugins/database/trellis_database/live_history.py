@@ -67,7 +67,8 @@ class Tail:
     def changes(self, resource: str | None = None) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
         """``(plus, minus)``: the tuples held at the event although gone now, and those held now although
         granted after it (of one ``<Schema>:<id>`` when given)."""
-        plus, minus = [], []
+        plus: list[Key] = []
+        minus: list[Key] = []
         for key, held in self.tuples.items():
             if resource is None or key[0] == resource:
                 (plus if held else minus).append(key)

@@ -99,6 +99,7 @@ def stream_changes(schemaName: str) -> Response:
     snap = snapshot_having(lambda s: s.document_schema(schemaName) is not None)
     schema = snap.document_schema(schemaName)
     identity = authorize(schema, "read", schemaName)  # exactly the list's rules
+    assert schema is not None  # authorize answered 404 otherwise
     filters = MultiDict(
         [(key, value) for key, value in request.args.items(multi=True) if key not in STREAM_PARAMS and key != "search"]
     )
@@ -235,7 +236,7 @@ def _stream(outbox: Outbox, subscription: Subscription, heartbeat: float, live: 
             except queue.Empty:
                 yield b": heartbeat\n\n"
                 continue
-            if frame is _END:
+            if not isinstance(frame, bytes):  # _END
                 return
             yield frame
     finally:  # the client went away (a write failed), fell behind, or the user was blocked

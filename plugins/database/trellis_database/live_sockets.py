@@ -21,11 +21,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from flask import request
 from flask_socketio import ConnectionRefusedError, Namespace
 
 from trellis import current, db
-from trellis.credentials import Identity, identity_from_token, master_key_matches
+from trellis.credentials import Identity, UserIdentity, identity_from_token, master_key_matches
 from trellis.errors import (
     UNAVAILABLE_MESSAGE,
     APIError,
@@ -35,7 +34,7 @@ from trellis.errors import (
     not_found,
     unauthorized,
 )
-from trellis.realtime import error_ack, socket_event
+from trellis.realtime import error_ack, socket_event, socket_id
 from trellis.server.socket_fanout import send_encoded
 
 from .live import (
@@ -91,11 +90,15 @@ class DatabaseNamespace(Namespace):
             raise ConnectionRefusedError("Internal server error", body(500, "Internal server error")) from None
         finally:
             db.session.remove()
-        sid = request.sid
-        state = {"master": identity is not None and identity.kind == "master", "token": None, "user": None}
+        sid = socket_id()
+        state: dict[str, Any] = {
+            "master": identity is not None and identity.kind == "master",
+            "token": None,
+            "user": None,
+        }
         if identity is not None and identity.kind in ("admin", "user"):
             state["token"] = auth["token"]
-        if identity is not None and identity.kind == "user":
+        if isinstance(identity, UserIdentity):
             state["user"] = identity.id
             server, namespace = self.socketio.server, self.namespace
             hub().attach_user(
@@ -104,15 +107,15 @@ class DatabaseNamespace(Namespace):
         self.socketio.server.save_session(sid, state, namespace=self.namespace)
 
     def on_disconnect(self, reason: Any = None) -> None:
-        state = self.socketio.server.get_session(request.sid, namespace=self.namespace) or {}
-        hub().detach(self._owner(request.sid), state.get("user"))
+        state = self.socketio.server.get_session(socket_id(), namespace=self.namespace) or {}
+        hub().detach(self._owner(socket_id()), state.get("user"))
 
     def _owner(self, sid: str) -> str:
         return f"{self.namespace} {sid}"
 
     def _identity(self) -> Identity | None:
         """The socket's credential, checked again (a session ended or a user blocked since connecting)."""
-        state = self.socketio.server.get_session(request.sid, namespace=self.namespace)
+        state = self.socketio.server.get_session(socket_id(), namespace=self.namespace)
         if state.get("master"):
             return Identity("master")
         if state.get("token"):
@@ -136,7 +139,7 @@ class DatabaseNamespace(Namespace):
         acting = viewer(identity)
         if since is not None:
             check_replayable(since, replayed_families(schema.name, acting))
-        sid = request.sid
+        sid = socket_id()
         subscription = Subscription(
             schema=schema.name,
             kinds=kinds,
@@ -160,7 +163,7 @@ class DatabaseNamespace(Namespace):
         subscription_id = data.get("subscriptionId") if isinstance(data, dict) else data
         if not isinstance(subscription_id, str) or not subscription_id:
             raise bad_request("unsubscribe takes {subscriptionId}", {"subscriptionId": ["Missing or not a string"]})
-        if not hub().remove(self._owner(request.sid), subscription_id):
+        if not hub().remove(self._owner(socket_id()), subscription_id):
             raise not_found("No subscription with this id on this connection")
         return {"subscriptionId": subscription_id, "unsubscribed": True}
 

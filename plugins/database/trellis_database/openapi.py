@@ -42,7 +42,7 @@ def paths(app: Flask) -> dict[str, Any]:
         if schema.cms_enabled:
             schema_paths(schema, out)
     for endpoint in sorted(snap.endpoints.values(), key=lambda e: e.name):
-        schema = snap.by_id.get(endpoint.schema_id)
-        if endpoint.enabled and schema is not None and schema.table is not None:
-            endpoint_path(endpoint, schema, out)
+        of_schema = snap.by_id.get(endpoint.schema_id)
+        if endpoint.enabled and of_schema is not None and of_schema.table is not None:
+            endpoint_path(endpoint, of_schema, out)
     return out

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from trellis.credentials import Security
+
 from .fields import Field
 from .registry import CompiledSchema
 
 ERROR = {"$ref": "#/components/schemas/Error"}
-ADMIN = [{"masterkey": []}, {"bearerAuth": []}]
-ANYONE = [{}, {"bearerAuth": []}, {"masterkey": []}]
-USER_OR_ADMIN = [{"bearerAuth": []}, {"masterkey": []}]
+ADMIN: Security = [{"masterkey": []}, {"bearerAuth": []}]
+ANYONE: Security = [{}, {"bearerAuth": []}, {"masterkey": []}]
+USER_OR_ADMIN: Security = [{"bearerAuth": []}, {"masterkey": []}]
 JSON_TYPES = {
     "String": {"type": "string"},
     "Number": {"type": "number"},

@@ -60,7 +60,7 @@ def endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict[
     body_props: dict[str, Any] = {}
     body_required = []
     for item in endpoint.inputs:
-        value = dict(JSON_TYPES[item["type"]])
+        value: dict[str, Any] = dict(JSON_TYPES[item["type"]])
         if item["array"]:
             value = {"type": "array", "items": value}
         if item["location"] == "urlParams":
@@ -95,7 +95,7 @@ def endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict[
         "type": "object",
         "properties": {"documents": {"type": "array", "items": doc_ref}, "count": {"type": "integer"}},
     }
-    result, status = {
+    outcomes: dict[str, tuple[dict[str, Any], int]] = {
         "GET": (listing, 200),
         "POST": (doc_ref, 201),
         "PUT": (listing, 200),
@@ -104,7 +104,8 @@ def endpoint_path(endpoint: CompiledEndpoint, schema: CompiledSchema, out: dict[
             {"type": "object", "properties": {"deleted": {"type": "boolean"}, "count": {"type": "integer"}}},
             200,
         ),
-    }[endpoint.operation]
+    }
+    result, status = outcomes[endpoint.operation]
     errors = [400, 401, 404]
     if endpoint.operation in ("POST", "PUT", "PATCH"):
         errors.append(409)  # the documents written must keep unique fields unique

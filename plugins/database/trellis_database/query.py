@@ -170,19 +170,32 @@ class Compiler:
 
     def __init__(self, schema: CompiledSchema, dialect: str) -> None:
         self.schema = schema
-        self.table = schema.table
         self.pg = dialect == "postgresql"
+
+    @property
+    def table(self) -> sa.Table:
+        table = self.schema.table
+        if table is None:  # the documents live in another module: there is no table to query here
+            raise LookupError(f"schema {self.schema.name} has no documents table in this module")
+        return table
 
     # fields
 
     def field(self, name: str, key: str | None = None) -> tuple[Field, sa.ColumnElement | None]:
         if name in SPECIAL_FIELDS:
-            field, column = SPECIAL_FIELDS[name]
-            return field, self.table.c[column]
+            special, column_name = SPECIAL_FIELDS[name]
+            return special, self.table.c[column_name]
         field = self.schema.fields.get(name)
         if field is None:
             raise query_error(f"Unknown field {name!r} in schema {self.schema.name}", key or name)
         column = self.table.c[field.column] if field.column and field.column in self.table.c else None
+        return field, column
+
+    def column(self, name: str) -> tuple[Field, sa.ColumnElement[Any]]:
+        """:meth:`field` for a field the caller checked has a column (grouped, summed, compared)."""
+        field, column = self.field(name)
+        if column is None:
+            raise query_error(f"{name} has no column to group, compute or compare", name)
         return field, column
 
     def value(self, field: Field, raw: Any, key: str) -> Any:
@@ -274,6 +287,7 @@ class Compiler:
         if kind == "array":
             has = self._array_has(field, variant, names, values)
             return has if op in ("eq", "contains", "in") else sa.not_(has)
+        assert column is not None, f"{name} is compared but has no column"  # prepare() admitted scalar fields only
         if op in ("in", "nin"):
             if not variant:
                 return sa.false() if op == "in" else sa.true()
@@ -306,7 +320,9 @@ class Compiler:
         """True when the array holds one of the values; never NULL (so NOT works on missing arrays)."""
         if count == 0:
             return sa.false()
-        path = sa.literal_column(f"'{field.name}'") if self.pg else sa.literal_column(f"'$.{field.name}'")
+        path: sa.ColumnClause[Any] = (
+            sa.literal_column(f"'{field.name}'") if self.pg else sa.literal_column(f"'$.{field.name}'")
+        )
         if self.pg:
             node = sa.type_coerce(self.table.c.data, JSONB)[path]
             tests = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -62,7 +62,15 @@ class CompiledSchema:
     storage: dict[str, Any] = field(default_factory=dict)
     raw_fields: dict[str, Any] | None = None  # an owned descriptor's fields as declared
     unique_indexes: dict[str, str] = field(default_factory=dict)  # index or column name → field
-    statements: dict[str, Any] = field(default_factory=dict)  # prepared Core statements, per snapshot
+    statements: dict[Hashable, Any] = field(default_factory=dict)  # prepared Core statements, per snapshot
+
+    @property
+    def documents_table(self) -> sa.Table:
+        """The documents' table, for code that only meets schemas with documents here (``table`` set)."""
+        table = self.table
+        if table is None:
+            raise LookupError(f"the documents of schema {self.name} live in another module")
+        return table
 
     @property
     def owned(self) -> bool:

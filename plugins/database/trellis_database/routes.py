@@ -15,7 +15,7 @@ from flask import Response, current_app, request
 from sqlalchemy.exc import DBAPIError
 
 from trellis import current, db, jsonbody
-from trellis.credentials import admin_required, current_user, identify
+from trellis.credentials import Security, admin_required, current_user, identify
 from trellis.errors import ErrorSchema, bad_request, not_found, unauthorized
 from trellis.errors import body as error_body
 from trellis.http import Blueprint, DeletedSchema, deleted
@@ -55,7 +55,7 @@ documents_blp = Blueprint(
 )
 endpoints_blp = Blueprint("database-custom-endpoints", __name__, description="Database: custom endpoints")
 
-OPTIONAL_USER = [{}, {"bearerAuth": []}, {"masterkey": []}]
+OPTIONAL_USER: Security = [{}, {"bearerAuth": []}, {"masterkey": []}]
 
 
 def _too_deep(_error: RecursionError):
@@ -214,6 +214,7 @@ def _document_access(operation: str):
             snap = snapshot_having(lambda s: s.document_schema(name) is not None)
             schema = snap.document_schema(name)
             identity = authorize(schema, operation, name)
+            assert schema is not None  # authorize answered 404 otherwise
             acting = document_access.acting(schema, identity, document_access.scope_argument())
             return func(*args, snap=snap, schema=schema, acting=acting, **kwargs)
 

@@ -67,7 +67,7 @@ def _check_relations(snap: Snapshot, name: str, fields: dict[str, Field]) -> Non
             field.type == "Relation"
             and field.model != name
             and field.model not in document_access.PRINCIPAL_MODELS
-            and snap.document_schema(field.model) is None
+            and snap.document_schema(field.target) is None
         ):
             errors[f"fields.{field.name}"] = [f"model {field.model!r} is not a schema with documents"]
     if errors:
@@ -163,7 +163,9 @@ def _drop_data(row: SchemaRecord, names: list[str]) -> None:
     if db.session.get_bind().dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import JSONB
 
-        data = sa.type_coerce(table.c.data, JSONB).op("-")(sa.cast(sa.literal(names), sa.ARRAY(sa.Text)))
+        data: sa.ColumnElement[Any] = sa.type_coerce(table.c.data, JSONB).op("-")(
+            sa.cast(sa.literal(names), sa.ARRAY(sa.Text))
+        )
         db.session.execute(sa.update(table).values(data=sa.type_coerce(data, JSONB)))
     else:
         data = sa.func.json_remove(table.c.data, *[f"$.{name}" for name in names])
@@ -330,8 +332,9 @@ def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
     row.updated_at = utcnow()
     if name != old_name:
         _rename_relations(snap, old_name, name, schema.id)
-        if access.control() is not None:
-            access.control().renamed(old_name, name)
+        control = access.control()
+        if control is not None:
+            control.renamed(old_name, name)
     _flush(row)
     if not schema.owned:
         _check_access(row)
@@ -349,7 +352,7 @@ def _rename_relations(snap: Snapshot, old: str, new: str, own_id: str) -> None:
     for other in snap.schemas:
         if other.owned:
             continue
-        row = db.session.get(SchemaRecord, other.id)
+        row = db.session.get_one(SchemaRecord, other.id)
         touched = False
         fields = dict(row.fields)
         for name, definition in fields.items():
@@ -381,7 +384,7 @@ def delete(schema_id: str, delete_data: bool) -> str:
             f.type == "Relation" and f.model == schema.name for f in other.fields.values()
         ):
             raise conflict(f"Schema {other.name!r} has a Relation to {schema.name!r}; change it first")
-    row = db.session.get(SchemaRecord, schema.id)
+    row = db.session.get_one(SchemaRecord, schema.id)
     table = (row.storage or {}).get("table")
     if table:
         count = tables.count_rows(db.session.connection(), table)
@@ -390,8 +393,9 @@ def delete(schema_id: str, delete_data: bool) -> str:
         full_text.drop(db.session.connection(), full_text.State.of(row.storage.get("search")))
         tables.drop_table(db.session.connection(), table)
     db.session.execute(sa.delete(CustomEndpointRecord).where(CustomEndpointRecord.schema_id == schema.id))
-    if access.control() is not None:
-        access.control().dropped(schema.name)
+    control = access.control()
+    if control is not None:
+        control.dropped(schema.name)
     db.session.delete(row)
     audit.record("database", "schema.delete", schema.id, {"name": schema.name, "deleteData": delete_data})
     changed()

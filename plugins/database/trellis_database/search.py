@@ -213,7 +213,7 @@ def query_value(schema: Any, text: str, dialect: str) -> str | None:
 
 def _pg_vector(data: Any, state: State) -> sa.ColumnElement:
     """The tsvector of a document: every searchable field's text values in the schema's language."""
-    config = sa.literal_column(f"'{state.language}'::regconfig")
+    config: sa.ColumnClause[Any] = sa.literal_column(f"'{state.language}'::regconfig")
     # The ``->`` operator spelled out: SQLAlchemy renders a JSONB index as ``data['f']`` on recent servers,
     # a different expression from the index's ``data -> 'f'``, which the planner would then not use.
     parts = [
@@ -251,7 +251,9 @@ def condition(schema: Any, text: str, dialect: str, parameter: Any = None) -> sa
     table = schema.table
     if dialect == "postgresql":
         return _pg_vector(table.c.data, state).op("@@")(_pg_query(state, bound))
-    matching = sa.select(sa.literal_column("rowid")).select_from(sa.table(state.index)).where(_fts_match(state, bound))
+    matching: sa.Select[Any] = (
+        sa.select(sa.literal_column("rowid")).select_from(sa.table(state.index)).where(_fts_match(state, bound))
+    )
     return _rowid(table).in_(matching)
 
 
@@ -268,7 +270,7 @@ def rank(schema: Any, text: str, dialect: str, parameter: Any = None) -> sa.Colu
         return sa.func.ts_rank(_pg_vector(table.c.data, state), _pg_query(state, bound))
     # FTS5's rank is bm25(), lower for better matches.
     fts = sa.table(state.index, sa.column("rowid"))
-    score = sa.select(-sa.literal_column("rank")).select_from(fts).where(_fts_match(state, bound))
+    score: sa.Select[Any] = sa.select(-sa.literal_column("rank")).select_from(fts).where(_fts_match(state, bound))
     return score.where(fts.c.rowid == _rowid(table)).scalar_subquery()
 
 

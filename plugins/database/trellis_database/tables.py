@@ -56,6 +56,7 @@ def desired_columns(table: str, fields: dict[str, Field]) -> dict[str, ColumnSta
         if not field.scalar:
             continue
         column = field.column
+        assert column is not None  # a scalar field has its generated column
         index = index_name(table, column, field.unique) if field.indexed else None
         out[name] = ColumnState(column, field.type, index, field.unique)
     return out
@@ -198,15 +199,15 @@ def sync_columns(
             alterations.append(f"DROP COLUMN {_quote(connection, state.column)}")
     added = []
     for name, target in wanted.items():
-        state = have.get(name)
-        if state is None or state.type != target.type:
+        had = have.get(name)
+        if had is None or had.type != target.type:
             sql_type, expression = _generated(dialect, name, target.type)
             alterations.append(
                 f"ADD COLUMN {_quote(connection, target.column)} {sql_type} "
                 f"GENERATED ALWAYS AS ({expression}) {_STORED[dialect == 'postgresql']}"
             )
             added.append(target)
-        elif target.index != state.index:
+        elif target.index != had.index:
             added.append(target)
     if alterations and dialect == "postgresql":
         # One statement: PostgreSQL rewrites the table once for all the stored columns.

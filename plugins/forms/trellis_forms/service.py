@@ -154,7 +154,7 @@ def submit(form_id: str, data: dict[str, Any]) -> str:
     events.record("forms.submission.create", submission_dict(submission))  # in its transaction (webhooks)
     db.session.commit()
     if form.forward_to:
-        _forward(form, submission)
+        _forward(form, submission, form.forward_to)
     return submission.id
 
 
@@ -162,7 +162,7 @@ def _empty(value: Any) -> bool:
     return value is None or value == "" or value is False
 
 
-def _forward(form: Form, submission: FormSubmission) -> None:
+def _forward(form: Form, submission: FormSubmission, to: str) -> None:
     trellis = current_app.extensions["trellis"]
     if trellis.module("email") is None or not trellis.configs.is_active("email"):
         status, error, message_id = "skipped", "The Email module is not loaded or not active", None
@@ -170,7 +170,7 @@ def _forward(form: Form, submission: FormSubmission) -> None:
         from trellis_email.service import send_email  # only importable when the Email module is installed
 
         try:
-            record = send_email(form.forward_to, f"New submission: {form.name}", _forward_html(form, submission))
+            record = send_email(to, f"New submission: {form.name}", _forward_html(form, submission))
             status, error, message_id = record["status"], record["error"], record["_id"]
         except APIError as exc:  # e.g. the Email module's sender address does not validate
             status, error, message_id = "failed", exc.message, None

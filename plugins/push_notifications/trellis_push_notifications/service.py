@@ -76,7 +76,7 @@ def remove_token(user_id: str, token: str) -> str:
 
 
 def remove_all_tokens(user_id: str) -> int:
-    count = db.session.execute(delete(PushDevice).where(PushDevice.user_id == user_id)).rowcount
+    count = db.rowcount(db.session.execute(delete(PushDevice).where(PushDevice.user_id == user_id)))
     db.session.commit()
     return count
 

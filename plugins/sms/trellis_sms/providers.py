@@ -61,7 +61,7 @@ class _BaseUrlHttpClient(TwilioHttpClient):
         super().__init__(timeout=timeout)
         self._base = urlsplit(base_url.rstrip("/"))
 
-    def request(self, method: str, url: str, *args: Any, **kwargs: Any):  # type: ignore[override]
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any):
         parts = urlsplit(url)
         path = self._base.path + parts.path
         url = urlunsplit((self._base.scheme, self._base.netloc, path, parts.query, parts.fragment))

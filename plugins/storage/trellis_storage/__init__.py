@@ -19,6 +19,7 @@ from .placement import StorageState
 from .routes import blp
 from .service import delete_user_data
 from .tus_routes import blp as tus_blp
+from .upload_backups import UploadBackupHooks
 from .upload_expiry import start_expiry
 from .upload_hashes import RunningHashes
 
@@ -90,7 +91,7 @@ module = Module(
     config_schema=StorageConfig,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("storage", "Storage", str(CONSOLE / "storage.html"), str(CONSOLE / "storage.js")),),
-    hooks=(_UserHooks(),),
+    hooks=(_UserHooks(), UploadBackupHooks()),
     owned_schemas=OWNED_SCHEMAS,
     events=(
         EventTopic("storage.file.create", "A file was uploaded"),

@@ -76,7 +76,10 @@ class Writer(Protocol):
 
 class Backend(Protocol):
     name: str
-    location: str | None  # the bucket for S3; None for local disk
+
+    @property
+    def location(self) -> str | None:
+        """The bucket for S3; None for local disk."""
 
     def writer(self, key: str, content_type: str) -> Writer: ...
 
@@ -467,9 +470,9 @@ class s3_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
         if exc is None:
-            return False
+            return
         from botocore.exceptions import BotoCoreError, ClientError
 
         if isinstance(exc, ClientError):
@@ -477,7 +480,6 @@ class s3_errors:
             raise BackendError(f"S3 {self.action} failed: {code}") from None
         if isinstance(exc, BotoCoreError):
             raise BackendError(f"S3 {self.action} failed: {exc.__class__.__name__}") from None
-        return False
 
 
 class S3Clients:

@@ -68,12 +68,14 @@ def create_final(owner: str, ids: list[str], metadata: dict[str, str], metadata_
     )  # its reads are over: the insert and the claim below are one fresh write transaction
     final.expires_at = final.next_attempt_at = expires  # it expires with the first of its parts to expire
     db.session.flush()
-    claimed = db.session.execute(
-        sa.update(Upload)
-        .where(Upload.id.in_(ids), Upload.owner == owner, Upload.concat == "partial", Upload.concat_into.is_(None))
-        .values(concat_into=final.id)
-        .execution_options(synchronize_session=False)
-    ).rowcount
+    claimed = db.rowcount(
+        db.session.execute(
+            sa.update(Upload)
+            .where(Upload.id.in_(ids), Upload.owner == owner, Upload.concat == "partial", Upload.concat_into.is_(None))
+            .values(concat_into=final.id)
+            .execution_options(synchronize_session=False)
+        )
+    )
     if claimed != len(ids):  # another final upload took one meanwhile
         db.session.rollback()
         raise conflict("A partial upload named in Upload-Concat is part of another final upload")

@@ -36,7 +36,7 @@ def journal(reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
 
 def journal_on(connection: Any, reason: str, blobs: list[tuple[Backend, str]]) -> list[str]:
     """Journal entries for ``blobs`` through ``connection`` (a connection or the session); their ids."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "id": db.new_id(),
             "reason": reason,

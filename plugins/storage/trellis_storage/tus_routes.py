@@ -16,7 +16,8 @@ from trellis.credentials import require_user, user_required
 from trellis.errors import APIError, ErrorSchema, bad_request
 from trellis.http import Blueprint, body_limit
 
-from . import concatenation, placement, uploads
+from . import concatenation, placement, stored_parts, uploads
+from .backends import LocalBackend
 from .models import Upload
 
 OFFSET_STREAM = "application/offset+octet-stream"
@@ -67,6 +68,7 @@ def _error(description: str) -> dict[str, Any]:
 _ERRORS = {
     400: _error("A header is missing or malformed"),
     404: _error("No such upload of yours (or it expired)"),
+    410: _error("The upload's stored bytes are gone (restored from a backup without them): start it again"),
     412: _error("Tus-Resumable is not 1.0.0 (Tus-Version lists what is supported)"),
     423: _error("Another request is writing to the upload; try again"),
 }
@@ -240,6 +242,7 @@ def _create_final(sources: list[str]) -> Response:
         raise bad_request("A final upload takes no body: its bytes are its partial uploads'", {"body": ["Not empty"]})
     raw_metadata = request.headers.get("Upload-Metadata", "")
     metadata = uploads.parse_metadata(raw_metadata)
+    stored_parts.require_partials(require_user().id, sources)
     upload = concatenation.create_final(require_user().id, sources, metadata, raw_metadata)
     headers = {"Location": _location(upload.id), "Upload-Length": str(upload.length), **_state_headers(upload)}
     return Response(status=201, headers=headers)
@@ -274,7 +277,9 @@ def upload_state(uploadId: str):
     """How many bytes are stored (`Upload-Offset`); a finished upload also names its file (`Trellis-File-Id`)."""
     _check_version()
     upload = uploads.find(uploadId, require_user().id)
+    stored_parts.require(upload)  # restored without its bytes: its client starts again (tus clients do on a 4xx)
     if upload.file_id is None and upload.concat == "final":
+        stored_parts.require_partials(upload.owner, list(upload.concat_parts or ()))
         upload = concatenation.complete(upload)  # a request that was copying its partial uploads died
     elif upload.file_id is None and upload.offset == upload.length:
         upload = uploads.finish(upload)  # its last chunk was stored by a request that died before finishing
@@ -319,7 +324,15 @@ def append(uploadId: str):
     offset = _number("Upload-Offset")
     checksum = _checksum()
     upload = uploads.find(uploadId, require_user().id)
-    upload = uploads.append(upload, offset, request.stream, _body_length(), checksum)
+    where = stored_parts.as_row(upload)
+    if isinstance(uploads.upload_backend(upload), LocalBackend):
+        stored_parts.require(upload)  # a look at one file: else the append would pad what is missing
+    try:
+        upload = uploads.append(upload, offset, request.stream, _body_length(), checksum)
+    except APIError as exc:
+        if exc.status >= 500:
+            stored_parts.require(upload, where=where)  # S3 is asked only once a write failed
+        raise
     return Response(status=204, headers=_state_headers(upload))
 
 

@@ -44,12 +44,14 @@ class Lease:
         if not force:
             conditions.append(sa.or_(Upload.writer.is_(None), Upload.writer_until < now))
         db.session.commit()  # end the request's reads (SQLite: no write on an older snapshot)
-        taken = db.session.execute(
-            sa.update(Upload)
-            .where(*conditions)
-            .values(writer=self.token, writer_until=now + WRITER_LEASE)
-            .execution_options(synchronize_session=False)
-        ).rowcount
+        taken = db.rowcount(
+            db.session.execute(
+                sa.update(Upload)
+                .where(*conditions)
+                .values(writer=self.token, writer_until=now + WRITER_LEASE)
+                .execution_options(synchronize_session=False)
+            )
+        )
         db.session.commit()
         self._renewed = time.monotonic()
         self._held = taken == 1
@@ -84,10 +86,12 @@ class Lease:
 
     def _write(self, **values: Any) -> bool:
         """``values`` written if the lease is still ours (whether it was); the caller commits."""
-        done = db.session.execute(
-            sa.update(Upload)
-            .where(Upload.id == self.upload.id, Upload.writer == self.token)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        ).rowcount
+        done = db.rowcount(
+            db.session.execute(
+                sa.update(Upload)
+                .where(Upload.id == self.upload.id, Upload.writer == self.token)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+        )
         return done == 1

@@ -21,7 +21,7 @@ import hashlib
 import logging
 import time
 from datetime import timedelta
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from werkzeug.exceptions import ClientDisconnected
@@ -43,6 +43,12 @@ TUS_VERSION = "1.0.0"
 EXTENSIONS = ("creation", "creation-with-upload", "termination", "expiration", "checksum", "concatenation")
 CHECKSUM_ALGORITHMS = ("sha1",)
 LIFETIME = timedelta(hours=24)
+
+
+class Readable(Protocol):
+    """Where a chunk's bytes come from: a request body, or a partial upload's blob (concatenation)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 # --------------------------------------------------------------------------------------------- creation
@@ -179,7 +185,7 @@ def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
 
 
 def append(
-    upload: Upload, offset: int, stream: BinaryIO, length: int | None, checksum: tuple[str, bytes] | None
+    upload: Upload, offset: int, stream: Readable, length: int | None, checksum: tuple[str, bytes] | None
 ) -> Upload:
     """Store one chunk at ``offset``; the upload as recorded afterwards (finished if that was its last byte).
 
@@ -190,7 +196,7 @@ def append(
 
 
 def fill(
-    upload: Upload, offset: int, stream: BinaryIO, length: int | None, checksum: tuple[str, bytes] | None
+    upload: Upload, offset: int, stream: Readable, length: int | None, checksum: tuple[str, bytes] | None
 ) -> Upload:
     """:func:`append`, for any upload: a final upload is filled from its partial uploads' bytes this way."""
     if upload.file_id is not None:
@@ -249,7 +255,7 @@ def _exclusive(parts: Any) -> bool:
 def _receive(
     upload: Upload,
     offset: int,
-    stream: BinaryIO,
+    stream: Readable,
     length: int | None,
     checksum: tuple[str, bytes] | None,
     appender: Any,

@@ -236,7 +236,8 @@ def _claimed(ids: list[str]) -> list[Claimed]:
 
 
 def _as_claimed(row: Any) -> Claimed:
-    return Claimed(*row[:7], row[7] or "")
+    delivery_id, webhook_id, url, secret, event, body, attempts, claim = row
+    return Claimed(delivery_id, webhook_id, url, secret, event, body, attempts, claim or "")
 
 
 # --- one attempt ---------------------------------------------------------------------------------------

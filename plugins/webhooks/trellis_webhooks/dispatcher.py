@@ -142,7 +142,7 @@ def _deliveries(batch: list[events.Event], room: int, claimed: list[Claimed]) ->
             continue
         body = body_text(event.id, event.topic, event.created_at, event.payload)
         for hook in wanted:
-            row = {
+            row: dict[str, Any] = {
                 "id": db.new_id(),
                 "webhook_id": hook.id,
                 "event_id": event.id,

@@ -119,7 +119,10 @@ def _allow_private() -> bool:
 
 def _finished(delivery_id: str) -> dict[str, Any]:
     db.session.expire_all()
-    return deliveries.delivery_dict(db.session.get(WebhookDelivery, delivery_id))
+    delivery = db.session.get(WebhookDelivery, delivery_id)
+    if delivery is None:  # its webhook was deleted while it was being sent
+        raise not_found("The webhook was deleted meanwhile")
+    return deliveries.delivery_dict(delivery)
 
 
 def ping(webhook_id: str) -> dict[str, Any]:

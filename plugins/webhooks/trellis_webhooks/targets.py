@@ -107,7 +107,7 @@ def host_problem(url: str) -> str | None:
     except (socket.gaierror, UnicodeError) as exc:
         return f"The host {parts.hostname!r} does not resolve ({exc})."
     for *_, sockaddr in found:
-        problem = address_problem(sockaddr[0])
+        problem = address_problem(str(sockaddr[0]))
         if problem is not None:
             return f"The host {parts.hostname!r} resolves to {problem}; set allowPrivateTargets to allow it."
     return None

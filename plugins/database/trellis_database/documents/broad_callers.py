@@ -61,21 +61,21 @@ def reads_everything(
     if broad_hints(schema).get(query) == str(changes):
         return True  # this process found it so at these very numbers: no lookup
     cache = counts.cache()
-    known = cache.known(schema.table.name, query, changes)
+    known = cache.known(schema.documents_table.name, query, changes)
     if known is not None:
         note_broad(schema, query, changes, bool(known))
         return bool(known)
-    asked, mine = (schema.table.name, query, str(changes)), threading.Event()
+    asked, mine = (schema.documents_table.name, query, str(changes)), threading.Event()
     answer = _ASKING.setdefault(asked, mine)  # one step: two threads cannot both think they ask first
     if answer is not mine:  # another request of this process is asking: wait for its answer
         answer.wait(ASK_WAIT_SECONDS)
-        return bool(cache.known(schema.table.name, query, changes))  # none kept: count as the caller
+        return bool(cache.known(schema.documents_table.name, query, changes))  # none kept: count as the caller
     try:
         statement = _everything_statement(schema, acting, access_key, families)
         readable, total, *numbers = connection.execute(statement, acting.parameters()).one()
         if ".".join(str(n) for n in numbers) != str(changes):
             return False  # a write came between the page and this statement: count as the caller
-        cache.keep(schema.table.name, query, changes, int(readable == total))
+        cache.keep(schema.documents_table.name, query, changes, int(readable == total))
         note_broad(schema, query, changes, readable == total)
         return readable == total
     finally:
@@ -88,7 +88,7 @@ def _everything_statement(schema: CompiledSchema, acting: Acting, access_key: An
     change numbers of the schema and of ``families`` (built once per definitions' version)."""
 
     def build() -> sa.Select:
-        table = schema.table
+        table = schema.documents_table
         readable = document_access.read_condition(schema, acting)
         numbers = [counts.CountCache.change_column(schema.name), *(events.change_number(f) for f in families)]
         return sa.select(

@@ -38,7 +38,7 @@ def _first_readable(connection: sa.Connection, schema: CompiledSchema, doc_id: s
     dialect_name = connection.dialect.name
 
     def build() -> sa.Select:
-        table = schema.table
+        table = schema.documents_table
         condition = document_access.read_condition(schema, acting)
         return sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"), condition)
 
@@ -63,7 +63,7 @@ def _first_by_id(connection: sa.Connection, schema: CompiledSchema, doc_id: str)
 
 def _by_id(schema: CompiledSchema, dialect_name: str) -> sa.Select:
     def build() -> sa.Select:
-        table = schema.table
+        table = schema.documents_table
         return sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"))
 
     return cached_statement(schema, ("by_id", dialect_name), build)

@@ -3,7 +3,7 @@ subscriptions, webhooks and the cached list counts (:mod:`..counts`) learn of th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from trellis import events
 
@@ -41,17 +41,16 @@ def _event_payloads(
     and a deleted document under access control also carries ``"grants": [[subject, relation], …]``,
     the tuples removed with it: the only trace left of who could read it, which live subscriptions need
     to send its ``delete`` to those readers only."""
-    if kind == "delete":
-        docs = [{"_id": doc_id} for doc_id in docs]
+    if kind == "delete":  # ``docs`` holds ids
+        written: list[dict[str, Any]] = [{"_id": doc_id} for doc_id in cast("list[str]", docs)]
+    else:
+        written = cast("list[dict[str, Any]]", docs)
     if previous is None:
-        return [created_payload(serialise(doc)) for doc in docs]
-    tail = [
-        ',"grants":' + serialise(grants.get(doc["_id"], [])) + "}" if grants else "}"
-        for doc in docs  # type: ignore[union-attr]
-    ]
+        return [created_payload(serialise(doc)) for doc in written]
+    tail = [',"grants":' + serialise(grants.get(doc["_id"], [])) + "}" if grants else "}" for doc in written]
     return [
         '{"document":' + serialise(doc) + ',"previous":' + serialise(before) + end
-        for doc, before, end in zip(docs, previous, tail, strict=True)
+        for doc, before, end in zip(written, previous, tail, strict=True)
     ]
 
 

@@ -72,13 +72,15 @@ def _create(
             return [], _create_one(schema, values[0], now, acting)
         except IntegrityError as exc:
             raise unique_conflict(schema, exc) from None
-    rows = [{"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values]
+    rows: list[dict[str, Any]] = [
+        {"id": new_id(), "data": data, "created_at": now, "updated_at": now, "version": 0} for data in values
+    ]
     docs = [to_document(schema, (r["id"], r["data"], now, now, 0)) for r in rows]
     try:
         if len(rows) == 1:
             write_in_transaction(schema, "insert", lambda: _insert_statement(schema), rows[0])
         else:  # one statement for the batch (an unnest of column arrays on PostgreSQL)
-            statements.insert_rows(db.session.connection(), schema.table, rows)
+            statements.insert_rows(db.session.connection(), schema.documents_table, rows)
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
     document_access.created(schema, acting, [r["id"] for r in rows])
@@ -98,9 +100,9 @@ def _create_one(schema: CompiledSchema, data: dict[str, Any], now: datetime, act
     def build() -> sa.Select:
         from_text = sa.cast(sa.bindparam("data", type_=sa.Text), JSONB)  # the parameter is already JSON text
         # Both timestamps are the event's ``now``: the driver adapts a datetime once per name.
-        now_parameter = sa.bindparam("now", type_=schema.table.c.created_at.type)
+        now_parameter = sa.bindparam("now", type_=schema.documents_table.c.created_at.type)
         inserted = _insert_statement(schema, data=from_text, created_at=now_parameter, updated_at=now_parameter)
-        written = inserted.returning(schema.table.c.id).cte("written")
+        written = inserted.returning(schema.documents_table.c.id).cte("written")
         parts = events.recorded_by(topic, written, sa.bindparam("payload", type_=sa.Text), alone)
         if grant is not None:
             parts.append(document_access.owner_grant(schema, written).cte("granted"))
@@ -118,6 +120,6 @@ def _create_one(schema: CompiledSchema, data: dict[str, Any], now: datetime, act
 def _insert_statement(schema: CompiledSchema, **expressions: sa.ColumnElement[Any]) -> sa.Insert:
     """One document's INSERT, naming its columns (the generated ones are the database's), each its own
     parameter unless ``expressions`` gives its value."""
-    table = schema.table
+    table = schema.documents_table
     values = {name: sa.bindparam(name, type_=table.c[name].type) for name in _BASE_COLUMNS}
     return sa.insert(table).values({**values, **expressions})

@@ -26,7 +26,7 @@ def delete(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) ->
         _delete_one(schema, doc_id, acting, commits_alone())
         return
     document_access.require(schema, acting, doc_id, "delete")
-    table = schema.table
+    table = schema.documents_table
     rows = write_in_transaction(
         schema,
         "delete",
@@ -47,10 +47,12 @@ def _delete_one(schema: CompiledSchema, doc_id: str, acting: Acting | None, alon
     if not alone:
         document_access.require(schema, acting, doc_id, "delete")
     topic = f"{counts.family(schema.name)}.delete"
-    table = schema.table
+    table = schema.documents_table
 
     def build() -> sa.Select:
-        condition = [table.c.id == sa.bindparam("doc_id")] + (access_parts(schema, acting, "delete") if guarded else [])
+        condition = [table.c.id == sa.bindparam("doc_id")] + (
+            access_parts(schema, acting, "delete") if guarded and acting is not None else []
+        )
         written = sa.delete(table).where(*condition).returning(*columns(table)).cte("written")
         forget = document_access.forget(schema, written)
         parts = ['{"document":{"_id":', sa.cast(sa.func.to_json(written.c.id), sa.Text), '},"previous":']
@@ -66,7 +68,7 @@ def _delete_one(schema: CompiledSchema, doc_id: str, acting: Acting | None, alon
         return sa.select(written.c.id).add_cte(*ctes)
 
     shape = ("delete", alone, events.enabled(), guarded and document_access.statement_key(schema))
-    parameters = {"doc_id": doc_id, "now": utcnow(), **(acting.parameters() if guarded else {})}
+    parameters = {"doc_id": doc_id, "now": utcnow(), **(acting.parameters() if guarded and acting is not None else {})}
     if not execute_write(schema, shape, build, parameters, alone):
         if guarded:
             document_access.require(schema, acting, doc_id, "delete")

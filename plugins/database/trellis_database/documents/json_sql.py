@@ -36,7 +36,8 @@ def document_sql(schema: CompiledSchema, *row: Any) -> sa.ColumnElement[str]:
     )
     parts: list[Any] = ['{"_id":', sa.cast(sa.func.to_json(doc_id), sa.Text), inner]
     if schema.timestamps:
-        stamp_format, utc = sa.literal_column(f"'{STAMP_FORMAT}'"), sa.literal_column("'UTC'")
+        stamp_format: sa.ColumnClause[Any] = sa.literal_column(f"'{STAMP_FORMAT}'")
+        utc: sa.ColumnClause[Any] = sa.literal_column("'UTC'")
         created_text, updated_text = (
             sa.func.to_char(sa.func.timezone(utc, c), stamp_format) for c in (created, updated)
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 import sqlalchemy as sa
 
@@ -28,7 +28,8 @@ def text_columns(table: sa.Table, dialect_name: str) -> tuple[sa.ColumnElement, 
     if dialect_name != "postgresql":
         return doc_id, text, created_at, updated_at, version
     # Constants as SQL text, not parameters: the statement is compiled once and run with its id only.
-    utc, stamp_format = sa.literal_column("'UTC'"), sa.literal_column(f"'{STAMP_FORMAT}'")
+    utc: sa.ColumnClause[Any] = sa.literal_column("'UTC'")
+    stamp_format: sa.ColumnClause[Any] = sa.literal_column(f"'{STAMP_FORMAT}'")
     created, updated = (
         sa.func.to_char(sa.func.timezone(utc, column), stamp_format) for column in (created_at, updated_at)
     )
@@ -63,6 +64,10 @@ def to_document(schema: CompiledSchema, row: Any) -> dict[str, Any]:
     return doc
 
 
+@overload
+def stamp(value: datetime | str) -> str: ...
+@overload
+def stamp(value: None) -> None: ...
 def stamp(value: datetime | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value

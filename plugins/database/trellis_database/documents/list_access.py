@@ -65,7 +65,7 @@ def read_under_access(
             caller_names = acting.parameters().keys()
             unbound = {k: v for k, v in listing.params.items() if k not in caller_names}
             return rows, cache.count(
-                schema.table.name,
+                schema.documents_table.name,
                 listing.query,
                 rows[0][5],
                 lambda: connection.execute(admin_total, unbound).scalar_one(),
@@ -83,7 +83,7 @@ def _page(connection: sa.Connection, listing: Listing, acting: Acting, access_ke
         if rows is not None:
             listing.broad = True
             return rows
-    caller = (schema.table.name, acting.subjects)
+    caller = (schema.documents_table.name, acting.subjects)
     if built.walked is not None and skip + limit <= MAX_WALKED_PAGE and narrow_callers.get(caller) is None:
         rows = statements.execute_compiled(
             connection, built.walked, {**bound, "walk": WALK * (skip + limit)}, schema.statements
@@ -124,6 +124,6 @@ def _unguarded_page(
     changes = change_key(rows[0], listing.shape.families)
     if str(changes) == known:
         return rows
-    answer = counts.cache().known(schema.table.name, query, changes)
+    answer = counts.cache().known(schema.documents_table.name, query, changes)
     note_broad(schema, query, changes, bool(answer))
     return rows if answer else None

@@ -68,8 +68,11 @@ class ListShape:
             matching = full_text.condition(schema, search, dialect_name, parameter)
             condition = matching if condition is None else sa.and_(condition, matching)
             if not sort:
-                order = [full_text.rank(schema, search, dialect_name, parameter).desc(), schema.table.c.id.asc()]
-        table = schema.table
+                order = [
+                    full_text.rank(schema, search, dialect_name, parameter).desc(),
+                    schema.documents_table.c.id.asc(),
+                ]
+        table = schema.documents_table
         # The change numbers key the count cache: a page without a count does not read them.
         numbers = [counts.CountCache.change_column(schema.name), *(events.change_number(f) for f in self.families)]
         wanted = [*text_columns(table, dialect_name), *(numbers if self.count else [])]
@@ -155,8 +158,8 @@ def walked_page(
     walk = sa.select(table)
     if condition is not None:
         walk = walk.where(condition)
-    walk = walk.order_by(*order).limit(bounds.walk).subquery("walk")
-    adapt = sql_util.ClauseAdapter(walk).traverse
+    walked = walk.order_by(*order).limit(bounds.walk).subquery("walk")
+    adapt = sql_util.ClauseAdapter(walked).traverse
     return (
         sa.select(*(adapt(column) for column in wanted))
         .where(adapt(readable))

@@ -35,5 +35,5 @@ class Listing:
 
     def counted(self, connection: sa.Connection, query: tuple[Any, ...], changes: Any) -> int:
         """The count of ``query`` (its statement, its values), kept by :mod:`..counts` at ``changes``."""
-        name, total = self.shape.schema.table.name, self.statements.total
+        name, total = self.shape.schema.documents_table.name, self.statements.total
         return counts.cache().count(name, query, changes, lambda: connection.execute(total, self.params).scalar_one())

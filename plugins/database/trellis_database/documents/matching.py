@@ -21,7 +21,7 @@ from .write_access import with_access
 
 def delete_matching(schema: CompiledSchema, where: Any, acting: Acting | None = None) -> int:
     """Delete every document matching ``where`` (a condition tree) that ``acting`` may delete; returns how many."""
-    table = schema.table
+    table = schema.documents_table
     condition = with_access(schema, Compiler(schema, dialect()).where(where), acting, "delete")
     statement = sa.delete(table).returning(*columns(table))
     if condition is not None:
@@ -38,7 +38,7 @@ def locked_matching(
 ) -> list[tuple[str, dict[str, Any]]]:
     """``(id, data)`` of up to ``limit`` documents matching ``where`` that ``acting`` may edit, locked for an
     update in this transaction (custom endpoints read them to compute their assignments)."""
-    table = schema.table
+    table = schema.documents_table
     condition = with_access(schema, Compiler(schema, dialect()).where(where), acting, "edit")
     statement = sa.select(table.c.id, table.c.data).order_by(table.c.id).limit(limit).with_for_update()
     if condition is not None:
@@ -50,7 +50,7 @@ def locked_matching(
 def denied_matching(schema: CompiledSchema, where: Any, acting: Acting, permission: str) -> str | None:
     """The id of one document matching ``where`` that ``acting`` may read but not ``permission``, or None:
     a bulk write (custom endpoints) refuses with 403 rather than skip it, as a single document's route would."""
-    table = schema.table
+    table = schema.documents_table
     condition = Compiler(schema, dialect()).where(where)
     parts = [
         document_access.read_condition(schema, acting),

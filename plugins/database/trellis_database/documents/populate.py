@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,20 +36,21 @@ def populate(
         if field.model == "User":
             _replace(docs, name, field.array, users_service.public_users(sorted(ids)) if ids else {}, keep_missing=True)
             continue
-        target = snapshot.document_schema(field.model)
+        target = snapshot.document_schema(field.target)
+        assert target is not None  # a schema others relate to cannot be deleted, and renames follow
         denied = allowed(target, "read", identity)
         if denied is not None:
             raise denied
         if not ids:
             continue
         acting = document_access.acting(target, identity, scope if document_access.opted_in(target) else None)
-        table = target.table
-        condition = table.c.id.in_(sorted(ids))
+        table = target.documents_table
+        condition: sa.ColumnElement[bool] = table.c.id.in_(sorted(ids))
         if acting is not None:
             condition = sa.and_(condition, document_access.read_condition(target, acting))
         statement = sa.select(*columns(table)).where(condition)
         parameters = None if acting is None else acting.parameters()
-        rows = reads.reading(lambda connection, s=statement, p=parameters: connection.execute(s, p).all())
+        rows = reads.reading(functools.partial(_rows, statement, parameters))
         found = {row[0]: to_document(target, row) for row in rows}
         if subtree:
             populate(snapshot, target, list(found.values()), subtree, identity, scope)
@@ -64,3 +67,7 @@ def _replace(docs: list[dict[str, Any]], name: str, array: bool, found: dict[str
             doc[name] = [found.get(v, v) for v in value] if keep_missing else [found[v] for v in value if v in found]
         elif isinstance(value, str):
             doc[name] = found.get(value, value) if keep_missing else found.get(value)
+
+
+def _rows(statement: sa.Select[Any], parameters: dict[str, Any] | None, connection: sa.Connection) -> Sequence[Any]:
+    return connection.execute(statement, parameters).all()

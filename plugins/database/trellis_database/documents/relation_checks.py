@@ -37,7 +37,7 @@ def check_relations(
     for doc in docs:
         for name, field in schema.fields.items():
             if field.type == "Relation" and name in doc:
-                wanted.setdefault(field.model, set()).update(_named(doc, name, field.array))
+                wanted.setdefault(field.target, set()).update(_named(doc, name, field.array))
     missing: dict[str, set[str]] = {}
     hidden: dict[str, set[str]] = {}
     for model, ids in wanted.items():
@@ -58,7 +58,7 @@ def check_relations(
         for name, field in schema.fields.items():
             if field.type == "Relation" and name in doc:
                 kept = held.get((doc_ids[index], name), set()) if doc_ids else set()
-                refused = missing.get(field.model, set()) | (hidden.get(field.model, set()) - kept)
+                refused = missing.get(field.target, set()) | (hidden.get(field.target, set()) - kept)
                 gone = [i for i in _named(doc, name, field.array) if i in refused]
                 if gone:
                     key = f"{prefix}{index}.{name}" if prefix else name
@@ -91,8 +91,8 @@ def _named(doc: dict[str, Any], name: str, array: bool) -> list[str]:
 
 def _existing_and_hidden(target: CompiledSchema, ids: set[str], reader: Acting | None) -> tuple[set[str], set[str]]:
     """(the ids of ``target`` that exist, those of them ``reader`` may not read), read in the write's transaction."""
-    table = target.table
-    wanted = sa.bindparam("ids", expanding=True)
+    table = target.documents_table
+    wanted: sa.BindParameter[Any] = sa.bindparam("ids", expanding=True)
     if reader is None:
         statement = cached_statement(target, "existing", lambda: sa.select(table.c.id).where(table.c.id.in_(wanted)))
         return set(in_transaction(statement, {"ids": sorted(ids)}).scalars()), set()
@@ -108,7 +108,7 @@ def _existing_and_hidden(target: CompiledSchema, ids: set[str], reader: Acting |
 
 def _stored_relations(schema: CompiledSchema, doc_ids: list[str]) -> dict[tuple[str, str], set[str]]:
     """``(document id, field) → ids`` the stored documents name in their Relation fields."""
-    table = schema.table
+    table = schema.documents_table
     rows = in_transaction(sa.select(table.c.id, table.c.data).where(table.c.id.in_(sorted(set(doc_ids))))).all()
     held: dict[tuple[str, str], set[str]] = {}
     for doc_id, data in rows:

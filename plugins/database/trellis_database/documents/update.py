@@ -3,7 +3,9 @@ endpoints and GraphQL alike."""
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -76,18 +78,20 @@ def _update(
         snapshot, schema, [values for _, values, _ in checked], acting=acting, doc_ids=[i for i, _, _ in checked]
     )
     now = utcnow()
-    docs, previous = [], []
+    texts: list[str] = []  # PostgreSQL's answers
+    docs: list[dict[str, Any]] = []
+    previous: list[dict[str, Any]] = []
     try:
         for doc_id, values, removed in checked:
             key, data, params = _data_change(schema, mode, values, removed)
             if postgresql:
-                docs.append(_update_one(schema, key, data, {**params, "doc_id": doc_id, "now": now}, acting, alone))
+                texts.append(_update_one(schema, key, data, {**params, "doc_id": doc_id, "now": now}, acting, alone))
                 continue
             before = _locked_by_id(schema, doc_id)
             rows = write_in_transaction(
                 schema,
                 key,
-                lambda data=data: _update_statement(schema, data()),
+                functools.partial(_update_statement, schema, data),
                 {**params, "doc_id": doc_id, "now": now},
             )
             if not rows:
@@ -96,8 +100,9 @@ def _update(
             previous.append(to_document(schema, before))
     except IntegrityError as exc:
         raise unique_conflict(schema, exc) from None
-    if not postgresql:
-        record("update", schema, docs, previous)
+    if postgresql:
+        return texts
+    record("update", schema, docs, previous)
     return docs
 
 
@@ -119,17 +124,17 @@ def _update_one(
     :func:`.json_text.document_json`."""
     guarded = alone and acting is not None
     topic = f"{counts.family(schema.name)}.update"
-    table = schema.table
+    table = schema.documents_table
 
     def build(locked: bool) -> sa.Select:
         old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
-        if guarded:
+        if guarded and acting is not None:
             old = old.where(*access_parts(schema, acting, "edit"))
         if locked:
             old_row = old.with_for_update().subquery("old")
             same = [table.c.id == old_row.c.id]
         else:
-            address = sa.literal_column(f'"{table.name}".ctid')
+            address: sa.ColumnClause[Any] = sa.literal_column(f'"{table.name}".ctid')
             old_row = old.add_columns(address.label("address")).subquery("old")
             same = [address == old_row.c.address, table.c.version == old_row.c.version]
         after = document_sql(schema, *columns(table)).label("document")
@@ -140,7 +145,7 @@ def _update_one(
         return sa.select(written.c.document).add_cte(*parts)  # the old row stays in SQL
 
     shape = (key, alone, events.enabled(), guarded and document_access.statement_key(schema))
-    values = {**parameters, **(acting.parameters() if guarded else {})}
+    values = {**parameters, **(acting.parameters() if guarded and acting is not None else {})}
     rows = execute_write(schema, (*shape, False), lambda: build(False), values, alone)
     if not rows:  # a missing document, one out of reach, or a concurrent update: again, with the lock
         rows = execute_write(schema, (*shape, True), lambda: build(True), values, alone)
@@ -154,7 +159,7 @@ def _update_one(
 
 def _locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
     """The row before an update (SQLite: its one writer holds the lock, and RETURNING cannot name ``old``)."""
-    table = schema.table
+    table = schema.documents_table
     statement = cached_statement(
         schema, "before", lambda: sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
     )
@@ -162,16 +167,17 @@ def _locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
 
 
 def _update_values(schema: CompiledSchema, data: Any) -> sa.Update:
-    table = schema.table
+    table = schema.documents_table
     return sa.update(table).values(
         data=data, updated_at=sa.bindparam("now", type_=table.c.updated_at.type), version=table.c.version + 1
     )
 
 
-def _update_statement(schema: CompiledSchema, data: Any) -> sa.Update:
-    """SQLite: ``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>``."""
-    table = schema.table
-    return _update_values(schema, data).where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table))
+def _update_statement(schema: CompiledSchema, data: Callable[[], Any]) -> sa.Update:
+    """SQLite: ``UPDATE … SET data = <data> … WHERE id = :doc_id RETURNING <the document>`` (``data``: the
+    builder of the new ``data`` expression)."""
+    table = schema.documents_table
+    return _update_values(schema, data()).where(table.c.id == sa.bindparam("doc_id")).returning(*columns(table))
 
 
 def _data_change(
@@ -180,7 +186,7 @@ def _data_change(
     """(cache key, builder of the new ``data`` expression, parameters). A replace binds the document; a
     merge is done by the database. PostgreSQL: one expression per schema, ``data || :set - :unset``;
     SQLite: ``json_set``/``json_remove`` per set of changed keys."""
-    table = schema.table
+    table = schema.documents_table
     if mode == "replace":
         return "replace", lambda: sa.bindparam("data", type_=table.c.data.type), {"data": values}
     if dialect() == "postgresql":

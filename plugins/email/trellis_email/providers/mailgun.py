@@ -77,10 +77,10 @@ class Mailgun:
             },
         )
         template = created.get("template")
-        name = text_or_none(template.get("name")) if isinstance(template, dict) else None
-        if not name:
+        created_name = text_or_none(template.get("name")) if isinstance(template, dict) else None
+        if not created_name:
             raise ProviderFailure("Mailgun's answer to creating a template has no template name")
-        return name
+        return created_name
 
     def list_templates(self) -> Iterator[RemoteTemplate]:
         url: str | None = self._url("templates")

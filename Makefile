@@ -96,9 +96,10 @@ nginx:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
 	  else echo "install Debian's nginx package (needed by the two-process test)"; exit 1; fi; }
 
-# ruff: lint and format are checked before any test runs (`ruff format .` mends the format).
+# ruff: lint and format are checked before any test runs (`ruff format .` mends the format); mypy: the types
+# of the core and every module (pyproject.toml's [tool.mypy] says which files and how strictly).
 lint: install-test
-	@$(BIN)/ruff check --quiet . && $(BIN)/ruff format --check --quiet .
+	@$(BIN)/ruff check --quiet . && $(BIN)/ruff format --check --quiet . && $(BIN)/mypy
 
 # Both databases at once (two cores); each pass logs to its own file (.$(1)-sqlite.log …), shown when both
 # are done; $(2): the environment and pytest arguments of both passes. The sources are compiled first:

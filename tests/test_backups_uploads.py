@@ -1,27 +1,25 @@
-"""Uploads in progress (tus) across a restore: counterexamples of the round-trip property
-(``test_backups_round_trip.py``) that are still open. A restore brings back an upload's row (its offset)
-but not the bytes it counts, which live beside the blobs in the Storage module's backend and are not in the
-archive; so continuing such an upload answers 500 ("the upload's stored part is missing"). Whatever the
-fix (the bytes in the archive, or the upload refused as gone), a client continuing it must get a clear
-answer and, if the file is made, exactly its bytes. Marked strict xfail until the Storage module settles it:
-the day it passes, the marker goes."""
+"""Uploads in progress (tus) across a restore, counterexamples of the round-trip property
+(``test_backups_round_trip.py``): the archive holds the bytes each unfinished upload has stored, so after a
+restore (on another server, across databases) HEAD answers the archive's offset and the client finishes the
+upload from there with exactly its bytes; an upload finished or started after the backup leaves no bytes
+behind. An archive without those bytes (made before backups carried them) gets a clear 410, never a 500."""
 
 from __future__ import annotations
 
+import json
+import zipfile
+from pathlib import Path
 from typing import Any
-
-import pytest
 
 from trellis.testing.plugin import database_kind
 from trellis_authentication.testing import UserAccount, create_user_with_client
+from trellis_storage.backends import LocalBackend
 
 from .backup_apps import (
     backup,
     make_app,  # noqa: F401  (the fixture)
     restore,
 )
-
-OPEN = pytest.mark.xfail(strict=True, reason="the archive holds no bytes of uploads in progress: continuing is a 500")
 
 
 def _tus(user: UserAccount, **headers: str) -> dict[str, str]:
@@ -43,28 +41,40 @@ def _half_sent(app: Any) -> tuple[UserAccount, str]:
 
 
 def _continued(client: Any, user: UserAccount, location: str) -> None:
-    """What a client may be told when it continues after the restore: not a 5xx; a made file holds exactly
-    the bytes sent."""
-    assert client.head(location, headers=_tus(user)).headers.get("Upload-Offset") == "10"
+    """A client continuing after the restore: the archive's offset, then the file of exactly the bytes sent."""
+    state = client.head(location, headers=_tus(user))
+    assert state.status_code == 200, state.get_json()
+    assert state.headers["Upload-Offset"] == "10"
     answer = _append(client, user, location, 10, b"abcdefghij")
-    assert answer.status_code < 500, answer.get_json()
-    made = answer.headers.get("Trellis-File-Id")
-    if made:
-        download = client.get(f"/storage/download/{made}", headers=user.headers)
-        assert download.data == b"0123456789abcdefghij"
+    assert answer.status_code == 204, answer.get_json()
+    made = answer.headers["Trellis-File-Id"]
+    download = client.get(f"/storage/download/{made}", headers=user.headers)
+    assert download.data == b"0123456789abcdefghij"
 
 
-@OPEN
+def _other_kind() -> str:
+    return "postgresql" if database_kind() == "sqlite" else "sqlite"
+
+
+def _stored(app: Any) -> list[str]:
+    """What the app's storage directory holds."""
+    return LocalBackend(app.config["STORAGE_PATH"]).keys()
+
+
 def test_an_upload_in_progress_continues_after_a_restore_on_another_server(make_app, tmp_path):
     here = make_app(database_kind())
     user, location = _half_sent(here)
-    backup(here, tmp_path / "moved.zip")
-    there = make_app("postgresql" if database_kind() == "sqlite" else "sqlite")
+    manifest = backup(here, tmp_path / "moved.zip")
+    upload_id = location.rsplit("/", 1)[-1]
+    assert {"name": f"storage/uploads/{upload_id}", "size": 10} in [
+        {"name": f["name"], "size": f["size"]} for f in manifest["files"]
+    ]
+    there = make_app(_other_kind())
     restore(there, tmp_path / "moved.zip")
     _continued(there.test_client(), user, location)
+    assert _stored(there) == [f"{upload_id[:2]}/{upload_id[2:4]}/{upload_id}"]  # the file's blob, nothing else
 
 
-@OPEN
 def test_an_upload_finished_after_the_backup_continues_after_the_restore(make_app, tmp_path):
     app = make_app(database_kind())
     user, location = _half_sent(app)
@@ -72,4 +82,92 @@ def test_an_upload_finished_after_the_backup_continues_after_the_restore(make_ap
     client = app.test_client()
     assert _append(client, user, location, 10, b"ABCDEFGHIJ").status_code == 204  # finished: a file now
     restore(app, tmp_path / "half.zip")
+    upload_id = location.rsplit("/", 1)[-1]
+    key = f"{upload_id[:2]}/{upload_id[2:4]}/{upload_id}"
+    assert _stored(app) == [f"{key}.tus"]  # the finished file's blob is gone with its record
     _continued(client, user, location)
+    assert _stored(app) == [key]
+
+
+def test_an_upload_started_or_continued_after_the_backup_leaves_no_bytes_behind(make_app, tmp_path):
+    app = make_app(database_kind())
+    user, location = _half_sent(app)
+    backup(app, tmp_path / "before.zip")
+    client = app.test_client()
+    _, later = _half_sent(app)
+    assert _append(client, user, location, 10, b"ABCDE").status_code == 204  # 15 of 20 now
+    restore(app, tmp_path / "before.zip")
+    upload_id = location.rsplit("/", 1)[-1]
+    assert _stored(app) == [f"{upload_id[:2]}/{upload_id[2:4]}/{upload_id}.tus"]  # the later upload's part went
+    assert client.head(later, headers=_tus(user)).status_code == 404
+    _continued(client, user, location)
+
+
+def test_partial_uploads_become_their_file_after_a_restore_on_another_server(make_app, tmp_path):
+    """tus ``concatenation`` (parallel uploads): the partial uploads' bytes travel too; one half-sent one is
+    finished after the restore, then the final upload is made of both."""
+    here = make_app(database_kind())
+    client = here.test_client()
+    user = create_user_with_client(client)
+    locations = []
+    for size in (6, 8):
+        made = client.post(
+            "/storage/uploads", headers=_tus(user, **{"Upload-Length": str(size), "Upload-Concat": "partial"})
+        )
+        assert made.status_code == 201, made.get_json()
+        locations.append(made.headers["Location"])
+    assert _append(client, user, locations[0], 0, b"hello ").status_code == 204
+    assert _append(client, user, locations[1], 0, b"wor").status_code == 204
+    backup(here, tmp_path / "parts.zip")
+    there = make_app(_other_kind())
+    restore(there, tmp_path / "parts.zip")
+    client = there.test_client()
+    assert client.head(locations[1], headers=_tus(user)).headers["Upload-Offset"] == "3"
+    assert _append(client, user, locations[1], 3, b"ld!!!").status_code == 204
+    metadata = "filename aGVsbG8udHh0"  # hello.txt
+    final = client.post(
+        "/storage/uploads",
+        headers=_tus(user, **{"Upload-Concat": "final;" + " ".join(locations), "Upload-Metadata": metadata}),
+    )
+    assert final.status_code == 201, final.get_json()
+    made = final.headers["Trellis-File-Id"]
+    assert client.get(f"/storage/download/{made}", headers=user.headers).data == b"hello world!!!"
+
+
+def _without_upload_bytes(source: Path, target: Path) -> None:
+    """The archive as a backup made before backups carried uploads' bytes: the same, without them."""
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
+        manifest = json.loads(old.read("manifest.json"))
+        manifest["files"] = [f for f in manifest["files"] if not f["name"].startswith("storage/uploads/")]
+        for name in old.namelist():
+            if name != "manifest.json" and not name.startswith("files/storage/uploads/"):
+                new.writestr(name, old.read(name))
+        new.writestr("manifest.json", json.dumps(manifest))
+
+
+def test_an_archive_without_an_uploads_bytes_answers_410_not_500(make_app, tmp_path):
+    here = make_app(database_kind())
+    user, location = _half_sent(here)
+    client = here.test_client()
+    made = client.post("/storage/uploads", headers=_tus(user, **{"Upload-Length": "4", "Upload-Concat": "partial"}))
+    partial = made.headers["Location"]
+    assert _append(client, user, partial, 0, b"half").status_code == 204
+    backup(here, tmp_path / "full.zip")
+    _without_upload_bytes(tmp_path / "full.zip", tmp_path / "older.zip")
+    there = make_app(_other_kind())
+    restore(there, tmp_path / "older.zip")
+    client = there.test_client()
+    for answer in (
+        client.head(location, headers=_tus(user)),
+        _append(client, user, location, 10, b"abcdefghij"),
+        client.post("/storage/uploads", headers=_tus(user, **{"Upload-Concat": f"final;{partial}"})),
+        client.head(partial, headers=_tus(user)),
+    ):
+        assert answer.status_code == 410, (answer.status_code, answer.get_json())
+        assert answer.headers["Tus-Resumable"] == "1.0.0"
+    error = _append(client, user, location, 10, b"abcdefghij").get_json()
+    assert error["name"] == "GONE" and "start the upload again" in error["message"]
+    # Starting again works, and ending the gone upload does too.
+    assert client.delete(location, headers=_tus(user)).status_code == 204
+    fresh = client.post("/storage/uploads", headers=_tus(user, **{"Upload-Length": "3"}))
+    assert _append(client, user, fresh.headers["Location"], 0, b"abc").status_code == 204

@@ -349,5 +349,9 @@ def append(uploadId: str):
 def terminate(uploadId: str):
     """End an unfinished upload (tus `termination`): its stored bytes are removed."""
     _check_version()
-    uploads.terminate(uploads.find(uploadId, require_user().id))
+    upload = uploads.find(uploadId, require_user().id)
+    if stored_parts.lost(upload):
+        uploads.remove(upload)  # nothing stored to lock or to wait for: its row goes
+    else:
+        uploads.terminate(upload)
     return Response(status=204)

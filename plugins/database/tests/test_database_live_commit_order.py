@@ -73,6 +73,21 @@ def socket_changes(watcher: Any, count: int) -> list[tuple[str, Any]]:
     return events_of(watcher, count)
 
 
+def revoke_write_and_grant(
+    api: Access, name: str, note: dict[str, Any], alice: Any, bob: Any, trials: int
+) -> list[Any]:
+    """Back to back, ``trials`` times: revoke Bob, write a secret, overwrite it, grant Bob again. Returns what
+    Bob must receive: a leave and an enter with the clean version each time, never the secret."""
+    expected: list[tuple[str, Any]] = []
+    for trial in range(trials):
+        api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
+        api.update(name, note["_id"], {"secret": f"leak {trial}"}, alice)
+        clean = api.update(name, note["_id"], {"secret": f"clean {trial}"}, alice)
+        api.share(name, note["_id"], f"User:{bob.id}", alice)
+        expected += [("leave", {"_id": note["_id"]}), ("enter", clean)]
+    return expected
+
+
 def test_the_owner_receives_every_change_of_a_document_deleted_at_once(server, watchers):
     """A create, an update and a delete sent back to back: the owner's update and create used to be
     judged after the delete had removed her grant, and never arrived."""
@@ -109,13 +124,7 @@ def test_a_change_made_while_revoked_never_reaches_the_reader_granted_again(serv
     socket.subscribe(schema=name)
     stream = Stream(f"{server.url}/database/{name}/changes", bob.headers)
     try:
-        expected: list[tuple[str, Any]] = []
-        for trial in range(TRIALS):
-            api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
-            api.update(name, note["_id"], {"secret": f"leak {trial}"}, alice)
-            clean = api.update(name, note["_id"], {"secret": f"clean {trial}"}, alice)
-            api.share(name, note["_id"], f"User:{bob.id}", alice)
-            expected += [("leave", {"_id": note["_id"]}), ("enter", clean)]
+        expected = revoke_write_and_grant(api, name, note, alice, bob, TRIALS)
         for received in (socket_changes(socket, len(expected)), stream.wait_for(len(expected))):
             assert not [change for change in received if "leak" in json.dumps(change)]
             assert received == expected
@@ -254,13 +263,7 @@ def test_the_rule_holds_across_processes(live_server_factory, redis_url, watcher
     socket.subscribe(schema=name)
     stream = Stream(f"{two.url}/database/{name}/changes", bob.headers)
     try:
-        expected: list[tuple[str, Any]] = []
-        for trial in range(TRIALS // 2):
-            api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
-            api.update(name, note["_id"], {"secret": f"leak {trial}"}, alice)
-            clean = api.update(name, note["_id"], {"secret": f"clean {trial}"}, alice)
-            api.share(name, note["_id"], f"User:{bob.id}", alice)
-            expected += [("leave", {"_id": note["_id"]}), ("enter", clean)]
+        expected = revoke_write_and_grant(api, name, note, alice, bob, TRIALS // 2)
         for received in (socket_changes(socket, len(expected)), stream.wait_for(len(expected))):
             assert received == expected
         socket.quiet(0.3)

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import requests
 
-from trellis.testing.plugin import TEST_MASTER_KEY, LiveServer, database_kind, free_port, live_server_env
+from trellis.testing.plugin import TEST_MASTER_KEY, LiveServer, database_kind
 from trellis_authentication.testing import create_user_over_http
 
 from .test_database_live_commit_order import Stream
+from .test_database_subscription_faults import serving
 from .test_database_subscriptions import Watcher
 
 ADMIN = {"masterkey": TEST_MASTER_KEY}
@@ -31,21 +32,8 @@ pytestmark = [
 
 @pytest.fixture()
 def server(app_config, pg_cluster, tmp_path) -> Iterator[LiveServer]:
-    from trellis import create_app
-    from trellis.migrate import upgrade
-
-    config = {**app_config, "DATABASE_URL": pg_cluster.url}
-    application = create_app(config)
-    upgrade(application)
-    application.extensions["trellis_events"].stop()  # only the served process uses the cluster
-    application.extensions["trellis"].engine.dispose()
-    port = free_port()
-    served = LiveServer(live_server_env(config, tmp_path, port), port, tmp_path / "server.log")
-    try:
-        served.wait_ready()
+    with serving(app_config, pg_cluster, tmp_path) as served:
         yield served
-    finally:
-        served.stop()
 
 
 def _until_acknowledged(method: str, url: str, **kwargs: Any) -> requests.Response:

@@ -4,6 +4,7 @@ server) whose ``max_connections`` this test fills itself."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -88,15 +89,16 @@ class Fill:
             connection.close()
 
 
-@pytest.fixture()
-def server(app_config, small_cluster, tmp_path) -> Iterator[LiveServer]:
+@contextlib.contextmanager
+def serving(app_config: dict[str, Any], cluster: Any, tmp_path: Any) -> Iterator[LiveServer]:
+    """A real server on a throwaway cluster, migrated: the only process that uses the cluster."""
     from trellis import create_app
     from trellis.migrate import upgrade
 
-    config = {**app_config, "DATABASE_URL": small_cluster.url}
+    config = {**app_config, "DATABASE_URL": cluster.url}
     application = create_app(config)
     upgrade(application)
-    application.extensions["trellis_events"].stop()  # only the served process uses the cluster
+    application.extensions["trellis_events"].stop()
     application.extensions["trellis"].engine.dispose()
     port = free_port()
     served = LiveServer(live_server_env(config, tmp_path, port), port, tmp_path / "server.log")
@@ -105,6 +107,12 @@ def server(app_config, small_cluster, tmp_path) -> Iterator[LiveServer]:
         yield served
     finally:
         served.stop()
+
+
+@pytest.fixture()
+def server(app_config, small_cluster, tmp_path) -> Iterator[LiveServer]:
+    with serving(app_config, small_cluster, tmp_path) as served:
+        yield served
 
 
 def _post_as_a_client_would(url: str, body: dict[str, Any]) -> requests.Response:

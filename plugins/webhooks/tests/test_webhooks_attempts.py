@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -209,3 +210,28 @@ def add_due_deliveries(hook, event_ids) -> None:
             )
         )
     trellis_db.session.commit()
+
+
+def test_a_webhook_deleted_while_its_ping_is_sent_answers_404(
+    app, client, admin_headers, allow_private, make_receiver, make_webhook
+):
+    """The delivery goes with its webhook: the ping's answer, read after the attempt, is a 404, not a 500."""
+    receiver = make_receiver()
+    receiver.hold = threading.Event()  # the attempt waits in the receiver until released
+    webhook = make_webhook(receiver.url)
+    answers = []
+
+    def ping_now() -> None:
+        answers.append(app.test_client().post(f"/admin/webhooks/{webhook['_id']}/ping", headers=admin_headers))
+
+    pinging = threading.Thread(target=ping_now)
+    pinging.start()
+    try:
+        receiver.wait_for(1)
+        deleted = client.delete(f"/admin/webhooks/{webhook['_id']}", headers=admin_headers)
+        assert deleted.status_code == 200, deleted.get_json()
+    finally:
+        receiver.hold.set()
+        pinging.join(30)
+    assert answers[0].status_code == 404, answers[0].get_json()
+    assert "deleted" in answers[0].get_json()["message"]

@@ -172,12 +172,15 @@ def _grant_sides(event: events.Event, schema_name: str) -> list[Sides]:
         held_before = {**tail.tuples, change: not grant.granted}  # before a grant: without it; a revoke: with
         before_plus = tuple(key for key, held in held_before.items() if held)
         before_minus = tuple(key for key, held in held_before.items() if not held)
-        probes = [Probe(doc, before_plus, before_minus) for doc in documents]
-        probes += [Probe(doc, after_plus, after_minus) for doc in documents]
-        found = control().audiences(resource, probes, connection, related=tail.documents)
-    count = len(documents)
+        # two calls: the tuples a probe adds or leaves out also hold for the related documents it inherits
+        # from, so before and after must not share one
+        before = [Probe(doc, before_plus, before_minus) for doc in documents]
+        after = [Probe(doc, after_plus, after_minus) for doc in documents]
+        found_before = control().audiences(resource, before, connection, related=tail.documents)
+        found_after = control().audiences(resource, after, connection, related=tail.documents)
     return [
-        Sides("access", doc["_id"], doc, doc, found[index], found[count + index]) for index, doc in enumerate(documents)
+        Sides("access", doc["_id"], doc, doc, was, now)
+        for doc, was, now in zip(documents, found_before, found_after, strict=True)
     ]
 
 

@@ -23,7 +23,7 @@ from .records import Event, Numbered
 from .retention import RETENTION_PERIOD_SECONDS, Retention
 from .sequencer import BUSY_BATCH, COALESCE_BUSY_SECONDS, COALESCE_SECONDS, PERIOD_SECONDS, Sequencer
 
-log = logging.getLogger("trellis.events")
+log = logging.getLogger("trellis.events")  # one logger for the whole event log: what operators filter on
 
 EXTENSION = "trellis_events"
 WAIT_FOR_STOP_SECONDS = 5.0

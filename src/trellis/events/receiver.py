@@ -18,7 +18,7 @@ from .reading import BATCH, LogReader
 from .records import Event, matches
 from .sequencer import PERIOD_SECONDS
 
-log = logging.getLogger("trellis.events")
+log = logging.getLogger("trellis.events")  # one logger for the whole event log: what operators filter on
 
 # A batch that arrives before an earlier one (two processes number in turn and publish after their
 # commits, in either order) waits this long for it before the gap is read from the table.

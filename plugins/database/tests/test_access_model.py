@@ -43,7 +43,7 @@ from .test_database_subscriptions import Watcher
 pytestmark = [pytest.mark.live, pytest.mark.long, pytest.mark.soak]
 
 SOAK = os.environ.get("TRELLIS_SOAK") == "1"
-EXAMPLES = int(os.environ.get("TRELLIS_ACCESS_MODEL_EXAMPLES", "10" if SOAK else "25"))  # per round when soaking
+EXAMPLES = int(os.environ.get("TRELLIS_ACCESS_MODEL_EXAMPLES", "10" if SOAK else "20"))  # per round when soaking
 SOAK_MINUTES = float(os.environ.get("TRELLIS_SOAK_MINUTES", "30"))
 STEPS = int(os.environ.get("TRELLIS_ACCESS_MODEL_STEPS", "40" if SOAK else "20"))
 # Shrinking replays a failing run many times over (seconds each): the soak does, the normal suite prints

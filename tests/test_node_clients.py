@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -167,3 +168,61 @@ def test_tus_js_client_parallel_uploads_make_one_file(live_server, app_config, t
     assert download.content == content
     added = {p for p in store.rglob("*") if p.is_file()} - before
     assert [p.name for p in added] == [seen["fileId"]]  # the file's blob, and no partial upload's bytes
+
+
+def test_tus_js_client_resumes_an_upload_after_a_restore(live_server, tmp_path):
+    """tus-js-client sends two 1 MiB chunks and stops; the server is backed up; the upload is finished; the
+    backup is restored (through the admin routes of the running server). Resuming the same URL, tus-js-client
+    finds the archive's offset with HEAD, sends only the rest, and the file has every byte."""
+    user = create_user_over_http(live_server.url)
+    content = os.urandom(3 * 1024 * 1024 + 4321)
+    source = tmp_path / "upload.bin"
+    source.write_bytes(content)
+    folder = node_project()
+    env = {
+        **os.environ,
+        "TRELLIS_URL": live_server.url,
+        "TRELLIS_USER_TOKEN": user.access_token,
+        "TUS_FILE": str(source),
+    }
+
+    def run(**step: str) -> dict:
+        result = subprocess.run(
+            ["node", "tus_resume.mjs"],
+            cwd=folder,
+            env={**env, **step},
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    admin = {"masterkey": TEST_MASTER_KEY}
+    url = run(TUS_STEP="start")["url"]
+    name = requests.post(f"{live_server.url}/admin/backups", headers=admin, timeout=30).json()["name"]
+    _wait_for(lambda: requests.get(f"{live_server.url}/admin/backups", headers=admin, timeout=10).json(), "backups")
+    first = run(TUS_STEP="resume", TUS_URL=url)  # finished after the backup
+    assert first["fileId"] and first["resumedFrom"] == 2 * 1024 * 1024
+    restoring = requests.post(f"{live_server.url}/admin/backups/{name}/restore", headers=admin, timeout=30)
+    assert restoring.status_code == 202, restoring.text
+    _wait_for(lambda: requests.get(f"{live_server.url}/admin/backups", headers=admin, timeout=10).json(), "restore")
+    seen = run(TUS_STEP="resume", TUS_URL=url)
+    mib = 1024 * 1024
+    assert seen["url"] == url and seen["resumedFrom"] == 2 * mib  # the archive's offset
+    assert seen["patches"] == [2 * mib, 3 * mib]  # only the rest was sent
+    download = requests.get(f"{live_server.url}/storage/download/{seen['fileId']}", headers=user.headers, timeout=30)
+    assert download.content == content
+
+
+def _wait_for(listing: Any, what: str) -> None:
+    """Until the newest backup (``what="backups"``) or the restore is done; a failure fails the test."""
+    from trellis.testing.waiting import wait_until
+
+    def state() -> dict | None:
+        shown = listing()
+        current = shown["backups"][0] if what == "backups" else shown.get("restore") or {}
+        return current if current.get("status") in ("done", "failed") else None
+
+    assert wait_until(state, f"the {what} finished", timeout=120)["status"] == "done"

@@ -23,7 +23,7 @@ from trellis.backups.parts import Blob, BlobRestore
 from trellis.hooks import hookimpl
 
 from . import stored_parts
-from .backends import Backend, LocalBackend
+from .backends import Backend, LocalBackend, S3Backend
 from .journal import delete_committed, delete_entries, forget, journal_on
 from .models import Upload
 from .placement import MODULE, READ_CHUNK, backend_at, config
@@ -100,9 +100,11 @@ def restore_parts(rows: Callable[[str], Iterator[dict[str, Any]]], blob: Callabl
 
     def finish() -> None:
         delete_committed(gone)
-        for backend, key, multipart in aborted:  # its parts: the object of a completed upload is a file's blob
-            with contextlib.suppress(Exception):
-                backend.client.abort_multipart_upload(Bucket=backend.location, Key=key, UploadId=multipart)  # type: ignore[attr-defined]
+        # Only the multipart upload goes, never the object at its key: that may be a restored file's blob.
+        for backend, key, multipart in aborted:
+            if isinstance(backend, S3Backend):
+                with contextlib.suppress(Exception):  # best effort: S3 keeps nothing of it readable anyway
+                    backend.client.abort_multipart_upload(Bucket=backend.location, Key=key, UploadId=multipart)
 
     def undo() -> None:
         removing = {entry for _, _, entry in written}

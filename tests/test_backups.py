@@ -455,7 +455,7 @@ def _restore_finished(client: Any) -> dict[str, Any]:
 
 
 def test_one_restore_at_a_time_and_a_damaged_entry_fails_in_the_background(make_app, tmp_path):
-    from trellis.backups import jobs
+    from trellis.backups import jobs, records, restore_lock
 
     app = make_app(database_kind())
     _fill(app)
@@ -467,7 +467,7 @@ def test_one_restore_at_a_time_and_a_damaged_entry_fails_in_the_background(make_
     assert client.get("/admin/backups", headers=ADMIN).get_json()["restore"] is None
     # Another holder (as another process would) has the lock: a restore and a backup are refused meanwhile.
     with app.app_context():
-        holder = jobs._acquire("elsewhere.zip")
+        holder = restore_lock.acquire("elsewhere.zip")
     try:
         assert client.get("/admin/backups", headers=ADMIN).get_json()["restore"]["status"] == "running"
         refused = client.post(f"/admin/backups/{name}/restore", headers=ADMIN)
@@ -475,14 +475,14 @@ def test_one_restore_at_a_time_and_a_damaged_entry_fails_in_the_background(make_
         assert client.post("/admin/backups", headers=ADMIN).status_code == 409
     finally:
         with app.app_context():
-            jobs._release(holder, "done")
+            restore_lock.release(holder, "done")
     # A backup being written (its record running, its writer alive): no restore meanwhile.
     with app.app_context():
-        jobs._start_record("writing.zip", False)
+        records.start_record("writing.zip", False)
     refused = client.post(f"/admin/backups/{name}/restore", headers=ADMIN)
     assert refused.status_code == 409 and "backup" in refused.get_json()["message"]
     with app.app_context():
-        jobs._finish("writing.zip", status="failed", error="given up by the test")
+        records.finish("writing.zip", status="failed", error="given up by the test")
     # An entry damaged after the upload passes the quick check (202) but not the checksums: the restore
     # fails before it changes anything, and says why.
     client.post("/database/Product", headers=ADMIN, json={"title": "Chair", "price": 40})
@@ -516,16 +516,16 @@ def test_a_write_during_the_backup_is_wholly_out(make_app, tmp_path, monkeypatch
 
     monkeypatch.setattr(create, "HEARTBEAT_SECONDS", 0.0)
     archive = tmp_path / "during.zip"
-    from trellis.backups import jobs
+    from trellis.backups import jobs, records, runs
 
     with app.app_context():
-        jobs._start_record("during.zip", False)
+        records.start_record("during.zip", False)
         jobs.run_backup(app, "during.zip", archive)
         # run_backup's heartbeat is the one hook into the write loop: drive it from there
     assert not writes or writes == [201]
-    monkeypatch.setattr(jobs, "_heartbeat", lambda _name: write_meanwhile())
+    monkeypatch.setattr(runs, "heartbeat", lambda _name: write_meanwhile())
     with app.app_context():
-        jobs._start_record("during2.zip", False)
+        records.start_record("during2.zip", False)
         manifest = jobs.run_backup(app, "during2.zip", tmp_path / "during2.zip")
     assert writes == [201]
     runtime = [t for t in manifest["tables"] if t.get("runtime")]
@@ -772,7 +772,7 @@ def test_the_storage_sweep_leaves_a_live_restores_blobs_and_removes_a_dead_ones(
     """A restore's journaled blobs have no committed record until it commits: the sweep of any process leaves
     them while the restore's holder lives, and removes the unreferenced ones once it is gone."""
     from trellis import db
-    from trellis.backups import jobs
+    from trellis.backups import restore_lock
     from trellis_storage import journal, placement
     from trellis_storage.backends import key_for
     from trellis_storage.models import PendingBlob
@@ -788,13 +788,13 @@ def test_the_storage_sweep_leaves_a_live_restores_blobs_and_removes_a_dead_ones(
         entry = {"id": db.new_id(), "reason": "restore", "backend": backend.name, "key": key, "created_at": db.utcnow()}
         with app.extensions["trellis"].engine.begin() as connection:
             connection.execute(PendingBlob.__table__.insert().values(**entry))
-        holder = jobs._acquire("elsewhere.zip")  # a live restore (this process)
+        holder = restore_lock.acquire("elsewhere.zip")  # a live restore (this process)
         db.session.remove()  # the sweep runs in an app context of its own: its reads start now
         try:
             assert journal.sweep() == 0
             assert backend.keys() == [key] and _journal(app) == ["restore"]
         finally:
-            jobs._release(holder, "failed", "given up by the test")
+            restore_lock.release(holder, "failed", "given up by the test")
         assert journal.sweep() == 1
         assert backend.keys() == [] and _journal(app) == []
 

@@ -233,3 +233,40 @@ def test_s3_uploads_in_progress_across_a_restore(make_app, s3, tmp_path):
     listed = [o["Key"] for o in bucket.list_objects_v2(Bucket=settings["bucket"]).get("Contents", [])]
     assert listed == [f"{small_id[:2]}/{small_id[2:4]}/{small_id}"]  # no unfinished part or dropped file left
     assert bucket.list_multipart_uploads(Bucket=settings["bucket"]).get("Uploads", []) == []
+
+
+def test_a_head_while_chunks_are_stored_is_never_told_the_bytes_are_gone(make_app, s3):
+    """S3: each chunk replaces the upload's unfinished part by a new object and removes the old one, so a HEAD
+    that read the row just before may find the part it names gone. That is not a lost upload: over many chunks
+    and HEADs in between, no HEAD answers anything but 200."""
+    import threading
+
+    _, settings = s3
+    app = make_app(database_kind())
+    client = app.test_client()
+    assert client.put("/config/storage", headers=ADMIN, json={"provider": "s3", "s3": settings}).status_code == 200
+    user = create_user_with_client(client)
+    chunks = 60
+    made = client.post("/storage/uploads", headers=_tus(user, **{"Upload-Length": str(chunks * 100)}))
+    location = made.headers["Location"]
+    done = threading.Event()
+    answers: list[int] = []
+
+    def inspect() -> None:
+        head = app.test_client()
+        while not done.is_set():
+            answers.append(head.head(location, headers=_tus(user)).status_code)
+
+    watcher = threading.Thread(target=inspect)
+    watcher.start()
+    try:
+        for n in range(chunks - 1):  # the last one finishes the upload, which a HEAD may do too (a 423 then)
+            sent = _append(client, user, location, n * 100, bytes([n]) * 100)
+            assert sent.status_code == 204, sent.get_json()
+    finally:
+        done.set()
+        watcher.join()
+    assert len(answers) > chunks and set(answers) == {200}, sorted(set(answers))
+    last = _append(client, user, location, (chunks - 1) * 100, bytes([chunks - 1]) * 100)
+    download = client.get(f"/storage/download/{last.headers['Trellis-File-Id']}", headers=user.headers)
+    assert download.data == b"".join(bytes([n]) * 100 for n in range(chunks))

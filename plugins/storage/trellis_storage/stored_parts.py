@@ -112,7 +112,19 @@ def lost(upload: Upload, *, where: Mapping[str, Any] | None = None) -> bool:
     """Whether an unfinished upload's counted bytes are not in its backend (``where``: its row as it was read,
     when the session's copy may have expired). A partial upload taken by a final one is left to the final's
     checks: its bytes go once the file is made."""
-    return upload.file_id is None and upload.concat_into is None and _missing(where or as_row(upload))
+    if upload.file_id is not None or upload.concat_into is not None:
+        return False
+    row = where or as_row(upload)
+    return _missing(row) and _unchanged(row)
+
+
+def _unchanged(row: Mapping[str, Any]) -> bool:
+    """Whether the upload's row still says what was looked at: a request that stored a chunk meanwhile may have
+    removed the S3 unfinished part the old row named, and the bytes are then where its new row says."""
+    db.session.commit()  # a fresh read of the row
+    columns = [Upload.__table__.c[name] for name in WHERE]
+    now = db.session.execute(sa.select(*columns).where(Upload.id == row["id"])).mappings().first()
+    return now is not None and all(now[name] == row[name] for name in WHERE)
 
 
 def require(upload: Upload, *, where: Mapping[str, Any] | None = None) -> None:
@@ -132,7 +144,7 @@ def require_partials(owner: str, ids: list[str]) -> None:
     finals = {part.concat_into for part in parts if part.concat_into is not None}
     made = set(db.session.scalars(sa.select(Upload.id).where(Upload.id.in_(finals), Upload.file_id.is_not(None))))
     for part in parts:
-        if part.concat_into not in made and _missing(as_row(part)):
+        if part.concat_into not in made and _missing(row := as_row(part)) and _unchanged(row):
             raise gone(part.id)
 
 

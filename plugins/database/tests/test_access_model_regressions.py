@@ -104,3 +104,85 @@ def test_a_replay_brings_the_enter_a_grant_on_the_related_document_sent_live(ser
     assert (replayed["event"], replayed["document"], replayed["eventId"]) == ("enter", todo, entered["eventId"])
     replay.quiet(0.5)
     live.quiet(0.1)
+
+
+TEAMS = {"teams": {"enabled": True, "allowAddWithoutInvite": True, "invites": {"enabled": True}}}
+
+
+def test_a_replay_brings_the_enter_and_leave_of_a_team_join_and_removal(server, watchers):  # noqa: F811
+    """Alice's note is owned by her team (created in its scope). Bob is added to the team, then removed:
+    live, he gets ``enter`` then ``leave``. A replay from before must bring the same two; it brought
+    neither (found by the model-based test, on PostgreSQL)."""
+    url = server.url
+    call(url, "PUT", "/config/authentication", ADMIN, 200, json=TEAMS)
+    project, _ = projects_and_tasks(url)
+    alice, bob = create_user_over_http(url), create_user_over_http(url)
+    admin = watchers(url, ADMIN)
+    admin.subscribe(schema=project)
+    live = watchers(url, {"token": bob.access_token})
+    live.subscribe(schema=project)
+    team = call(url, "POST", "/authentication/teams", alice.headers, 201, json={"name": "t-" + uuid.uuid4().hex[:8]})
+    note = call(
+        url,
+        "POST",
+        f"/database/{project}",
+        alice.headers,
+        201,
+        json={"name": "plan"},
+        params={"scope": f"Team:{team['_id']}"},
+    )
+    before = admin.next()["eventId"]  # the create: bob may not read it then
+
+    call(
+        url,
+        "POST",
+        f"/authentication/teams/{team['_id']}/add",
+        alice.headers,
+        201,
+        json={"userId": bob.id, "role": "member"},
+    )
+    call(url, "DELETE", f"/authentication/teams/{team['_id']}/members", alice.headers, 200, params={"members": bob.id})
+    came = [(change["event"], change["document"]) for change in live.take(2)]
+    assert came == [("enter", note), ("leave", {"_id": note["_id"]})]
+
+    replay = watchers(url, {"token": bob.access_token})
+    replay.subscribe(schema=project, since=before)
+    assert [(change["event"], change["document"]) for change in replay.take(2)] == came
+    replay.quiet(0.5)
+
+
+def test_a_replay_brings_the_enter_and_leave_of_a_team_join_and_the_team_deleted(server, watchers):  # noqa: F811
+    """As above, but bob is invited and accepts, and the team is then deleted (its tuples with it): live,
+    he gets ``enter`` then ``leave``; a replay from before brought neither (model-based test, PostgreSQL)."""
+    url = server.url
+    call(url, "PUT", "/config/authentication", ADMIN, 200, json=TEAMS)
+    project, _ = projects_and_tasks(url)
+    alice, bob = create_user_over_http(url), create_user_over_http(url)
+    admin = watchers(url, ADMIN)
+    admin.subscribe(schema=project)
+    live = watchers(url, {"token": bob.access_token})
+    live.subscribe(schema=project)
+    team = call(url, "POST", "/authentication/teams", alice.headers, 201, json={"name": "t-" + uuid.uuid4().hex[:8]})
+    path = f"/authentication/teams/{team['_id']}"
+    note = call(
+        url,
+        "POST",
+        f"/database/{project}",
+        alice.headers,
+        201,
+        json={"name": "plan"},
+        params={"scope": f"Team:{team['_id']}"},
+    )
+    before = admin.next()["eventId"]  # the create: bob may not read it then
+
+    token = call(url, "POST", f"{path}/invite", alice.headers, 201, json={"email": bob.email, "role": "owner"})
+    accept = {"invitationToken": token["invitationToken"]}
+    call(url, "GET", "/authentication/teams/invite/accept", bob.headers, 200, params=accept)
+    call(url, "DELETE", path, alice.headers, 200)
+    came = [(change["event"], change["document"]) for change in live.take(2)]
+    assert came == [("enter", note), ("leave", {"_id": note["_id"]})]
+
+    replay = watchers(url, {"token": bob.access_token})
+    replay.subscribe(schema=project, since=before)
+    assert [(change["event"], change["document"]) for change in replay.take(2)] == came
+    replay.quiet(0.5)

@@ -322,8 +322,8 @@ def membership_changes(
 ) -> Iterable[tuple[bool, dict[str, Any]]]:
     """``(entered, document)`` for each document of the schema that ``new`` could read and ``old`` could
     not when event ``event_id`` committed (True), or the reverse (False). The candidates are the documents
-    whose readability differs now (ONE query, the predicate bound twice) and those changed since; each is
-    then judged as it was at the event."""
+    whose readability differs now (ONE query, the predicate bound twice) and those whose access changed
+    since; each is then judged as it was at the event."""
     resolved = resource_of(schema_name)
     if resolved is None:
         return []
@@ -335,9 +335,12 @@ def membership_changes(
     with live_history.snapshot() as connection:
         tail = _tail(connection, event_id, resource, documents=True)
         touched = tail.touched(schema_name)
-        differs = now != then
-        if touched:
-            differs = sa.or_(differs, resource.id_column.in_(touched))
+        # readable now as before, but not at the event: the document, its tuples or a related document
+        # (one it inherits from) changed since
+        since = [resource.id_column.in_(changed)] if (changed := tail.changed(schema_name)) else []
+        for ref in resource.relation_fields.values():
+            since += [ref.refers_to(sa.literal(related)) for related in tail.changed(ref.target)]
+        differs = sa.or_(now != then, *since)
         rows = connection.execute(sa.select(*columns(table)).where(differs), parameters).all()
         current = {str(row[0]): to_document(schema, row) for row in rows}
         documents = [

@@ -83,6 +83,12 @@ class Tail:
         """The ids of the schema's documents created, changed or deleted since the event."""
         return list(self.documents.get(schema, {}))
 
+    def changed(self, schema: str) -> list[str]:
+        """The ids of the schema's documents changed since the event, or whose tuples were."""
+        prefix = schema + ":"
+        granted = {resource[len(prefix) :] for resource, _, _ in self.tuples if resource.startswith(prefix)}
+        return sorted(granted | set(self.documents.get(schema, {})))
+
 
 def read_tail(
     connection: sa.Connection, after: int, grant: GrantParser, families: list[str], topics: Sequence[str] = ()

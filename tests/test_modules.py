@@ -25,6 +25,13 @@ def test_missing_dependency_fails_with_clear_message():
         resolve([Module("chat", requires=("authentication",))])
 
 
+def test_a_used_module_comes_first_when_there_and_is_not_needed():
+    mods = [Module("forms", uses=("email",)), Module("email")]
+    assert names(resolve(mods)) == ["email", "forms"]
+    assert names(resolve(mods, parse_allow_list("forms"))) == ["forms"]  # optional: no error without it
+    assert names(resolve([Module("a", uses=("z",)), Module("z", requires=("b",)), Module("b")])) == ["b", "z", "a"]
+
+
 def test_duplicate_module_name_fails():
     with pytest.raises(ModuleError, match="two installed modules are named 'email'"):
         resolve([Module("email"), Module("email")])

@@ -114,6 +114,8 @@ class Module:
 
     name               unique module name, used in ``/config/{name}`` and ``TRELLIS_MODULES``
     requires           names of modules that must be loaded first
+    uses               names of modules loaded first when they are installed and enabled: an optional
+                       dependency (the module works without them, asking ``Trellis.module(name)``)
     blueprints         flask-smorest blueprints (registered through the Api, so they are documented)
     config_schema      marshmallow schema class of the module's configuration (defaults = load_default)
     migrations         path of the module's Alembic versions directory (a branch labelled ``name``)
@@ -133,6 +135,7 @@ class Module:
 
     name: str
     requires: Sequence[str] = ()
+    uses: Sequence[str] = ()
     blueprints: Sequence[flask_smorest.Blueprint] = ()
     config_schema: type[Schema] | None = None
     migrations: str | None = None
@@ -197,7 +200,7 @@ def parse_allow_list(value: str | Iterable[str] | None) -> set[str] | None:
 
 
 def resolve(modules: Iterable[Module], allow: set[str] | None = None) -> list[Module]:
-    """Filter by the allow-list and order modules so each comes after the ones it requires.
+    """Filter by the allow-list and order modules so each comes after the ones it requires or uses.
 
     Fails fast on a duplicate name, an allow-listed module that is not installed, a missing
     requirement, or a requirement cycle. Ties keep alphabetical order so start-up is deterministic.
@@ -229,7 +232,7 @@ def resolve(modules: Iterable[Module], allow: set[str] | None = None) -> list[Mo
         if module.name in visiting:
             raise ModuleError(f"modules require each other in a cycle through {module.name!r}")
         visiting.add(module.name)
-        for dep in sorted(module.requires):
+        for dep in sorted({*module.requires, *(name for name in module.uses if name in by_name)}):
             visit(by_name[dep])
         visiting.discard(module.name)
         done.add(module.name)

@@ -34,6 +34,7 @@ CONSOLE = Path(__file__).parent / "console"
 
 module = Module(
     name="forms",
+    uses=("email",),  # forwards submissions by mail when the Email module is there
     blueprints=(blp,),
     config_schema=FormsConfigSchema,
     migrations=str(Path(__file__).parent / "migrations" / "versions"),

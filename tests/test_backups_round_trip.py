@@ -11,7 +11,7 @@ In the normal suite each test runs a few examples (about a minute per database i
 ``TRELLIS_SOAK=1`` (``make soak`` sets it and runs the tests marked ``soak``) Hypothesis runs many more,
 and shrinks what it finds. A counterexample found here becomes a plain regression test:
 ``tests/test_backups_teams.py`` (team trees), ``tests/test_backups_uploads.py`` (continuing an upload in
-progress after a restore: still open, so these reads stop at its ``HEAD``).
+progress after a restore, which those tests finish; the reads here compare its ``HEAD``).
 """
 
 from __future__ import annotations

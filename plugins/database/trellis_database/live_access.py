@@ -337,7 +337,9 @@ def membership_changes(
         touched = tail.touched(schema_name)
         # readable now as before, but not at the event: the document, its tuples or a related document
         # (one it inherits from) changed since
-        since = [resource.id_column.in_(changed)] if (changed := tail.changed(schema_name)) else []
+        since: list[sa.ColumnElement[bool]] = []
+        if changed := tail.changed(schema_name):
+            since.append(resource.id_column.in_(changed))
         for ref in resource.relation_fields.values():
             since += [ref.refers_to(sa.literal(related)) for related in tail.changed(ref.target)]
         differs = sa.or_(now != then, *since)

@@ -3,38 +3,12 @@
 // routes with the user's Bearer token, kept in this tab's sessionStorage (as the console keeps its own).
 // A magic link's sign-in arrives in the URL fragment, which never reaches a server.
 import { call, clearErrors, flash, showErrors } from "./api.js";
+import { asUser, forget, keep, onSignIn, onSignUp, saved } from "./signin.js";
 
-const KEY = "trellis-account";
 const sections = ["sign-in", "second-factor", "signed-in", "deleted"];
 
 function show(name) {
   for (const id of sections) document.getElementById(id).hidden = id !== name;
-}
-
-function saved() {
-  try { return JSON.parse(sessionStorage.getItem(KEY)) || {}; } catch { return {}; }
-}
-
-function keep(tokens) {
-  sessionStorage.setItem(KEY, JSON.stringify({ accessToken: tokens.accessToken, refreshToken: tokens.refreshToken }));
-}
-
-function forget() {
-  sessionStorage.removeItem(KEY);
-}
-
-// A call as the signed-in user; an expired access token is renewed once with the refresh token. Calls
-// whose 401 may mean a wrong password instead (deleting the account) pass renew=false and make sure of
-// the token first.
-async function asUser(method, path, body, renew = true) {
-  let answer = await call(method, path, body, saved().accessToken);
-  if (renew && answer.status === 401 && saved().refreshToken) {
-    const renewed = await call("POST", "/authentication/renew", { refreshToken: saved().refreshToken });
-    if (renewed.status !== 200) return answer;
-    keep(renewed.body);
-    answer = await call(method, path, body, saved().accessToken);
-  }
-  return answer;
 }
 
 function when(iso) {
@@ -110,36 +84,12 @@ function signedIn(form, answer) {
   return undefined;
 }
 
-// The two steps of signing in: each form posts its body to its route, and the answer decides what follows.
-const signInSteps = {
-  "sign-in-form": ["/authentication/local", (form) => ({ email: form.elements.email.value, password: form.elements.password.value })],
-  "second-factor-form": ["/authentication/twoFa/authorize", (form) => ({ twoFaToken: form.dataset.token, code: form.elements.code.value })],
-};
-for (const [id, [path, bodyOf]] of Object.entries(signInSteps)) {
-  document.getElementById(id).addEventListener("submit", async (event) => {
-    event.preventDefault();
-    clearErrors(event.target);
-    await signedIn(event.target, await call("POST", path, bodyOf(event.target)));
-  });
-}
+onSignIn(signedIn);
 
-document.getElementById("register-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const form = event.target;
-  clearErrors(form);
-  const answer = await call("POST", "/authentication/local/new", {
-    email: form.elements.email.value,
-    password: form.elements.password.value,
-  });
-  if (answer.status !== 201) {
-    showErrors(form, answer.body);
-    return;
-  }
-  form.reset();
+onSignUp(async (form, body) => {
   form.closest("details").open = false;
-  const verify = answer.body.user.isVerified ? "" : " Confirm your address with the link we mailed you.";
-  if (answer.body.accessToken) {
-    keep(answer.body); // local.signInOnRegister: the sign-up signed in
+  const verify = body.user.isVerified ? "" : " Confirm your address with the link we mailed you.";
+  if (body.accessToken) {
     await showAccount();
     flash(`Your account is created and you are signed in.${verify}`);
   } else {

@@ -1,9 +1,9 @@
 // The page of a TeamInvite link: sign in (or create an account) with the invited address, then accept
 // through GET /authentication/teams/invite/accept with the link's token and the user's Bearer token. The
 // tokens are kept in this tab's sessionStorage under the account page's key, so that page is signed in too.
-import { call, clearErrors, flash, showErrors } from "./api.js";
+import { flash, showErrors } from "./api.js";
+import { asUser, forget, keep, onSignIn, onSignUp, saved } from "./signin.js";
 
-const KEY = "trellis-account";
 const sections = ["sign-in", "second-factor", "joined", "refused"];
 const invitation = document.getElementById("invite").dataset.token;
 
@@ -11,32 +11,17 @@ function show(name) {
   for (const id of sections) document.getElementById(id).hidden = id !== name;
 }
 
-function saved() {
-  try { return JSON.parse(sessionStorage.getItem(KEY)) || {}; } catch { return {}; }
-}
-
-function keep(tokens) {
-  sessionStorage.setItem(KEY, JSON.stringify({ accessToken: tokens.accessToken, refreshToken: tokens.refreshToken }));
-}
-
 // The acceptance as the signed-in user; an expired access token is renewed once with the refresh token.
 async function accept() {
   const path = `/authentication/teams/invite/accept?invitationToken=${encodeURIComponent(invitation)}`;
-  let answer = await call("GET", path, undefined, saved().accessToken);
-  if (answer.status === 401 && saved().refreshToken) {
-    const renewed = await call("POST", "/authentication/renew", { refreshToken: saved().refreshToken });
-    if (renewed.status === 200) {
-      keep(renewed.body);
-      answer = await call("GET", path, undefined, saved().accessToken);
-    }
-  }
+  const answer = await asUser("GET", path);
   flash("");
   if (answer.status === 200) {
     document.getElementById("joined-team").textContent = answer.body.name;
     document.getElementById("joined-role").textContent = answer.body.role === "owner" ? "an owner" : "a member";
     show("joined");
   } else if (answer.status === 401) {
-    sessionStorage.removeItem(KEY);
+    forget();
     show("sign-in");
   } else {
     // 403: the server says why (another address, or invites switched off); 404: a dead link.
@@ -62,33 +47,10 @@ async function signedIn(form, answer) {
   }
 }
 
-const signInSteps = {
-  "sign-in-form": ["/authentication/local", (form) => ({ email: form.elements.email.value, password: form.elements.password.value })],
-  "second-factor-form": ["/authentication/twoFa/authorize", (form) => ({ twoFaToken: form.dataset.token, code: form.elements.code.value })],
-};
-for (const [id, [path, bodyOf]] of Object.entries(signInSteps)) {
-  document.getElementById(id).addEventListener("submit", async (event) => {
-    event.preventDefault();
-    clearErrors(event.target);
-    await signedIn(event.target, await call("POST", path, bodyOf(event.target)));
-  });
-}
+onSignIn(signedIn);
 
-document.getElementById("register-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  const form = event.target;
-  clearErrors(form);
-  const answer = await call("POST", "/authentication/local/new", {
-    email: form.elements.email.value,
-    password: form.elements.password.value,
-  });
-  if (answer.status !== 201) {
-    showErrors(form, answer.body);
-    return;
-  }
-  form.reset();
-  if (answer.body.accessToken) {
-    keep(answer.body); // local.signInOnRegister: the sign-up signed in
+onSignUp(async (form, body) => {
+  if (body.accessToken) {
     await accept();
   } else {
     form.closest("details").open = false;
@@ -97,7 +59,7 @@ document.getElementById("register-form").addEventListener("submit", async (event
 });
 
 document.getElementById("other-account").addEventListener("click", () => {
-  sessionStorage.removeItem(KEY); // this tab forgets the tokens; the session itself ends on its own
+  forget(); // this tab forgets the tokens; the session itself ends on its own
   show("sign-in");
 });
 

@@ -32,9 +32,11 @@ def invite(team_id: str, user_id: str, email: str, role: str) -> str:
     Returns the invitation token."""
     require_invites()
     email = normalise_email(email)
+    # the write lock before the first read: on SQLite a transaction that has read cannot wait for the lock
+    # another writer holds, it fails at once ("database is locked")
+    serialise_writes()
     team = managed(team_id, user_id)
     delivery.limit_sends(email)
-    serialise_writes()
     already = select(TeamMember.user_id).join(User, User.id == TeamMember.user_id)
     if db.session.execute(already.where(TeamMember.team_id == team_id, User.email == email)).first():
         raise conflict("A user with this email is already a member of the team", {"email": ["Already a member."]})

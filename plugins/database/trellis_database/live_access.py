@@ -22,7 +22,6 @@ subscriber per event.
 - ``authentication.team.*``: the viewers of the users it names follow it; where the subjects changed, ONE
   query per such subscription finds the candidates (the documents whose readability differs now, and
   those changed since), each judged as it was at the change, sent as ``enter``/``leave``.
-
 - ``database.<T>.update|delete`` of a schema ``T`` the schema inherits from: ``enter``/``leave`` for the
   documents naming the changed one, where its field-backed relations or its deletion changed who may read
   them.
@@ -31,7 +30,7 @@ subscriber per event.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,32 +155,16 @@ def _grant_sides(event: events.Event, schema_name: str) -> list[Sides]:
     """A grant or revoke on ``R:<id>``: the document itself when ``R`` is the schema, and the schema's
     documents that named it in a Relation field when the schema inherits from ``R`` — each as it was when
     the grant committed."""
-    resolved = resource_of(schema_name)
-    grant = control().grant_change(event.topic, event.payload) if resolved is not None else None
-    if resolved is None or grant is None:
+    grant = control().grant_change(event.topic, event.payload) if resource_of(schema_name) is not None else None
+    if grant is None:
         return []
-    schema, resource = resolved
+
+    def moments(tail: live_history.Tail) -> list[Moment]:
+        before = live_history.split({**tail.tuples, grant.key: not grant.granted})  # without a grant, with a revoke
+        return [(*before, tail.documents), (*tail.changes(), tail.documents)]
+
     target, target_id = grant.resource.split(":", 1)
-    change = grant.key
-    with live_history.snapshot() as connection:
-        tail = _tail(connection, event.id, resource, documents=True)
-        documents = _naming(connection, tail, schema, resource, target, target_id)
-        if not documents:
-            return []
-        after_plus, after_minus = tail.changes()
-        held_before = {**tail.tuples, change: not grant.granted}  # before a grant: without it; a revoke: with
-        before_plus = tuple(key for key, held in held_before.items() if held)
-        before_minus = tuple(key for key, held in held_before.items() if not held)
-        # two calls: the tuples a probe adds or leaves out also hold for the related documents it inherits
-        # from, so before and after must not share one
-        before = [Probe(doc, before_plus, before_minus) for doc in documents]
-        after = [Probe(doc, after_plus, after_minus) for doc in documents]
-        found_before = control().audiences(resource, before, connection, related=tail.documents)
-        found_after = control().audiences(resource, after, connection, related=tail.documents)
-    return [
-        Sides("access", doc["_id"], doc, doc, was, now)
-        for doc, was, now in zip(documents, found_before, found_after, strict=True)
-    ]
+    return _access_sides(event, schema_name, target, target_id, moments)
 
 
 def _related_sides(event: events.Event, kind: str, schema_name: str) -> list[Sides]:
@@ -193,30 +176,51 @@ def _related_sides(event: events.Event, kind: str, schema_name: str) -> list[Sid
     document, previous = payload.get("document"), payload.get("previous")
     if kind == "create" or not isinstance(document, dict) or not isinstance(previous, dict):
         return []  # a new document is named by nothing yet
+    target_id = str(document.get("_id"))
+    removed = tuple((f"{target}:{target_id}", s, r) for s, r in payload.get("grants") or ()) if kind == "delete" else ()
+
+    def moments(tail: live_history.Tail) -> list[Moment]:
+        plus, minus = tail.changes()
+        then = tail.documents
+        before = {**then, target: {**then.get(target, {}), target_id: previous}}
+        after = {**then, target: {**then.get(target, {}), target_id: None if kind == "delete" else document}}
+        return [(plus + removed, minus, before), (plus, minus, after)]
+
+    return _access_sides(event, schema_name, target, target_id, moments)
+
+
+# The tuples held although gone now, those left out although held now, and the related documents as
+# they were: one side of a change of who may read (see Probe and AccessControl.audiences).
+Moment = tuple[tuple[live_history.Key, ...], tuple[live_history.Key, ...], live_history.Documents]
+
+
+def _access_sides(
+    event: events.Event,
+    schema_name: str,
+    target: str,
+    target_id: str,
+    moments: Callable[[live_history.Tail], list[Moment]],
+) -> list[Sides]:
+    """The schema's documents that were ``target:target_id`` or named it when ``event`` committed, each
+    with its audience before and after the change (``moments``, given what changed since)."""
     resolved = resource_of(schema_name)
     if resolved is None:
         return []
     schema, resource = resolved
-    target_id = str(document.get("_id"))
-    removed = tuple((f"{target}:{target_id}", s, r) for s, r in payload.get("grants") or ()) if kind == "delete" else ()
     with live_history.snapshot() as connection:
         tail = _tail(connection, event.id, resource, documents=True)
         documents = _naming(connection, tail, schema, resource, target, target_id)
         if not documents:
             return []
-        plus, minus = tail.changes()
-        then = {name: dict(docs) for name, docs in tail.documents.items()}
-        before = {**then, target: {**then.get(target, {}), target_id: previous}}
-        after = {**then, target: {**then.get(target, {}), target_id: None if kind == "delete" else document}}
-        found_before = control().audiences(
-            resource, [Probe(doc, plus + removed, minus) for doc in documents], connection, related=before
-        )
-        found_after = control().audiences(
-            resource, [Probe(doc, plus, minus) for doc in documents], connection, related=after
+        # one read per side: the tuples a probe adds or leaves out also hold for the related documents it
+        # inherits from, so before and after must not share one
+        was, now = (
+            control().audiences(resource, [Probe(doc, plus, minus) for doc in documents], connection, related=related)
+            for plus, minus, related in moments(tail)
         )
     return [
-        Sides("access", doc["_id"], doc, doc, was, now)
-        for doc, was, now in zip(documents, found_before, found_after, strict=True)
+        Sides("access", doc["_id"], doc, doc, before, after)
+        for doc, before, after in zip(documents, was, now, strict=True)
     ]
 
 

@@ -35,6 +35,15 @@ def snapshot() -> Iterator[sa.Connection]:
         yield connection
 
 
+Documents = Mapping[str, Mapping[str, "dict[str, Any] | None"]]  # schema → id → document (None: none then)
+
+
+def split(held: Mapping[Key, bool]) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
+    """``(plus, minus)`` of tuples known to be held or not: what a :class:`trellis.access.Probe` counts
+    although not stored, and leaves out although stored."""
+    return tuple(key for key, on in held.items() if on), tuple(key for key, on in held.items() if not on)
+
+
 @dataclass
 class Tail:
     """The changes recorded after one event, oldest first, of the families that decide who may read a
@@ -64,15 +73,10 @@ class Tail:
             for subject, relation in payload.get("grants") or ():
                 self.tuples.setdefault((f"{name}:{doc_id}", str(subject), str(relation)), True)
 
-    def changes(self, resource: str | None = None) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
+    def changes(self) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
         """``(plus, minus)``: the tuples held at the event although gone now, and those held now although
-        granted after it (of one ``<Schema>:<id>`` when given)."""
-        plus: list[Key] = []
-        minus: list[Key] = []
-        for key, held in self.tuples.items():
-            if resource is None or key[0] == resource:
-                (plus if held else minus).append(key)
-        return tuple(plus), tuple(minus)
+        granted after it."""
+        return split(self.tuples)
 
     def document(self, schema: str, doc_id: str, current: dict[str, Any] | None) -> dict[str, Any] | None:
         """The document at the event: as it was before its first change since, else as it is now."""

@@ -116,11 +116,7 @@ def test_tus_js_client_resumes_an_upload(live_server, tmp_path):
         "TRELLIS_USER_TOKEN": user.access_token,
         "TUS_FILE": str(source),
     }
-    result = subprocess.run(
-        ["node", "tus_upload.mjs"], cwd=folder, env=env, capture_output=True, text=True, timeout=90, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = run_node(folder, "tus_upload.mjs", env)
     mib = 1024 * 1024
     assert seen["url"] == seen["firstUrl"] and seen["url"].startswith(f"{live_server.url}/storage/uploads/")
     assert seen["resumedFrom"] == 2 * mib  # what the aborted upload had stored
@@ -149,11 +145,7 @@ def test_tus_js_client_parallel_uploads_make_one_file(live_server, app_config, t
         "TRELLIS_USER_TOKEN": user.access_token,
         "TUS_FILE": str(source),
     }
-    result = subprocess.run(
-        ["node", "tus_parallel.mjs"], cwd=folder, env=env, capture_output=True, text=True, timeout=90, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    seen = run_node(folder, "tus_parallel.mjs", env)
     assert seen["ok"] is True, seen
     posts = [r["concat"] for r in seen["requests"] if r["method"] == "POST"]
     assert posts.count("partial") == 2 and posts[-1].startswith("final;"), posts
@@ -187,17 +179,7 @@ def test_tus_js_client_resumes_an_upload_after_a_restore(live_server, tmp_path):
     }
 
     def run(**step: str) -> dict:
-        result = subprocess.run(
-            ["node", "tus_resume.mjs"],
-            cwd=folder,
-            env={**env, **step},
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
-        assert result.returncode == 0, result.stdout + result.stderr
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        return run_node(folder, "tus_upload.mjs", {**env, **step})
 
     admin = {"masterkey": TEST_MASTER_KEY}
     url = run(TUS_STEP="start")["url"]
@@ -214,6 +196,15 @@ def test_tus_js_client_resumes_an_upload_after_a_restore(live_server, tmp_path):
     assert seen["patches"] == [2 * mib, 3 * mib]  # only the rest was sent
     download = requests.get(f"{live_server.url}/storage/download/{seen['fileId']}", headers=user.headers, timeout=30)
     assert download.content == content
+
+
+def run_node(folder: Any, script: str, env: dict[str, str]) -> dict:
+    """Run a Node script of ``tests/node``; its last output line is the JSON the test asserts on."""
+    result = subprocess.run(
+        ["node", script], cwd=folder, env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def _wait_for(listing: Any, what: str) -> None:

@@ -1,6 +1,7 @@
 // Drives tus-js-client (the official tus client) through a resumed upload against a live Trellis server:
 // a first Upload sends two 1 MiB chunks and is aborted, a second one resumes it from its URL.
-// Input (environment): TRELLIS_URL, TRELLIS_USER_TOKEN, TUS_FILE (the file to send).
+// Input (environment): TRELLIS_URL, TRELLIS_USER_TOKEN, TUS_FILE (the file to send); TUS_STEP to run one
+// step only, so a test can act on the server between them: "start" (prints {"url"}) or "resume" (TUS_URL).
 // Output: one JSON line with the upload's URL, the offset the resumed upload found, its chunk offsets and the
 // file id of the finished upload; the Python test asserts on it.
 import { readFileSync } from "node:fs";
@@ -53,7 +54,15 @@ function resume(url) {
   });
 }
 
-const url = await firstPart();
-const result = await resume(url);
+const step = process.env.TUS_STEP;
+let result;
+if (step === "start") {
+  result = { url: await firstPart() };
+} else if (step === "resume") {
+  result = await resume(process.env.TUS_URL);
+} else {
+  const url = await firstPart();
+  result = { firstUrl: url, ...(await resume(url)) };
+}
 clearTimeout(deadline);
-console.log(JSON.stringify({ firstUrl: url, ...result }));
+console.log(JSON.stringify(result));

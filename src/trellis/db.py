@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, CursorResult, Engine, Result, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from trellis import current, statements
+from trellis import current, sqlite_waits, statements
 
 log = logging.getLogger(__name__)
 C = TypeVar("C", bound=Callable[[], None])
@@ -139,7 +139,9 @@ def make_engine(url: str, async_mode: str = "threading") -> Engine:
     parsed = normalise_url(url, async_mode)
     kwargs: dict[str, Any] = {"future": True}
     if parsed.get_backend_name() == "sqlite":
-        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": sqlite_waits.WAIT_SECONDS}
+        if async_mode == "eventlet" and _eventlet_patched():
+            kwargs["connect_args"].update(sqlite_waits.connect_args())
         if parsed.database in (None, "", ":memory:"):
             kwargs["poolclass"] = StaticPool
     else:
@@ -173,7 +175,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    if not isinstance(dbapi_connection, sqlite_waits.GreenWaitConnection):  # it waits greenly instead
+        cursor.execute(f"PRAGMA busy_timeout={int(sqlite_waits.WAIT_SECONDS * 1000)}")
     cursor.close()
 
 

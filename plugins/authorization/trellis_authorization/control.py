@@ -1,5 +1,6 @@
 """The module's side of ``trellis.access``: what the Database module calls (through
-``trellis.access.control()``), and the hooks that keep tuples in step with users and teams."""
+``trellis.access.control()``), one class per protocol of ``trellis.access.protocols``, and the hooks that
+keep tuples in step with users and teams."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from . import audience, decisions, definitions, subjects, tuples
 from .predicate import condition
 
 
-class Control:
-    """Implements ``trellis.access.AccessControl`` (see there for each method's contract)."""
+class Callers:
+    """``trellis.access.Callers`` (see there for each method's contract)."""
 
     def acting(self, identity: Identity | None, scope: str | None) -> Acting:
         return subjects.acting(identity, scope)
@@ -28,18 +29,12 @@ class Control:
         outlives requests and is read again when its user's teams change."""
         return subjects.read_acting(identity, None)
 
-    def audiences(
-        self,
-        resource: ResourceTable,
-        probes: list[Probe],
-        connection: sa.Connection,
-        permission: str = "read",
-        related: audience.Related | None = None,
-    ) -> list[Audience]:
-        return audience.audiences(resource, probes, connection, permission, related=related)
-
     def viewer_of(self, user_id: str, team_ids: Iterable[str]) -> Acting:
         return subjects.user_acting(user_id, list(team_ids))
+
+
+class Predicates:
+    """``trellis.access.Predicates``."""
 
     def version(self, resource: str) -> Hashable:
         """Changes whenever a definition changes: part of the key of statements built with a predicate."""
@@ -62,13 +57,30 @@ class Control:
                     families += [target.family, tuples.family(target.name)]
         return sorted({family for family in families if family})
 
-    def grant_change(self, topic: str, payload: Mapping[str, Any]) -> GrantChange | None:
-        return tuples.change_of(topic, payload)
-
     def allowed(
         self, resource: ResourceTable, acting: Acting, doc_id: str, permissions: Iterable[str]
     ) -> dict[str, bool] | None:
         return decisions.allowed(resource, acting, doc_id, permissions)
+
+    def check_options(self, resource: ResourceTable) -> dict[str, list[str]]:
+        """Errors of a schema's field-backed relations against its definition, by field name (the Database
+        module says where its schemas keep them)."""
+        found = definitions.definition(resource.name)
+        errors: dict[str, list[str]] = {}
+        for field_name, relation in resource.field_relations.items():
+            key = field_name
+            ref = resource.relation_fields.get(field_name)
+            if ref is None or ref.target not in ("User", "Team"):
+                errors[key] = ["A field-backed relation needs a Relation field to User or Team"]
+            elif relation not in found.relations:
+                errors[key] = [
+                    f"Unknown relation {relation!r}; {resource.name} has {', '.join(sorted(found.relations))}"
+                ]
+        return errors
+
+
+class Lifecycle:
+    """``trellis.access.Lifecycle``."""
 
     def created(self, resource: str, doc_ids: list[str], acting: Acting) -> None:
         owner = acting.owner_subject
@@ -98,21 +110,9 @@ class Control:
         tuples.forget_type(resource)
         definitions.drop(resource)
 
-    def check_options(self, resource: ResourceTable) -> dict[str, list[str]]:
-        """Errors of a schema's field-backed relations against its definition, by field name (the Database
-        module says where its schemas keep them)."""
-        found = definitions.definition(resource.name)
-        errors: dict[str, list[str]] = {}
-        for field_name, relation in resource.field_relations.items():
-            key = field_name
-            ref = resource.relation_fields.get(field_name)
-            if ref is None or ref.target not in ("User", "Team"):
-                errors[key] = ["A field-backed relation needs a Relation field to User or Team"]
-            elif relation not in found.relations:
-                errors[key] = [
-                    f"Unknown relation {relation!r}; {resource.name} has {', '.join(sorted(found.relations))}"
-                ]
-        return errors
+
+class Sharing:
+    """``trellis.access.Sharing``."""
 
     def grants(self, resource: str, doc_id: str) -> list[dict[str, str]]:
         return tuples.on_resource(resource, doc_id)
@@ -153,6 +153,27 @@ class Control:
         held = decisions.roles(resource, acting, doc_id)
         if "owner" not in held and relation not in held:
             raise forbidden(f"You may only grant relations you hold on this document ({', '.join(held) or 'none'})")
+
+
+class LiveAudiences:
+    """``trellis.access.LiveAudiences``."""
+
+    def audiences(
+        self,
+        resource: ResourceTable,
+        probes: list[Probe],
+        connection: sa.Connection,
+        permission: str = "read",
+        related: audience.Related | None = None,
+    ) -> list[Audience]:
+        return audience.audiences(resource, probes, connection, permission, related=related)
+
+    def grant_change(self, topic: str, payload: Mapping[str, Any]) -> GrantChange | None:
+        return tuples.change_of(topic, payload)
+
+
+class Control(Callers, Predicates, Lifecycle, Sharing, LiveAudiences):
+    """``trellis.access.AccessControl``: the five together, what the module registers."""
 
 
 class Hooks:

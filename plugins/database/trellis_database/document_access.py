@@ -46,6 +46,11 @@ def control() -> access.AccessControl:
     return found
 
 
+def sharing() -> access.Sharing:
+    """The one job of access control the sharing routes use."""
+    return control()
+
+
 # ---- describing tables ----------------------------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ Each subscription holds its *viewer* (``trellis.access.Acting``: read when it su
 each change of its user's teams, which records the teams it leaves the user in; None for administrators and
 when no Authorization module is installed). An event is turned, once for every subscription, into
 :class:`Sides`: the document before and after and its *audiences* before and after
-(``AccessControl.audiences``: the tuples on the document and the related documents it inherits from, as
+(``LiveAudiences.audiences``: the tuples on the document and the related documents it inherits from, as
 they were at the event's commit (:mod:`.live_history`), read once per event and only when the schema is
 under access control and has a subscriber that is not an administrator; field-backed relations from the
 event's own documents). Each subscription then decides in memory (``Audience.admits``): no query per
@@ -190,7 +190,7 @@ def _related_sides(event: events.Event, kind: str, schema_name: str) -> list[Sid
 
 
 # The tuples held although gone now, those left out although held now, and the related documents as
-# they were: one side of a change of who may read (see Probe and AccessControl.audiences).
+# they were: one side of a change of who may read (see Probe and LiveAudiences.audiences).
 Moment = tuple[tuple[live_history.Key, ...], tuple[live_history.Key, ...], live_history.Documents]
 
 

@@ -99,7 +99,7 @@ def read_tail(
 ) -> Tail:
     """The changes of ``families`` (and single ``topics``) recorded after event ``after``, in ``connection``'s
     snapshot; numbered ones first, then those waiting for their number (they will be numbered later).
-    ``grant``: the access control's reader of its grant events (``AccessControl.grant_change``)."""
+    ``grant``: the access control's reader of its grant events (``LiveAudiences.grant_change``)."""
     recorded = events.recorded()
     which = [recorded.c.family.in_(families)] if families else []
     if topics:

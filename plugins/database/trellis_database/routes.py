@@ -373,7 +373,7 @@ def _shared(schema: Any, acting: Any, doc_id: str, permission: str) -> Any:
 def list_grants(schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """Who holds which relation on the document (needs ``read``)."""
     resource = _shared(schema, acting, docId, "read")
-    grants = document_access.control().grants(resource.name, docId)
+    grants = document_access.sharing().grants(resource.name, docId)
     return {"grants": grants, "count": len(grants)}
 
 
@@ -386,7 +386,7 @@ def create_grant(body: dict[str, Any], schemaName: str, docId: str, snap: Any, s
     """Share the document: ``subject`` gets ``relation`` (needs ``share``; only relations the caller holds,
     except for owners)."""
     resource = _shared(schema, acting, docId, "share")
-    grant = document_access.control().share(resource, acting, docId, body["subject"], body["relation"])
+    grant = document_access.sharing().share(resource, acting, docId, body["subject"], body["relation"])
     db.session.commit()
     return grant
 
@@ -399,7 +399,7 @@ def create_grant(body: dict[str, Any], schemaName: str, docId: str, snap: Any, s
 def delete_grant(args: dict[str, Any], schemaName: str, docId: str, snap: Any, schema: Any, acting: Any):
     """Revoke a grant (needs ``share``)."""
     resource = _shared(schema, acting, docId, "share")
-    document_access.control().unshare(resource, acting, docId, args["subject"], args["relation"])
+    document_access.sharing().unshare(resource, acting, docId, args["subject"], args["relation"])
     db.session.commit()
     return {"subject": args["subject"], "relation": args["relation"], "resource": f"{schema.name}:{docId}"}
 

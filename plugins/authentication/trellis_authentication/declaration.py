@@ -52,8 +52,9 @@ CONSOLE = Path(__file__).parent / "console"
 
 module = Module(
     name="authentication",
-    # Mail (verification, reset, magic link) and SMS codes go through these modules' service functions.
-    requires=("email", "sms"),
+    # Mail (verification, reset, magic link, invites) and SMS codes go through these modules' service
+    # functions; without them those routes answer 400 naming the module (delivery.require_module).
+    uses=("email", "sms"),
     description="Users, sign-in by password, magic link, phone or external providers, two-factor, tokens, blocking",
     blueprints=(blp, pages),
     config_schema=AuthenticationConfig,

@@ -1,4 +1,6 @@
-"""Mail and SMS for the account lifecycle, through the Email and SMS modules' service functions.
+"""Mail and SMS for the account lifecycle, through the Email and SMS modules' service functions. Both
+modules are optional (the module `uses` them): a route that would send through one that is not installed
+or not active answers 400 naming it (:func:`require_module`), before it writes anything.
 
 The templates are created in the Email module when missing (at start and before a send), so an
 administrator can edit them; each uses the variable ``link`` (``TeamInvite`` also ``teamName`` and
@@ -59,7 +61,7 @@ TEMPLATES: dict[str, tuple[str, str]] = {
 
 
 def ensure_templates(commit: bool = True) -> None:
-    from trellis_email.service import ensure_template  # the Email module's service API (required module)
+    from trellis_email.service import ensure_template  # the Email module's service API (see require_module)
 
     for name, (subject, body) in TEMPLATES.items():
         ensure_template(name, subject, body, commit=commit)
@@ -74,7 +76,10 @@ _START_WAIT = {
 
 def create_templates_on_start(app: Flask) -> None:
     """Create missing templates when the database is ready. A database not migrated yet, or busy with
-    another transaction that writes them, is left alone (the first send creates them)."""
+    another transaction that writes them, is left alone (the first send creates them). Without the Email
+    module there is nothing to create."""
+    if app.extensions["trellis"].module("email") is None:
+        return
     with app.app_context():
         limit, restore = _START_WAIT.get(db.engine().dialect.name, (None, None))
         try:
@@ -144,7 +149,7 @@ def rehearse_mail(to: str, template: str, link: str) -> None:
 
 def send_sms(number: str, text: str) -> None:
     """One SMS; a provider failure is a 500 PROVIDER_ERROR (the code would never arrive)."""
-    from trellis_sms.service import send  # the SMS module's service API (required module)
+    from trellis_sms.service import send  # the SMS module's service API (see require_module)
 
     record = send([number], text)[0]
     if record.status == "failed":

@@ -9,7 +9,7 @@ from webargs.fields import DelimitedList
 
 from trellis.fields import JsonBoolean
 from trellis.http import ListArgs, list_schema
-from trellis_sms.service import PhoneNumber  # the SMS module's service API (a required module)
+from trellis.phones import PhoneNumber
 
 # Cap on what we hash at all; the configurable rules (passwordRules) apply on top.
 PASSWORD_FIELD_MAX = 1024

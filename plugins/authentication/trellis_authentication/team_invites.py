@@ -31,6 +31,7 @@ def invite(team_id: str, user_id: str, email: str, role: str) -> str:
     A new invite of the same address to the same team replaces the pending one (its token stops working).
     Returns the invitation token."""
     require_invites()
+    delivery.require_module("email")
     email = normalise_email(email)
     # the write lock before the first read: on SQLite a transaction that has read cannot wait for the lock
     # another writer holds, it fails at once ("database is locked")

@@ -7,8 +7,7 @@ from typing import Any
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from trellis.module_config import ModuleConfigSchema, api_url, missing_provider_settings
-
-from .phones import PhoneNumber
+from trellis.phones import PhoneNumber
 
 PROVIDERS = ("outbox", "twilio")
 TWILIO_API = "https://api.twilio.com"

@@ -6,9 +6,9 @@ from marshmallow import Schema, fields, validate
 
 from trellis.fields import BoundedList
 from trellis.http import ListArgs, list_schema
+from trellis.phones import PhoneNumber
 
 from .models import FAILED, SENT
-from .phones import PhoneNumber
 
 # Twilio's own ceiling for one message body (it splits longer texts into segments up to this).
 MAX_MESSAGE_LENGTH = 1600

@@ -14,9 +14,9 @@ from trellis.http import paginate
 from trellis.metrics import ModuleCounter
 from trellis.module_config import get as get_config
 from trellis.module_config import require_active
+from trellis.phones import PhoneNumber, to_e164
 
 from .models import SmsMessage
-from .phones import PhoneNumber, to_e164
 
 __all__ = ["config", "send", "to_e164", "PhoneNumber", "record_dict", "list_messages"]
 from .providers import make_provider

@@ -1,4 +1,5 @@
-"""Phone numbers: international format with a leading ``+``, checked with ``phonenumbers``, kept as E.164."""
+"""Phone numbers: international format with a leading ``+``, checked with ``phonenumbers``, kept as E.164
+(the SMS module texts them, the Authentication module signs users in with them)."""
 
 from __future__ import annotations
 

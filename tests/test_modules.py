@@ -81,6 +81,9 @@ def test_installed_modules_obey_trellis_modules_allow_list(app_config):
         (lambda: EventTopic("*.hello.create", "any module"), "never the module"),
         (lambda: EventTopic("greeter.hel lo.create", "a space"), "must be <module>.<thing>.<action>"),
         (lambda: EventTopic("greeter.hello.create", " "), "needs a description"),
+        (lambda: EventTopic("greeter.hello.create", "d", {"n": ""}), "payload must be"),
+        (lambda: EventTopic("greeter.hello.create", "d", ["n"]), "payload must be"),
+        (lambda: EventTopic("greeter.hello.create", "d", dict), "payload must be"),
         (lambda: Module("greeter", events=(EventTopic("chat.message.create", "not ours"),)), "begin with 'greeter'"),
         (lambda: Module("greeter", events=("greeter.hello.create",)), "not an EventTopic"),
         (
@@ -105,3 +108,39 @@ def test_a_module_records_only_the_topics_it_declares(app_config, db):
         with pytest.raises(ModuleError, match="records event 'greeter.hello.delete' without declaring it"):
             events.record("greeter.hello.delete", {"n": 2})
         assert [topic.pattern for topic in events.topics()] == ["greeter.*.create"]
+
+
+def test_a_declared_payload_holds_only_the_keys_it_declares(app_config, db):
+    """Test apps refuse a payload key its topic does not declare, whether the payload is a dict or its JSON
+    text, or a topic's schema class names the keys."""
+    from marshmallow import Schema, fields
+
+    from trellis import events
+
+    class Greeting(Schema):
+        _id = fields.String()
+        made_at = fields.String(data_key="createdAt")
+
+    declared = Module(
+        "greeter",
+        events=(
+            EventTopic("greeter.hello.create", "A greeting was made", {"n": "how many"}),
+            EventTopic("greeter.hello.update", "A greeting changed", Greeting),
+            EventTopic("greeter.hello.delete", "A greeting went"),  # declares nothing: nothing checked
+        ),
+    )
+    app = create_app(app_config, modules=[declared])
+    with app.app_context():
+        events.record("greeter.hello.create", {"n": 1})
+        events.record("greeter.hello.update", '{"_id": "a", "createdAt": "now"}')
+        events.record("greeter.hello.delete", {"anything": True})
+        with pytest.raises(ModuleError, match=r"records payload keys \['m'\] its topic does not declare"):
+            events.record("greeter.hello.create", {"n": 1, "m": 2})
+        with pytest.raises(ModuleError, match=r"payload keys \['made_at'\]"):
+            events.record("greeter.hello.update", {"made_at": "now"})
+
+
+def test_every_installed_module_declares_its_event_payloads(app):
+    """The payload of every built-in topic is declared, so subscribers (webhooks, consumers) know its keys."""
+    undeclared = [t.pattern for m in app.extensions["trellis"].modules for t in m.events if t.payload is None]
+    assert undeclared == []

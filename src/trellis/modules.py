@@ -8,7 +8,7 @@ the declarations below. See ``docs/modules.md``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,12 @@ class ConsolePage:
 _TOPIC_SEGMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
 
 
+def _is_schema_class(value: object) -> bool:
+    from marshmallow import Schema
+
+    return isinstance(value, type) and issubclass(value, Schema)
+
+
 @dataclass(frozen=True)
 class EventTopic:
     """An event topic a module records (``trellis.events.record``): what webhooks and consumers may name.
@@ -78,10 +84,16 @@ class EventTopic:
                  segment the module fills at run time (the Database module's ``database.*.create``:
                  one ``<thing>`` per schema); segments of letters, digits, ``_`` and ``-``
     description  what happened, for the people who subscribe to it
+    payload      what the event's payload holds: ``{key: what it holds}`` for its top-level keys, or a
+                 marshmallow schema class when the payload is an object as the API shows it (its fields
+                 are the keys). Tests refuse a recorded payload with a key the topic does not declare;
+                 None: not declared (nothing checked). A module that reads another module's payloads
+                 calls that module's parser (e.g. ``trellis.access.LiveAudiences.grant_change``)
     """
 
     pattern: str
     description: str
+    payload: Mapping[str, str] | type[Schema] | None = None
 
     def __post_init__(self) -> None:
         parts = self.pattern.split(".") if isinstance(self.pattern, str) else []
@@ -92,10 +104,26 @@ class EventTopic:
             )
         if not isinstance(self.description, str) or not self.description.strip():
             raise ModuleError(f"event topic {self.pattern!r} needs a description")
+        described = isinstance(self.payload, Mapping) and all(
+            isinstance(key, str) and isinstance(text, str) and text.strip() for key, text in self.payload.items()
+        )
+        if not (self.payload is None or described or _is_schema_class(self.payload)):
+            raise ModuleError(
+                f"event topic {self.pattern!r}: payload must be {{key: description}} or a marshmallow schema class"
+            )
 
     @property
     def module(self) -> str:
         return self.pattern.split(".", 1)[0]
+
+    @property
+    def payload_keys(self) -> frozenset[str] | None:
+        """The top-level keys a payload may hold (None: not declared)."""
+        if self.payload is None:
+            return None
+        if isinstance(self.payload, Mapping):
+            return frozenset(self.payload)
+        return frozenset(f.data_key or name for name, f in self.payload().dump_fields.items())
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` (a recorded topic, or a subscription pattern) can name an event of this topic."""

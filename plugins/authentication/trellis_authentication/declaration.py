@@ -47,6 +47,9 @@ def _init_app(app: Flask) -> None:
     create_templates_on_start(app)
 
 
+# Every user event carries the user (read back with users.user_id_of).
+USER_PAYLOAD = {"user": "the user as the API shows it (no secrets)"}
+
 # The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
@@ -68,10 +71,12 @@ module = Module(
     cli=cli,
     init_app=_init_app,
     events=(
-        EventTopic("authentication.user.create", "A user was created (sign-up, admin, phone or provider sign-in)"),
-        EventTopic("authentication.user.block", "A user was blocked: their sessions and connections end"),
-        EventTopic("authentication.user.unblock", "A blocked user was unblocked"),
-        EventTopic("authentication.user.delete", "A user was deleted"),
+        EventTopic(
+            "authentication.user.create", "A user was created (sign-up, admin, phone or provider sign-in)", USER_PAYLOAD
+        ),
+        EventTopic("authentication.user.block", "A user was blocked: their sessions and connections end", USER_PAYLOAD),
+        EventTopic("authentication.user.unblock", "A blocked user was unblocked", USER_PAYLOAD),
+        EventTopic("authentication.user.delete", "A user was deleted", USER_PAYLOAD),
         *TEAM_EVENTS,
     ),
 )

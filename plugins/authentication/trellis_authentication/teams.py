@@ -86,20 +86,33 @@ __all__ = [
     "viewable",
 ]
 
+# What each team event's payload may hold (``teams``: each named user's teams once the change is made).
+_TEAMS = "{userId: [teamId, ...]}: each named user's teams after the change, ancestors included"
+_MEMBERSHIP = {"teamId": "the team", "userId": "the member", "teams": _TEAMS}
+
 TEAM_EVENTS = (
-    EventTopic("authentication.team.create", "A team was created: {team}"),
+    EventTopic("authentication.team.create", "A team was created", {"team": "the team as the API shows it"}),
     EventTopic(
         "authentication.team.update",
-        "A team was renamed or moved: {team, previous, userIds, teams?} (userIds: the members of the moved subtree)",
+        "A team was renamed or moved",
+        {
+            "team": "the team after the change",
+            "previous": "the team before it",
+            "userIds": "the members of the moved subtree",
+            "teams": _TEAMS,
+        },
     ),
-    EventTopic("authentication.team.delete", "Teams were deleted: {teamIds (with every sub-team), userIds, teams?}"),
     EventTopic(
-        "authentication.team.join", "A user joined a team or changed role: {teamId, userId, role, previousRole?, teams}"
+        "authentication.team.delete",
+        "Teams were deleted (a team with every sub-team)",
+        {"teamIds": "the deleted teams", "userIds": "their members", "teams": _TEAMS},
     ),
     EventTopic(
-        "authentication.team.leave",
-        "A user left or was removed from a team: {teamId, userId, teams} (teams: each named user's teams after)",
+        "authentication.team.join",
+        "A user joined a team or changed role",
+        {**_MEMBERSHIP, "role": "owner or member", "previousRole": "the role before, when it changed"},
     ),
+    EventTopic("authentication.team.leave", "A user left or was removed from a team", _MEMBERSHIP),
 )
 
 

@@ -24,6 +24,13 @@ def _init_app(app: Flask) -> None:
     access.provide(app, Control())
 
 
+# A grant's and a revoke's payload (read back with trellis.access.LiveAudiences.grant_change).
+GRANT_PAYLOAD = {
+    "resource": "<Schema>:<documentId>",
+    "subject": "User:<id>, Team:<id>, User:* or *",
+    "relation": "the relation granted or revoked",
+}
+
 # The files of the module's page in the admin console (see ConsolePage).
 CONSOLE = Path(__file__).parent / "console"
 
@@ -38,8 +45,10 @@ module = Module(
     init_app=_init_app,
     events=(
         EventTopic(
-            "authorization.*.grant", "A relation on a document of the schema named by the middle segment was granted"
+            "authorization.*.grant",
+            "A relation on a document of the schema named by the middle segment was granted",
+            GRANT_PAYLOAD,
         ),
-        EventTopic("authorization.*.revoke", "A relation on a document of the schema was revoked"),
+        EventTopic("authorization.*.revoke", "A relation on a document of the schema was revoked", GRANT_PAYLOAD),
     ),
 )

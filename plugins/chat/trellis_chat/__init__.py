@@ -14,6 +14,7 @@ from .config import ChatConfig
 from .hooks import ChatUserEvents
 from .realtime import init_app, namespace_factories
 from .routes import blp
+from .schemas import ChatMessageSchema
 
 ROOM_SCHEMA = OwnedSchema(
     name="ChatRoom",
@@ -48,7 +49,7 @@ module = Module(
     console_pages=(ConsolePage("chat", "Chat", str(CONSOLE / "chat.html")),),
     socket_namespaces=namespace_factories(),
     owned_schemas=(ROOM_SCHEMA, MESSAGE_SCHEMA),
-    events=(EventTopic("chat.message.create", "A message was sent in a room"),),
+    events=(EventTopic("chat.message.create", "A message was sent in a room", ChatMessageSchema),),
     hooks=(ChatUserEvents(),),
     init_app=init_app,
 )

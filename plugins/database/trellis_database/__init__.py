@@ -85,9 +85,25 @@ module = Module(
     hooks=(BackupHooks(),),
     # One <thing> per schema: database.<schemaName>.<action>.
     events=(
-        EventTopic("database.*.create", "Documents were created in the schema named by the middle segment"),
-        EventTopic("database.*.update", "Documents of the schema were updated (with their previous version)"),
-        EventTopic("database.*.delete", "Documents of the schema were deleted"),
+        EventTopic(
+            "database.*.create",
+            "Documents were created in the schema named by the middle segment",
+            {"document": "the document as created, with its _id"},
+        ),
+        EventTopic(
+            "database.*.update",
+            "Documents of the schema were updated (with their previous version)",
+            {"document": "the document after the update", "previous": "the document before it"},
+        ),
+        EventTopic(
+            "database.*.delete",
+            "Documents of the schema were deleted",
+            {
+                "document": "{_id} of the deleted document",
+                "previous": "the document as it was",
+                "grants": "under access control: [[subject, relation], ...], the grants removed with it",
+            },
+        ),
     ),
     description="Schemas, documents, custom endpoints and GraphQL",
 )

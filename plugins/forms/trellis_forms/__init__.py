@@ -6,6 +6,7 @@ from trellis import ConsolePage, EventTopic, Module, OwnedSchema
 
 from .config import FormsConfigSchema
 from .routes import blp
+from .schemas import FormSubmissionSchema
 
 # Listed by the Database module's schema list with ownerModule "forms" (the data lives in forms tables).
 FORM_SCHEMA = OwnedSchema(
@@ -40,6 +41,6 @@ module = Module(
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("forms", "Forms", str(CONSOLE / "forms.html")),),
     owned_schemas=(FORM_SCHEMA, SUBMISSION_SCHEMA),
-    events=(EventTopic("forms.submission.create", "A form received a valid submission"),),
+    events=(EventTopic("forms.submission.create", "A form received a valid submission", FormSubmissionSchema),),
     description="Admin-defined forms that accept validated public submissions, forwarded by e-mail when Email is active",
 )

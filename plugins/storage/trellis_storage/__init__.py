@@ -17,6 +17,7 @@ from .config import StorageConfig
 from .journal import start_sweeper
 from .placement import StorageState
 from .routes import blp
+from .schemas import FileSchema
 from .service import delete_user_data
 from .tus_routes import blp as tus_blp
 from .upload_backups import UploadBackupHooks
@@ -94,8 +95,8 @@ module = Module(
     hooks=(_UserHooks(), UploadBackupHooks()),
     owned_schemas=OWNED_SCHEMAS,
     events=(
-        EventTopic("storage.file.create", "A file was uploaded"),
-        EventTopic("storage.file.delete", "A file was deleted (alone or with its folder)"),
+        EventTopic("storage.file.create", "A file was uploaded", FileSchema),
+        EventTopic("storage.file.delete", "A file was deleted (alone or with its folder)", FileSchema),
     ),
     init_app=_init_app,
     # What killed processes left (part files, blobs without a record) is swept at start and every 10 minutes.

@@ -5,11 +5,12 @@ server start-up)."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from flask import Flask
@@ -65,13 +66,25 @@ class EventLog:
 
     # public operations
 
-    def check_declared(self, topic: str) -> None:
-        """Raise :class:`ModuleError` when ``topic`` begins with a loaded module's name that does not declare it."""
+    def check_declared(self, topic: str, payloads: Sequence[Mapping[str, Any] | str] = ()) -> None:
+        """Raise :class:`ModuleError` when ``topic`` begins with a loaded module's name that does not declare
+        it, or when a payload holds a key its declaration does not name (``EventTopic.payload``)."""
         app = self.app()
         modules = app.extensions["trellis"].modules if app is not None else []
         owner = [m for m in modules if m.name == topic.split(".", 1)[0]]
-        if owner and declared_topic(owner, topic) is None:
+        if not owner:
+            return
+        declared = declared_topic(owner, topic)
+        if declared is None:
             raise ModuleError(f"module {owner[0].name!r} records event {topic!r} without declaring it (Module.events)")
+        keys = declared.payload_keys
+        if keys is None:
+            return
+        for payload in payloads:
+            found = json.loads(payload) if isinstance(payload, str) else payload
+            unknown = sorted(set(found) - keys) if isinstance(found, Mapping) else ["(not an object)"]
+            if unknown:
+                raise ModuleError(f"event {topic!r} records payload keys {unknown} its topic does not declare")
 
     def poke(self) -> None:
         """A commit recorded events: number them soon (never blocks the caller)."""

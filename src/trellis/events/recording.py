@@ -50,7 +50,7 @@ def record_many(topic: str, payloads: Sequence[dict[str, Any] | str]) -> None:
     if not log_.enabled:
         return
     if log_.strict:
-        log_.check_declared(topic)
+        log_.check_declared(topic, payloads)
     family, now = family_of(topic), db.utcnow()
     rows = [
         {"topic": topic, "family": family, "payload": payload_text(payload), "created_at": now} for payload in payloads

@@ -443,3 +443,18 @@ def report_header(title: str, command: str, revision: str, load: str) -> list[st
         f"{interpreter()}, shared with other engineers' work ({load}).",
         "",
     ]
+
+
+@contextlib.contextmanager
+def checkout(revision: str) -> Iterator[str]:
+    """A worktree of ``revision``; yields the PYTHONPATH that makes a server import the core and every
+    module from it instead of this tree (the virtualenv's editable installs come after PYTHONPATH)."""
+    with tempfile.TemporaryDirectory(prefix="trellis-base-") as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), revision], check=True)
+        try:
+            yield os.pathsep.join(
+                [str(tree / "src"), *sorted(str(p) for p in (tree / "plugins").iterdir() if p.is_dir())]
+            )
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)

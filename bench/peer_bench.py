@@ -27,7 +27,9 @@ Trellis (the admin's, ``TRELLIS_EVENTS=false``) in the same rounds: every write 
 Parse's none, and this prices that difference beside Parse. "Foreign CPU" is the share of the machine's
 two cores used during a measured run by processes that are not part of it (other engineers' tests):
 total busy time from ``/proc/stat`` minus the server under test, wrk, and the PostgreSQL backends
-connected to the server's database.
+connected to the server's database. ``--base REV`` runs, in the same rounds, the admin on a Trellis of
+revision REV (a git worktree first on that server's ``PYTHONPATH``): this tree ÷ base, paired by round,
+is the before/after of a change beside the same Parse.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from bench.common import (
     _free_port,
     bench_server,
     ceiling_server,
+    checkout,
     interpreter,
     median_interval,
     paired_line,
@@ -379,12 +382,15 @@ def run(
     only: list[str] | None = None,
     fields: dict[str, Any] = LIKE_PARSE,
     without_log: bool = False,
+    base: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every round: each operation on each side, the sides' order turning round by round. With ``user``
     the user's Trellis (access control on) runs beside Parse *and* beside an admin's Trellis (a second
     server, access off, its own database and Redis), so that user ÷ admin is a ratio of the same round.
     With ``without_log`` a third Trellis (the admin's, ``TRELLIS_EVENTS=false``, its own database and
-    Redis) runs in the same rounds: what the event log costs against Parse, which records no event."""
+    Redis) runs in the same rounds: what the event log costs against Parse, which records no event. With
+    ``base`` (a revision) another admin's Trellis runs that revision's code (a worktree first on its
+    ``PYTHONPATH``) in the same rounds: this tree ÷ base is a ratio of the same round."""
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
     modules = ACCESS_MODULES if user else PLAIN_MODULES
@@ -415,6 +421,14 @@ def run(
             )
             bare_ids = load_trellis(bare.url, bare.admin_headers, None, fields)
             sides["unlogged"] = _Side(bare.url, trellis_cases(bare_ids, rnd), bare.process.pid, bare.database_url)
+        if base is not None:
+            pythonpath = stack.enter_context(checkout(base))
+            base_redis = stack.enter_context(redis_child())
+            before = stack.enter_context(
+                bench_server("postgresql", modules=PLAIN_MODULES, TRELLIS_REDIS_URL=base_redis, PYTHONPATH=pythonpath)
+            )
+            base_ids = load_trellis(before.url, before.admin_headers, None, fields)
+            sides["base"] = _Side(before.url, trellis_cases(base_ids, rnd), before.process.pid, before.database_url)
         names = [name for name in sides["trellis"].cases if only is None or name in only]
         for number in range(1, rounds + 1):
             # Every database starts every round vacuumed: a round's lists otherwise follow the previous
@@ -476,6 +490,11 @@ def _print_row(row: dict[str, Any]) -> None:
             paired_line(row["round"], row["operation"], ("without the log", row["unlogged"]), ("parse", row["parse"])),
             flush=True,
         )
+    if "base" in row:
+        print(
+            paired_line(row["round"], row["operation"], ("this tree", row["trellis"]), ("base", row["base"])),
+            flush=True,
+        )
 
 
 GOALS = {"get by id": 1.2, "list + exact count": 2.5, "list, no count": 1.2, "create": 1.0, "update": 1.0}
@@ -505,6 +524,9 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             paired[0] + " without the log ÷ Parse, median (per round) | its µs server + PG |",
             paired[1] + "---:|---:|",
         )
+    if args.base:
+        caller += f"; and in every round the admin on a Trellis of revision `{args.base}` (the base)"
+        paired = (paired[0] + " this ÷ base, median (per round) | base µs server + PG |", paired[1] + "---:|---:|")
     lines = [
         f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (revision `{revision}`)",
         "",
@@ -539,6 +561,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |"
             + (_user_columns(rows) if args.as_user else "")
             + (_unlogged_columns(rows) if args.without_event_log else "")
+            + (_base_columns(rows) if args.base else "")
         )
     floors = [r for r in results if r["operation"] == "floor"]
     per_round = ", ".join(f"{r['floor']['rps']:,.0f}" for r in floors)
@@ -546,7 +569,10 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         f"| bare Flask route (the floor) | | {per_round} req/s "
         f"| {med(floors, 'floor', 'rps'):,.0f} | | {med(floors, 'floor', 'server_cpu_us'):,.0f} | "
         f"| {min(r['floor']['foreign_pct'] for r in floors):.0f}–{max(r['floor']['foreign_pct'] for r in floors):.0f} "
-        "| |" + (" | | |" if args.as_user else "") + (" | |" if args.without_event_log else "")
+        "| |"
+        + (" | | |" if args.as_user else "")
+        + (" | |" if args.without_event_log else "")
+        + (" | |" if args.base else "")
     )
     lines += [
         "",
@@ -621,6 +647,11 @@ def _unlogged_columns(rows: list[dict[str, Any]]) -> str:
     return _paired_columns(rows, "unlogged", "parse", "unlogged")
 
 
+def _base_columns(rows: list[dict[str, Any]]) -> str:
+    """This tree ÷ the base revision's Trellis (``--base``), with the base's own µs."""
+    return _paired_columns(rows, "trellis", "base", "base")
+
+
 def _load() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -643,9 +674,15 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="also run, in every round, a Trellis with TRELLIS_EVENTS=false beside Parse (what the log costs)",
     )
+    parser.add_argument(
+        "--base",
+        help="also run, in every round, the admin on a Trellis of this revision (this tree ÷ base, paired)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help="the markdown file the dated section is added to")
     parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args(argv)
+    if args.base and args.as_user:
+        parser.error("--base compares the admin's Trellis: leave out --as-user")
     for tool in ("wrk", "redis-server", "psql", "node"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (make bench-deps installs wrk)")
@@ -659,7 +696,15 @@ def main(argv: list[str] | None = None) -> None:
     args.load_before = _load()
     fields = SCHEMA if args.index_all else LIKE_PARSE
     results = run(
-        args.rounds, args.warmup, args.duration, args.documents, args.as_user, args.only, fields, args.without_event_log
+        args.rounds,
+        args.warmup,
+        args.duration,
+        args.documents,
+        args.as_user,
+        args.only,
+        fields,
+        args.without_event_log,
+        args.base,
     )
     text = report(results, command, args, revision)
     print(text)

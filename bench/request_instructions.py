@@ -26,22 +26,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import random
 import re
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import requests
 
-from bench.common import ROOT, Callgrind, bench_server, callgrind_prefix, ceiling_server, interpreter, redis_child
+from bench.common import (
+    Callgrind,
+    bench_server,
+    callgrind_prefix,
+    ceiling_server,
+    checkout,
+    interpreter,
+    redis_child,
+)
 from bench.peer_bench import LIKE_PARSE, NEW_ITEM, PLAIN_MODULES, trellis_cases
 
 CASES = ["get by id", "list, no count", "list + exact count", "create", "update"]
@@ -169,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.ExitStack() as stack:
         folder = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trellis-callgrind-")))
         folder.mkdir(parents=True, exist_ok=True)
-        base = stack.enter_context(_checkout(args.base)) if args.base else None
+        base = stack.enter_context(checkout(args.base)) if args.base else None
         counted: dict[str, list[list[dict[str, Any]]]] = {"base": [], "this tree": []}
         for round_ in range(1, args.rounds + 1):
             for side in ("base", "this tree") if base else ("this tree",):
@@ -177,21 +183,6 @@ def main(argv: list[str] | None = None) -> None:
                 counted[side].append(run(args, folder, base if side == "base" else None))
         if base:
             print(_compare(counted["base"], counted["this tree"]))
-
-
-@contextlib.contextmanager
-def _checkout(revision: str) -> Iterator[str]:
-    """A worktree of ``revision``; yields the PYTHONPATH that makes a server import the core and every
-    module from it instead of this tree (the virtualenv's editable installs come after PYTHONPATH)."""
-    with tempfile.TemporaryDirectory(prefix="trellis-base-") as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), revision], check=True)
-        try:
-            yield os.pathsep.join(
-                [str(tree / "src"), *sorted(str(p) for p in (tree / "plugins").iterdir() if p.is_dir())]
-            )
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
 
 
 def _compare(base: list[list[dict[str, Any]]], this: list[list[dict[str, Any]]]) -> str:

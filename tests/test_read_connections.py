@@ -92,3 +92,35 @@ def test_read_one_gives_the_row_sqlalchemy_gives(app):
     assert tuple(direct) == tuple(expected)
     assert direct.created_at == expected.created_at and direct.created_at.tzinfo is not None
     assert direct.username == name and missing is None
+
+
+def _in_block(connection: sa.Connection) -> bool:
+    """Whether the server holds a transaction block open on the connection (autocommit: SQLAlchemy's view
+    says nothing about what was opened by hand)."""
+    return connection.connection.dbapi_connection.info.transaction_status != 0  # psycopg2: IDLE is 0
+
+
+def test_a_snapshot_reads_one_state_and_gives_its_connection_back_outside_a_transaction(reads, trellis_database_url):
+    writer = sa.create_engine(trellis_database_url)
+    with writer.begin() as c:
+        c.exec_driver_sql("CREATE TABLE snap_probe (n int)")
+    try:
+        with reads.snapshot() as connection:
+            first = connection.exec_driver_sql("SELECT count(*) FROM snap_probe").scalar_one()
+            with writer.begin() as c:
+                c.exec_driver_sql("INSERT INTO snap_probe VALUES (1)")  # committed meanwhile
+            assert connection.exec_driver_sql("SELECT count(*) FROM snap_probe").scalar_one() == first == 0
+            with pytest.raises(DBAPIError):  # read only
+                connection.exec_driver_sql("INSERT INTO snap_probe VALUES (2)")
+        assert reads.engine.pool.checkedout() == 1  # no checkout of the main pool, and its own kept idle
+        again = reads.open()
+        assert again is connection and not _in_block(again)  # the failed block was rolled back
+        assert again.exec_driver_sql("SELECT count(*) FROM snap_probe").scalar_one() == 1
+        reads.close(again)
+        with reads.snapshot() as connection:
+            connection.exec_driver_sql("SELECT 1")
+        assert not _in_block(reads.open())
+    finally:
+        with writer.begin() as c:
+            c.exec_driver_sql("DROP TABLE snap_probe")
+        writer.dispose()

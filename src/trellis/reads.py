@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import namedtuple
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from time import monotonic
 from typing import Any, Protocol, TypeVar
 
@@ -39,6 +39,8 @@ class ReadProvider(Protocol):
     def close(self, connection: Connection) -> None: ...
 
     def transaction(self) -> contextlib.AbstractContextManager[Connection]: ...
+
+    def snapshot(self) -> contextlib.AbstractContextManager[Connection]: ...
 
 
 class ReadConnections:
@@ -128,6 +130,39 @@ class ReadConnections:
 
     def transaction(self) -> contextlib.AbstractContextManager[Connection]:
         return self.base.begin()
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Connection]:
+        """A read-only transaction whose statements all see one snapshot. PostgreSQL: on a read connection,
+        one round trip opens it (``BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY``) and one ends it, with
+        no checkout of the main pool (psycopg2 would send its own BEGIN, then the isolation level: one
+        round trip more). SQLite: a transaction of the main engine (reads in one see one snapshot)."""
+        if not self._keeps:
+            with self.base.begin() as connection:
+                yield connection
+            return
+        connection = self.open()
+        try:
+            try:
+                connection.exec_driver_sql("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield connection
+            except BaseException:
+                _end(connection, "ROLLBACK", raising=False)  # the first error is the one to tell
+                raise
+            _end(connection, "COMMIT", raising=True)
+        finally:
+            self.close(connection)
+
+
+def _end(connection: Connection, command: str, raising: bool) -> None:
+    """End a transaction opened by hand on an autocommit connection. If that fails, the connection is
+    invalidated: its transaction may still be open, so it must not serve another reader."""
+    try:
+        connection.exec_driver_sql(command)
+    except DBAPIError:
+        connection.invalidate()
+        if raising:
+            raise
 
 
 _READ_KEY = "trellis_read_connection"

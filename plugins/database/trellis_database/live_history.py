@@ -12,8 +12,8 @@ or in neither.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +26,9 @@ Key = tuple[str, str, str]  # (resource "<Schema>:<id>", subject, relation)
 GrantParser = Callable[[str, Mapping[str, Any]], GrantChange | None]
 
 
-@contextmanager
-def snapshot() -> Iterator[sa.Connection]:
-    """A read-only transaction whose statements all see one snapshot (SQLite: a read transaction)."""
-    with reads.provider().transaction() as connection:
-        if connection.dialect.name == "postgresql":
-            connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        yield connection
+def snapshot() -> AbstractContextManager[sa.Connection]:
+    """A read-only transaction whose statements all see one snapshot (``trellis.reads``)."""
+    return reads.provider().snapshot()
 
 
 Documents = Mapping[str, Mapping[str, "dict[str, Any] | None"]]  # schema → id → document (None: none then)

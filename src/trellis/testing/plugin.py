@@ -145,6 +145,9 @@ class SessionReads:
         # The test's connection itself: an after-commit callback cannot use the session.
         return contextlib.nullcontext(self.connection)
 
+    def snapshot(self) -> Any:
+        return contextlib.nullcontext(self.connection)  # one transaction already: the test's
+
 
 @contextlib.contextmanager
 def reads_in_session(connection: Any) -> Iterator[None]:

@@ -96,14 +96,14 @@ def sides(event: events.Event, schema_name: str, restricted: bool) -> list[Sides
     module, family_name, kind = event.topic.split(".", 2)
     if module == "database":
         if family_name == schema_name:
-            return _document_sides(event, kind)
+            return _document_sides(event, kind, restricted)
         return _related_sides(event, kind, schema_name) if restricted else []
     if module == "authorization" and kind in ("grant", "revoke") and restricted:
         return _grant_sides(event, schema_name)
     return []
 
 
-def _document_sides(event: events.Event, kind: str) -> list[Sides]:
+def _document_sides(event: events.Event, kind: str, restricted: bool) -> list[Sides]:
     _, schema_name, _ = event.topic.split(".", 2)
     payload = event.payload
     document, previous = payload.get("document"), payload.get("previous")
@@ -113,22 +113,26 @@ def _document_sides(event: events.Event, kind: str) -> list[Sides]:
     before = previous if kind != "create" and isinstance(previous, dict) else None
     found = Sides(kind, doc_id, before, document if kind != "delete" else None)
     found.gone = document if kind == "delete" else found.gone
-    resolved = resource_of(schema_name)
+    resolved = resource_of(schema_name) if restricted else None  # administrators read every document
     if resolved is None:
         return [found]
     _, resource = resolved
-    with live_history.snapshot() as connection:
-        tail = _tail(connection, event.id, resource)
-        plus, minus = tail.changes()
-        probes: list[Probe] = []
+    removed = tuple((f"{schema_name}:{doc_id}", s, r) for s, r in payload.get("grants") or ())
+
+    def probes(plus: tuple[live_history.Key, ...] = (), minus: tuple[live_history.Key, ...] = ()) -> list[Probe]:
         if kind == "delete":
-            removed = tuple((f"{schema_name}:{doc_id}", s, r) for s, r in payload.get("grants") or ())
-            probes.append(Probe(before or {"_id": doc_id}, plus=removed + plus, minus=minus))
-        else:
-            if before is not None:
-                probes.append(Probe(before, plus, minus))
-            probes.append(Probe(document, plus, minus))
-        found_audiences = control().audiences(resource, probes, connection, related=tail.documents)
+            return [Probe(before or {"_id": doc_id}, plus=removed + plus, minus=minus)]
+        return [Probe(doc, plus, minus) for doc in (before, document) if doc is not None]
+
+    # Usually nothing that decides who reads the schema changed after the event: the audiences read now,
+    # then a tail read after them and found empty, prove they are the event's (no transaction needed).
+    with _connection() as connection:
+        found_audiences = control().audiences(resource, probes(), connection)
+        changed = not _tail(connection, event.id, resource).empty
+    if changed:  # read again in one snapshot, the later changes undone
+        with live_history.snapshot() as connection:
+            tail = _tail(connection, event.id, resource)
+            found_audiences = control().audiences(resource, probes(*tail.changes()), connection, related=tail.documents)
     if kind == "delete":
         found.readers_before, found.readers_after = found_audiences[0], Audience()
     elif before is None:

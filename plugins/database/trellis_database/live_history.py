@@ -69,6 +69,11 @@ class Tail:
             for subject, relation in payload.get("grants") or ():
                 self.tuples.setdefault((f"{name}:{doc_id}", str(subject), str(relation)), True)
 
+    @property
+    def empty(self) -> bool:
+        """Nothing that decides who may read changed after the event."""
+        return not self.tuples and not self.documents
+
     def changes(self) -> tuple[tuple[Key, ...], tuple[Key, ...]]:
         """``(plus, minus)``: the tuples held at the event although gone now, and those held now although
         granted after it."""

@@ -101,16 +101,16 @@ def read_tail(
     """The changes of ``families`` (and single ``topics``) recorded after event ``after``, in ``connection``'s
     snapshot; numbered ones first, then those waiting for their number (they will be numbered later).
     ``grant``: the access control's reader of its grant events (``LiveAudiences.grant_change``)."""
-    recorded = events.recorded()
+    recorded = events.recorded(after)
     which = [recorded.c.family.in_(families)] if families else []
-    if topics:
-        which.append(recorded.c.topic.in_(list(topics)))
+    # a topic with its family: the log's index is (family, event_id), a topic alone would scan the family
+    which += [sa.and_(recorded.c.family == events.family_of(topic), recorded.c.topic == topic) for topic in topics]
     tail = Tail()
     if not which:
         return tail
     statement = (
         sa.select(recorded.c.topic, recorded.c.payload)
-        .where(sa.or_(recorded.c.event_id > after, recorded.c.event_id.is_(None)), sa.or_(*which))
+        .where(sa.or_(*which))
         .order_by(recorded.c.event_id.is_(None), recorded.c.event_id, recorded.c.id)
     )
     for topic, payload in connection.execute(statement):

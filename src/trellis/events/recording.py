@@ -107,12 +107,16 @@ def written(topic: str, alone: bool) -> None:
     db.after_commit(log_.poke, key=log_)
 
 
-def recorded() -> sa.Subquery:
+def recorded(after: int | None = None) -> sa.Subquery:
     """Every recorded event row, numbered or still pending, as a subquery with the columns ``id`` (insert
     order), ``event_id`` (NULL while pending), ``topic``, ``family``, ``payload`` and ``created_at``: what
-    a transaction sees it recorded before the sequencer numbered it (a module's tests of its events)."""
+    a transaction sees it recorded before the sequencer numbered it (a module's tests of its events).
+    ``after``: only the numbered events after that one (and every pending one); a condition on ``family``
+    around it then reads the log's index of (family, event_id) from there on."""
     columns = ("topic", "family", "payload", "created_at")
     numbered = sa.select(_table.c.id, _table.c.event_id, *(_table.c[name] for name in columns))
+    if after is not None:
+        numbered = numbered.where(_table.c.event_id > after)
     pending = sa.select(
         _pending.c.id, sa.cast(sa.null(), sa.BigInteger).label("event_id"), *(_pending.c[name] for name in columns)
     )

@@ -45,7 +45,7 @@ def log(app):
 
 def _commit(*topics: str, payload: dict | str | None = None) -> None:
     for topic in topics:
-        events.record(topic, {"topic": topic} if payload is None else payload)
+        events.record(topic, {"document": {"_id": topic}} if payload is None else payload)
     db.session.commit()
 
 
@@ -279,7 +279,7 @@ def test_a_process_nobody_listens_in_drops_what_it_hears_and_a_later_consumer_he
 
     def write(n: int) -> None:
         with writer.app_context():
-            _commit("database.Item.create", payload={"n": n})
+            _commit("database.Item.create", payload={"document": {"n": n}})
             db.session.remove()
         assert _eventually(lambda: listener.get_message(timeout=0.1))  # published, so heard by the reader too
 
@@ -292,13 +292,13 @@ def test_a_process_nobody_listens_in_drops_what_it_hears_and_a_later_consumer_he
             assert heard.receiver._delivered is None and heard.receiver._inbox == []
             inbox, unsubscribe = _collect("database.*.*")
             write(2)
-            assert inbox.get(timeout=WAIT).payload == {"n": 2}
+            assert inbox.get(timeout=WAIT).payload == {"document": {"n": 2}}
             unsubscribe()
             write(3)
             write(4)
             again, _ = _collect("database.*.*")
             write(5)
-            assert again.get(timeout=WAIT).payload == {"n": 5}  # not 3 and 4, heard by nobody
+            assert again.get(timeout=WAIT).payload == {"document": {"n": 5}}  # not 3 and 4, heard by nobody
             with pytest.raises(queue.Empty):
                 again.get(timeout=1.5)  # nor later, from the receiver's poll
             assert inbox.empty()

@@ -19,7 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from trellis import events, reads
+from trellis import events, reads, statements
 from trellis.access import GrantChange
 
 Key = tuple[str, str, str]  # (resource "<Schema>:<id>", subject, relation)
@@ -101,18 +101,35 @@ def read_tail(
     """The changes of ``families`` (and single ``topics``) recorded after event ``after``, in ``connection``'s
     snapshot; numbered ones first, then those waiting for their number (they will be numbered later).
     ``grant``: the access control's reader of its grant events (``LiveAudiences.grant_change``)."""
-    recorded = events.recorded(after)
-    which = [recorded.c.family.in_(families)] if families else []
-    # a topic with its family: the log's index is (family, event_id), a topic alone would scan the family
-    which += [sa.and_(recorded.c.family == events.family_of(topic), recorded.c.topic == topic) for topic in topics]
     tail = Tail()
-    if not which:
+    if not families and not topics:
         return tail
-    statement = (
+    key = (tuple(families), tuple(topics))
+    statement = _TAILS.get(key)
+    if statement is None:
+        statement = _TAILS[key] = _tail_statement(*key)
+    for topic, payload in statements.execute_compiled(connection, statement, {"after": after}, _COMPILED):
+        tail.add(topic, json.loads(payload) if isinstance(payload, str | bytes) else payload, grant)
+    return tail
+
+
+# Built and compiled once per (families, topics): a statement over the log's two tables, made anew for each
+# event, cost more CPU than the audiences it serves.
+_TAILS: dict[tuple[tuple[str, ...], tuple[str, ...]], sa.Select[Any]] = {}
+_COMPILED: dict[Any, Any] = {}
+
+
+def _tail_statement(families: tuple[str, ...], topics: tuple[str, ...]) -> sa.Select[Any]:
+    recorded = events.recorded(sa.bindparam("after", type_=sa.BigInteger))
+    # each a literal of the statement (no expanding IN); a topic with its family: the log's index is
+    # (family, event_id), a topic alone would scan the family
+    which = [recorded.c.family == sa.literal(family) for family in families]
+    which += [
+        sa.and_(recorded.c.family == sa.literal(events.family_of(topic)), recorded.c.topic == sa.literal(topic))
+        for topic in topics
+    ]
+    return (
         sa.select(recorded.c.topic, recorded.c.payload)
         .where(sa.or_(*which))
         .order_by(recorded.c.event_id.is_(None), recorded.c.event_id, recorded.c.id)
     )
-    for topic, payload in connection.execute(statement):
-        tail.add(topic, json.loads(payload) if isinstance(payload, str | bytes) else payload, grant)
-    return tail

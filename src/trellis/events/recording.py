@@ -107,7 +107,7 @@ def written(topic: str, alone: bool) -> None:
     db.after_commit(log_.poke, key=log_)
 
 
-def recorded(after: int | None = None) -> sa.Subquery:
+def recorded(after: int | sa.ColumnElement[int] | None = None) -> sa.Subquery:
     """Every recorded event row, numbered or still pending, as a subquery with the columns ``id`` (insert
     order), ``event_id`` (NULL while pending), ``topic``, ``family``, ``payload`` and ``created_at``: what
     a transaction sees it recorded before the sequencer numbered it (a module's tests of its events).

@@ -19,7 +19,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from trellis import statements
 from trellis.access import Audience, Probe, ResourceTable, any_of, catalog
 
 from .definitions import definition
@@ -112,17 +111,17 @@ def _tuples(
             any_of(_table.c.resource_id, "doc_ids", dialect),
             sa.or_(*(_table.c.relation == sa.literal(relation) for relation in key[2])),
         )
-    rows = statements.execute_compiled(connection, statement, {"doc_ids": doc_ids}, _COMPILED)
+    rows = connection.execute(statement, {"doc_ids": doc_ids})
     found: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for doc_id, subject, relation in rows:
         found[doc_id].append((subject, relation))
     return found
 
 
-# Built and compiled once per resource type and relations: made anew for each live event, the statement
-# cost more CPU than its round trip (py-spy, the access benchmark).
+# Built once per resource type and relations: made anew for each live event, the statement cost more CPU
+# than its round trip (py-spy, the access benchmark). Run through SQLAlchemy, whose disconnect handling
+# the live path's retry after a PostgreSQL restart relies on.
 _TUPLES: dict[tuple[str, str, tuple[str, ...]], sa.Select[Any]] = {}
-_COMPILED: dict[Any, Any] = {}
 
 
 def _data(value: Any) -> dict[str, Any]:

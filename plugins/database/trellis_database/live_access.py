@@ -30,8 +30,8 @@ subscriber per event.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -382,6 +382,14 @@ def control() -> access.AccessControl:
     return document_access.control()
 
 
-def _connection() -> Any:
-    """A read connection for one event's queries, given back at once (nothing held between events)."""
-    return closing(reads.provider().open())
+@contextmanager
+def _connection() -> Iterator[sa.Connection]:
+    """A read connection for one event's queries, given back at once (nothing held between events), through
+    the provider: one found dead (PostgreSQL restarted) sends every idle one back to the pool, so the read
+    made once more (``live.once_more_if_lost``) gets a fresh connection, not the next dead one."""
+    provider = reads.provider()
+    connection = provider.open()
+    try:
+        yield connection
+    finally:
+        provider.close(connection)

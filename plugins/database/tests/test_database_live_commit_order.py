@@ -133,6 +133,54 @@ def test_a_change_made_while_revoked_never_reaches_the_reader_granted_again(serv
         stream.close()
 
 
+def first_change(url: str, headers: dict[str, str], then: Any) -> tuple[str, Any]:
+    """Open an SSE stream, call ``then()`` once it is subscribed, and return the first change it sends (read
+    on this thread: closing a response another thread reads can hang)."""
+    with requests.get(url, headers=headers, stream=True, timeout=WAIT) as response:
+        assert response.status_code == 200, response.text
+        lines = response.iter_lines(decode_unicode=True)
+        assert next(lines).startswith(": subscribed")
+        then()
+        current: dict[str, Any] = {}
+        for line in lines:
+            if line.startswith(":"):
+                continue
+            if line == "" and current:
+                return current["event"], current["data"]
+            key, _, value = line.partition(": ")
+            if key:
+                current[key] = json.loads(value) if key == "data" else value
+    raise AssertionError("the stream ended without a change")
+
+
+def test_a_subscription_receives_nothing_acknowledged_before_it(server, watchers):
+    """Share, subscribe, update, back to back over many trials: the subscriber receives the update only. The
+    log numbers an event a few milliseconds after its commit (PostgreSQL), and a subscription that started
+    from what had been numbered received the share acknowledged before it as ``enter``."""
+    api = Access(server.url)
+    name = api.access_schema({"title": "String"})
+    alice, bob = users(server, 2)
+    socket = watchers(server.url, {"token": bob.access_token})
+    for trial in range(TRIALS // 2):
+        note = api.create(name, {"title": f"n{trial}"}, headers=alice.headers)
+        api.share(name, note["_id"], f"User:{bob.id}", alice)
+        if trial % 2:  # the socket's subscription right after the share
+            subscription = socket.subscribe(schema=name)
+        else:  # the stream's
+            api.share(name, note["_id"], f"User:{bob.id}", alice, revoke=True)
+            api.share(name, note["_id"], f"User:{bob.id}", alice)
+        updated: list[dict[str, Any]] = []
+        url = f"{server.url}/database/{name}/changes"
+        change = first_change(
+            url, bob.headers, lambda: updated.append(api.update(name, note["_id"], {"title": f"u{trial}"}, alice))
+        )
+        assert change == ("update", updated[0])
+        if trial % 2:
+            assert socket_changes(socket, 1) == [("update", updated[0])]
+            socket.call("unsubscribe", {"subscriptionId": subscription})
+    socket.quiet(0.3)
+
+
 def test_a_revoke_then_a_delete_still_tells_the_revoked_reader(server, watchers):
     """A revoke followed at once by a delete: the reader gets ``leave`` (it could read the document until
     the revoke) and nothing of the delete (it could not read it then)."""

@@ -8,7 +8,8 @@ or ``enter``/``leave`` when an update makes a document start or stop matching. U
 subscriber also sees only what it may read, and grants, revokes and team changes send ``enter``/``leave``
 (see :mod:`.live_access`: one query per event, never one per subscriber).
 
-A subscription with ``since`` replays first: the events after it are read from the log a page at a
+A subscription without ``since`` starts at :meth:`LiveHub.now`: a change acknowledged before the subscribe
+is never its own, however late the log numbers it. A subscription with ``since`` replays first: the events after it are read from the log a page at a
 time (:meth:`LiveHub.replay`, a generator, so a stream reads the next page only when its client has taken
 the last one), and live events meanwhile are left to those reads. Once a read comes back short, live
 events are held, the log is read once more (what was left to the reads while the last one ran), then
@@ -223,6 +224,13 @@ class LiveHub:
             connections.of(self._app).unregister(user_id, owner)
 
     # subscriptions
+
+    def now(self) -> int:
+        """Where a subscription without ``since`` starts: after every change acknowledged before it (whose
+        event the log may not have numbered yet), this process already listening so that nothing after it
+        is missed. Read before the subscriber's viewer: a team change after it is then delivered."""
+        self._listen()
+        return events.head()
 
     def add(self, subscription: Subscription, limit: int | None = None) -> None:
         """Register (paused); ``limit``: refuse past that many subscriptions of the same owner."""

@@ -107,11 +107,12 @@ def stream_changes(schemaName: str) -> Response:
     predicate, filter_key = compile_filter(schema, parse_filters(filters), lambda: _canonical(filters), words)
     kinds = parse_kinds(request.args.get("events"))
     since = _since()
+    live = hub()
+    start = live.now() if since is None else since
     acting = viewer(identity)
     if since is not None:
         check_replayable(since, replayed_families(schema.name, acting))
     user_id = identity.id if identity is not None and identity.kind == "user" else None
-    live = hub()
     outbox = Outbox(current_app.config["SSE_BUFFER_BYTES"])
     subscription = Subscription(
         schema=schema.name,
@@ -122,6 +123,7 @@ def stream_changes(schemaName: str) -> Response:
         owner="",
         user_id=user_id,
         since=since,
+        last=start,
         viewer=acting,
     )
     subscription.owner = f"sse {subscription.id}"

@@ -136,6 +136,8 @@ class DatabaseNamespace(Namespace):
         predicate, filter_key = where_filter(schema, data.get("where"), data.get("search"))
         kinds = parse_kinds(data.get("events"))
         since = parse_since(data.get("since"))
+        live = hub()
+        start = live.now() if since is None else since
         acting = viewer(identity)
         if since is not None:
             check_replayable(since, replayed_families(schema.name, acting))
@@ -149,10 +151,10 @@ class DatabaseNamespace(Namespace):
             owner=self._owner(sid),
             user_id=identity.id if identity is not None and identity.kind == "user" else None,
             since=since,
+            last=start,
             viewer=acting,
         )
         subscription.lost = functools.partial(_lost, self, sid, subscription.id)
-        live = hub()
         live.add(subscription, limit=MAX_SUBSCRIPTIONS)
         # After the acknowledgement (sent when this handler returns): replay, then live events.
         self.socketio.start_background_task(_start, current.app(), subscription, self, sid)

@@ -13,7 +13,7 @@ The parts, in the order an event meets them:
 - ``sequencer``: numbers committed events contiguously in commit order (and why a pass, not a horizon);
 - ``fanout``: publishes a numbered batch on Redis, or hands it over in-process;
 - ``receiver``: each process delivers to its consumers (:func:`subscribe`) in ``event_id`` order;
-- ``reading``: :func:`read`, :func:`latest`, :func:`oldest`, :func:`complete_after` (replay);
+- ``reading``: :func:`read`, :func:`latest`, :func:`head`, :func:`oldest`, :func:`complete_after` (replay);
 - ``retention``: prunes old events beyond each family's last N;
 - ``consumers``: durable named cursors moved in the consumer's transaction (:func:`consumer`);
 - ``log``: the :class:`EventLog` of each app, holding them together and running their threads;
@@ -61,6 +61,7 @@ __all__ = [
     "count_commit",
     "enabled",
     "family_of",
+    "head",
     "init_app",
     "latest",
     "matches",
@@ -85,6 +86,12 @@ def read(after: int, family: str | tuple[str, ...] | None = None, limit: int = 1
 def latest() -> int:
     """The highest ``event_id`` given so far (0 when none)."""
     return current_log().latest()
+
+
+def head() -> int:
+    """The highest ``event_id`` of every event committed so far, numbered now if need be: a consumer that
+    starts after it has seen none of the changes acknowledged before (``latest`` may not count them yet)."""
+    return current_log().head()
 
 
 def oldest(family: str | None = None) -> int | None:

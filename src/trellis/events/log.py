@@ -101,6 +101,14 @@ class EventLog:
     def latest(self) -> int:
         return self.reader.latest()
 
+    def head(self) -> int:
+        """The highest ``event_id`` of everything committed so far. On PostgreSQL an event is numbered by a
+        pass a few milliseconds after its commit, so what is committed but not numbered yet is numbered (and
+        published) here first; on SQLite its INSERT numbered it."""
+        if self.postgresql:
+            self.publish(self.sequence())
+        return self.reader.latest()
+
     def oldest(self, family: str | None = None) -> int | None:
         return self.reader.oldest(family)
 

@@ -66,6 +66,16 @@ def _hit(item: RateLimitItem, scope: str, key: str) -> tuple[bool, RateLimiter]:
         return fallback.hit(item, KEY_PREFIX, scope, key), fallback
 
 
+def valid_rate(value: str) -> None:
+    """A config field's validator: a rate limit such as ``10/minute`` or ``100/hour``."""
+    from marshmallow import ValidationError
+
+    try:
+        parse(value)
+    except ValueError:
+        raise ValidationError("Not a rate limit such as '10/minute' or '100/hour'.") from None
+
+
 def client_ip() -> str:
     return request.remote_addr or "unknown"
 

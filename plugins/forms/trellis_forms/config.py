@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from limits import parse
-from marshmallow import ValidationError, fields, validate
+from marshmallow import fields, validate
 
 from trellis.module_config import ModuleConfigSchema
-
-
-def _rate(value: str) -> None:
-    try:
-        parse(value)
-    except ValueError:
-        raise ValidationError("Not a rate limit such as '10/minute' or '100/hour'.") from None
+from trellis.ratelimit import valid_rate
 
 
 class FormsConfigSchema(ModuleConfigSchema):
@@ -26,7 +19,7 @@ class FormsConfigSchema(ModuleConfigSchema):
     )
     rateLimit = fields.String(
         load_default="10/minute",
-        validate=_rate,
+        validate=valid_rate,
         metadata={"description": "submissions per client IP, across all forms"},
     )
     maxBodyBytes = fields.Integer(

@@ -14,7 +14,8 @@ from trellis.access import Acting
 
 from .. import document_access
 from ..registry import CompiledSchema
-from .json_text import document_json, text_columns
+from .connections import in_transaction
+from .json_text import columns, document_json, text_columns
 from .statement_cache import cached_statement
 
 
@@ -67,3 +68,15 @@ def _by_id(schema: CompiledSchema, dialect_name: str) -> sa.Select:
         return sa.select(*text_columns(table, dialect_name)).where(table.c.id == sa.bindparam("doc_id"))
 
     return cached_statement(schema, ("by_id", dialect_name), build)
+
+
+def locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
+    """The row of a document about to be written, in the write's transaction, locked until it ends
+    (PostgreSQL ``FOR UPDATE``; SQLite's one writer holds the lock); None when there is none."""
+    table = schema.documents_table
+    statement = cached_statement(
+        schema,
+        "locked",
+        lambda: sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id")).with_for_update(),
+    )
+    return in_transaction(statement, {"doc_id": doc_id}).first()

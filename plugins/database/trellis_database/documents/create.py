@@ -15,6 +15,7 @@ from trellis import db, events, statements
 from trellis.access import Acting
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request
+from trellis.triggers import watching
 
 from .. import counts, document_access
 from ..registry import CompiledSchema, Snapshot
@@ -63,11 +64,16 @@ def _create(
             errors[str(index)] = exc.errors or {"_schema": [exc.message]}
     if errors:
         raise bad_request("Some documents do not match the schema " + schema.name, {"docs": errors})
+    triggers = watching(schema.name, "create")
+    if triggers is not None:  # what a trigger stores is checked as a client's body is
+        values = [
+            validate(schema, triggers.before(schema.name, "create", value, None), "create")[0] for value in values
+        ]
     if many:
         unique_within(schema, values)
     check_relations(snapshot, schema, values, prefix="docs." if many else "", acting=acting)
     now = utcnow()
-    if len(values) == 1 and dialect() == "postgresql":
+    if len(values) == 1 and dialect() == "postgresql" and triggers is None:
         try:
             return [], _create_one(schema, values[0], now, acting)
         except IntegrityError as exc:
@@ -85,6 +91,9 @@ def _create(
         raise unique_conflict(schema, exc) from None
     document_access.created(schema, acting, [r["id"] for r in rows])
     record("create", schema, docs)
+    if triggers is not None:
+        for doc in docs:
+            triggers.after(schema.name, "create", doc, None)
     return docs, None
 
 

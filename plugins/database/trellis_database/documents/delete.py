@@ -8,9 +8,11 @@ from trellis import db, events
 from trellis.access import Acting
 from trellis.db import utcnow
 from trellis.errors import not_found
+from trellis.triggers import watching
 
 from .. import counts, document_access
 from ..registry import CompiledSchema
+from .by_id import locked_by_id
 from .change_events import record
 from .connections import commits_alone, execute_write, write_in_transaction
 from .json_sql import concat, document_sql
@@ -22,11 +24,17 @@ from .write_access import access_parts
 def delete(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) -> None:
     """Delete one document (404 if there is none, or ``acting`` may not read it; 403 if it may read but
     not delete it). Its tuples go in the same transaction (PostgreSQL: the same statement)."""
-    if dialect() == "postgresql":
+    triggers = watching(schema.name, "delete")
+    if dialect() == "postgresql" and triggers is None:
         _delete_one(schema, doc_id, acting, commits_alone())
         return
     document_access.require(schema, acting, doc_id, "delete")
     table = schema.documents_table
+    if triggers is not None:
+        row = locked_by_id(schema, doc_id)
+        if row is None:
+            raise not_found(f"No {schema.name} document with id {doc_id!r}")
+        triggers.before(schema.name, "delete", to_document(schema, row), None)
     rows = write_in_transaction(
         schema,
         "delete",
@@ -36,7 +44,10 @@ def delete(schema: CompiledSchema, doc_id: str, acting: Acting | None = None) ->
     if not rows:
         raise not_found(f"No {schema.name} document with id {doc_id!r}")
     grants = document_access.deleted(schema, [doc_id])
-    record("delete", schema, [doc_id], [to_document(schema, rows[0])], grants)
+    previous = to_document(schema, rows[0])
+    record("delete", schema, [doc_id], [previous], grants)
+    if triggers is not None:
+        triggers.after(schema.name, "delete", previous, None)
 
 
 def _delete_one(schema: CompiledSchema, doc_id: str, acting: Acting | None, alone: bool) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from trellis.access import Acting
+from trellis.triggers import watching
 
 from .. import document_access
 from ..query import Compiler
@@ -23,13 +24,23 @@ def delete_matching(schema: CompiledSchema, where: Any, acting: Acting | None = 
     """Delete every document matching ``where`` (a condition tree) that ``acting`` may delete; returns how many."""
     table = schema.documents_table
     condition = with_access(schema, Compiler(schema, dialect()).where(where), acting, "delete")
+    parameters = None if acting is None else acting.parameters()
+    triggers = watching(schema.name, "delete")
+    if triggers is not None:  # each document as it is before it goes, locked meanwhile
+        found = sa.select(*columns(table)).order_by(table.c.id).with_for_update()
+        for row in in_transaction(found if condition is None else found.where(condition), parameters).all():
+            triggers.before(schema.name, "delete", to_document(schema, row), None)
     statement = sa.delete(table).returning(*columns(table))
     if condition is not None:
         statement = statement.where(condition)
-    rows = in_transaction(statement, None if acting is None else acting.parameters()).all()
+    rows = in_transaction(statement, parameters).all()
     grants = document_access.deleted(schema, [row[0] for row in rows])
+    gone = [to_document(schema, row) for row in rows]
     if rows:
-        record("delete", schema, [row[0] for row in rows], [to_document(schema, row) for row in rows], grants)
+        record("delete", schema, [row[0] for row in rows], gone, grants)
+    if triggers is not None:
+        for doc in gone:
+            triggers.after(schema.name, "delete", doc, None)
     return len(rows)
 
 

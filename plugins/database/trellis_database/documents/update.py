@@ -16,15 +16,17 @@ from trellis import events
 from trellis.access import Acting
 from trellis.db import utcnow
 from trellis.errors import not_found
+from trellis.triggers import Triggers, watching
 
 from .. import counts, document_access
 from ..registry import CompiledSchema, Snapshot
+from .by_id import locked_by_id
 from .change_events import record
-from .connections import commits_alone, execute_write, in_transaction, write_in_transaction
+from .connections import commits_alone, execute_write, write_in_transaction
 from .json_sql import concat, document_sql
 from .json_text import columns, serialise, to_document
 from .relation_checks import check_relations, has_relations
-from .statement_cache import cached_statement, dialect
+from .statement_cache import dialect
 from .uniqueness import unique_conflict
 from .validation import validate
 from .write_access import access_parts
@@ -66,6 +68,9 @@ def _update(
 ) -> list[str] | list[dict[str, Any]]:
     """:func:`update`'s work: the documents written, as JSON text (PostgreSQL) or as dicts (SQLite, which
     also needs them for the event)."""
+    triggers = watching(schema.name, "update")
+    if triggers is not None:
+        return _update_triggered(snapshot, schema, changes, mode, acting, triggers)
     checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
     postgresql = dialect() == "postgresql"
     # One document, nothing to check in a transaction: one statement that commits alone, whose access
@@ -87,7 +92,7 @@ def _update(
             if postgresql:
                 texts.append(_update_one(schema, key, data, {**params, "doc_id": doc_id, "now": now}, acting, alone))
                 continue
-            before = _locked_by_id(schema, doc_id)
+            before = locked_by_id(schema, doc_id)
             rows = write_in_transaction(
                 schema,
                 key,
@@ -104,6 +109,51 @@ def _update(
         return texts
     record("update", schema, docs, previous)
     return docs
+
+
+def _update_triggered(
+    snapshot: Snapshot,
+    schema: CompiledSchema,
+    changes: list[tuple[str, Any]],
+    mode: str,
+    acting: Acting | None,
+    triggers: Triggers,
+) -> list[dict[str, Any]]:
+    """An update a trigger watches, in the session's transaction: each document read and locked, given to the
+    before-triggers as it will be stored, their answer checked as a replacing body and written whole; the
+    after-triggers queued with it."""
+    written: list[dict[str, Any]] = []
+    previous: list[dict[str, Any]] = []
+    for doc_id, body in changes:
+        values, removed = validate(schema, body, mode)
+        document_access.require(schema, acting, doc_id, "edit")
+        row = locked_by_id(schema, doc_id)
+        if row is None:
+            raise not_found(f"No {schema.name} document with id {doc_id!r}")
+        before = to_document(schema, row)
+        stored = {name: before[name] for name in schema.fields if name in before} if mode == "patch" else {}
+        stored.update(values)
+        for name in removed:
+            stored.pop(name, None)
+        answer = triggers.before(schema.name, "update", {"_id": doc_id, **stored}, before)
+        data = validate(schema, answer, "replace")[0]
+        check_relations(snapshot, schema, [data], acting=acting, doc_ids=[doc_id])
+        key, build, parameters = _data_change(schema, "replace", data, [])
+        try:
+            rows = write_in_transaction(
+                schema,
+                key,
+                functools.partial(_update_statement, schema, build),
+                {**parameters, "doc_id": doc_id, "now": utcnow()},
+            )
+        except IntegrityError as exc:
+            raise unique_conflict(schema, exc) from None
+        written.append(to_document(schema, rows[0]))
+        previous.append(before)
+    record("update", schema, written, previous)
+    for doc, before in zip(written, previous, strict=True):
+        triggers.after(schema.name, "update", doc, before)
+    return written
 
 
 def _update_one(
@@ -155,15 +205,6 @@ def _update_one(
         raise not_found(f"No {schema.name} document with id {parameters['doc_id']!r}")
     events.written(topic, alone)
     return rows[0][0]
-
-
-def _locked_by_id(schema: CompiledSchema, doc_id: str) -> Any:
-    """The row before an update (SQLite: its one writer holds the lock, and RETURNING cannot name ``old``)."""
-    table = schema.documents_table
-    statement = cached_statement(
-        schema, "before", lambda: sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
-    )
-    return in_transaction(statement, {"doc_id": doc_id}).first()
 
 
 def _update_values(schema: CompiledSchema, data: Any) -> sa.Update:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trellis import db
+
 from .api import Trigger
 from .jobs import queue_run
 from .running import Ctx, FunctionError, acting_identity, copied, invoke
@@ -23,6 +25,7 @@ class DocumentTriggers:
         found = registry().triggers_of(schema, f"before_{kind}")
         if not found:
             return doc
+        db.session.connection()  # the write's transaction, begun now if need be: what they write joins it
         ctx = Ctx(acting_identity())
         for trigger in found:
             args = (doc, copied(previous)) if kind == "update" else (doc,)

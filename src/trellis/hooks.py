@@ -28,6 +28,16 @@ class Specs:
         """
 
     @hookspec
+    def trellis_user_signing_up(self, user: dict[str, Any]) -> None:
+        """Someone signs up as ``user`` (``{email}``), before the account is made: raise ``APIError`` to
+        refuse it. The Functions module runs its ``before_sign_up`` triggers here."""
+
+    @hookspec
+    def trellis_user_signed_up(self, user: dict[str, Any]) -> None:
+        """A sign-up made ``user`` (as the API shows users), in the transaction that creates it: work queued
+        here commits with the account or not at all (the Functions module's ``after_sign_up`` triggers)."""
+
+    @hookspec
     def trellis_user_blocked(self, user_id: str) -> None:
         """A user was blocked: drop live connections (the Chat module disconnects sockets)."""
 

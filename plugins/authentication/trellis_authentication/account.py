@@ -67,20 +67,25 @@ def _rehearse(email: str, template: str, link_base: str) -> None:
 # --- registration ------------------------------------------------------------------------------------
 
 
-def create_user(email: str, password: str, verified: bool = False) -> User:
+def create_user(email: str, password: str, verified: bool = False, signing_up: bool = False) -> User:
     """A new active user (409 when the email is taken, 400 when the password breaks the rules); unverified
     unless ``verified`` (an account an administrator creates counts as verified: the administrator vouches
-    for the address)."""
+    for the address). ``signing_up``: the user signs up, which other modules may refuse or follow
+    (``trellis_user_signing_up``, ``trellis_user_signed_up``)."""
     email = normalise_email(email)
     check_password_rules(password)
     # Checked first so a duplicate costs no argon2 hash; the unique index still decides races.
     if taken(User.email, email):
         raise _taken()
+    if signing_up:
+        hooks().trellis_user_signing_up(user={"email": email})
     release_connection()
     password_hash = hash_password(password)
     try:
         user = new_user(email=email, password_hash=password_hash, is_verified=verified)
         audit.record("authentication", "user.create", user.id, {"email": email})  # only when an admin creates
+        if signing_up:
+            hooks().trellis_user_signed_up(user=user_dict(user))
         db.session.commit()
     except IntegrityError:
         db.session.rollback()
@@ -103,7 +108,7 @@ def register(email: str, password: str) -> dict[str, Any]:
         delivery.require_module("email")
         delivery.host_url()  # an untrusted Host is refused before the account exists
         delivery.limit_sends(normalise_email(email))
-    user = create_user(email, password)
+    user = create_user(email, password, signing_up=True)
     if send:
         try:
             send_verification(user.id, normalise_email(email))

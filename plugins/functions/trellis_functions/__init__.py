@@ -64,6 +64,7 @@ def _module() -> Module:
     from .openapi import paths
     from .routes import blp
     from .settings import SETTINGS
+    from .sign_ups import SignUpTriggers
 
     console = Path(__file__).parent / "console"
     return Module(
@@ -74,6 +75,7 @@ def _module() -> Module:
         migrations=str(Path(__file__).parent / "migrations" / "versions"),
         settings=SETTINGS,
         init_app=_init_app,
+        hooks=(SignUpTriggers(),),
         background=_background(),
         openapi_paths=paths,
         console_pages=(ConsolePage("functions", "Functions", str(console / "functions.html")),),

@@ -70,6 +70,7 @@ PARSE_URL = "http://127.0.0.1:1337/parse"
 PARSE_DSN = "postgresql://bench:bench@127.0.0.1:5432/bench"
 PARSE_HEADERS = {"X-Parse-Application-Id": "bench", "X-Parse-Master-Key": "bench-master"}
 RESULTS = ROOT / "bench" / "results" / "peer.md"
+TRIGGERS = ROOT / "bench" / "peer_triggers"  # the same two triggers on both sides (--triggers)
 SCHEMA = {"title": "String", "price": "Number", "tags": ["String"], "owner": "String"}
 # Parse's seed indexes price only (Parse never indexes a field by itself); Trellis indexes every single-valued
 # field unless it says ``index: false``. Like with like: only price, unless ``--index-all`` asks for
@@ -141,12 +142,14 @@ class CpuWindow:
 
 
 @contextlib.contextmanager
-def parse_server(documents: int) -> Iterator[list[str]]:
-    """Parse started, seeded with ``documents`` Items; yields existing object ids. Stopped afterwards."""
+def parse_server(documents: int, cloud: Path | None = None) -> Iterator[list[str]]:
+    """Parse started (with the Cloud Code file ``cloud``), seeded with ``documents`` Items; yields existing
+    object ids. Stopped afterwards."""
     if not (PARSE_DIR / "node_modules").is_dir():
         raise SystemExit(f"Parse is not installed: cd {PARSE_DIR} && npm ci --no-audit --no-fund")
     _bench_role()
-    subprocess.run([str(PARSE_DIR / "start.sh")], check=True, capture_output=True)
+    env = {**os.environ, **({"PARSE_CLOUD": str(cloud)} if cloud else {})}
+    subprocess.run([str(PARSE_DIR / "start.sh")], check=True, capture_output=True, env=env)
     try:
         seeded = subprocess.run([str(PARSE_DIR / "seed.sh"), str(documents)], capture_output=True, text=True)
         if seeded.returncode:
@@ -383,6 +386,7 @@ def run(
     fields: dict[str, Any] = LIKE_PARSE,
     without_log: bool = False,
     base: str | None = None,
+    triggers: bool = False,
 ) -> list[dict[str, Any]]:
     """Every round: each operation on each side, the sides' order turning round by round. With ``user``
     the user's Trellis (access control on) runs beside Parse *and* beside an admin's Trellis (a second
@@ -390,14 +394,24 @@ def run(
     With ``without_log`` a third Trellis (the admin's, ``TRELLIS_EVENTS=false``, its own database and
     Redis) runs in the same rounds: what the event log costs against Parse, which records no event. With
     ``base`` (a revision) another admin's Trellis runs that revision's code (a worktree first on its
-    ``PYTHONPATH``) in the same rounds: this tree ÷ base is a ratio of the same round."""
+    ``PYTHONPATH``) in the same rounds: this tree ÷ base is a ratio of the same round. With ``triggers``
+    Parse runs ``peer_triggers/triggers.js`` (a beforeSave and an afterSave on Item) and Trellis the same
+    two triggers (``peer_triggers/triggers.py``), and a Trellis without triggers (the Functions module
+    loaded, no file) runs in the same rounds: with ÷ without is a ratio of the same round."""
     rnd = random.Random(15)
     results: list[dict[str, Any]] = []
     modules = ACCESS_MODULES if user else PLAIN_MODULES
+    functions: dict[str, str] = {}
+    if triggers:
+        modules += ",functions"
+        functions = {"TRELLIS_FUNCTIONS_PATH": str(TRIGGERS)}
+        fields = {**fields, "stamped": {"type": "Boolean", "index": False}}
     with contextlib.ExitStack() as stack:
-        parse_ids = stack.enter_context(parse_server(documents))
+        parse_ids = stack.enter_context(parse_server(documents, TRIGGERS / "triggers.js" if triggers else None))
         redis_url = stack.enter_context(redis_child())
-        trellis = stack.enter_context(bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url))
+        trellis = stack.enter_context(
+            bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url, **functions)
+        )
         ceiling = stack.enter_context(ceiling_server())
         trellis_ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if user else None, fields)
         headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, trellis_ids) if user else None
@@ -421,6 +435,11 @@ def run(
             )
             bare_ids = load_trellis(bare.url, bare.admin_headers, None, fields)
             sides["unlogged"] = _Side(bare.url, trellis_cases(bare_ids, rnd), bare.process.pid, bare.database_url)
+        if triggers:
+            plain_redis = stack.enter_context(redis_child())
+            plain = stack.enter_context(bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=plain_redis))
+            plain_ids = load_trellis(plain.url, plain.admin_headers, None, fields)
+            sides["plain"] = _Side(plain.url, trellis_cases(plain_ids, rnd), plain.process.pid, plain.database_url)
         if base is not None:
             pythonpath = stack.enter_context(checkout(base))
             base_redis = stack.enter_context(redis_child())
@@ -524,6 +543,16 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             paired[0] + " without the log ÷ Parse, median (per round) | its µs server + PG |",
             paired[1] + "---:|---:|",
         )
+    if args.triggers:
+        caller += (
+            "; with one trivial before- and after-trigger per write on both sides (Trellis: "
+            "`bench/peer_triggers/triggers.py`, Parse: `triggers.js`), and in every round the admin on a Trellis "
+            "without triggers (the Functions module loaded, no file)"
+        )
+        paired = (
+            paired[0] + " with ÷ without triggers, median (per round) | without µs server + PG |",
+            paired[1] + "---:|---:|",
+        )
     if args.base:
         caller += f"; and in every round the admin on a Trellis of revision `{args.base}` (the base)"
         paired = (paired[0] + " this ÷ base, median (per round) | base µs server + PG |", paired[1] + "---:|---:|")
@@ -561,6 +590,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
             f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |"
             + (_user_columns(rows) if args.as_user else "")
             + (_unlogged_columns(rows) if args.without_event_log else "")
+            + (_paired_columns(rows, "trellis", "plain", "plain") if args.triggers else "")
             + (_base_columns(rows) if args.base else "")
         )
     floors = [r for r in results if r["operation"] == "floor"]
@@ -572,6 +602,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         "| |"
         + (" | | |" if args.as_user else "")
         + (" | |" if args.without_event_log else "")
+        + (" | |" if args.triggers else "")
         + (" | |" if args.base else "")
     )
     lines += [
@@ -602,6 +633,12 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
                 f"| {r['round']} | {r['operation']}, admin | {a['rps']:,.0f} | | {t['rps'] / a['rps']:.2f} "
                 f"| {a['server_cpu_us']:,.0f} + {a['pg_cpu_us']:,.0f} | | {a['p50_ms']} | | {a['foreign_pct']:.0f} |"
             )
+        if "plain" in r:  # the run without triggers, and with ÷ without in the ratio column
+            w = r["plain"]
+            lines.append(
+                f"| {r['round']} | {r['operation']}, without triggers | {w['rps']:,.0f} | | {t['rps'] / w['rps']:.2f} "
+                f"| {w['server_cpu_us']:,.0f} + {w['pg_cpu_us']:,.0f} | | {w['p50_ms']} | | {w['foreign_pct']:.0f} |"
+            )
         if "unlogged" in r:  # the run without the event log, and its ratio to Parse in the ratio column
             u = r["unlogged"]
             lines.append(
@@ -611,7 +648,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     errors = [
         (r["operation"], side, int(r[side]["non_2xx"]))
         for r in results
-        for side in ("trellis", "parse", "admin", "unlogged")
+        for side in ("trellis", "parse", "admin", "unlogged", "plain")
         if side in r and r[side]["non_2xx"]
     ]
     if errors:
@@ -678,6 +715,11 @@ def main(argv: list[str] | None = None) -> None:
         "--base",
         help="also run, in every round, the admin on a Trellis of this revision (this tree ÷ base, paired)",
     )
+    parser.add_argument(
+        "--triggers",
+        action="store_true",
+        help="a trivial before- and after-trigger per write on both sides, and a Trellis without them in every round",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help="the markdown file the dated section is added to")
     parser.add_argument("--no-write", action="store_true", help="print the section only")
     args = parser.parse_args(argv)
@@ -705,6 +747,7 @@ def main(argv: list[str] | None = None) -> None:
         fields,
         args.without_event_log,
         args.base,
+        args.triggers,
     )
     text = report(results, command, args, revision)
     print(text)

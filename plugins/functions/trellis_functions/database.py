@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 from trellis.credentials import Identity
 from trellis_database.as_caller import CallerDocuments
 
-from .running import push_identity
+from .callers import push_identity
 
 T = TypeVar("T")
 

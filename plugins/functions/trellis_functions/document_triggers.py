@@ -12,8 +12,9 @@ from typing import Any
 from trellis import db
 
 from .api import Trigger
+from .callers import acting_identity
 from .jobs import queue_run
-from .running import Ctx, FunctionError, acting_identity, copied, invoke
+from .running import Ctx, FunctionError, copied, invoke
 from .state import registry
 
 

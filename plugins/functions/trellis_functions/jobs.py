@@ -25,7 +25,7 @@ from trellis.work_queue import LeaseQueue, retry_at
 
 from .api import Trigger
 from .models import FAILED, QUEUED, FunctionJob
-from .running import Ctx, _user_of, actor_of, identity_for, invoke, write_log
+from .running import Ctx, actor_of, identity_for, invoke, user_of, write_log
 from .settings import queue_settings
 from .state import registry
 
@@ -43,7 +43,7 @@ QUEUE = LeaseQueue(
 def queue_run(triggers: list[Trigger], payload: dict[str, Any], identity: Identity | None) -> None:
     """Queue a run of each of ``triggers`` in the current transaction (the caller commits)."""
     now = db.utcnow()
-    body = json.dumps({**payload, "user": _user_of(identity)})
+    body = json.dumps({**payload, "user": user_of(identity)})
     rows = [
         {
             "id": db.new_id(),

@@ -102,15 +102,15 @@ def load(folder: Path, import_seconds: float) -> Registry:
             declared.append(found)
         else:
             states.append(FileState(name, False, utcnow(), *error))
-    registry = Registry(files=states, fingerprint=seen)
-    for one in declared:
-        registry.triggers.extend(one.triggers)
+    triggers = [trigger for one in declared for trigger in one.triggers]
+    functions: dict[str, Callable_] = {}
+    schedules: dict[str, Schedule] = {}
+    for one in declared:  # a name declared twice: the first file's wins, as imported
         for callable_ in one.functions:
-            registry.functions.setdefault(callable_.name, callable_)  # the first file's wins, as imported
+            functions.setdefault(callable_.name, callable_)
         for schedule in one.schedules:
-            registry.schedules.setdefault(schedule.name, schedule)
-    registry.__post_init__()
-    return registry
+            schedules.setdefault(schedule.name, schedule)
+    return Registry(states, triggers, functions, schedules, seen)
 
 
 def _import(path: Path, module_name: str, seconds: float) -> tuple[str, int | None] | None:

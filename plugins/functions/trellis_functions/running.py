@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from flask import g, has_request_context
+from flask import g
 from sqlalchemy import insert
 
 from trellis import db
@@ -24,16 +24,15 @@ from trellis.credentials import Identity, UserIdentity
 from trellis.errors import APIError
 
 from .api import Reject
+from .database import Db
 from .limits import TimeLimitExceeded, time_limit
 from .models import ERROR, OK, REJECTED, FunctionLogEntry
 
 log = logging.getLogger(__name__)
 
-MAX_DEPTH = 8  # triggers that write, whose writes run triggers …
 MAX_MESSAGE = 2000  # characters of a log entry's message
 
 _ENTRIES = "_trellis_functions_log"
-_STACK = "_trellis_functions_callers"
 
 
 class FunctionError(APIError):
@@ -47,11 +46,9 @@ class Ctx:
     """What a function is given (``docs/functions.md``)."""
 
     def __init__(self, identity: Identity | None, attempt: int | None = None) -> None:
-        from .database import Db
-
         self.identity = identity
         self.is_admin = bool(identity is not None and identity.is_admin)
-        self.user = _user_of(identity)
+        self.user = user_of(identity)
         self.request_id: str | None = g.get("request_id") if g else None
         self.attempt = attempt
         self.db = Db(identity)
@@ -64,33 +61,11 @@ class Ctx:
         log.info("function: %s", text)
 
 
-def _user_of(identity: Identity | None) -> dict[str, Any] | None:
+def user_of(identity: Identity | None) -> dict[str, Any] | None:
     if identity is None or identity.kind != "user" or identity.id is None:
         return None
     user = identity.user or {}
     return {"_id": identity.id, "email": user.get("email")}
-
-
-def acting_identity() -> Identity | None:
-    """Who the code now running acts as: the innermost ``ctx.db`` in use, else the request's caller."""
-    stack = g.get(_STACK) if g else None
-    if stack:
-        return stack[-1]
-    if has_request_context():
-        from trellis.credentials import identify
-
-        return identify()
-    return None
-
-
-def push_identity(identity: Identity | None) -> Callable[[], None]:
-    """``ctx.db`` acts as ``identity`` until the returned function is called; past MAX_DEPTH nested writes
-    through triggers, a FUNCTION_ERROR."""
-    stack = g.setdefault(_STACK, [])
-    if len(stack) >= MAX_DEPTH:
-        raise FunctionError("ctx.db", f"triggers nested more than {MAX_DEPTH} deep")
-    stack.append(identity)
-    return stack.pop
 
 
 def identity_for(actor: str, user: dict[str, Any] | None) -> Identity | None:

@@ -9,6 +9,7 @@ due time. A run acts as the administrator.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from datetime import datetime
@@ -82,7 +83,13 @@ def run(schedule: Schedule) -> bool:
     except APIError:
         db.session.rollback()
         ok = False
-    db.session.execute(update(_table).where(_table.c.name == schedule.name).values(last_run_at=db.utcnow()))
+    now = db.utcnow()
+    ran = db.session.execute(update(_table).where(_table.c.name == schedule.name).values(last_run_at=now))
+    if not db.rowcount(ran):  # run before any process saw it due (run now)
+        with contextlib.suppress(IntegrityError):
+            db.session.execute(
+                insert(_table).values(name=schedule.name, last_due_at=latest_due(schedule.cron, now), last_run_at=now)
+            )
     db.session.commit()
     write_log()
     return ok

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from trellis_authentication.testing import create_user_over_http
+
 from .conftest import Api, eventually
 
 pytestmark = pytest.mark.live
@@ -192,3 +194,33 @@ def test_custom_endpoints_and_ctx_db_run_the_triggers(server, folder):
     api.call("POST", "/admin/database/customEndpoints", 201, json=endpoint)
     created = api.call("POST", "/database/function/newTask", 201, json={"title": "Via Endpoint"}).json()
     assert created["slug"] == "via-endpoint", created
+
+
+def test_a_reject_under_access_control_leaves_no_grant(start, folder, app_config):
+    """The owner's tuple of a create is written in the create's statement: a refused create leaves none."""
+    folder.write(
+        "refuse.py",
+        """
+        from trellis_functions import Reject, before_create
+
+        @before_create("*")
+        def refuse(ctx, doc):
+            if doc.get("title") == "no":
+                raise Reject("no", status=422)
+        """,
+    )
+    api = Api(start().url)
+    name = api.schema({"title": "String"}, modelOptions={"conduit": {"authorization": {"enabled": True}}})
+    alice = create_user_over_http(api.url)
+    engine = sa.create_engine(app_config["DATABASE_URL"])
+    try:
+        with engine.connect() as connection:
+            before = connection.execute(sa.text("SELECT count(*) FROM authz_relations")).scalar_one()
+        api.call("POST", f"/database/{name}", 422, headers=alice.headers, json={"title": "no"})
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT count(*) FROM authz_relations")).scalar_one() == before
+        api.call("POST", f"/database/{name}", 201, headers=alice.headers, json={"title": "yes"})
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT count(*) FROM authz_relations")).scalar_one() == before + 1
+    finally:
+        engine.dispose()

@@ -113,18 +113,21 @@ def _file(function: Function, found: Declarations) -> str:
     return Path(code.co_filename).name if code is not None else found.file
 
 
+def _registrar(schema: str, event: str) -> Callable[[Function], Function]:
+    def register(function: Function) -> Function:
+        found = _current()
+        if found is not None:
+            found.triggers.append(Trigger(schema, event, function, _file(function, found)))
+        return function
+
+    return register
+
+
 def _trigger(event: str) -> Callable[[str], Callable[[Function], Function]]:
     def decorator_for(schema: str) -> Callable[[Function], Function]:
         if not isinstance(schema, str) or not _SCHEMA.match(schema):
             raise ValueError(f"@{event} takes a schema name or '*', not {schema!r}")
-
-        def register(function: Function) -> Function:
-            found = _current()
-            if found is not None:
-                found.triggers.append(Trigger(schema, event, function, _file(function, found)))
-            return function
-
-        return register
+        return _registrar(schema, event)
 
     decorator_for.__name__ = event
     return decorator_for
@@ -136,22 +139,9 @@ before_delete = _trigger("before_delete")
 after_create = _trigger("after_create")
 after_update = _trigger("after_update")
 after_delete = _trigger("after_delete")
-
-
-def before_sign_up(function: Function) -> Function:
-    """``(ctx, user)``: runs before a user is created by sign-up; ``Reject`` refuses it."""
-    found = _current()
-    if found is not None:
-        found.triggers.append(Trigger("*", "before_sign_up", function, _file(function, found)))
-    return function
-
-
-def after_sign_up(function: Function) -> Function:
-    """``(ctx, user)``: runs once a sign-up has committed (durable, like the other after-triggers)."""
-    found = _current()
-    if found is not None:
-        found.triggers.append(Trigger("*", "after_sign_up", function, _file(function, found)))
-    return function
+# ``(ctx, user)``: before a user is created by sign-up (``Reject`` refuses it); after, once it has committed.
+before_sign_up = _registrar("*", "before_sign_up")
+after_sign_up = _registrar("*", "after_sign_up")
 
 
 def function(name: str, auth: str = "user") -> Callable[[Function], Function]:

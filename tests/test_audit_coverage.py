@@ -31,6 +31,7 @@ NOT_CHANGES = {
     "POST /graphql": "queries, and mutations of documents: application data like the document routes below",
     "POST /admin/webhooks/{webhookId}/ping": "a send: kept in the webhook's delivery log and counted in /metrics",
     "POST /admin/webhooks/{webhookId}/deliveries/{deliveryId}/retry": "a send: kept in the delivery log and counted",
+    "POST /admin/functions/schedules/{name}/run": "a run of a schedule now: kept in the function log (with its outcome)",
 }
 # Writes of application data, not administration: the documents of admin-defined schemas and the calls of
 # custom endpoints (any caller the schema's rules allow, admins included). They are the event log's

@@ -10,8 +10,12 @@ answer never waits for them.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import queue
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from flask import Flask, current_app
@@ -25,13 +29,14 @@ from trellis.work_queue import LeaseQueue, retry_at
 
 from .api import Trigger
 from .models import FAILED, QUEUED, FunctionJob
-from .running import Ctx, actor_of, identity_for, invoke, user_of, write_log
+from .running import Ctx, actor_of, identity_for, insert_entries, invoke, take_entries, user_of
 from .settings import queue_settings
 from .state import registry
 
 log = logging.getLogger(__name__)
 
-WORKER = "trellis_functions_worker"
+RUNNERS = "trellis_functions_runners"
+BATCH = 8  # due runs claimed at once by a runner (one transaction for the claim)
 _table = FunctionJob.__table__
 QUEUE = LeaseQueue(
     _table,
@@ -40,70 +45,124 @@ QUEUE = LeaseQueue(
 )
 
 
+@dataclass(frozen=True)
+class Claimed:
+    """A run this process holds (its claim token matches the row's)."""
+
+    id: str
+    trigger: str
+    payload: str
+    actor: str
+    attempts: int
+    claim: str
+
+
 def queue_run(triggers: list[Trigger], payload: dict[str, Any], identity: Identity | None) -> None:
-    """Queue a run of each of ``triggers`` in the current transaction (the caller commits)."""
+    """Queue a run of each of ``triggers`` in the current transaction (the caller commits). A process that
+    runs after-triggers inserts them already claimed by itself and hands them to its runners once the write
+    commits: no claim to make afterwards (one transaction fewer per run). If it dies first, the claim ends
+    after the lease and another process runs them."""
     now = db.utcnow()
     body = json.dumps({**payload, "user": user_of(identity)})
+    runners: Runners | None = current_app.extensions.get(RUNNERS)
+    claim = db.new_id() if runners is not None else None
+    lease_end = now + timedelta(seconds=queue_settings(current_app).lease_seconds)
+    actor = actor_of(identity)
+    runs = [Claimed(db.new_id(), trigger.key, body, actor, 1 if claim else 0, claim or "") for trigger in triggers]
     rows = [
         {
-            "id": db.new_id(),
-            "trigger": trigger.key,
+            "id": run.id,
+            "trigger": run.trigger,
             "payload": body,
-            "actor": actor_of(identity),
+            "actor": actor,
             "user_id": identity.id if identity is not None and identity.kind == "user" else None,
             "status": QUEUED,
-            "attempts": 0,
-            "next_attempt_at": now,
-            "claim": None,
+            "attempts": run.attempts,
+            "next_attempt_at": lease_end if claim else now,
+            "claim": claim,
             "last_error": None,
             "created_at": now,
         }
-        for trigger in triggers
+        for run in runs
     ]
     statements.insert_rows(db.session.connection(), _table, rows)
-    worker = current_app.extensions.get(WORKER)
-    if worker is not None:  # this process's runners start on it once the write commits
-        db.after_commit(worker.wake, key=worker)
+    if runners is not None:
+        db.after_commit(functools.partial(runners.hand, runs))
 
 
 def run_due(limit: int = 1) -> int:
     """Claim up to ``limit`` due runs and run each; how many were claimed."""
-    settings = queue_settings(current_app)
-    rows = QUEUE.claim(db.session, limit, settings.lease_seconds)
+    rows = QUEUE.claim(db.session, limit, queue_settings(current_app).lease_seconds)
     for row in rows:
-        error = _run(row)
-        if error is None:
-            db.session.execute(delete(_table).where(_table.c.id == row.id, _table.c.claim == row.claim))
-        else:
-            again = retry_at(settings.retry_seconds, row.attempts)
-            values: dict[str, Any] = {"last_error": error}
-            if again is None:
-                values.update(status=FAILED, next_attempt_at=None)
-                log.warning("after-trigger %s failed for good after %d attempts: %s", row.trigger, row.attempts, error)
-            else:
-                values["next_attempt_at"] = again
-            QUEUE.settle(db.session, row.id, row.claim, **values)
-        db.session.commit()
-        write_log()
+        finish(Claimed(row.id, row.trigger, row.payload, row.actor, row.attempts, row.claim))
     return len(rows)
 
 
-def _run(row: Any) -> str | None:
-    """Run one claimed job in a transaction of its own; its error, or None."""
-    trigger = registry().trigger(row.trigger)
+def finish(run: Claimed) -> None:
+    """Run one claimed job. What it wrote, the end of the job and its log entry commit together; after a
+    failure, the retry (or the failure for good) and the log entry."""
+    error = _run(run)
+    entries = take_entries()
+    if error is None:
+        db.session.execute(delete(_table).where(_table.c.id == run.id, _table.c.claim == run.claim))
+    else:
+        db.session.rollback()
+        again = retry_at(queue_settings(current_app).retry_seconds, run.attempts)
+        values: dict[str, Any] = {"last_error": error}
+        if again is None:
+            values.update(status=FAILED, next_attempt_at=None)
+            log.warning("after-trigger %s failed for good after %d attempts: %s", run.trigger, run.attempts, error)
+        else:
+            values["next_attempt_at"] = again
+        QUEUE.settle(db.session, run.id, run.claim, **values)
+    insert_entries(entries)
+    db.session.commit()
+
+
+def _run(run: Claimed) -> str | None:
+    """Run one job in the session's transaction (left open when it ends well); its error, or None."""
+    trigger = registry().trigger(run.trigger)
     if trigger is None:
-        return f"{row.trigger} is no longer defined"
-    payload = json.loads(row.payload)
-    ctx = Ctx(identity_for(row.actor, payload.get("user")), attempt=row.attempts)
+        return f"{run.trigger} is no longer defined"
+    payload = json.loads(run.payload)
+    ctx = Ctx(identity_for(run.actor, payload.get("user")), attempt=run.attempts)
     args = (payload["doc"], payload["previous"]) if trigger.event == "after_update" else (payload["doc"],)
     db.session.connection()  # a transaction: what the run wrote commits only if it ends well
     try:
         invoke(trigger.function, trigger.name, trigger.event, args, ctx)
     except APIError as exc:
-        db.session.rollback()
         return exc.message
-    db.session.commit()
     return None
+
+
+class Runners:
+    """This process's after-trigger runners: the runs it queued itself (handed over at commit), then due
+    runs claimed from the table (retries, another process's runs whose claim ended)."""
+
+    def __init__(self, app: Flask) -> None:
+        settings = queue_settings(app)
+        self._handed: queue.SimpleQueue[Claimed] = queue.SimpleQueue()
+        self.worker = PollingWorker(
+            app, "functions-runners", self._step, threads=settings.senders, poll_seconds=settings.poll_seconds,
+            logger=log,
+        )  # fmt: skip
+
+    def hand(self, runs: list[Claimed]) -> None:
+        for run in runs:
+            self._handed.put(run)
+        self.worker.wake()
+
+    def _step(self) -> bool:
+        try:
+            run = self._handed.get_nowait()
+        except queue.Empty:
+            return run_due(BATCH) > 0
+        try:
+            finish(run)
+        except Exception:
+            db.session.rollback()  # its claim ends after the lease: another runner (or process) runs it again
+            raise
+        return True
 
 
 def run_queued() -> int:
@@ -116,10 +175,5 @@ def run_queued() -> int:
 
 def start(app: Flask) -> None:
     """``Module.background``: this process's after-trigger runners."""
-    settings = queue_settings(app)
-    worker = PollingWorker(
-        app, "functions-runners", lambda: run_due(1) > 0, threads=settings.senders, poll_seconds=settings.poll_seconds,
-        logger=log,
-    )  # fmt: skip
-    app.extensions[WORKER] = worker
-    worker.start()
+    runners = app.extensions[RUNNERS] = Runners(app)
+    runners.worker.start()

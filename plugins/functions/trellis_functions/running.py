@@ -150,14 +150,25 @@ def _entry(name: str, kind: str, status: str, started: float, ctx: Ctx, message:
     g.setdefault(_ENTRIES, []).append(entry)
 
 
+def take_entries() -> list[dict[str, Any]]:
+    """The log entries kept so far (now no longer kept)."""
+    return (g.pop(_ENTRIES, None) if g else None) or []
+
+
+def insert_entries(entries: list[dict[str, Any]]) -> None:
+    """Insert log entries in the session's transaction (the caller commits)."""
+    if entries:
+        db.session.execute(insert(FunctionLogEntry), entries)
+
+
 def write_log() -> None:
     """Write the entries kept so far, in a transaction of their own (call once the work has ended)."""
-    entries = g.pop(_ENTRIES, None) if g else None
+    entries = take_entries()
     if not entries:
         return
     try:
         db.session.rollback()  # whatever is left of the work (a refused write) is not theirs to commit
-        db.session.execute(insert(FunctionLogEntry), entries)
+        insert_entries(entries)
         db.session.commit()
     except Exception:
         db.session.rollback()

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Flask, current_app
-from sqlalchemy import delete
 
 from trellis import db, statements
 from trellis.background import PollingWorker
@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 RUNNERS = "trellis_functions_runners"
 BATCH = 8  # due runs claimed at once by a runner (one transaction for the claim)
 _table = FunctionJob.__table__
+# One run's row in, and out once it ran: built once, run on the driver's cursor (``statements.execute_compiled``).
+_INSERT = sa.insert(_table).values({column.name: sa.bindparam(column.name, type_=column.type) for column in _table.c})
+_DONE = sa.delete(_table).where(_table.c.id == sa.bindparam("id"), _table.c.claim == sa.bindparam("claim"))
+_COMPILED: dict[Any, Any] = {}
 QUEUE = LeaseQueue(
     _table,
     _table.c.status == QUEUED,
@@ -85,7 +89,9 @@ def queue_run(triggers: list[Trigger], payload: dict[str, Any], identity: Identi
         }
         for run in runs
     ]
-    statements.insert_rows(db.session.connection(), _table, rows)
+    connection = db.session.connection()
+    for row in rows:
+        statements.execute_compiled(connection, _INSERT, row, _COMPILED)
     if runners is not None:
         db.after_commit(functools.partial(runners.hand, runs))
 
@@ -104,7 +110,7 @@ def finish(run: Claimed) -> None:
     error = _run(run)
     entries = take_entries()
     if error is None:
-        db.session.execute(delete(_table).where(_table.c.id == run.id, _table.c.claim == run.claim))
+        statements.execute_compiled(db.session.connection(), _DONE, {"id": run.id, "claim": run.claim}, _COMPILED)
     else:
         db.session.rollback()
         again = retry_at(queue_settings(current_app).retry_seconds, run.attempts)

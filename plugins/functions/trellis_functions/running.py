@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import g
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert
 
-from trellis import db
+from trellis import db, statements
 from trellis.credentials import Identity, UserIdentity
 from trellis.errors import APIError
 
@@ -155,10 +155,18 @@ def take_entries() -> list[dict[str, Any]]:
     return (g.pop(_ENTRIES, None) if g else None) or []
 
 
+_LOG = FunctionLogEntry.__table__
+_INSERT_ENTRY = insert(_LOG).values({column.name: bindparam(column.name, type_=column.type) for column in _LOG.c})
+_COMPILED: dict[Any, Any] = {}
+
+
 def insert_entries(entries: list[dict[str, Any]]) -> None:
-    """Insert log entries in the session's transaction (the caller commits)."""
-    if entries:
-        db.session.execute(insert(FunctionLogEntry), entries)
+    """Insert log entries in the session's transaction (the caller commits), on the driver's cursor."""
+    if not entries:
+        return
+    connection = db.session.connection()
+    for entry in entries:
+        statements.execute_compiled(connection, _INSERT_ENTRY, entry, _COMPILED)
 
 
 def write_log() -> None:

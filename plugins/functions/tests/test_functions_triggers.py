@@ -224,3 +224,29 @@ def test_a_reject_under_access_control_leaves_no_grant(start, folder, app_config
             assert connection.execute(sa.text("SELECT count(*) FROM authz_relations")).scalar_one() == before + 1
     finally:
         engine.dispose()
+
+
+def test_an_after_trigger_that_touches_nothing_ends_its_job_and_logs_its_run(start, folder, app_config):
+    """A run that neither reads nor writes: its job row goes and its entry is kept (on PostgreSQL in one
+    statement of their own)."""
+    folder.write(
+        "quiet.py",
+        """
+        from trellis_functions import after_create
+
+        @after_create("*")
+        def quiet(ctx, doc):
+            ctx.log("saw " + doc["title"])
+        """,
+    )
+    api = Api(start().url)
+    name = api.schema({"title": "String"})
+    api.call("POST", f"/database/{name}", 201, json={"title": "one"})
+    entry = eventually(lambda: api.log(function="quiet"))[0]
+    assert (entry["status"], entry["message"], entry["attempt"], entry["kind"]) == ("ok", "saw one", 1, "after_create")
+    engine = sa.create_engine(app_config["DATABASE_URL"])
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(sa.text("SELECT count(*) FROM functions_jobs")).scalar_one() == 0
+    finally:
+        engine.dispose()

@@ -8,7 +8,7 @@ import requests
 
 from trellis_authentication.testing import create_user_over_http
 
-from .conftest import ADMIN, WAIT, Api, eventually
+from .conftest import WAIT, Api, eventually
 
 pytestmark = pytest.mark.live
 
@@ -42,6 +42,10 @@ CALLS = """
     @function("count_notes")
     def count_notes(ctx, params):
         return ctx.db.count(params["schema"])
+
+    @function("get_note")
+    def get_note(ctx, params):
+        return ctx.db.get(params["schema"], params["id"])
 
     @schedule("0 3 * * *")
     def nightly(ctx):
@@ -126,6 +130,7 @@ def test_the_admin_overview_and_the_log(server):
     assert [(f["name"], f["loaded"]) for f in overview["files"]] == [("calls.py", True)]
     assert {f["name"]: f["auth"] for f in overview["functions"]} == {
         "total": "user", "whoami": "anyone", "secret": "admin", "odd": "user", "picky": "anyone", "count_notes": "user",
+        "get_note": "user",
     }  # fmt: skip
     (nightly,) = overview["schedules"]
     assert (
@@ -154,11 +159,20 @@ def test_ctx_db_reads_as_the_caller(server):
     api = Api(server.url)
     name = api.schema({"title": "String"}, modelOptions={"conduit": {"authorization": {"enabled": True}}})
     alice, bob = create_user_over_http(server.url), create_user_over_http(server.url)
-    for title in ("a", "b"):
-        api.call("POST", f"/database/{name}", 201, headers=alice.headers, json={"title": title})
+    made = [api.call("POST", f"/database/{name}", 201, headers=alice.headers, json={"title": t}).json() for t in "ab"]
     mine = api.call("POST", "/functions/count_notes", 200, headers=alice.headers, json={"schema": name}).json()
     theirs = api.call("POST", "/functions/count_notes", 200, headers=bob.headers, json={"schema": name}).json()
     assert (mine, theirs) == ({"result": 2}, {"result": 0})
     missing = api.call("POST", "/functions/count_notes", 404, headers=bob.headers, json={"schema": "Nope"}).json()
     assert missing["name"] == "NOT_FOUND"
-    assert ADMIN
+    # Another user's document is the 404 of a missing id, message and all.
+    own = api.call(
+        "POST", "/functions/get_note", 200, headers=alice.headers, json={"schema": name, "id": made[0]["_id"]}
+    )
+    assert own.json()["result"] == made[0]
+    hidden = api.call(
+        "POST", "/functions/get_note", 404, headers=bob.headers, json={"schema": name, "id": made[0]["_id"]}
+    )
+    absent_id = "0" * 32
+    absent = api.call("POST", "/functions/get_note", 404, headers=bob.headers, json={"schema": name, "id": absent_id})
+    assert hidden.json()["message"].replace(made[0]["_id"], "ID") == absent.json()["message"].replace(absent_id, "ID")

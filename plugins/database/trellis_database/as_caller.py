@@ -10,7 +10,7 @@ from typing import Any
 from trellis.credentials import Identity
 
 from . import document_access, documents
-from .crud_gate import check_permission, check_rule
+from .crud_gate import authorize_as, check_permission
 from .query import parse_where
 from .registry import CompiledSchema, Snapshot, snapshot_having
 
@@ -56,10 +56,6 @@ class CallerDocuments:
     def _open(self, name: str, operation: str) -> tuple[Snapshot, CompiledSchema, Any]:
         snap = snapshot_having(lambda s: s.document_schema(name) is not None)
         schema = snap.document_schema(name)
-        if schema is None or schema.table is None:
-            from trellis.errors import not_found
-
-            raise not_found(f"No schema named {name!r} with documents")
-        if self.identity is None or not self.identity.is_admin:
-            check_rule(schema, operation, self.identity)
+        authorize_as(self.identity, schema, operation, name)
+        assert schema is not None  # authorize_as answered 404 otherwise
         return snap, schema, document_access.acting(schema, self.identity)

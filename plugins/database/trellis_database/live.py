@@ -8,17 +8,17 @@ or ``enter``/``leave`` when an update makes a document start or stop matching. U
 subscriber also sees only what it may read, and grants, revokes and team changes send ``enter``/``leave``
 (see :mod:`.live_access`: one query per event, never one per subscriber).
 
-A subscription without ``since`` starts at :meth:`LiveHub.now`: a change acknowledged before the subscribe
-is never its own, however late the log numbers it. A subscription with ``since`` replays first: the events after it are read from the log a page at a
-time (:meth:`LiveHub.replay`, a generator, so a stream reads the next page only when its client has taken
-the last one), and live events meanwhile are left to those reads. Once a read comes back short, live
-events are held, the log is read once more (what was left to the reads while the last one ran), then
-the held ones whose id is higher than the last replayed go out (no gap, no duplicate at the seam), then
-live ones. A replayed event is turned into a change exactly as a live one: judged by the access in force
-when it committed. Under access control the replay also reads the grants and revokes that concern the
-schema and the subscriber's team changes (``replayed_families``), starting from its teams as they were at
-``since``: a grant made while the client was away replays as ``enter``, and what it could not read then
-never reaches it.
+A subscription without ``since`` starts at :meth:`LiveHub.now`: a change acknowledged before the subscribe is
+never its own, however late the log numbers it. A subscription with ``since`` replays first: the events after
+it are read from the log a page at a time (:meth:`LiveHub.replay`, a generator, so a stream reads the next
+page only when its client has taken the last one), and live events meanwhile are left to those reads. Once a
+read comes back short, live events are held, the log is read once more (what was left to the reads while the
+last one ran), then the held ones whose id is higher than the last replayed go out (no gap, no duplicate at
+the seam), then live ones. A replayed event is turned into a change exactly as a live one: judged by the
+access in force when it committed. Under access control the replay also reads the grants and revokes that
+concern the schema and the subscriber's team changes (``replayed_families``), starting from its teams as they
+were at ``since``: a grant made while the client was away replays as ``enter``, and what it could not read
+then never reaches it.
 An event whose reads fail (the database went away) is never skipped: the subscription ends and its client
 is told to subscribe again from the last event it was passed (``Subscription.lost``).
 Nothing here holds a database connection between events.

@@ -207,14 +207,6 @@ class Runners:
         return True
 
 
-def run_queued() -> int:
-    """Run every due after-trigger now, in this thread (what the runners do; for tests); how many."""
-    total = 0
-    while count := run_due(10):
-        total += count
-    return total
-
-
 def start(app: Flask) -> None:
     """``Module.background``: this process's after-trigger runners."""
     runners = app.extensions[RUNNERS] = Runners(app)

@@ -46,7 +46,6 @@ class Ctx:
     """What a function is given (``docs/functions.md``)."""
 
     def __init__(self, identity: Identity | None, attempt: int | None = None) -> None:
-        self.identity = identity
         self.is_admin = bool(identity is not None and identity.is_admin)
         self.user = user_of(identity)
         self.request_id: str | None = g.get("request_id") if g else None

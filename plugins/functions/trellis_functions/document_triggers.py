@@ -7,6 +7,7 @@ in the same transaction (:mod:`.jobs`), so they run once the write commits, and 
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from trellis import db
@@ -14,7 +15,7 @@ from trellis import db
 from .api import Trigger
 from .callers import acting_identity
 from .jobs import queue_run
-from .running import Ctx, FunctionError, copied, invoke
+from .running import Ctx, FunctionError, invoke
 from .state import registry
 
 
@@ -29,7 +30,7 @@ class DocumentTriggers:
         db.session.connection()  # the write's transaction, begun now if need be: what they write joins it
         ctx = Ctx(acting_identity())
         for trigger in found:
-            args = (doc, copied(previous)) if kind == "update" else (doc,)
+            args = (doc, copy.deepcopy(previous)) if kind == "update" else (doc,)
             answer = invoke(trigger.function, trigger.name, trigger.event, args, ctx, logged=False)
             if isinstance(answer, dict):
                 doc = answer

@@ -9,14 +9,13 @@ the function's name; the traceback goes to the server log only.
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from flask import g
+from flask import current_app, g
 from sqlalchemy import bindparam, insert
 
 from trellis import db, statements
@@ -93,8 +92,6 @@ def invoke(
 ) -> Any:
     """Run ``target(ctx, *args)`` under the time limit. A :class:`Reject` becomes its APIError, anything else a
     :class:`FunctionError`. ``logged``: an entry for every outcome (else only for a refusal or a failure)."""
-    from flask import current_app
-
     seconds = current_app.config["FUNCTIONS_TIME_LIMIT_SECONDS"]
     started = time.monotonic()
     try:
@@ -126,10 +123,6 @@ def plain_json(name: str, value: Any) -> Any:
     except (TypeError, ValueError) as exc:
         log.error("function %s returned what JSON cannot carry: %s", name, exc)
         raise FunctionError(name, f"it returned what JSON cannot carry ({exc})") from None
-
-
-def copied(document: dict[str, Any] | None) -> dict[str, Any] | None:
-    return copy.deepcopy(document)
 
 
 def _entry(name: str, kind: str, status: str, started: float, ctx: Ctx, message: str | None) -> None:

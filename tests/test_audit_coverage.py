@@ -32,6 +32,7 @@ NOT_CHANGES = {
     "POST /admin/webhooks/{webhookId}/ping": "a send: kept in the webhook's delivery log and counted in /metrics",
     "POST /admin/webhooks/{webhookId}/deliveries/{deliveryId}/retry": "a send: kept in the delivery log and counted",
     "POST /admin/functions/schedules/{name}/run": "a run of a schedule now: kept in the function log (with its outcome)",
+    "POST /admin/project/plan": "a plan: the changes run in a transaction that is rolled back",
 }
 # Writes of application data, not administration: the documents of admin-defined schemas and the calls of
 # custom endpoints (any caller the schema's rules allow, admins included). They are the event log's
@@ -40,6 +41,7 @@ DOCUMENT_ROUTES = re.compile(r"^/database/(?!schemas($|/))")
 
 # Covered by a module's own tests, which need that module's fake provider server.
 COVERED_IN_MODULE_TESTS = {
+    "POST /admin/project/apply": ("tests/test_project.py", "test_a_failure_anywhere_leaves_nothing_applied"),
     **{
         operation: ("tests/test_backups.py", "test_admin_routes_start_list_download_upload_restore_delete")
         for operation in (

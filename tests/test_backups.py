@@ -340,8 +340,8 @@ FAILING_MIGRATION = '''"""test: one audit entry per module, action and target"""
 
 from alembic import op
 
-revision = "core_0008"
-down_revision = "core_0007"
+revision = "{new}"
+down_revision = "{head}"
 branch_labels = None
 depends_on = None
 
@@ -373,9 +373,13 @@ def test_a_migration_failing_during_an_older_restore_leaves_the_previous_state(m
 
     migrations = tmp_path / "migrations"
     shutil.copytree(DEFAULT_SCRIPT_LOCATION, migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0008_test_audit_once.py").write_text(FAILING_MIGRATION)
+    number = max(int(p.name[:4]) for p in (migrations / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+    head, new_head = f"core_{number:04d}", f"core_{number + 1:04d}"  # the core's last migration, and one after
+    (migrations / "versions" / f"{number + 1:04d}_test_audit_once.py").write_text(
+        FAILING_MIGRATION.replace("{new}", new_head).replace("{head}", head)
+    )
     old = make_app(database_kind(), MIGRATIONS_PATH=str(migrations))
-    _make_older(old, "core_0007")
+    _make_older(old, head)
     _fill(old)
     assert old.test_client().put("/config/backups", headers=ADMIN, json={"keep": 4}).status_code == 200
     _make_older(old, *OLDER)
@@ -389,7 +393,7 @@ def test_a_migration_failing_during_an_older_restore_leaves_the_previous_state(m
     counts, blobs = _counts(new), _blobs_on_disk(new)
     with new.extensions["trellis"].engine.connect() as connection:
         heads = create.current_heads(connection)
-    assert "core_0008" in heads
+    assert new_head in heads
     with pytest.raises(sa.exc.IntegrityError):
         _restore(new, archive)
     assert _counts(new) == counts

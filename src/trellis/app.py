@@ -36,6 +36,7 @@ from .metrics import blp as metrics_blp
 from .module_config import ConfigStore
 from .modules import Module, load_modules, resolve
 from .openapi import OpenAPIProvider, TrellisApi, init_api
+from .project import routes as project_routes
 from .ratelimit import init_limiter
 from .reads import ReadConnections, ReadProvider
 from .realtime import init_socketio
@@ -126,6 +127,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
     api.register_blueprint(routes.blp)
     routes.serve_favicon(app)
     api.register_blueprint(audit.blp)
+    api.register_blueprint(project_routes.blp)
     if app.config["METRICS"]:
         api.register_blueprint(metrics_blp)
         # Inside Socket.IO's wrapper (installed next): /realtime polling is not counted as HTTP requests.

@@ -16,9 +16,11 @@ from . import admins, database_setup, migrate, scaffold
 from .backups.cli import backup_group
 from .errors import APIError
 from .openapi import document
+from .project.cli import project_group
 
 trellis_cli = AppGroup("trellis", help="Trellis administration.")
 trellis_cli.add_command(backup_group)
+trellis_cli.add_command(project_group)
 
 
 @trellis_cli.group("admin")

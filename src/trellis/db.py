@@ -11,7 +11,8 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar, cast, overload
 
@@ -210,6 +211,9 @@ def engine() -> Engine:
     return current.app().extensions["trellis"].engine
 
 
+_ATOMIC = "trellis_atomic"  # in Session.info: an atomic() block is open; its value: a rollback happened in it
+
+
 class _AppSession(Session):
     """A session that binds to the engine of the app in whose context it was created."""
 
@@ -217,6 +221,47 @@ class _AppSession(Session):
         if self.bind is not None:
             return self.bind
         return engine()
+
+    def commit(self) -> None:
+        if _ATOMIC in self.info:  # the block commits at its end; what the code asked commits with it
+            self.flush()
+            return
+        super().commit()
+
+    def rollback(self) -> None:
+        if _ATOMIC in self.info:
+            self.info[_ATOMIC] = True  # the block's work is gone: it must not end as if it had succeeded
+        super().rollback()
+
+
+class AtomicRolledBack(RuntimeError):
+    """Code inside :func:`atomic` rolled the transaction back and went on as if nothing happened."""
+
+
+@contextmanager
+def atomic(commit: bool = True) -> Iterator[None]:
+    """One transaction around code written to commit on its own (the admin services): inside the block
+    ``session.commit()`` only flushes, and the block commits at its end, or rolls everything back when it
+    raises. After-commit callbacks wait for that commit. A service's own rollback ends the block's work, so
+    the block then refuses to commit (:class:`AtomicRolledBack`) unless the error goes on up.
+    ``commit=False``: a dry run, rolled back at the end whatever happens."""
+    current_session = session()
+    if _ATOMIC in current_session.info:
+        raise RuntimeError("atomic() blocks do not nest")
+    current_session.info[_ATOMIC] = False
+    try:
+        yield
+        if current_session.info[_ATOMIC]:
+            raise AtomicRolledBack("the transaction was rolled back inside an atomic() block")
+    except BaseException:
+        current_session.info.pop(_ATOMIC, None)
+        current_session.rollback()
+        raise
+    current_session.info.pop(_ATOMIC, None)
+    if commit:
+        current_session.commit()
+    else:
+        current_session.rollback()
 
 
 def _scope() -> int:

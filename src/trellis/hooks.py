@@ -61,6 +61,11 @@ class Specs:
         """The stored files the backed-up rows reference: :class:`trellis.backups.parts.Blob` objects.
         ``rows(table_name)`` iterates the snapshot's rows of a table (dicts)."""
 
+    @hookspec
+    def trellis_project_parts(self) -> list[Any]:  # type: ignore[empty-body]  # a hookspec: no body
+        """The module's share of project as code: a :class:`trellis.project.parts.ProjectPart` (or a list of
+        them) that exports, plans and applies the state administrators make in the module."""
+
     @hookspec(firstresult=True)
     def trellis_backup_store(self) -> Any:
         """Where archives are kept with the config ``backups.storage: s3``: an object with ``writer(key,

@@ -159,3 +159,14 @@ class BackupLock(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class ProjectRevision(Base):
+    """The one row counting project applies (``trellis.project``): an apply moves it from the revision it
+    read to the next, so of two applies at once one wins and the other finds it moved (409)."""
+
+    __tablename__ = "core_project_revision"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer, default=0)
+    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)

@@ -92,12 +92,11 @@ class ConfigStore:
         if not isinstance(changes, dict):
             raise bad_request("The configuration must be a JSON object")
         schema = self.schema(name)
-        changes = drop_masked(changes, schema)
-        merged = deep_merge(copy.deepcopy(self._stored(name)), changes)
         try:
-            loaded = schema.load(merged)
+            loaded = self.merged(name, changes)
         except ValidationError as exc:
             raise bad_request(f"Invalid configuration for module {name!r}", exc.normalized_messages()) from None
+        changes = drop_masked(changes, schema)
         row = db.session.get(ModuleConfig, name)
         stored = schema.dump(loaded)
         if row is None:
@@ -108,6 +107,11 @@ class ConfigStore:
         current_app.extensions["trellis"].generations.bump(GENERATION)
         db.session.commit()
         return loaded
+
+    def merged(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+        """The configuration :meth:`put` would store for ``changes``, loaded (``ValidationError`` when invalid)."""
+        schema = self.schema(name)
+        return schema.load(deep_merge(copy.deepcopy(self._stored(name)), drop_masked(changes, schema)))
 
     def _stored(self, name: str) -> dict[str, Any]:
         row = db.session.get(ModuleConfig, name)

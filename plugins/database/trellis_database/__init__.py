@@ -25,6 +25,7 @@ from .graphql_http import graphql_blp
 from .live_http import SETTINGS, changes_blp
 from .live_sockets import namespace_factories
 from .openapi import paths as openapi_paths
+from .project_part import ProjectHooks
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, schemas_blp
 
@@ -82,7 +83,7 @@ module = Module(
     openapi_paths=openapi_paths,
     settings=SETTINGS,
     init_app=init_app,
-    hooks=(BackupHooks(),),
+    hooks=(BackupHooks(), ProjectHooks()),
     # One <thing> per schema: database.<schemaName>.<action>.
     events=(
         EventTopic(

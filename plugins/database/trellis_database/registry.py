@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Flask, current_app, has_request_context, request
+from flask import Flask, current_app, g, has_request_context, request
 from sqlalchemy import select
 
 from trellis import current, db
@@ -170,7 +170,7 @@ class Registry:
 
     def current(self) -> Snapshot:
         generations = current.app().extensions["trellis"].generations
-        dirty = has_request_context() and current.request().environ.get("trellis", {}).get("database_dirty")
+        dirty = _dirty()
         stamp = generations.stamp(GENERATION)  # read before the rows: a racing change forces a rebuild
         snapshot = self._snapshot
         if snapshot is not None and snapshot.stamp == stamp and not dirty:
@@ -200,10 +200,19 @@ def snapshot_having(found: Callable[[Snapshot], bool]) -> Snapshot:
     return snapshot()
 
 
+def _dirty() -> bool:
+    """Whether this request (or, outside one, this app context: a CLI command) changed schemas or endpoints."""
+    if has_request_context():
+        return bool(current.request().environ.get("trellis", {}).get("database_dirty"))
+    return bool(g.get("trellis_database_dirty"))
+
+
 def changed() -> None:
     """Call right before committing a change to schemas or endpoints."""
     if has_request_context():
         request.environ.setdefault("trellis", {})["database_dirty"] = True
+    else:
+        g.trellis_database_dirty = True
     current_app.extensions["trellis"].generations.bump(GENERATION)
 
 

@@ -28,7 +28,7 @@ from .definitions import (
     merge_options,
     parse_fields,
 )
-from .fields import Field, format_datetime
+from .fields import Field, FieldError, check_value, format_datetime
 from .models import CustomEndpointRecord, SchemaRecord
 from .registry import OWNER, CompiledSchema, Snapshot, changed, compile_record, owned_fields, snapshot
 
@@ -170,6 +170,48 @@ def _drop_data(row: SchemaRecord, names: list[str]) -> None:
     else:
         data = sa.func.json_remove(table.c.data, *[f"$.{name}" for name in names])
         db.session.execute(sa.update(table).values(data=data))
+
+
+def _constraints(field: Field) -> tuple[Any, ...]:
+    """What a stored value must fit, beyond being present."""
+    return field.type, field.array, field.length_limit, field.unique
+
+
+def check_stored_values(schema: CompiledSchema, fields: dict[str, Field]) -> None:
+    """Stored documents fit every field whose type, length limit or uniqueness changes, or 409 naming the
+    schema and field. A project applies only changes its data survives; the schema route keeps values a
+    new type does not fit readable as they are (filters on the field never match them)."""
+    changing = {
+        name: field
+        for name, field in fields.items()
+        if name in schema.fields and _constraints(schema.fields[name]) != _constraints(field)
+    }
+    if not changing or schema.table is None:
+        return
+    table = schema.table
+    seen: dict[str, set[str]] = {name: set() for name, f in changing.items() if f.unique}
+    for data in db.session.execute(sa.select(table.c.data).execution_options(yield_per=1000)).scalars():
+        document = json.loads(data) if isinstance(data, str) else data
+        for name, field in changing.items():
+            value = document.get(name)
+            if value is None:
+                continue
+            try:
+                check_value(field, value)
+            except FieldError as exc:
+                raise conflict(
+                    f"Schema {schema.name!r}: stored documents have values of {name!r} the new definition refuses "
+                    f"({exc}): change or remove them first",
+                    {f"fields.{name}": [str(exc)]},
+                ) from None
+            if name in seen:
+                key = json.dumps(value, sort_keys=True)
+                if key in seen[name]:
+                    raise conflict(
+                        f"Schema {schema.name!r}: stored documents share values of {name!r}, which would become unique",
+                        {f"fields.{name}": ["Duplicate values are stored"]},
+                    )
+                seen[name].add(key)
 
 
 def _was_required(schema: CompiledSchema, name: str) -> bool:
@@ -342,8 +384,9 @@ def update(schema_id: str, body: dict[str, Any]) -> dict[str, Any]:
     audit.record("database", "schema.update", schema.id, body)
     changed()
     table, after = (row.storage or {}).get("table"), (row.storage or {}).get("search")
+    # After the commit that holds the change (a project apply commits several changes at once).
+    db.after_commit(lambda: _build_search(schema.id, table, pending, after != before))
     db.session.commit()
-    _build_search(schema.id, table, pending, after != before)
     return out
 
 
@@ -451,8 +494,9 @@ def set_extension(schema_id: str, raw_fields: Any) -> dict[str, Any]:
     audit.record("database", "schema.extension", schema.id, {"fields": raw_fields})
     changed()
     table, after = (row.storage or {}).get("table"), (row.storage or {}).get("search")
+    # After the commit that holds the change (a project apply commits several changes at once).
+    db.after_commit(lambda: _build_search(schema.id, table, pending, after != before))
     db.session.commit()
-    _build_search(schema.id, table, pending, after != before)
     return out
 
 

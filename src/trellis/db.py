@@ -264,6 +264,11 @@ def atomic(commit: bool = True) -> Iterator[None]:
         current_session.rollback()
 
 
+def in_atomic() -> bool:
+    """Whether an :func:`atomic` block is open on the core session."""
+    return session.registry.has() and _ATOMIC in session().info
+
+
 def _scope() -> int:
     try:
         return id(app_ctx._get_current_object())  # type: ignore[attr-defined]  # the LocalProxy's own method

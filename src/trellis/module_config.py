@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from flask import current_app
+from flask import current_app, g
 from marshmallow import Schema, ValidationError, fields, pre_load
 
 from . import audit, current, db
@@ -22,6 +22,7 @@ from .models import ModuleConfig
 from .redact import drop_masked, redact
 
 GENERATION = "module-config"
+_CHANGED_HERE = "trellis_config_changed"  # on flask.g: a config changed in an atomic() block not committed yet
 
 
 class ModuleConfigSchema(Schema):
@@ -62,6 +63,8 @@ class ConfigStore:
     def get(self, name: str) -> dict[str, Any]:
         """The effective configuration (defaults merged with what is stored). Do not mutate it."""
         stamp = current.app().extensions["trellis"].generations.stamp(GENERATION)
+        if g.get(_CHANGED_HERE):  # changed in this transaction, not committed yet (a project apply): never cached
+            return self._effective(self._known(name), self._stored(name))
         if stamp != self._cache_stamp:
             stored = {row.module: row.data for row in db.session.query(ModuleConfig).all()}
             fresh = {module: self._effective(module, stored.get(module)) for module in self._schemas}
@@ -70,6 +73,11 @@ class ConfigStore:
         if name not in self._cache:
             raise not_found(f"No module named {name!r} is loaded")
         return self._cache[name]
+
+    def _known(self, name: str) -> str:
+        if name not in self._schemas:
+            raise not_found(f"No module named {name!r} is loaded")
+        return name
 
     def _effective(self, name: str, stored: dict[str, Any] | None) -> dict[str, Any]:
         schema = self.schema(name)
@@ -105,6 +113,8 @@ class ConfigStore:
             row.data = stored
         audit.record(name, "config.update", name, changes, schema=schema)
         current_app.extensions["trellis"].generations.bump(GENERATION)
+        if db.in_atomic():  # what comes next in the same transaction reads the new config
+            g.setdefault(_CHANGED_HERE, True)
         db.session.commit()
         return loaded
 

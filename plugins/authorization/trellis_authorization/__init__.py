@@ -13,9 +13,11 @@ from pathlib import Path
 from flask import Flask
 
 from trellis import ConsolePage, EventTopic, Module, access
+from trellis.project import taking_part
 
 from . import definitions, models  # noqa: F401  (the tables belong to the shared metadata)
 from .control import Control, Hooks
+from .project_part import ResourcesPart
 from .routes import blp
 
 
@@ -41,7 +43,7 @@ module = Module(
     console_pages=(ConsolePage("access", "Access control", str(CONSOLE / "access.html"), str(CONSOLE / "access.js")),),
     description="Per-document access control: relation tuples, resource definitions, teams as subjects",
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
-    hooks=(Hooks(),),
+    hooks=(Hooks(), taking_part(ResourcesPart())),
     init_app=_init_app,
     events=(
         EventTopic(

@@ -4,14 +4,14 @@ Users ask about themselves: ``GET /authorization/check`` and ``GET /authorizatio
 answer ``false`` / ``[]`` for a document they cannot reach, exactly as for one that does not exist (no
 existence leak). Administrators read and change resource definitions, write and remove relation tuples,
 and ask ``can`` / ``evaluate`` on anybody's behalf. Every grant, revoke and definition change is audited
-(tuples: in ``tuples.grant`` / ``tuples.revoke``, whoever calls them; definitions: here).
+(tuples: in ``tuples.grant`` / ``tuples.revoke``; definitions: in ``definitions.update``; whoever calls them).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from trellis import audit, db
+from trellis import db
 from trellis.access import ResourceTable, catalog
 from trellis.credentials import admin_required, require_user, user_required
 from trellis.errors import ErrorSchema, bad_request, not_found
@@ -138,17 +138,7 @@ def get_resource(name: str):
 def update_resource(body: dict[str, Any], name: str):
     """Replace the keys sent (`relations`, `permissions`); in force for the next request of every process.
     Tuples of a relation that is removed stay, and grant nothing while it is absent."""
-    resource = _resource(name)
-    current = definitions.definition(resource.name)
-    relations = body.get("relations", current.relations)
-    permissions = body.get("permissions", current.permissions)
-    errors = definitions.check(resource, relations, permissions)
-    if errors:
-        raise bad_request(f"The definition of {resource.name} has errors", errors)
-    saved = definitions.save(resource.name, relations, permissions)
-    audit.record("authorization", "resource.update", resource.name, body)
-    db.session.commit()
-    return saved.record()
+    return definitions.update(_resource(name), body).record()
 
 
 # ---- relation tuples ---------------------------------------------------------------------------------------

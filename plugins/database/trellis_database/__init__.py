@@ -13,6 +13,7 @@ from sqlalchemy import event
 
 from trellis import ConsolePage, EventTopic, Module
 from trellis.module_config import ModuleConfigSchema
+from trellis.project import taking_part
 
 from . import (
     counts,
@@ -25,7 +26,7 @@ from .graphql_http import graphql_blp
 from .live_http import SETTINGS, changes_blp
 from .live_sockets import namespace_factories
 from .openapi import paths as openapi_paths
-from .project_part import ProjectHooks
+from .project_part import DatabasePart
 from .registry import Registry
 from .routes import documents_blp, endpoints_blp, schemas_blp
 
@@ -83,7 +84,7 @@ module = Module(
     openapi_paths=openapi_paths,
     settings=SETTINGS,
     init_app=init_app,
-    hooks=(BackupHooks(), ProjectHooks()),
+    hooks=(BackupHooks(), taking_part(DatabasePart())),
     # One <thing> per schema: database.<schemaName>.<action>.
     events=(
         EventTopic(

@@ -40,12 +40,12 @@ def schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
 def _components(schema: CompiledSchema, out: dict[str, Any]) -> dict[str, Any]:
     """The document, input and list components; returns the fields' properties (a patch body's)."""
     doc_name, input_name, list_name = component_names(schema)
-    properties = {name: value_schema(field) for name, field in schema.fields.items()}
+    properties = {name: value_schema(field) for name, field in sorted(schema.fields.items())}
     document = {"_id": {"type": "string"}, **properties, "__v": {"type": "integer"}}
     if schema.timestamps:
         document["createdAt"] = {"type": "string", "format": "date-time"}
         document["updatedAt"] = {"type": "string", "format": "date-time"}
-    required = [name for name, field in schema.fields.items() if field.required]
+    required = [name for name, field in sorted(schema.fields.items()) if field.required]
     out["schemas"][doc_name] = {"type": "object", "properties": document, "required": ["_id", *required]}
     out["schemas"][input_name] = {
         "type": "object",

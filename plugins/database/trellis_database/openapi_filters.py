@@ -24,7 +24,7 @@ def list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
             "in": "query",
             "schema": {"type": "string"},
             "description": "Relation fields: "
-            + (", ".join(n for n, f in schema.fields.items() if f.type == "Relation") or "none"),
+            + (", ".join(n for n, f in sorted(schema.fields.items()) if f.type == "Relation") or "none"),
         },
     ]
     params.append(
@@ -35,7 +35,7 @@ def list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
             "description": "`none` leaves out the total count",
         }
     )
-    searchable = full_text.searchable_fields(schema.fields) if (schema.storage or {}).get("search") else []
+    searchable = sorted(full_text.searchable_fields(schema.fields)) if (schema.storage or {}).get("search") else []
     if searchable:
         params.append(
             {
@@ -47,7 +47,8 @@ def list_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
                 "also as a prefix, `-word` excludes; best match first unless `sort` is given",
             }
         )
-    for name, field in schema.fields.items():
+    # By name: the document is the same whatever order the fields were defined in (a promoted project).
+    for name, field in sorted(schema.fields.items()):
         if field.type == "JSON":
             params.append(_operator_parameter(name, "$exists", {"type": "boolean"}, "the field is present"))
             continue
@@ -112,9 +113,9 @@ def _operator_parameter(name: str, op: str, schema: dict[str, Any], text: str, e
 
 def aggregate_parameters(schema: CompiledSchema) -> list[dict[str, Any]]:
     """The aggregate's own query parameters (aggregates.py); the field filters follow them."""
-    numbers = [name for name, field in schema.fields.items() if field.type == "Number" and not field.array]
+    numbers = [name for name, field in sorted(schema.fields.items()) if field.type == "Number" and not field.array]
     dates = ["createdAt", "updatedAt"] if schema.timestamps else []
-    dates += [name for name, field in schema.fields.items() if field.type == "Date" and not field.array]
+    dates += [name for name, field in sorted(schema.fields.items()) if field.type == "Date" and not field.array]
     text = {"type": "string"}
     return [
         {

@@ -17,7 +17,6 @@ from marshmallow import ValidationError
 
 from trellis import db
 from trellis.errors import conflict
-from trellis.hooks import hookimpl
 from trellis.project import Change, ProjectInvalid, ProjectPart
 
 from . import document_access, endpoint_definitions, schema_service, tables
@@ -26,12 +25,6 @@ from .registry import OWNER, Snapshot, snapshot
 
 SCHEMAS, ENDPOINTS = "schemas", "customEndpoints"
 SCHEMA_KEYS = frozenset({"fields", "modelOptions"})
-
-
-class ProjectHooks:
-    @hookimpl
-    def trellis_project_parts(self) -> list[ProjectPart]:
-        return [DatabasePart()]
 
 
 class DatabasePart(ProjectPart):

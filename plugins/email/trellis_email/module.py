@@ -3,9 +3,11 @@
 from pathlib import Path
 
 from trellis import ConsolePage, Module, OwnedSchema
+from trellis.project import taking_part
 
 from . import outbox
 from .config import EmailConfigSchema
+from .project_part import TemplatesPart
 from .routes import blp
 
 # Listed by the Database module's schema list with ownerModule "email" (the data lives in email_templates).
@@ -34,5 +36,6 @@ module = Module(
     settings=outbox.SETTINGS,
     init_app=outbox.settings_of,
     background=(outbox.start,),
+    hooks=(taking_part(TemplatesPart()),),
     description="Sends raw and template e-mail through an outbox, SMTP, Mailgun or SendGrid",
 )

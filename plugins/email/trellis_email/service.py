@@ -161,7 +161,7 @@ def _ensure_name_free(name: str, own_id: str | None = None) -> None:
         raise conflict(f"An email template named {name!r} already exists", {"name": ["Already taken."]})
 
 
-def _derive_variables(subject: str, body: str, declared: list[str] | None) -> list[str]:
+def derive_variables(subject: str, body: str, declared: list[str] | None) -> list[str]:
     """``variables`` comes from the placeholders; a client's own list must agree with them."""
     found = placeholders(subject, body)
     if declared is not None and sorted(set(declared)) != found:
@@ -180,7 +180,7 @@ def create_template(data: dict[str, Any]) -> EmailTemplate:
         name=data["name"],
         subject=data["subject"],
         body=data["body"],
-        variables=_derive_variables(data["subject"], data["body"], data.get("variables")),
+        variables=derive_variables(data["subject"], data["body"], data.get("variables")),
     )
     db.session.add(template)
     audit.record("email", "template.create", template.id, data)
@@ -199,7 +199,7 @@ def ensure_template(name: str, subject: str, body: str, *, commit: bool = True) 
     try:
         with db.session.begin_nested():  # a concurrent creation loses only this insert
             db.session.add(
-                EmailTemplate(name=name, subject=subject, body=body, variables=_derive_variables(subject, body, None))
+                EmailTemplate(name=name, subject=subject, body=body, variables=derive_variables(subject, body, None))
             )
     except IntegrityError:
         return False
@@ -214,7 +214,7 @@ def update_template(template_id: str, changes: dict[str, Any]) -> EmailTemplate:
         _ensure_name_free(changes["name"], template.id)
     subject = changes.get("subject", template.subject)
     body = changes.get("body", template.body)
-    variables = _derive_variables(subject, body, changes.get("variables"))
+    variables = derive_variables(subject, body, changes.get("variables"))
     for key in ("name", "subject", "body"):
         if key in changes:
             setattr(template, key, changes[key])

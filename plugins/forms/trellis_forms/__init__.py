@@ -3,8 +3,10 @@
 from pathlib import Path
 
 from trellis import ConsolePage, EventTopic, Module, OwnedSchema
+from trellis.project import taking_part
 
 from .config import FormsConfigSchema
+from .project_part import FormsPart
 from .routes import blp
 from .schemas import FormSubmissionSchema
 
@@ -41,6 +43,7 @@ module = Module(
     migrations=str(Path(__file__).parent / "migrations" / "versions"),
     console_pages=(ConsolePage("forms", "Forms", str(CONSOLE / "forms.html")),),
     owned_schemas=(FORM_SCHEMA, SUBMISSION_SCHEMA),
+    hooks=(taking_part(FormsPart()),),
     events=(EventTopic("forms.submission.create", "A form received a valid submission", FormSubmissionSchema),),
     description="Admin-defined forms that accept validated public submissions, forwarded by e-mail when Email is active",
 )

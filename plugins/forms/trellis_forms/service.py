@@ -52,7 +52,7 @@ def list_forms(skip: int, limit: int, search: str | None = None) -> tuple[list[d
     return [form_dict(row) for row in rows], total
 
 
-def _check_definition(name: str, own_id: str | None, form_fields: list[dict[str, Any]] | None) -> None:
+def check_definition(name: str, own_id: str | None, form_fields: list[dict[str, Any]] | None) -> None:
     taken = db.session.execute(select(Form.id).where(Form.name == name)).scalar_one_or_none()
     if taken is not None and taken != own_id:
         raise conflict(f"A form named {name!r} already exists", {"name": ["Already taken."]})
@@ -65,7 +65,7 @@ def _check_definition(name: str, own_id: str | None, form_fields: list[dict[str,
 
 
 def create_form(data: dict[str, Any]) -> Form:
-    _check_definition(data["name"], None, data["fields"])
+    check_definition(data["name"], None, data["fields"])
     form = Form(name=data["name"], fields=data["fields"], enabled=data["enabled"], forward_to=data.get("forwardTo"))
     form.id = db.new_id()
     db.session.add(form)
@@ -77,7 +77,7 @@ def create_form(data: dict[str, Any]) -> Form:
 def update_form(form_id: str, changes: dict[str, Any]) -> Form:
     """Changes apply to later submissions; stored ones keep the values they were accepted with."""
     form = get_form(form_id)
-    _check_definition(changes.get("name", form.name), form.id, changes.get("fields"))
+    check_definition(changes.get("name", form.name), form.id, changes.get("fields"))
     for key, attribute in (("name", "name"), ("fields", "fields"), ("enabled", "enabled"), ("forwardTo", "forward_to")):
         if key in changes:
             setattr(form, attribute, changes[key])

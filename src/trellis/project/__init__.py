@@ -5,6 +5,6 @@ Modules take part through the ``trellis_project_parts`` hook (:class:`parts.Proj
 every module's configuration. ``docs/operations.md`` ("Promoting a project") shows the workflow.
 """
 
-from .parts import Change, ProjectInvalid, ProjectPart
+from .parts import Change, ProjectInvalid, ProjectPart, invalid, taking_part
 
-__all__ = ["Change", "ProjectInvalid", "ProjectPart"]
+__all__ = ["Change", "ProjectInvalid", "ProjectPart", "invalid", "taking_part"]

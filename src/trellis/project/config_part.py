@@ -16,7 +16,7 @@ from trellis.module_config import ConfigStore
 from trellis.redact import redact, secret_paths
 
 from .diff import differences
-from .parts import Change, ProjectInvalid
+from .parts import Change, ProjectInvalid, invalid
 
 
 def _store() -> ConfigStore:
@@ -44,8 +44,7 @@ def plan(module: str, wanted: Any, path: str) -> Change | None:
     try:
         loaded = store.merged(module, wanted)
     except ValidationError as exc:
-        where, message = _first_error(exc.normalized_messages())
-        raise ProjectInvalid(f"{path}.{where}" if where else path, message) from None
+        raise invalid(path, exc) from None
     current, new = _canonical(schema, store.get(module)), _canonical(schema, loaded)
     if current == new:
         return None
@@ -61,14 +60,3 @@ def _canonical(schema: Schema, loaded: dict[str, Any]) -> Any:
 
 def apply(change: Change) -> None:
     _store().put(change.module, change.wanted)
-
-
-def _first_error(messages: Any, prefix: str = "") -> tuple[str, str]:
-    """The first field error of marshmallow's nested messages, as a dotted path and its text."""
-    if isinstance(messages, dict):
-        for key in sorted(messages, key=str):
-            return _first_error(messages[key], f"{prefix}.{key}" if prefix else str(key))
-    if isinstance(messages, list) and messages:
-        first = messages[0]
-        return (prefix, first) if isinstance(first, str) else _first_error(first, prefix)
-    return prefix, str(messages)

@@ -14,7 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from marshmallow import ValidationError
+
 from trellis.errors import APIError
+from trellis.hooks import hookimpl
 
 from .diff import differences
 
@@ -27,6 +30,41 @@ class ProjectInvalid(APIError):
     def __init__(self, path: str, message: str) -> None:
         super().__init__(400, f"Invalid project at {path}: {message}", {path: [message]})
         self.path = path
+
+
+def first_error(messages: Any, prefix: str = "") -> tuple[str, str]:
+    """The first field error of marshmallow's nested messages (or an APIError's ``errors``) as a dotted path
+    and its text. A ``Dict`` field files an entry's errors under ``key``/``value``, which the document has not."""
+    if isinstance(messages, dict):
+        for key in sorted(messages, key=str):
+            if key in ("key", "value") and prefix:
+                return first_error(messages[key], prefix)
+            return first_error(messages[key], f"{prefix}.{key}" if prefix else str(key))
+    if isinstance(messages, list) and messages:
+        first = messages[0]
+        return (prefix, first) if isinstance(first, str) else first_error(first, prefix)
+    return prefix, str(messages)
+
+
+def invalid(path: str, error: ValidationError | APIError) -> ProjectInvalid:
+    """A marshmallow load's or a module service's refusal of a thing at ``path``, as the 400 of its first field."""
+    messages = error.normalized_messages() if isinstance(error, ValidationError) else error.errors
+    where, message = first_error(messages) if messages else ("", getattr(error, "message", str(error)))
+    return ProjectInvalid(f"{path}.{where}" if where else path, message)
+
+
+def taking_part(part: ProjectPart) -> object:
+    """The object a module lists in ``Module.hooks`` to take part in projects with ``part``."""
+    return _Hooks(part)
+
+
+class _Hooks:
+    def __init__(self, part: ProjectPart) -> None:
+        self.part = part
+
+    @hookimpl
+    def trellis_project_parts(self) -> ProjectPart:
+        return self.part
 
 
 @dataclass(frozen=True)

@@ -215,7 +215,7 @@ def test_every_page_shows_its_records(console: Console) -> None:
     offered = {
         href.rsplit("/", 1)[-1] for href in page.locator("nav.sidebar a").evaluate_all("a => a.map(l => l.href)")
     }
-    assert {"modules", "audit"} <= offered
+    assert {"modules", "project", "audit"} <= offered
     for name, (list_id, text) in expectations.items():
         if name not in offered:
             continue
@@ -285,7 +285,7 @@ def test_pages_come_from_the_loaded_modules(console: Console, live_server_factor
     # Another server on the same database with the console and one module: that module's page and no other.
     alone = Console(page, live_server_factory(TRELLIS_MODULES="console,sms").url)
     alone.sign_in()
-    expect(links).to_have_text(["Modules", "SMS", "Audit log"])
+    expect(links).to_have_text(["Modules", "SMS", "Project", "Audit log"])
     links.filter(has_text="SMS").click()
     page.locator("#sms-form").wait_for()
     expect(page.locator("#sms-outbox select[name=provider] option")).to_have_count(3)

@@ -35,7 +35,7 @@ def offered(app) -> list[str]:
 
 
 def test_every_page_renders_with_strict_headers(app, client):
-    assert {"modules", "audit"} <= set(offered(app))
+    assert {"modules", "project", "audit"} <= set(offered(app))
     for slug in ["login", *offered(app)]:
         response = client.get(f"/console/{slug}")
         assert response.status_code == 200, slug
@@ -74,6 +74,21 @@ def test_navigation_lists_the_pages_of_loaded_modules(app, client):
     assert 'href="/openapi.json"' in html and 'download="trellis-openapi.json"' in html
 
 
+def test_the_consoles_own_pages_frame_the_navigation(app, client):
+    tags = tags_of(client.get("/console/modules").get_data(as_text=True))
+    sidebar = tags[next(i for i, (tag, attrs) in enumerate(tags) if tag == "nav") :]  # not the brand's link
+    order = [attrs["href"].rsplit("/", 1)[-1] for tag, attrs in sidebar if tag == "a"]
+    others = [s for s in order if s not in ("modules", "project", "audit")]
+    assert order == ["modules", *others, "project", "audit"]  # Modules first; Project, then the audit log, last
+    titles = {page.slug: page.title for m in app.extensions["trellis"].modules for page in m.console_pages}
+    assert [titles[s].casefold() for s in others] == sorted(titles[s].casefold() for s in others)
+    page = client.get("/console/project").get_data(as_text=True)
+    assert "<title>Project · Trellis console</title>" in page
+    assert '<script type="module" src="/console/scripts/project.js">' in page
+    ids = {attrs.get("id") for _, attrs in tags_of(page)}
+    assert {"project-export", "project-form", "project-plan", "project-apply", "project-plan-result"} <= ids
+
+
 def test_assets_referenced_by_pages_are_served(app, client):
     referenced: set[str] = set()
     for slug in ["login", *offered(app)]:
@@ -81,7 +96,12 @@ def test_assets_referenced_by_pages_are_served(app, client):
             url = attrs.get("src") or (attrs.get("href") if tag == "link" else None)
             if url:
                 referenced.add(url)
-    assert {"/console/static/console.js", "/console/static/console.css", "/console/scripts/modules.js"} <= referenced
+    assert {
+        "/console/static/console.js",
+        "/console/static/console.css",
+        "/console/scripts/modules.js",
+        "/console/scripts/project.js",
+    } <= referenced
     for url in referenced:
         response = client.get(url)
         assert response.status_code == 200, url
@@ -157,7 +177,8 @@ def test_a_modules_page_is_offered_only_while_it_is_loaded(app_config, db, tmp_p
     from trellis_console import module as console
 
     with_greeter = create_app(app_config, modules=[console, _greeter(tmp_path)]).test_client()
-    assert _links(with_greeter) == {"/console/modules", "/console/greetings", "/console/audit"}  # own pages frame it
+    own = {"/console/modules", "/console/project", "/console/audit"}
+    assert _links(with_greeter) == {*own, "/console/greetings"}  # the console's own pages frame it
     page = with_greeter.get("/console/greetings")
     assert page.status_code == 200 and page.headers["Content-Security-Policy"] == CSP
     html = page.get_data(as_text=True)
@@ -169,7 +190,7 @@ def test_a_modules_page_is_offered_only_while_it_is_loaded(app_config, db, tmp_p
 
     # The same console on the same database without the module (think: TRELLIS_MODULES=console).
     alone = create_app(app_config, modules=[console]).test_client()
-    assert _links(alone) == {"/console/modules", "/console/audit"}
+    assert _links(alone) == own
     assert alone.get("/console/greetings").status_code == 404
     assert alone.get("/console/scripts/greetings.js").status_code == 404
     assert alone.get("/console/users").status_code == 404  # nor any other module's page

@@ -25,11 +25,14 @@ from trellis.modules import ModuleError
 MODULE = "console"
 HERE = Path(__file__).parent
 
-# The console's own pages: the first leads the navigation, the rest close it; other modules' pages go
-# between, by title.
+# The console's own pages: the first leads the navigation, the rest close it (the audit log last); other
+# modules' pages go between, by title.
 OWN_PAGES = (
     ConsolePage(
         "modules", "Modules", str(HERE / "templates" / "console" / "modules.html"), str(HERE / "static" / "modules.js")
+    ),
+    ConsolePage(
+        "project", "Project", str(HERE / "templates" / "console" / "project.html"), str(HERE / "static" / "project.js")
     ),
     ConsolePage("audit", "Audit log", str(HERE / "templates" / "console" / "audit.html")),
 )

@@ -97,7 +97,7 @@ def _run(project: Any, prune: bool, commit: bool) -> list[Change]:
             for change in part.plan(section, f"modules.{part.module}", prune):
                 _applying(change, f"modules.{part.module}.{keys[change.kind]}.{change.name}", part.apply)
                 changes.append(change)
-        if commit:
+        if commit and changes:  # an apply that changes nothing leaves no entry
             audit.record("project", "project.apply", None, {"prune": prune, "changes": shown(changes)})
     return changes
 

@@ -137,4 +137,4 @@ def test_a_new_module_installs_migrates_serves_and_passes_its_tests(tmp_path, em
 
     # The skeleton's own test, as its author runs it (a database of its own, made by the fixtures).
     output = run([str(python), "-m", "pytest", "-q"], {**env, "TRELLIS_MODULES": ENABLED}, cwd=skeleton, timeout=900)
-    assert "5 passed" in output, output
+    assert "6 passed" in output, output

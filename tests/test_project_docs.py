@@ -29,7 +29,9 @@ PROJECT = {  # the reviewed project in git
         },
         "email": {
             "config": {"from": "Tasks <tasks@example.com>"},
-            "templates": {"TaskAssigned": {"subject": "{{task}} is yours", "body": "Hello {{name}}, {{task}} is yours."}},
+            "templates": {
+                "TaskAssigned": {"subject": "{{task}} is yours", "body": "Hello {{name}}, {{task}} is yours."}
+            },
         },
     },
 }

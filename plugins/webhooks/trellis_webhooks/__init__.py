@@ -5,10 +5,12 @@ from pathlib import Path
 from flask import Flask
 
 from trellis import ConsolePage, Module
+from trellis.project import taking_part
 
 from . import worker
 from .config import WebhooksConfigSchema
 from .deliveries import runtime_of
+from .project_part import WebhooksPart
 from .routes import blp
 from .settings import SETTINGS
 
@@ -28,6 +30,7 @@ module = Module(
     settings=SETTINGS,
     init_app=_init_app,
     background=(worker.start,),
+    hooks=(taking_part(WebhooksPart()),),
     console_pages=(ConsolePage("webhooks", "Webhooks", str(CONSOLE / "webhooks.html"), str(CONSOLE / "webhooks.js")),),
     description="Signed, retried, logged deliveries of the modules' events to URLs that admins register",
 )

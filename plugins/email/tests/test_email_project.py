@@ -17,16 +17,6 @@ def project(templates: dict[str, Any] | None = None, **modules: Any) -> dict[str
 
 
 @pytest.fixture()
-def call(client, admin_headers):
-    def send(verb: str, body: dict[str, Any], prune: bool = False, expect: int = 200) -> dict[str, Any]:
-        response = client.post(f"/admin/project/{verb}", json={"project": body, "prune": prune}, headers=admin_headers)
-        assert response.status_code == expect, response.get_json()
-        return response.get_json()
-
-    return send
-
-
-@pytest.fixture()
 def templates(client, admin_headers):
     """The templates as ``GET /admin/email/templates`` shows them, by name."""
 
@@ -45,15 +35,17 @@ def welcome(client, admin_headers) -> dict[str, Any]:
     return response.get_json()
 
 
-def test_export_shows_each_template_without_ids_timestamps_or_provider_state(call, client, admin_headers, welcome):
+def test_export_shows_each_template_without_ids_timestamps_or_provider_state(
+    project_call, client, admin_headers, welcome
+):
     exported = client.get("/admin/project", headers=admin_headers).get_json()
     assert exported["modules"]["email"]["templates"] == {"welcome": {**WELCOME, "variables": ["name"]}}
-    assert call("plan", exported)["count"] == 0  # an export applies to its own server as nothing
+    assert project_call("plan", exported)["count"] == 0  # an export applies to its own server as nothing
 
 
-def test_a_change_plans_its_paths_applies_and_applies_once(call, templates, welcome):
+def test_a_change_plans_its_paths_applies_and_applies_once(project_call, templates, welcome):
     changed = project({"welcome": {**WELCOME, "subject": "Hello {{ name }}"}})
-    planned = call("plan", changed)
+    planned = project_call("plan", changed)
     assert planned == {
         "count": 1,
         "changes": [
@@ -67,20 +59,22 @@ def test_a_change_plans_its_paths_applies_and_applies_once(call, templates, welc
         ],
     }
     assert templates()["welcome"]["subject"] == WELCOME["subject"]  # a plan changes nothing
-    assert call("apply", changed) == planned
+    assert project_call("apply", changed) == planned
     after = templates()["welcome"]
     assert (after["_id"], after["subject"], after["variables"]) == (welcome["_id"], "Hello {{ name }}", ["name"])
-    assert call("apply", changed)["count"] == 0
+    assert project_call("apply", changed)["count"] == 0
 
 
-def test_a_new_template_derives_its_variables_as_create_does(call, templates):
+def test_a_new_template_derives_its_variables_as_create_does(project_call, templates):
     wanted = project({"reset": {"subject": "Reset", "body": "<a href='{{ link }}'>{{ name }}</a>"}})
-    applied = call("apply", wanted)
+    applied = project_call("apply", wanted)
     assert applied["changes"] == [{"module": "email", "kind": "template", "name": "reset", "action": "create"}]
     assert templates()["reset"]["variables"] == ["link", "name"]
-    assert call("plan", wanted)["count"] == 0  # variables left out compare equal to the derived ones
+    assert project_call("plan", wanted)["count"] == 0  # variables left out compare equal to the derived ones
     declared = {**wanted["modules"]["email"]["templates"]["reset"], "variables": ["name", "link"]}
-    assert call("plan", project({"reset": declared}))["count"] == 0  # declared in any order, as create takes them
+    assert (
+        project_call("plan", project({"reset": declared}))["count"] == 0
+    )  # declared in any order, as create takes them
 
 
 @pytest.mark.parametrize(
@@ -95,20 +89,20 @@ def test_a_new_template_derives_its_variables_as_create_does(call, templates):
         ("Welcome", "modules.email.templates.welcome"),
     ],
 )
-def test_an_invalid_template_is_400_naming_its_path(call, templates, thing, path):
+def test_an_invalid_template_is_400_naming_its_path(project_call, templates, thing, path):
     for verb in ("plan", "apply"):
-        answer = call(verb, project({"welcome": thing}), expect=400)
+        answer = project_call(verb, project({"welcome": thing}), expect=400)
         assert answer["message"].startswith(f"Invalid project at {path}:"), answer
         assert list(answer["errors"]) == [path]
     assert templates() == {}
 
 
-def test_prune_deletes_only_within_a_kind_the_project_names(call, templates, welcome):
-    assert call("apply", project(None), prune=True)["count"] == 0  # modules.email is not named
-    assert call("apply", project(None, email={"config": {}}), prune=True)["count"] == 0  # nor its templates
-    assert call("apply", project({}))["count"] == 0  # named, but without prune
+def test_prune_deletes_only_within_a_kind_the_project_names(project_call, templates, welcome):
+    assert project_call("apply", project(None), prune=True)["count"] == 0  # modules.email is not named
+    assert project_call("apply", project(None, email={"config": {}}), prune=True)["count"] == 0  # nor its templates
+    assert project_call("apply", project({}))["count"] == 0  # named, but without prune
     assert "welcome" in templates()
-    pruned = call("apply", project({"other": WELCOME}), prune=True)
+    pruned = project_call("apply", project({"other": WELCOME}), prune=True)
     assert pruned["changes"] == [
         {"module": "email", "kind": "template", "name": "other", "action": "create"},
         {"module": "email", "kind": "template", "name": "welcome", "action": "delete"},
@@ -116,14 +110,14 @@ def test_prune_deletes_only_within_a_kind_the_project_names(call, templates, wel
     assert sorted(templates()) == ["other"]
 
 
-def test_a_later_module_failing_leaves_nothing_applied(call, templates, client, admin_headers):
+def test_a_later_module_failing_leaves_nothing_applied(project_call, templates, client, admin_headers):
     before = client.get("/config/email", headers=admin_headers).get_json()
     broken = project(
         {"fresh": WELCOME},
         forms={"forms": {"Contact": {"fields": [{"name": "x", "type": "no-such-type"}]}}},
     )
     broken["modules"]["email"]["config"] = {"from": "changed@example.com"}
-    answer = call("apply", broken, expect=400)
+    answer = project_call("apply", broken, expect=400)
     assert "modules.forms.forms.Contact.fields" in answer["message"]
     assert templates() == {}
     assert client.get("/config/email", headers=admin_headers).get_json() == before

@@ -17,16 +17,6 @@ def project(forms: dict[str, Any] | None = None, /, **modules: Any) -> dict[str,
 
 
 @pytest.fixture()
-def call(client, admin_headers):
-    def send(verb: str, body: dict[str, Any], prune: bool = False, expect: int = 200) -> dict[str, Any]:
-        response = client.post(f"/admin/project/{verb}", json={"project": body, "prune": prune}, headers=admin_headers)
-        assert response.status_code == expect, response.get_json()
-        return response.get_json()
-
-    return send
-
-
-@pytest.fixture()
 def forms(client, admin_headers):
     """The forms as ``GET /admin/forms`` shows them, by name."""
 
@@ -45,15 +35,15 @@ def survey(client, admin_headers) -> dict[str, Any]:
     return response.get_json()
 
 
-def test_export_shows_each_form_without_ids_or_timestamps(call, client, admin_headers, survey):
+def test_export_shows_each_form_without_ids_or_timestamps(project_call, client, admin_headers, survey):
     exported = client.get("/admin/project", headers=admin_headers).get_json()
     assert exported["modules"]["forms"]["forms"] == {"Survey": SURVEY}
-    assert call("plan", exported)["count"] == 0  # an export applies to its own server as nothing
+    assert project_call("plan", exported)["count"] == 0  # an export applies to its own server as nothing
 
 
-def test_a_change_plans_its_paths_applies_and_applies_once(call, forms, survey):
+def test_a_change_plans_its_paths_applies_and_applies_once(project_call, forms, survey):
     changed = project({"Survey": {**SURVEY, "enabled": False, "forwardTo": "team@example.com"}})
-    planned = call("plan", changed)
+    planned = project_call("plan", changed)
     assert planned == {
         "count": 1,
         "changes": [
@@ -70,20 +60,20 @@ def test_a_change_plans_its_paths_applies_and_applies_once(call, forms, survey):
         ],
     }
     assert forms()["Survey"]["enabled"] is True  # a plan changes nothing
-    assert call("apply", changed) == planned
+    assert project_call("apply", changed) == planned
     after = forms()["Survey"]
     assert (after["_id"], after["enabled"], after["forwardTo"]) == (survey["_id"], False, "team@example.com")
-    assert call("apply", changed)["count"] == 0
+    assert project_call("apply", changed)["count"] == 0
 
 
-def test_defaults_are_filled_as_create_fills_them(call, forms):
+def test_defaults_are_filled_as_create_fills_them(project_call, forms):
     wanted = project({"Poll": {"fields": [{"name": "answer", "type": "text"}], "forwardTo": "Team@Example.COM"}})
-    applied = call("apply", wanted)
+    applied = project_call("apply", wanted)
     assert applied["changes"] == [{"module": "forms", "kind": "form", "name": "Poll", "action": "create"}]
     poll = forms()["Poll"]
     assert poll["fields"] == [{"name": "answer", "type": "text", "required": False}]
     assert (poll["enabled"], poll["forwardTo"]) == (True, "Team@example.com")
-    assert call("plan", wanted)["count"] == 0  # left-out defaults and the address as written compare equal
+    assert project_call("plan", wanted)["count"] == 0  # left-out defaults and the address as written compare equal
 
 
 @pytest.mark.parametrize(
@@ -100,21 +90,21 @@ def test_defaults_are_filled_as_create_fills_them(call, forms):
         ([], "modules.forms.forms.Poll"),
     ],
 )
-def test_an_invalid_form_is_400_naming_its_path(call, forms, thing, path):
+def test_an_invalid_form_is_400_naming_its_path(project_call, forms, thing, path):
     for verb in ("plan", "apply"):
-        answer = call(verb, project({"Poll": thing}), expect=400)
+        answer = project_call(verb, project({"Poll": thing}), expect=400)
         assert answer["message"].startswith(f"Invalid project at {path}:"), answer
         assert list(answer["errors"]) == [path]
     assert forms() == {}
 
 
-def test_prune_deletes_only_within_a_kind_the_project_names(call, forms, survey, client):
+def test_prune_deletes_only_within_a_kind_the_project_names(project_call, forms, survey, client):
     assert client.post(f"/forms/submit/{survey['_id']}", json={"answer": "yes"}).status_code == 201
-    assert call("apply", project(None), prune=True)["count"] == 0  # modules.forms is not named
-    assert call("apply", project(None, forms={"config": {}}), prune=True)["count"] == 0  # nor its forms
-    assert call("apply", project({}))["count"] == 0  # named, but without prune
+    assert project_call("apply", project(None), prune=True)["count"] == 0  # modules.forms is not named
+    assert project_call("apply", project(None, forms={"config": {}}), prune=True)["count"] == 0  # nor its forms
+    assert project_call("apply", project({}))["count"] == 0  # named, but without prune
     assert "Survey" in forms()
-    pruned = call("apply", project({"Poll": SURVEY}), prune=True)
+    pruned = project_call("apply", project({"Poll": SURVEY}), prune=True)
     assert pruned["changes"] == [
         {"module": "forms", "kind": "form", "name": "Poll", "action": "create"},
         {"module": "forms", "kind": "form", "name": "Survey", "action": "delete"},
@@ -122,19 +112,19 @@ def test_prune_deletes_only_within_a_kind_the_project_names(call, forms, survey,
     assert sorted(forms()) == ["Poll"]
 
 
-def test_a_refused_form_leaves_the_config_and_the_other_forms_unapplied(call, forms, client, admin_headers):
+def test_a_refused_form_leaves_the_config_and_the_other_forms_unapplied(project_call, forms, client, admin_headers):
     before = client.get("/config/forms", headers=admin_headers).get_json()
     bad = {"fields": [{"name": "x", "type": "no-such-type"}]}
     section = {"config": {"rateLimit": "5/minute"}, "forms": {"Poll": SURVEY, "Zzz": bad}}
-    answer = call("apply", project(None, forms=section), expect=400)
+    answer = project_call("apply", project(None, forms=section), expect=400)
     assert answer["message"].startswith("Invalid project at modules.forms.forms.Zzz.fields.0.type:"), answer
     assert forms() == {}
     assert client.get("/config/forms", headers=admin_headers).get_json() == before
 
 
-def test_the_project_config_is_in_force_when_its_forms_are_checked(call, forms):
+def test_the_project_config_is_in_force_when_its_forms_are_checked(project_call, forms):
     """The honeypot field the project configures (config applies before every part) is refused as a field."""
     trap = {"fields": [{"name": "website", "type": "text"}]}
     section = {"config": {"honeypotField": "website"}, "forms": {"Trap": trap}}
-    answer = call("plan", project(None, forms=section), expect=400)
+    answer = project_call("plan", project(None, forms=section), expect=400)
     assert answer["message"].startswith("Invalid project at modules.forms.forms.Trap.fields:"), answer

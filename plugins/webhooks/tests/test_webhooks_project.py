@@ -28,16 +28,6 @@ def signed_with(secret: str, got: Any) -> bool:
 
 
 @pytest.fixture()
-def call(client, admin_headers):
-    def send(verb: str, body: dict[str, Any], prune: bool = False, expect: int = 200) -> dict[str, Any]:
-        response = client.post(f"/admin/project/{verb}", json={"project": body, "prune": prune}, headers=admin_headers)
-        assert response.status_code == expect, response.get_json()
-        return response.get_json()
-
-    return send
-
-
-@pytest.fixture()
 def webhooks(client, admin_headers):
     """The webhooks as ``GET /admin/webhooks`` shows them, oldest first."""
 
@@ -60,7 +50,7 @@ def ping(client, admin_headers):
 
 
 def test_export_shows_each_webhook_by_url_without_ids_timestamps_or_its_secret(
-    call, client, admin_headers, allow_private, make_webhook
+    project_call, client, admin_headers, allow_private, make_webhook
 ):
     make_webhook(URL, EVENTS, secret=SECRET, description="CRM sync")
     make_webhook("http://127.0.0.1:9/other", ["chat.message.create"], active=False)
@@ -76,12 +66,14 @@ def test_export_shows_each_webhook_by_url_without_ids_timestamps_or_its_secret(
             "description": None,
         },
     }
-    assert call("plan", exported)["count"] == 0  # an export applies to its own server as nothing
+    assert project_call("plan", exported)["count"] == 0  # an export applies to its own server as nothing
 
 
-def test_a_project_creates_webhooks_with_the_defaults_post_fills_and_applies_once(call, webhooks, allow_private):
+def test_a_project_creates_webhooks_with_the_defaults_post_fills_and_applies_once(
+    project_call, webhooks, allow_private
+):
     wanted = project({URL: {"events": EVENTS, "secret": MASK}, "http://127.0.0.1:9/b": {"events": ["*.*.create"]}})
-    applied = call("apply", wanted)
+    applied = project_call("apply", wanted)
     assert applied["changes"] == [
         {"module": "webhooks", "kind": "webhook", "name": "http://127.0.0.1:9/b", "action": "create"},
         {"module": "webhooks", "kind": "webhook", "name": URL, "action": "create"},
@@ -91,19 +83,19 @@ def test_a_project_creates_webhooks_with_the_defaults_post_fills_and_applies_onc
         URL: (EVENTS, True, None),
         "http://127.0.0.1:9/b": (["*.*.create"], True, None),
     }
-    assert call("apply", wanted)["count"] == 0  # the generated secrets are kept: a masked or missing secret
+    assert project_call("apply", wanted)["count"] == 0  # the generated secrets are kept: a masked or missing secret
     given = project({URL: {"events": EVENTS, "secret": SECRET, "active": True, "description": None}})
-    assert [change["action"] for change in call("apply", given)["changes"]] == ["update"]
-    assert call("apply", given)["count"] == 0
+    assert [change["action"] for change in project_call("apply", given)["changes"]] == ["update"]
+    assert project_call("apply", given)["count"] == 0
     assert [webhook["_id"] for webhook in webhooks()] == [webhook["_id"] for webhook in created.values()]
 
 
 def test_a_changed_event_list_plans_an_update_naming_its_path_and_keeps_the_secret(
-    call, webhooks, allow_private, receiver, make_webhook, ping
+    project_call, webhooks, allow_private, receiver, make_webhook, ping
 ):
     webhook = make_webhook(receiver.url, EVENTS, secret=SECRET)
     changed = project({receiver.url: {"events": ["chat.message.create"], "secret": MASK}})
-    planned = call("plan", changed)
+    planned = project_call("plan", changed)
     assert planned == {
         "count": 1,
         "changes": [
@@ -117,17 +109,17 @@ def test_a_changed_event_list_plans_an_update_naming_its_path_and_keeps_the_secr
         ],
     }
     assert webhooks()[0]["events"] == EVENTS  # a plan changes nothing
-    assert call("apply", changed) == planned
+    assert project_call("apply", changed) == planned
     (after,) = webhooks()
     assert (after["_id"], after["events"]) == (webhook["_id"], ["chat.message.create"])
-    assert call("apply", changed)["count"] == 0
+    assert project_call("apply", changed)["count"] == 0
     ping(webhook["_id"])
     (got,) = receiver.wait_for(1)
     assert signed_with(SECRET, got), "a masked secret keeps the stored one"
 
 
 def test_a_new_secret_replaces_the_stored_one_masked_in_the_plan_and_the_audit(
-    call, client, admin_headers, webhooks, allow_private, receiver, make_webhook, ping
+    project_call, client, admin_headers, webhooks, allow_private, receiver, make_webhook, ping
 ):
     webhook = make_webhook(receiver.url, EVENTS, secret=SECRET)
     new = "the-second-secret-9876543210"
@@ -135,9 +127,9 @@ def test_a_new_secret_replaces_the_stored_one_masked_in_the_plan_and_the_audit(
     response = client.post("/admin/project/plan", json={"project": changed}, headers=admin_headers)
     assert response.status_code == 200 and new not in response.get_data(as_text=True)
     assert response.get_json()["changes"][0]["detail"] == [{"op": "change", "path": "secret", "from": MASK, "to": MASK}]
-    assert call("apply", changed)["count"] == 1
-    assert call("apply", changed)["count"] == 0
-    assert call("apply", project({receiver.url: {"events": EVENTS, "secret": MASK}}))["count"] == 0
+    assert project_call("apply", changed)["count"] == 1
+    assert project_call("apply", changed)["count"] == 0
+    assert project_call("apply", project({receiver.url: {"events": EVENTS, "secret": MASK}}))["count"] == 0
     ping(webhook["_id"])
     (got,) = receiver.wait_for(1)
     assert signed_with(new, got) and not signed_with(SECRET, got)
@@ -160,40 +152,40 @@ def test_a_new_secret_replaces_the_stored_one_masked_in_the_plan_and_the_audit(
         (URL, ["database.*.*"], None),
     ],
 )
-def test_an_invalid_webhook_is_400_naming_its_path(call, webhooks, allow_private, key, thing, where):
+def test_an_invalid_webhook_is_400_naming_its_path(project_call, webhooks, allow_private, key, thing, where):
     path = f"modules.webhooks.webhooks.{key}" + (f".{where}" if where else "")
     for verb in ("plan", "apply"):
-        answer = call(verb, project({key: thing}), expect=400)
+        answer = project_call(verb, project({key: thing}), expect=400)
         assert answer["message"].startswith(f"Invalid project at {path}:"), answer
         assert list(answer["errors"]) == [path]
     assert webhooks() == []
 
 
-def test_a_private_target_is_refused_by_the_service_naming_the_url(call, webhooks):
-    answer = call("plan", project({URL: {"events": EVENTS}}), expect=400)
+def test_a_private_target_is_refused_by_the_service_naming_the_url(project_call, webhooks):
+    answer = project_call("plan", project({URL: {"events": EVENTS}}), expect=400)
     assert list(answer["errors"]) == [f"modules.webhooks.webhooks.{URL}.url"]
     assert "127.0.0.1" in answer["errors"][f"modules.webhooks.webhooks.{URL}.url"][0]
     # The same project with the switch in its config: the config is in force for the rest of the apply.
     allowed = project({URL: {"events": EVENTS}}, {"allowPrivateTargets": True})
-    assert call("apply", allowed)["count"] == 2
+    assert project_call("apply", allowed)["count"] == 2
     assert [webhook["url"] for webhook in webhooks()] == [URL]
 
 
-def test_prune_deletes_only_within_a_kind_the_project_names(call, webhooks, allow_private, make_webhook):
+def test_prune_deletes_only_within_a_kind_the_project_names(project_call, webhooks, allow_private, make_webhook):
     make_webhook(URL, EVENTS)
     other = make_webhook("http://127.0.0.1:9/other")
-    assert call("apply", project(None), prune=True)["count"] == 0  # modules.webhooks is not named
-    assert call("apply", project(None, {"allowPrivateTargets": True}), prune=True)["count"] == 0
+    assert project_call("apply", project(None), prune=True)["count"] == 0  # modules.webhooks is not named
+    assert project_call("apply", project(None, {"allowPrivateTargets": True}), prune=True)["count"] == 0
     kept = project({"http://127.0.0.1:9/other": {"events": ["database.*.*"]}})
-    assert call("apply", kept)["count"] == 0  # named, but without prune
+    assert project_call("apply", kept)["count"] == 0  # named, but without prune
     assert len(webhooks()) == 2
-    pruned = call("apply", kept, prune=True)
+    pruned = project_call("apply", kept, prune=True)
     assert pruned["changes"] == [{"module": "webhooks", "kind": "webhook", "name": URL, "action": "delete"}]
     assert [webhook["_id"] for webhook in webhooks()] == [other["_id"]]
 
 
 def test_webhooks_of_one_url_are_numbered_by_creation(
-    call, client, admin_headers, webhooks, allow_private, make_webhook
+    project_call, client, admin_headers, webhooks, allow_private, make_webhook
 ):
     first = make_webhook(URL, ["database.*.*"])
     second = make_webhook(URL, ["chat.message.create"], description="chat")
@@ -203,23 +195,25 @@ def test_webhooks_of_one_url_are_numbered_by_creation(
         URL: ["database.*.*"],
         f"{URL} (2)": ["chat.message.create"],
     }
-    assert call("plan", exported)["count"] == 0
+    assert project_call("plan", exported)["count"] == 0
 
     # A gap is refused: what it created would be keyed back otherwise.
     gap = project({**section, f"{URL} (4)": {"events": ["*.*.create"]}})
-    answer = call("plan", gap, expect=400)
+    answer = project_call("plan", gap, expect=400)
     assert list(answer["errors"]) == [f"modules.webhooks.webhooks.{URL} (4)"]
 
     # Creates in number order, beyond (9) too; a second apply plans nothing.
     more = {f"{URL} ({n})": {"events": [f"database.S{n}.create"]} for n in range(3, 12)}
     wanted = project({**section, **more})
-    applied = call("apply", wanted)
+    applied = project_call("apply", wanted)
     assert [change["name"] for change in applied["changes"]] == [f"{URL} ({n})" for n in range(3, 12)]
-    assert call("apply", wanted)["count"] == 0
+    assert project_call("apply", wanted)["count"] == 0
     assert [webhook["events"] for webhook in webhooks()][2:] == [[f"database.S{n}.create"] for n in range(3, 12)]
 
     # A prune deletes from the last, so the numbers of those left stay.
-    pruned = call("apply", project({**section, f"{URL} (2)": {**section[f"{URL} (2)"], "active": False}}), prune=True)
+    pruned = project_call(
+        "apply", project({**section, f"{URL} (2)": {**section[f"{URL} (2)"], "active": False}}), prune=True
+    )
     assert [(change["name"], change["action"]) for change in pruned["changes"]] == [
         (f"{URL} (2)", "update"),
         *((f"{URL} ({n})", "delete") for n in range(11, 2, -1)),

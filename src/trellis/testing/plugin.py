@@ -214,6 +214,22 @@ def admin_headers() -> dict[str, str]:
 
 
 @pytest.fixture()
+def project_call(client, admin_headers) -> Callable[..., dict[str, Any]]:
+    """``project_call("plan" | "apply", project, prune=False, expect=200)``: ``POST /admin/project/<verb>`` as
+    the administrator, the status checked; returns the answer's JSON."""
+
+    def send(verb: str, project: Any, prune: bool = False, expect: int = 200) -> dict[str, Any]:
+        response = client.post(
+            f"/admin/project/{verb}", json={"project": project, "prune": prune}, headers=admin_headers
+        )
+        assert response.status_code == expect, response.get_json()
+        answer: dict[str, Any] = response.get_json()
+        return answer
+
+    return send
+
+
+@pytest.fixture()
 def admin_token(client, admin_headers) -> str:
     response = client.post("/login", json={"username": TEST_ADMIN[0], "password": TEST_ADMIN[1]}, headers=admin_headers)
     assert response.status_code == 200, response.get_json()

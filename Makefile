@@ -18,7 +18,7 @@ export FLASK_APP := wsgi
 # UserWarning, ~10 lines per package) is not for users of this Makefile.
 PIP_QUIET := PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -qq
 
-.PHONY: run test soak lint install install-test test-sqlite test-postgresql browser nginx bench bench-deps openapi clean
+.PHONY: run test soak lint install install-test test-sqlite test-postgresql browser nginx node bench bench-deps openapi clean
 
 # Installs are editable, so code changes need none: only a changed pyproject.toml/setup.cfg (dependencies,
 # entry points) or a plugin added or removed does. A stamp file in the virtualenv records the last install
@@ -90,6 +90,12 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Debian's chromium package (needed by the browser tests)"; exit 1; fi; }
 
+# Node and npm for the tests of the JavaScript clients and of the client SDK (clients/js; Debian packages).
+node:
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	  else echo "install Node.js 18 or later and npm (needed by the JavaScript client tests)"; exit 1; fi; }
+
 # nginx for the two-process test behind deploy/nginx.conf (Debian package; run as a child, never as a service).
 nginx:
 	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { \
@@ -115,7 +121,7 @@ define on_both_databases
 	[ $$rs -eq 0 ] && [ $$rp -eq 0 ]
 endef
 
-test: install-test lint browser nginx
+test: install-test lint browser nginx node
 	$(call on_both_databases,test,$(BIN)/python -m pytest -q $(XDIST) $(PYTEST_ARGS))
 
 # The tests marked `soak` (model-based and round-trip properties) with TRELLIS_SOAK=1, which they read to

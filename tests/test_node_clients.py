@@ -6,11 +6,8 @@ is not installed."""
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +15,7 @@ from typing import Any
 import pytest
 import requests
 
+from trellis.testing import node
 from trellis.testing.plugin import TEST_MASTER_KEY
 from trellis_authentication.testing import create_user_over_http
 
@@ -25,38 +23,13 @@ NODE_FILES = Path(__file__).parent / "node"
 
 pytestmark = [
     pytest.mark.live,
-    pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None, reason="Node is not installed"),
+    pytest.mark.skipif(node.node_missing(), reason="Node is not installed"),
 ]
 
 
 def node_project() -> Path:
     """``tests/node`` installed into a cache folder keyed by its package.json (installed once per version)."""
-    manifest = (NODE_FILES / "package.json").read_bytes()
-    root = Path(os.environ.get("TRELLIS_NODE_CACHE", Path.home() / ".cache" / "trellis-node"))
-    # The key names the install's layout too: folders of the older layout may hold a half-written install
-    # (two passes installing at once, before the lock below), marked installed all the same.
-    folder = root / hashlib.sha256(manifest + b"\0locked-install").hexdigest()[:16]
-    stamp = folder / ".installed"
-    folder.mkdir(parents=True, exist_ok=True)
-    # `make test` runs the SQLite and PostgreSQL passes at once: one installs while the other waits (two npm
-    # installs into one folder let one pass run its script on a half-written node_modules).
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not stamp.exists():
-            (folder / "package.json").write_bytes(manifest)
-            result = subprocess.run(
-                ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=folder,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            assert result.returncode == 0, result.stdout + result.stderr
-            stamp.write_text("ok")
-        for script in NODE_FILES.glob("*.mjs"):  # ESM resolves packages beside the script
-            shutil.copy(script, folder / script.name)
-    return folder
+    return node.node_project(NODE_FILES / "package.json")
 
 
 def test_socketio_client_and_apollo_client(live_server):

@@ -78,6 +78,12 @@ class Specs:
         one as a binary file): a :class:`trellis.backups.parts.BlobRestore`, or None when the module keeps
         no files. Called before the restore's transaction begins."""
 
+    @hookspec
+    def trellis_client_types(self, lang: str) -> str | None:
+        """Type declarations of the data the module serves, for API clients written in ``lang`` (``ts``:
+        TypeScript), as source text; None when the module has none in that language. ``flask trellis
+        types`` prints every module's text, so names a module declares should not clash with another's."""
+
 
 def make_manager() -> pluggy.PluginManager:
     manager = pluggy.PluginManager("trellis")

@@ -1,6 +1,12 @@
 """/openapi.json documents the generated routes of every CMS-enabled schema and every custom endpoint,
 computed per request so it follows admin changes."""
 
+from __future__ import annotations
+
+from typing import Any
+
+from openapi_schema_validator import OAS30Validator, oas30_format_checker
+
 
 def spec(client):
     response = client.get("/openapi.json")
@@ -141,3 +147,84 @@ def test_custom_endpoints_are_one_swagger_group(dbapi):
 def test_disabled_cms_schemas_are_left_out(dbapi):
     dbapi.create_schema("Quiet", {"a": "String"}, modelOptions={"conduit": {"cms": {"enabled": False}}})
     assert "/database/Quiet" not in spec(dbapi.client)["paths"]
+
+
+def _response_validator(doc: dict[str, Any], path: str, status: str = "200") -> OAS30Validator:
+    """What a client generated from the document expects of ``GET path``: its response schema, ``$ref``s
+    resolved in the document."""
+    schema = doc["paths"][path]["get"]["responses"][status]["content"]["application/json"]["schema"]
+    return OAS30Validator({**schema, "components": doc["components"]}, format_checker=oas30_format_checker)
+
+
+def test_a_relation_is_an_id_or_the_populated_document(dbapi, make_user):
+    """A Relation field of a document is its id, or with ``?populate=`` the related document (a user's public
+    fields; null for a deleted target); the bodies a client writes take ids only."""
+    user = make_user()
+    dbapi.create_schema("Board", {"name": {"type": "String", "required": True}})
+    dbapi.create_schema(
+        "Card",
+        {
+            "title": "String",
+            "board": {"type": "Relation", "model": "Board", "required": True},
+            "parent": {"type": "Relation", "model": "Card"},
+            "links": {"type": ["Relation"], "model": "Card"},
+            "author": {"type": "Relation", "model": "User"},
+            "team": {"type": "Relation", "model": "Team"},
+        },
+    )
+    board = dbapi.post("Board", {"name": "Roadmap"})
+    gone = dbapi.post("Card", {"title": "gone", "board": board["_id"]})
+    card = dbapi.post(
+        "Card",
+        {"title": "types", "board": board["_id"], "parent": gone["_id"], "links": [gone["_id"]], "author": user.id},
+    )
+    linked = dbapi.post("Card", {"title": "linked", "board": board["_id"], "links": [card["_id"]]})
+    assert dbapi.client.delete(f"/database/Card/{gone['_id']}", headers=dbapi.admin).status_code == 200
+
+    doc = spec(dbapi.client)
+    schemas = doc["components"]["schemas"]
+    board_ref = {"$ref": "#/components/schemas/DatabaseBoardDocument"}
+    properties = schemas["DatabaseCardDocument"]["properties"]
+    assert properties["board"]["oneOf"][1] == board_ref
+    assert properties["board"]["oneOf"][0]["type"] == "string" and properties["board"]["oneOf"][0]["nullable"]
+    assert properties["links"]["items"]["oneOf"][1] == {"$ref": "#/components/schemas/DatabaseCardDocument"}
+    assert "nullable" not in properties["links"]["items"]["oneOf"][0]  # a deleted one is left out of an array
+    assert properties["author"]["oneOf"][1] == {"$ref": "#/components/schemas/DatabasePublicUser"}
+    assert schemas["DatabasePublicUser"]["required"] == ["_id", "email"]
+    assert properties["team"] == {"type": "string", "description": "id of a Team document"}  # never populated
+    # A client writes ids: create, replace and update bodies and the filters are unchanged.
+    assert schemas["DatabaseCardInput"]["properties"]["board"] == {
+        "type": "string",
+        "description": "id of a Board document",
+    }
+    patch = doc["paths"]["/database/Card/{id}"]["patch"]["requestBody"]["content"]["application/json"]["schema"]
+    assert patch["properties"]["links"] == {
+        "type": "array",
+        "items": {"type": "string", "description": "id of a Card document"},
+    }
+
+    one = _response_validator(doc, "/database/Card/{id}")
+    plain = dbapi.client.get(f"/database/Card/{card['_id']}", headers=dbapi.admin).get_json()
+    populated = dbapi.client.get(
+        f"/database/Card/{card['_id']}?populate=board,parent,links,author", headers=dbapi.admin
+    ).get_json()
+    assert plain["board"] == board["_id"] and populated["board"]["name"] == "Roadmap"
+    assert populated["parent"] is None and populated["links"] == []  # the deleted card
+    assert populated["author"] == {"_id": user.id, "email": user.email}
+    one.validate(plain)
+    one.validate(populated)
+    nested = dbapi.client.get(
+        f"/database/Card/{linked['_id']}?populate=links,links.author,links.board", headers=dbapi.admin
+    ).get_json()
+    assert nested["links"][0]["author"]["email"] == user.email
+    one.validate(nested)
+    listing = dbapi.client.get("/database/Card?populate=board,author", headers=dbapi.admin).get_json()
+    _response_validator(doc, "/database/Card").validate(listing)
+    # Neither a number nor a document of another shape passes for a Relation.
+    for wrong in (
+        {**plain, "board": 5},
+        {**populated, "board": {"name": "no id"}},
+        {**plain, "links": [None]},
+        {**populated, "author": {"email": user.email}},
+    ):
+        assert not one.is_valid(wrong), wrong

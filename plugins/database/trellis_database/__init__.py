@@ -22,6 +22,7 @@ from . import (
     models,  # noqa: F401  (the tables belong to the shared metadata)
 )
 from .backup import BackupHooks
+from .client_types import ClientTypes
 from .graphql_http import graphql_blp
 from .live_http import SETTINGS, changes_blp
 from .live_sockets import namespace_factories
@@ -84,7 +85,7 @@ module = Module(
     openapi_paths=openapi_paths,
     settings=SETTINGS,
     init_app=init_app,
-    hooks=(BackupHooks(), taking_part(DatabasePart())),
+    hooks=(BackupHooks(), ClientTypes(), taking_part(DatabasePart())),
     # One <thing> per schema: database.<schemaName>.<action>.
     events=(
         EventTopic(

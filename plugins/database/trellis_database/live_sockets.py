@@ -158,7 +158,9 @@ class DatabaseNamespace(Namespace):
         live.add(subscription, limit=MAX_SUBSCRIPTIONS)
         # After the acknowledgement (sent when this handler returns): replay, then live events.
         self.socketio.start_background_task(_start, current.app(), subscription, self, sid)
-        return {"subscriptionId": subscription.id}
+        # since: where it starts (the last eventId before it), so a client resuming before its first change
+        # neither misses nor repeats one
+        return {"subscriptionId": subscription.id, "since": start}
 
     @socket_event
     def on_unsubscribe(self, data: Any = None) -> dict[str, Any]:

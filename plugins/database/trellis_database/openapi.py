@@ -40,7 +40,7 @@ def paths(app: Flask) -> dict[str, Any]:
     generic_function_paths(out)
     for schema in snap.schemas:
         if schema.cms_enabled:
-            schema_paths(schema, out)
+            schema_paths(snap, schema, out)
     for endpoint in sorted(snap.endpoints.values(), key=lambda e: e.name):
         of_schema = snap.by_id.get(endpoint.schema_id)
         if endpoint.enabled and of_schema is not None and of_schema.table is not None:

@@ -1,5 +1,5 @@
-"""What the generated OpenAPI paths share: the security requirements, a field's JSON schema, the component
-names of a schema, the ``scope`` parameter and the response objects with their error answers."""
+"""What the generated OpenAPI paths share: the security requirements, a field's JSON schema (as written and as
+read), the component names of a schema, the ``scope`` parameter and the response objects with their error answers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from trellis.credentials import Security
 
 from .fields import Field
-from .registry import CompiledSchema
+from .registry import CompiledSchema, Snapshot
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 ADMIN: Security = [{"masterkey": []}, {"bearerAuth": []}]
@@ -23,6 +23,16 @@ JSON_TYPES = {
     "JSON": {},
 }
 
+# A user as a populated Relation to User shows it (``users.public_users``).
+PUBLIC_USER = {
+    "type": "object",
+    "required": ["_id", "email"],
+    "properties": {
+        "_id": {"type": "string"},
+        "email": {"type": "string", "nullable": True, "description": "null for a user who signs in by phone"},
+    },
+}
+
 SCOPE_PARAMETER = {
     "name": "scope",
     "in": "query",
@@ -33,14 +43,43 @@ SCOPE_PARAMETER = {
 
 
 def value_schema(field: Field) -> dict[str, Any]:
-    """A field's value as a JSON schema (a Relation: the related document's id)."""
+    """A field's value as a client writes it (request bodies, filters): a Relation is the related document's id."""
     if field.type == "Relation":
-        base: dict[str, Any] = {
-            "type": "string",
-            "description": f"id of a {field.model} document (the document itself when populated)",
-        }
+        base: dict[str, Any] = {"type": "string", "description": f"id of a {field.model} document"}
     else:
         base = dict(JSON_TYPES[field.type])
+    return _described(field, base)
+
+
+def document_value_schema(snap: Snapshot, field: Field, out: dict[str, Any]) -> dict[str, Any]:
+    """A field's value as a document read shows it. A Relation that ``?populate=`` can replace is its id or the
+    related document (``documents.populate``): the target's document component, ``DatabasePublicUser`` for
+    User (added to ``out``); a deleted target is null (dropped from an array), and the id stays for a missing
+    user or one the reader may not read under access control. Team, and schemas without documents here: the id."""
+    populated = _populated_schema(snap, field, out) if field.type == "Relation" else None
+    if populated is None:
+        return value_schema(field)
+    id_text = f"id of a {field.model} document; with populate the document"
+    nullable = not field.array and field.model != "User"
+    if nullable:
+        id_text += ", or null when it was deleted"
+    id_schema: dict[str, Any] = {"type": "string", "description": id_text, **({"nullable": True} if nullable else {})}
+    return _described(field, {"oneOf": [id_schema, populated]})
+
+
+def _populated_schema(snap: Snapshot, field: Field, out: dict[str, Any]) -> dict[str, Any] | None:
+    if field.model == "User":
+        out["schemas"]["DatabasePublicUser"] = PUBLIC_USER
+        return {"$ref": "#/components/schemas/DatabasePublicUser"}
+    target = snap.document_schema(field.target)
+    if target is None:
+        return None
+    if not target.cms_enabled:  # no component: its routes are left out of the document (administrators only)
+        return {"type": "object", "description": f"the {target.name} document"}
+    return {"$ref": f"#/components/schemas/{component_names(target)[0]}"}
+
+
+def _described(field: Field, base: dict[str, Any]) -> dict[str, Any]:
     if field.description:
         base["description"] = field.description
     return {"type": "array", "items": base} if field.array else base

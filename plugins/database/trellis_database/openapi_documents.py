@@ -9,18 +9,27 @@ from functools import partial
 from typing import Any
 
 from .document_access import opted_in
-from .openapi_common import ADMIN, ANYONE, SCOPE_PARAMETER, USER_OR_ADMIN, component_names, responses, value_schema
+from .openapi_common import (
+    ADMIN,
+    ANYONE,
+    SCOPE_PARAMETER,
+    USER_OR_ADMIN,
+    component_names,
+    document_value_schema,
+    responses,
+    value_schema,
+)
 from .openapi_filters import LIST_PAGING, aggregate_parameters, list_parameters
 from .openapi_grants import grant_paths
-from .registry import CompiledSchema
+from .registry import CompiledSchema, Snapshot
 
 # An operation of the schema: ``(op, operation_id, summary, **spec)`` → the OpenAPI operation object.
 Operation = Callable[..., dict[str, Any]]
 
 
-def schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
-    """Adds the schema's components, tag and paths to ``out``."""
-    properties = _components(schema, out)
+def schema_paths(snap: Snapshot, schema: CompiledSchema, out: dict[str, Any]) -> None:
+    """Adds the schema's components, tag and paths to ``out`` (``snap``: the schemas its relations point at)."""
+    properties = _components(snap, schema, out)
     tag = f"database: {schema.name}"
     out["tags"].append({"name": tag, "description": f"Documents of the {schema.name} schema"})
     operation = partial(_operation, schema, tag)
@@ -37,15 +46,18 @@ def schema_paths(schema: CompiledSchema, out: dict[str, Any]) -> None:
     out["paths"][f"{collection}/aggregate"] = {"get": _aggregate_operation(schema, operation, access)}
 
 
-def _components(schema: CompiledSchema, out: dict[str, Any]) -> dict[str, Any]:
-    """The document, input and list components; returns the fields' properties (a patch body's)."""
+def _components(snap: Snapshot, schema: CompiledSchema, out: dict[str, Any]) -> dict[str, Any]:
+    """The document, input and list components; returns the fields' properties as written (a patch body's).
+    A document's Relation fields are the ids or, populated, the related documents; a body's are ids."""
     doc_name, input_name, list_name = component_names(schema)
-    properties = {name: value_schema(field) for name, field in sorted(schema.fields.items())}
-    document = {"_id": {"type": "string"}, **properties, "__v": {"type": "integer"}}
+    fields = sorted(schema.fields.items())
+    properties = {name: value_schema(field) for name, field in fields}
+    read = {name: document_value_schema(snap, field, out) for name, field in fields}
+    document = {"_id": {"type": "string"}, **read, "__v": {"type": "integer"}}
     if schema.timestamps:
         document["createdAt"] = {"type": "string", "format": "date-time"}
         document["updatedAt"] = {"type": "string", "format": "date-time"}
-    required = [name for name, field in sorted(schema.fields.items()) if field.required]
+    required = [name for name, field in fields if field.required]
     out["schemas"][doc_name] = {"type": "object", "properties": document, "required": ["_id", *required]}
     out["schemas"][input_name] = {
         "type": "object",

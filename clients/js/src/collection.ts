@@ -160,7 +160,7 @@ export class Collection<T extends object = Record<string, unknown>> {
 
   /** Changes to the documents as they commit; resolves once the server has accepted the subscription.
    * After a dropped connection it resumes after the last change delivered: none is missed or repeated. */
-  subscribe(options: SubscribeOptions<T>, callback: (change: Change<T>) => void): Promise<Unsubscribe> {
+  subscribe(options: SubscribeOptions<T>, callback: (change: Change<T>) => void): Unsubscribe {
     return this.live.subscribe<T>(this.name, options, callback);
   }
 

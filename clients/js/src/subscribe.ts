@@ -11,7 +11,12 @@ import { EventStream } from "./sse.js";
 import type { Tokens } from "./tokens.js";
 
 export type { Change, ChangeKind } from "./changes.js";
-export type Unsubscribe = () => void;
+/** Ends the subscription. `ready` resolves once the server accepted it and rejects with the server's
+ * `TrellisError` when it refused it (a refusal also goes to `onError`, whether or not `ready` is awaited). */
+export interface Unsubscribe {
+  (): void;
+  readonly ready: Promise<void>;
+}
 
 /** `"auto"`: Socket.IO over a WebSocket, falling back to Server-Sent Events when the WebSocket cannot
  * open; or one of the two always. */
@@ -78,7 +83,7 @@ export class Live {
     schema: string,
     options: { where?: Where<T>; search?: string; events?: ChangeKind[]; onError?: (error: TrellisError) => void },
     callback: (change: Change<T>) => void,
-  ): Promise<Unsubscribe> {
+  ): Unsubscribe {
     const request: Request = { schema };
     if (options.where !== undefined) request.where = whereJson(options.where);
     if (options.search !== undefined) request.search = options.search;
@@ -108,7 +113,8 @@ export class Live {
     if (this.mode === "sse") this.stream(entry);
     else if (this.socketIo === null) this.socketIo = this.connect();
     else this.send(entry); // when connected; else the connect handler sends it
-    return started.then(() => () => this.unsubscribe(entry));
+    started.catch(() => undefined); // a refusal is reported to onError too: awaiting ready is optional
+    return Object.assign(() => this.unsubscribe(entry), { ready: started });
   }
 
   /** End every subscription and the connection (a subscribe still waiting for the server fails: ABORTED). */
@@ -311,12 +317,9 @@ export class Live {
   /** The subscription cannot go on: the caller learns why (the pending subscribe, or its onError). */
   private fail(entry: Entry, error: TrellisError): void {
     this.unsubscribe(entry);
-    if (entry.started !== null) {
-      entry.started.reject(error);
-      entry.started = null;
-    } else if (entry.onError !== undefined) {
-      entry.onError(error);
-    }
+    entry.started?.reject(error);
+    entry.started = null;
+    entry.onError?.(error);
   }
 }
 

@@ -69,7 +69,7 @@ test("failures of uploads, live data, functions and GraphQL are TrellisErrors to
   const large = await failure(anonymous.storage.upload(randomBytes(5 * 1024 * 1024 + 1), { name: "x.bin" }));
   assert.equal(large.status, 401);
   assert.equal(large.name, "UNAUTHORIZED");
-  const live = await failure(anonymous.collection("Missing").subscribe({}, () => {}));
+  const live = await failure(anonymous.collection("Missing").subscribe({}, () => {}).ready);
   assert.equal(live.status, 404);
   const { t } = await signedUp();
   const refused = await failure(t.functions.call("refuse", { day: "monday" }));

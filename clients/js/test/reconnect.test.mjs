@@ -14,7 +14,8 @@ test("200 writes across two dropped connections arrive exactly once, in order", 
   const subscriber = (await signedUp()).t;
   const writer = (await signedUp()).t.collection(Tick);
   const seen = [];
-  const unsubscribe = await subscriber.collection(Tick).subscribe({}, (change) => seen.push(change));
+  const unsubscribe = subscriber.collection(Tick).subscribe({}, (change) => seen.push(change));
+  await unsubscribe.ready;
   const socket = subscriber.realtime.socket;
   let connects = 0;
   let written = 0;
@@ -55,7 +56,8 @@ test("a connection dropped before the first change still receives what was writt
   const subscriber = (await signedUp()).t;
   const writer = (await signedUp()).t.collection(Early);
   const seen = [];
-  const unsubscribe = await subscriber.collection(Early).subscribe({}, (change) => seen.push(change));
+  const unsubscribe = subscriber.collection(Early).subscribe({}, (change) => seen.push(change));
+  await unsubscribe.ready;
   const socket = subscriber.realtime.socket;
   let reconnected = false;
   socket.once("disconnect", async () => {

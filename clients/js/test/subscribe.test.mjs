@@ -11,7 +11,8 @@ before(() => createSchema(Score, { player: { type: "String", required: true }, p
 /** Subscribes `t` and collects what arrives. */
 async function collect(t, options = {}) {
   const seen = [];
-  const unsubscribe = await t.collection(Score).subscribe(options, (change) => seen.push(change));
+  const unsubscribe = t.collection(Score).subscribe(options, (change) => seen.push(change));
+  await unsubscribe.ready;
   return { seen, unsubscribe };
 }
 
@@ -101,13 +102,13 @@ test("a stream opened again (here: signing in) resumes after the last change, no
 test("a refused subscription is a TrellisError with the server's fields", async () => {
   for (const realtime of ["socket.io", "sse"]) {
     const t = client({ realtime });
-    await assert.rejects(t.collection("NoSuchSchema").subscribe({}, () => {}), (error) => {
+    await assert.rejects(t.collection("NoSuchSchema").subscribe({}, () => {}).ready, (error) => {
       assert.ok(error instanceof TrellisError, realtime);
       assert.equal(error.status, 404);
       assert.equal(error.name, "NOT_FOUND");
       return true;
     });
-    await assert.rejects(t.collection(Score).subscribe({ where: { nothing: 1 } }, () => {}), (error) => {
+    await assert.rejects(t.collection(Score).subscribe({ where: { nothing: 1 } }, () => {}).ready, (error) => {
       assert.ok(error instanceof TrellisError, realtime);
       assert.equal(error.status, 400);
       assert.ok(error.errors, realtime);

@@ -48,7 +48,7 @@ export async function typed(): Promise<void> {
   const grants = await tasks.grants(id).list();
   const relation: string | undefined = grants.grants[0]?.relation;
 
-  const unsubscribe = await tasks.subscribe({ where: { $or: [{ done: true }, { points: 1 }] }, events: ["create", "leave"] }, (change: Change<Task>) => {
+  const unsubscribe = tasks.subscribe({ where: { $or: [{ done: true }, { points: 1 }] }, events: ["create", "leave"] }, (change: Change<Task>) => {
     if (change.event === "create") {
       const done: boolean = change.document.done;
       void done;
@@ -57,6 +57,8 @@ export async function typed(): Promise<void> {
       void change.document.title;
     }
   });
+  const accepted: Promise<void> = unsubscribe.ready;
+  void accepted;
   unsubscribe();
 
   const signIn = await t.auth.signIn("a@example.com", "password");

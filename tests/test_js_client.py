@@ -1,11 +1,9 @@
 """The TypeScript/JavaScript client SDK (``clients/js``, npm package ``trellis-client``) against a live server.
 
-The package is built as its users build it: its locked dependencies installed with ``npm ci`` into the Node
-cache folder (``trellis.testing.node``), then ``npm run build`` (tsc, then esbuild's browser bundle), which must
-print nothing. Then each of its Node test files (``clients/js/test/*.test.mjs``, node:test) runs against one
-live server, and the README's quick start runs as written. Where a claim is about the server, this side checks
-it in the database: 20 calls in flight when the access token was refused rotate the session's refresh token
-exactly once."""
+The package is built as its users build it (``tests/js_sdk.py``), which must print nothing. Then each of its
+Node test files (``clients/js/test/*.test.mjs``, node:test) runs against one live server, and the README's quick
+start runs as written. Where a claim is about the server, this side checks it in the database: 20 calls in
+flight when the access token was refused rotate the session's refresh token exactly once."""
 
 from __future__ import annotations
 
@@ -15,24 +13,16 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 
-from trellis.testing import node
 from trellis.testing.plugin import TEST_MASTER_KEY, TEST_SECRET_KEY, LiveServer, running_servers
 
-CLIENT = Path(__file__).resolve().parents[1] / "clients" / "js"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from .js_sdk import CLIENT, IN_CI, Built, needs_node, sdk  # noqa: F401  (sdk: the fixture)
 
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.long,
-    # CI installs Node (the Makefile's `node` target): there a missing Node fails these tests, never skips them.
-    pytest.mark.skipif(node.node_missing() and not IN_CI, reason="Node is not installed"),
-]
+pytestmark = [pytest.mark.live, pytest.mark.long, needs_node]
 
 # The server's functions folder: what functions.test.mjs and errors.test.mjs call.
 FUNCTIONS = """
@@ -53,30 +43,6 @@ def hello(ctx, params):
 def refuse(ctx, params):
     raise Reject(f"closed on {params['day']}", status=422, errors={"day": ["closed"]})
 """
-
-
-@dataclass
-class Built:
-    folder: Path  # the package's sources, its node_modules and dist/
-    output: str  # what the build printed
-
-
-@pytest.fixture(scope="module")
-def sdk(tmp_path_factory) -> Built:
-    """``clients/js`` copied to a folder of its own (the two databases' passes build at once), its dependencies
-    from the cache, built."""
-    modules = node.node_project(CLIENT / "package.json") / "node_modules"
-    folder = tmp_path_factory.mktemp("trellis-client")
-    for name in ("package.json", "package-lock.json", "tsconfig.json", "README.md"):
-        shutil.copy(CLIENT / name, folder / name)
-    for name in ("src", "test"):  # test/: the Node tests and the type check
-        shutil.copytree(CLIENT / name, folder / name)
-    (folder / "node_modules").symlink_to(modules, target_is_directory=True)
-    result = subprocess.run(
-        ["npm", "run", "build", "--silent"], cwd=folder, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return Built(folder, result.stdout + result.stderr)
 
 
 @pytest.fixture(scope="module")

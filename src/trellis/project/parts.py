@@ -21,8 +21,6 @@ from trellis.hooks import hookimpl
 
 from .diff import differences
 
-ACTIONS = ("create", "update", "delete")
-
 
 class ProjectInvalid(APIError):
     """A project that cannot be applied as written: 400 naming the path (``modules.database.schemas.Task``)."""
@@ -161,8 +159,12 @@ class ProjectPart:
                     changes.append(Change(self.module, kind, name, "delete", None, None, current[name]))
         return self.order(changes)
 
+    def key_of(self, kind: str) -> str:
+        """The section key that holds things of ``kind``."""
+        return next(key for key, named in self.kinds.items() if named == kind)
+
     def apply(self, change: Change) -> None:
-        key = next(key for key, kind in self.kinds.items() if kind == change.kind)
+        key = self.key_of(change.kind)
         if change.action == "create":
             self.create(key, change.name, change.wanted)
         elif change.action == "update":

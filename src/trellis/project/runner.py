@@ -93,9 +93,8 @@ def _run(project: Any, prune: bool, commit: bool) -> list[Change]:
                     changes.append(change)
         for part in by_module.values():
             section = {key: value for key, value in sections.get(part.module, {}).items() if key != CONFIG}
-            keys = {kind: key for key, kind in part.kinds.items()}
             for change in part.plan(section, f"modules.{part.module}", prune):
-                _applying(change, f"modules.{part.module}.{keys[change.kind]}.{change.name}", part.apply)
+                _applying(change, f"modules.{part.module}.{part.key_of(change.kind)}.{change.name}", part.apply)
                 changes.append(change)
         if commit and changes:  # an apply that changes nothing leaves no entry
             audit.record("project", "project.apply", None, {"prune": prune, "changes": shown(changes)})

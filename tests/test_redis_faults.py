@@ -200,3 +200,32 @@ def test_the_circuit_closes_again_when_redis_is_back(redis_app, redis_child):
         redis_child.resume()
     redis_app.extensions["trellis_redis_breaker"].open_until = 0.0  # skip the wait of an open circuit
     assert client.ping()
+
+
+def test_project_routes_answer_with_redis_hung(redis_client_app, redis_child, admin_headers):
+    """Export, plan and apply with Redis stopped: the apply's commit cannot publish its change token, and still
+    answers at once, with the project applied."""
+    client = redis_client_app
+    project = {
+        "version": 1,
+        "modules": {
+            "database": {"schemas": {"Promoted": {"fields": {"title": {"type": "String", "required": True}}}}},
+            "email": {"config": {"from": "ops@example.com"}},
+        },
+    }
+    assert client.get("/admin/project", headers=admin_headers).status_code == 200  # Redis in use before
+    redis_child.hang()
+    try:
+        exported, export_seconds = _timed(lambda: client.get("/admin/project", headers=admin_headers))
+        planned = client.post("/admin/project/plan", json={"project": project}, headers=admin_headers)
+        applied, apply_seconds = _timed(
+            lambda: client.post("/admin/project/apply", json={"project": project}, headers=admin_headers)
+        )
+    finally:
+        redis_child.resume()
+    assert exported.status_code == 200 and export_seconds < HUNG_BUDGET_SECONDS
+    assert planned.status_code == 200 and planned.get_json()["count"] == 2, planned.get_json()
+    assert applied.status_code == 200 and applied.get_json() == planned.get_json(), applied.get_json()
+    assert apply_seconds < HUNG_BUDGET_SECONDS
+    again = client.post("/admin/project/plan", json={"project": project}, headers=admin_headers)
+    assert again.get_json() == {"changes": [], "count": 0}

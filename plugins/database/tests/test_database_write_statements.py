@@ -9,7 +9,6 @@ without the ``db`` fixture: the app reads and writes through its production conn
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -169,33 +168,20 @@ def proxied(app, app_config) -> Iterator[tuple[Any, PostgresProxy]]:
             other.extensions["trellis"].reads.dispose()
 
 
-def _prepared_body(sql: str, prepared: dict[str, str]) -> str:
-    """The SQL a message runs: ``PREPARE n AS <sql>; EXECUTE n (…)`` (statements prepared on the server,
-    both in one message) and a later ``EXECUTE n (…)`` stand for ``<sql>``; anything else is itself."""
-    match = re.match(r"\s*PREPARE (\w+) AS (.*);\s*EXECUTE \1\b", sql, re.S)
-    if match:
-        prepared[match[1]] = match[2]
-        return match[2]
-    match = re.match(r"\s*EXECUTE (\w+)\b", sql)
-    return prepared.get(match[1], sql) if match else sql
-
-
 def test_each_single_document_write_is_one_statement_without_begin_or_commit(proxied, client, user):
     other, proxy = proxied
     schema = _schema(client, {"n": "Number"})
     shared = _schema(client, {"n": "Number"}, access=True)
     via = other.test_client()
-    prepared: dict[str, str] = {}  # statement name → its SQL, as the connections prepared them
     via.get(f"/database/{schema}?limit=1", headers=ADMIN)  # warm: schema snapshot, pools
     via.get(f"/database/{shared}?limit=1", headers=user.headers)
-    for _number, sql in proxy.taken():
-        _prepared_body(sql, prepared)
+    proxy.taken_statements()
 
     def one_statement(method: str, path: str, headers: dict[str, str], body: Any = None, status: int = 200) -> str:
-        proxy.taken()
+        proxy.taken_statements()
         response = via.open(path, method=method, json=body, headers=headers)
         assert response.status_code == status, response.get_json()
-        sent = [(number, _prepared_body(sql, prepared)) for number, sql in proxy.taken()]
+        sent = proxy.taken_statements()
         writes = [(number, sql) for number, sql in sent if "INSERT INTO core_events_pending" in sql]
         assert len(writes) == 1, sent
         writer, statement = writes[0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from trellis import db
 from trellis.credentials import Identity
 from trellis_database.as_caller import CallerDocuments
 
@@ -44,7 +45,10 @@ class Db:
         self._as_caller(lambda: self._documents.delete(schema, id))
 
     def _as_caller(self, work: Callable[[], T]) -> T:
-        """Triggers of the writes made here act as this caller, one level deeper."""
+        """Triggers of the writes made here act as this caller, one level deeper. The session's transaction
+        is begun first, so that what is read and written here commits with the work that runs the function
+        (a before-trigger's write with the request's), or not at all."""
+        db.session.connection()
         done = push_identity(self._identity)
         try:
             return work()

@@ -39,7 +39,7 @@ class FunctionJob(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True, default=new_id)
     trigger: Mapped[str] = mapped_column(String(500))  # api.Trigger.key
-    payload: Mapped[str] = mapped_column(Text)  # {"doc": …, "previous": …} as JSON text
+    payload: Mapped[str] = mapped_column(Text)  # {"user": …, "document": …, "previous": …} as JSON text
     actor: Mapped[str] = mapped_column(String(10))  # admin | user | anonymous
     user_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
     status: Mapped[str] = mapped_column(String(10), default=QUEUED)

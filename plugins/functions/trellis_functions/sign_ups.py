@@ -29,4 +29,4 @@ class SignUpTriggers:
         found = registry().triggers_of("*", "after_sign_up")
         if found:
             identity = UserIdentity("user", user["_id"], user={"_id": user["_id"], "email": user["email"]})
-            queue_run(found, {"doc": user, "previous": None}, identity)
+            queue_run(found, {"document": user}, identity)

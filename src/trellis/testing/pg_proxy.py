@@ -7,6 +7,7 @@ are its round trips, and their text says whether a transaction travelled. Only 1
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import threading
@@ -30,6 +31,7 @@ class PostgresProxy:
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
+        self._prepared: dict[str, str] = {}  # statement name → its SQL, as the connections prepared them
         threading.Thread(target=self._accept, daemon=True, name="pg-proxy").start()
 
     def __enter__(self) -> PostgresProxy:
@@ -43,6 +45,19 @@ class PostgresProxy:
         with self._lock:
             found, self.queries = self.queries, []
         return found
+
+    def taken_statements(self) -> list[tuple[int, str]]:
+        """:meth:`taken`, each message as the SQL it runs: ``PREPARE n AS <sql>; EXECUTE n (…)`` (a statement
+        prepared on the server, both in one message) and a later ``EXECUTE n (…)`` stand for ``<sql>``."""
+        return [(number, self._statement(sql)) for number, sql in self.taken()]
+
+    def _statement(self, sql: str) -> str:
+        match = re.match(r"\s*PREPARE (\w+) AS (.*);\s*EXECUTE \1\b", sql, re.S)
+        if match:
+            self._prepared[match[1]] = match[2]
+            return match[2]
+        match = re.match(r"\s*EXECUTE (\w+)\b", sql)
+        return self._prepared.get(match[1], sql) if match else sql
 
     def close(self) -> None:
         self._closed.set()

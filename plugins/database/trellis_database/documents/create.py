@@ -15,7 +15,7 @@ from trellis import db, events, statements
 from trellis.access import Acting
 from trellis.db import new_id, utcnow
 from trellis.errors import APIError, bad_request
-from trellis.triggers import watching
+from trellis.triggers import Queued, watching
 
 from .. import counts, document_access
 from ..registry import CompiledSchema, Snapshot
@@ -65,7 +65,7 @@ def _create(
     if errors:
         raise bad_request("Some documents do not match the schema " + schema.name, {"docs": errors})
     triggers = watching(schema.name, "create")
-    if triggers is not None:  # what a trigger stores is checked as a client's body is
+    if triggers is not None and triggers.runs_before(schema.name, "create"):  # checked as a client's body is
         values = [
             validate(schema, triggers.before(schema.name, "create", value, None), "create")[0] for value in values
         ]
@@ -73,9 +73,10 @@ def _create(
         unique_within(schema, values)
     check_relations(snapshot, schema, values, prefix="docs." if many else "", acting=acting)
     now = utcnow()
-    if len(values) == 1 and dialect() == "postgresql" and triggers is None:
+    if len(values) == 1 and dialect() == "postgresql":
+        queued = triggers.queue(schema.name, "create") if triggers is not None else None
         try:
-            return [], _create_one(schema, values[0], now, acting)
+            return [], _create_one(schema, values[0], now, acting, queued)
         except IntegrityError as exc:
             raise unique_conflict(schema, exc) from None
     rows: list[dict[str, Any]] = [
@@ -97,8 +98,11 @@ def _create(
     return docs, None
 
 
-def _create_one(schema: CompiledSchema, data: dict[str, Any], now: datetime, acting: Acting | None) -> str:
-    """PostgreSQL: the document, its event and its owner tuple in one statement. The document's JSON text,
+def _create_one(
+    schema: CompiledSchema, data: dict[str, Any], now: datetime, acting: Acting | None, queued: Queued | None
+) -> str:
+    """PostgreSQL: the document, its event, its owner tuple and its after-triggers' runs (``queued``) in one
+    statement. The document's JSON text,
     spliced around ``data``'s (:func:`.json_text.document_json`), which is also the column's value: the data
     is encoded once, and no dict of the document is made
     (``bench/results/documents.md#a-create-spliced-as-json-text``)."""
@@ -115,14 +119,21 @@ def _create_one(schema: CompiledSchema, data: dict[str, Any], now: datetime, act
         parts = events.recorded_by(topic, written, sa.bindparam("payload", type_=sa.Text), alone)
         if grant is not None:
             parts.append(document_access.owner_grant(schema, written).cte("granted"))
+        if queued is not None:
+            parts.append(queued.part(written, sa.bindparam("payload", type_=sa.Text)))
         return sa.select(written.c.id).add_cte(*parts)
 
     doc_id, data_text, stamped = new_id(), serialise(data), stamp(now)
     text = document_json(schema, (doc_id, data_text, stamped, stamped, 0))
-    parameters = {"id": doc_id, "data": data_text, "version": 0, "now": now, "payload": created_payload(text)}
+    change = created_payload(text)
+    parameters = {"id": doc_id, "data": data_text, "version": 0, "now": now, "payload": change}
     parameters.update(grant or {})
-    execute_write(schema, ("create", alone, events.enabled(), grant is not None), build, parameters, alone)
+    parameters.update(queued.parameters if queued is not None else {})
+    shape = ("create", alone, events.enabled(), grant is not None, queued and queued.key)
+    execute_write(schema, shape, build, parameters, alone)
     events.written(topic, alone)
+    if queued is not None:
+        queued.written(change, alone)
     return text
 
 

@@ -12,15 +12,15 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 
-from trellis import events
+from trellis import db, events
 from trellis.access import Acting
 from trellis.db import utcnow
 from trellis.errors import not_found
-from trellis.triggers import Triggers, watching
+from trellis.triggers import Queued, Triggers, watching
 
 from .. import counts, document_access
 from ..registry import CompiledSchema, Snapshot
-from .by_id import locked_by_id
+from .by_id import get_json, locked_by_id
 from .change_events import record
 from .connections import commits_alone, execute_write, write_in_transaction
 from .json_sql import concat, document_sql
@@ -30,6 +30,8 @@ from .statement_cache import dialect
 from .uniqueness import unique_conflict
 from .validation import validate
 from .write_access import access_parts
+
+RACES = 3  # lock-free tries of a watched update whose document other writes changed while its triggers ran
 
 
 def update(
@@ -69,7 +71,7 @@ def _update(
     """:func:`update`'s work: the documents written, as JSON text (PostgreSQL) or as dicts (SQLite, which
     also needs them for the event)."""
     triggers = watching(schema.name, "update")
-    if triggers is not None:
+    if triggers is not None and triggers.runs_before(schema.name, "update"):
         return _update_triggered(snapshot, schema, changes, mode, acting, triggers)
     checked = [(doc_id, *validate(schema, body, mode)) for doc_id, body in changes]
     postgresql = dialect() == "postgresql"
@@ -90,7 +92,11 @@ def _update(
         for doc_id, values, removed in checked:
             key, data, params = _data_change(schema, mode, values, removed)
             if postgresql:
-                texts.append(_update_one(schema, key, data, {**params, "doc_id": doc_id, "now": now}, acting, alone))
+                queued = triggers.queue(schema.name, "update") if triggers is not None else None
+                parameters = {**params, "doc_id": doc_id, "now": now}
+                text = _update_one(schema, key, data, parameters, acting, alone, queued)
+                assert text is not None  # None answers only an update of an expected version
+                texts.append(text)
                 continue
             before = locked_by_id(schema, doc_id)
             rows = write_in_transaction(
@@ -108,6 +114,9 @@ def _update(
     if postgresql:
         return texts
     record("update", schema, docs, previous)
+    if triggers is not None:  # after-triggers only
+        for doc, before in zip(docs, previous, strict=True):
+            triggers.after(schema.name, "update", doc, before)
     return docs
 
 
@@ -121,7 +130,12 @@ def _update_triggered(
 ) -> list[dict[str, Any]]:
     """An update a trigger watches, in the session's transaction: each document read and locked, given to the
     before-triggers as it will be stored, their answer checked as a replacing body and written whole; the
-    after-triggers queued with it."""
+    after-triggers queued with it. On PostgreSQL one document with no transaction open is written by one
+    statement (:func:`_update_watched_alone`)."""
+    if len(changes) == 1 and dialect() == "postgresql" and acting is None and not db.in_transaction():
+        text = _update_watched_alone(snapshot, schema, *changes[0], mode, triggers)
+        if text is not None:
+            return [json.loads(text)]
     written: list[dict[str, Any]] = []
     previous: list[dict[str, Any]] = []
     for doc_id, body in changes:
@@ -131,13 +145,7 @@ def _update_triggered(
         if row is None:
             raise not_found(f"No {schema.name} document with id {doc_id!r}")
         before = to_document(schema, row)
-        stored = {name: before[name] for name in schema.fields if name in before} if mode == "patch" else {}
-        stored.update(values)
-        for name in removed:
-            stored.pop(name, None)
-        answer = triggers.before(schema.name, "update", {"_id": doc_id, **stored}, before)
-        data = validate(schema, answer, "replace")[0]
-        check_relations(snapshot, schema, [data], acting=acting, doc_ids=[doc_id])
+        data = _triggered_data(snapshot, schema, doc_id, values, removed, mode, before, acting, triggers)
         key, build, parameters = _data_change(schema, "replace", data, [])
         try:
             rows = write_in_transaction(
@@ -156,9 +164,63 @@ def _update_triggered(
     return written
 
 
+def _triggered_data(
+    snapshot: Snapshot,
+    schema: CompiledSchema,
+    doc_id: str,
+    values: dict[str, Any],
+    removed: list[str],
+    mode: str,
+    before: dict[str, Any],
+    acting: Acting | None,
+    triggers: Triggers,
+) -> dict[str, Any]:
+    """The data to store: the change applied to ``before``, given to the before-triggers, their answer checked
+    as a replacing body is."""
+    stored = {name: before[name] for name in schema.fields if name in before} if mode == "patch" else {}
+    stored.update(values)
+    for name in removed:
+        stored.pop(name, None)
+    answer = triggers.before(schema.name, "update", {"_id": doc_id, **stored}, before)
+    data = validate(schema, answer, "replace")[0]
+    check_relations(snapshot, schema, [data], acting=acting, doc_ids=[doc_id])
+    return data
+
+
+def _update_watched_alone(
+    snapshot: Snapshot, schema: CompiledSchema, doc_id: str, body: Any, mode: str, triggers: Triggers
+) -> str | None:
+    """PostgreSQL, an administrator's update of one document a trigger watches, no transaction open: the
+    document read without a lock, the triggers run, then one statement writes it only if it is still the
+    version they saw, with its event and its after-triggers' runs. If another write changed it meanwhile,
+    again from the read, so that the triggers see the newer version (what they wrote through ``ctx.db``,
+    in the session's transaction the write joined, is rolled back with the lost try). None after RACES
+    lost races: the caller then takes the row lock, which always wins."""
+    values, removed = validate(schema, body, mode)
+    for _ in range(RACES):
+        before = json.loads(get_json(schema, doc_id))
+        data = _triggered_data(snapshot, schema, doc_id, values, removed, mode, before, None, triggers)
+        key, build, parameters = _data_change(schema, "replace", data, [])
+        alone = commits_alone()
+        parameters.update(doc_id=doc_id, now=utcnow(), expected=before["__v"])
+        queued = triggers.queue(schema.name, "update")
+        text = _update_one(schema, key, build, parameters, None, alone, queued)
+        if text is not None:
+            return text
+        if not alone:
+            db.session.rollback()
+    return None
+
+
 def _update_one(
-    schema: CompiledSchema, key: Any, data: Any, parameters: dict[str, Any], acting: Acting | None, alone: bool
-) -> str:
+    schema: CompiledSchema,
+    key: Any,
+    data: Any,
+    parameters: dict[str, Any],
+    acting: Acting | None,
+    alone: bool,
+    queued: Queued | None = None,
+) -> str | None:
     """PostgreSQL: ``UPDATE … FROM (SELECT …) old … RETURNING <after>, <old>``, both as JSON text
     (:func:`.json_sql.document_sql`), with the event ``{"document": <after>, "previous": <old>}`` made from
     them in the same statement. ``old`` must be the very version this update replaces. First without a lock:
@@ -171,13 +233,20 @@ def _update_one(
     ``alone`` under access: the caller's read and edit predicates in the ``old`` subquery; a miss is then
     told apart (404 or 403) by a read. Returns ``<after>``, which is also the answer: made once, by the
     database, rather than once for the event and again, from the row's columns, by
-    :func:`.json_text.document_json`."""
+    :func:`.json_text.document_json`.
+
+    With an ``expected`` version among the parameters (an update its triggers saw at that version), only that
+    version is written, never waiting for the lock: None when it is no longer the newest. ``queued``: the
+    after-triggers' runs, queued by the same statement, which then returns ``<old>`` as well."""
     guarded = alone and acting is not None
+    expected = "expected" in parameters
     topic = f"{counts.family(schema.name)}.update"
     table = schema.documents_table
 
     def build(locked: bool) -> sa.Select:
         old = sa.select(*columns(table)).where(table.c.id == sa.bindparam("doc_id"))
+        if expected:
+            old = old.where(table.c.version == sa.bindparam("expected", type_=table.c.version.type))
         if guarded and acting is not None:
             old = old.where(*access_parts(schema, acting, "edit"))
         if locked:
@@ -192,11 +261,19 @@ def _update_one(
         written = _update_values(schema, data()).where(*same).returning(after, before).cte("written")
         payload = concat('{"document":', written.c.document, ',"previous":', written.c.previous, "}")
         parts = events.recorded_by(topic, written, payload, alone)
-        return sa.select(written.c.document).add_cte(*parts)  # the old row stays in SQL
+        if queued is None:
+            return sa.select(written.c.document).add_cte(*parts)  # the old row stays in SQL
+        parts.append(queued.part(written, payload))
+        return sa.select(written.c.document, written.c.previous).add_cte(*parts)
 
-    shape = (key, alone, events.enabled(), guarded and document_access.statement_key(schema))
+    shape: tuple[Any, ...] = (key, alone, events.enabled(), guarded and document_access.statement_key(schema), expected)
     values = {**parameters, **(acting.parameters() if guarded and acting is not None else {})}
+    if queued is not None:
+        shape += (queued.key,)
+        values.update(queued.parameters)
     rows = execute_write(schema, (*shape, False), lambda: build(False), values, alone)
+    if not rows and expected:
+        return None
     if not rows:  # a missing document, one out of reach, or a concurrent update: again, with the lock
         rows = execute_write(schema, (*shape, True), lambda: build(True), values, alone)
     if not rows:
@@ -204,6 +281,8 @@ def _update_one(
             document_access.require(schema, acting, parameters["doc_id"], "edit")
         raise not_found(f"No {schema.name} document with id {parameters['doc_id']!r}")
     events.written(topic, alone)
+    if queued is not None:
+        queued.written('{"document":' + rows[0][0] + ',"previous":' + rows[0][1] + "}", alone)
     return rows[0][0]
 
 

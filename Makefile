@@ -139,6 +139,7 @@ bench-deps: install-test
 	@command -v wrk >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; \
 	  else echo "install Debian's wrk package (the benchmarks' load generator)"; exit 1; fi; }
+	@$(PIP_QUIET) 'py-spy>=0.3'  # bench.request_cpu --profile samples the server with it
 
 bench: bench-deps
 	@for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python -m bench.$$(basename $$b .py) || exit 1; done

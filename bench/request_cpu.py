@@ -30,6 +30,7 @@ from bench.peer_bench import (
     PARSE_DSN,
     PARSE_URL,
     SCHEMA,
+    TRIGGERS,
     _backends,
     _process_cpu,
     as_user,
@@ -102,15 +103,25 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="a folder for py-spy's collapsed stacks of each Trellis run")
     parser.add_argument("--as-user", action="store_true", help="Trellis called by a user under access control")
     parser.add_argument("--index-all", action="store_true", help="index every field of Item (Trellis's default)")
+    parser.add_argument("--triggers", action="store_true", help="one trivial before- and after-trigger per write")
+    parser.add_argument("--functions", type=Path, help="with --triggers: Trellis's functions folder instead")
     args = parser.parse_args()
     rnd = random.Random(15)
     only = set(args.only or ())
     with contextlib.ExitStack() as stack:
-        parse_ids = stack.enter_context(parse_server(args.documents))  # both sides load the same rows
+        cloud = TRIGGERS / "triggers.js" if args.triggers else None
+        parse_ids = stack.enter_context(parse_server(args.documents, cloud))  # both sides load the same rows
         redis_url = stack.enter_context(redis_child())
         modules = ACCESS_MODULES if args.as_user else "authentication,database,email,sms"
-        trellis = stack.enter_context(bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url))
         fields = SCHEMA if args.index_all else LIKE_PARSE
+        functions = {}
+        if args.triggers:  # as peer_bench --triggers: the same two triggers on both sides
+            modules += ",functions"
+            functions = {"TRELLIS_FUNCTIONS_PATH": str(args.functions or TRIGGERS)}
+            fields = {**fields, "stamped": {"type": "Boolean", "index": False}}
+        trellis = stack.enter_context(
+            bench_server("postgresql", modules=modules, TRELLIS_REDIS_URL=redis_url, **functions)
+        )
         ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if args.as_user else None, fields)
         headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, ids) if args.as_user else None
         vacuum(trellis.database_url)

@@ -48,13 +48,14 @@ from bench.common import (
     interpreter,
     redis_child,
 )
-from bench.peer_bench import LIKE_PARSE, NEW_ITEM, PLAIN_MODULES, trellis_cases
+from bench.peer_bench import LIKE_PARSE, NEW_ITEM, PLAIN_MODULES, TRIGGERS, trellis_cases
 
 CASES = ["get by id", "list, no count", "list + exact count", "create", "update"]
 
 
-def _seed(url: str, headers: dict[str, str], documents: int, rnd: random.Random) -> list[str]:
-    schema = {"name": "Item", "fields": LIKE_PARSE}
+def _seed(url: str, headers: dict[str, str], documents: int, rnd: random.Random, triggers: bool) -> list[str]:
+    fields = {**LIKE_PARSE, "stamped": {"type": "Boolean", "index": False}} if triggers else LIKE_PARSE
+    schema = {"name": "Item", "fields": fields}
     requests.post(f"{url}/admin/database/schemas", json=schema, headers=headers, timeout=600).raise_for_status()
     ids: list[str] = []
     for start in range(0, documents, 500):
@@ -134,10 +135,12 @@ def run(args: argparse.Namespace, folder: Path, pythonpath: str | None = None) -
         with ceiling_server(callgrind_prefix(folder)) as bare:
             rows += _count_all(bare, folder, {"bare Flask route": {"paths": ["/item"]}}, args, rnd)
     # As peer_bench runs it: the admin, a Redis of its own (cache generations, rate limits).
+    functions = {"TRELLIS_FUNCTIONS_PATH": str(args.functions or TRIGGERS)} if args.triggers else {}
     with (
         redis_child() as redis_url,
         bench_server(
-            modules=PLAIN_MODULES,
+            modules=PLAIN_MODULES + (",functions" if args.triggers else ""),
+            **functions,
             prefix=callgrind_prefix(folder),
             TRELLIS_REDIS_URL=redis_url,
             TRELLIS_CACHE_LEASE_SECONDS="6",
@@ -145,7 +148,7 @@ def run(args: argparse.Namespace, folder: Path, pythonpath: str | None = None) -
             **({"PYTHONPATH": pythonpath} if pythonpath else {}),
         ) as server,
     ):
-        ids = _seed(server.url, server.admin_headers, args.documents, rnd)
+        ids = _seed(server.url, server.admin_headers, args.documents, rnd, args.triggers)
         cases = trellis_cases(ids, rnd, server.admin_headers)
         rows += _count_all(server, folder, {name: cases[name] for name in args.only or CASES}, args, rnd)
     return rows
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", type=Path, help="keep callgrind's files here (callgrind_annotate reads them)")
     parser.add_argument("--base", help="a revision counted in alternation with this tree, round by round")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--triggers", action="store_true", help="one trivial before- and after-trigger per write")
+    parser.add_argument("--functions", type=Path, help="with --triggers: the functions folder instead")
     args = parser.parse_args(argv)
     print(f"interpreter: {interpreter()}")
     with contextlib.ExitStack() as stack:

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
-from trellis import create_app, events
-from trellis.testing.pg_proxy import PostgresProxy
+from trellis import events
+from trellis.testing.pg_proxy import PostgresProxy, proxied_app
 from trellis.testing.plugin import TEST_MASTER_KEY, database_kind, statements_run, wipe_data
 from trellis_authentication.testing import UserAccount, create_user_with_client
 
@@ -157,15 +156,8 @@ def proxied(app, app_config) -> Iterator[tuple[Any, PostgresProxy]]:
     """A second app on the same database whose every connection goes through a recording proxy."""
     if database_kind() != "postgresql":
         pytest.skip("round trips are a PostgreSQL matter (SQLite is in-process)")
-    url = make_url(app_config["DATABASE_URL"])
-    with PostgresProxy(url.port or 5432, url.host or "127.0.0.1") as proxy:
-        other = create_app({**app_config, "DATABASE_URL": url.set(port=proxy.port).render_as_string(False)})
-        try:
-            yield other, proxy
-        finally:
-            other.extensions["trellis_events"].stop()
-            other.extensions["trellis"].engine.dispose()
-            other.extensions["trellis"].reads.dispose()
+    with proxied_app(app_config) as (other, proxy):
+        yield other, proxy
 
 
 def test_each_single_document_write_is_one_statement_without_begin_or_commit(proxied, client, user):

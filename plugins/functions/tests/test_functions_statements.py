@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
-from trellis import create_app
-from trellis.testing.pg_proxy import PostgresProxy
+from trellis.testing.pg_proxy import PostgresProxy, proxied_app
 from trellis.testing.plugin import database_kind, wipe_data
 
 from .conftest import ADMIN, Api, eventually
@@ -69,23 +67,12 @@ def functions_folder(tmp_path: Path) -> Path:
 def proxied(app, app_config, functions_folder) -> Iterator[tuple[Any, PostgresProxy]]:
     """An app on the test database, outside the test transaction, loading the triggers, whose every
     connection goes through a recording proxy."""
-    url = make_url(app_config["DATABASE_URL"])
     wipe_data(app)
-    with PostgresProxy(url.port or 5432, url.host or "127.0.0.1") as proxy:
-        other = create_app(
-            {
-                **app_config,
-                "DATABASE_URL": url.set(port=proxy.port).render_as_string(False),
-                "FUNCTIONS_PATH": str(functions_folder),
-            }
-        )
-        try:
+    try:
+        with proxied_app({**app_config, "FUNCTIONS_PATH": str(functions_folder)}) as (other, proxy):
             yield other, proxy
-        finally:
-            other.extensions["trellis_events"].stop()
-            other.extensions["trellis"].engine.dispose()
-            other.extensions["trellis"].reads.dispose()
-            wipe_data(app)
+    finally:
+        wipe_data(app)
 
 
 def _queued(app: Any) -> list[dict[str, Any]]:

@@ -7,12 +7,14 @@ are its round trips, and their text says whether a transaction travelled. Only 1
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
+from typing import Any
 
 from .ports import free_port
 
@@ -132,3 +134,22 @@ class _Frontend:
             if kind == b"Q":
                 self.proxy.record(self.number, self.buffer[5 : 1 + length].rstrip(b"\0").decode())
             self.buffer = self.buffer[1 + length :]
+
+
+@contextlib.contextmanager
+def proxied_app(config: dict[str, Any]) -> Iterator[tuple[Any, PostgresProxy]]:
+    """An app made with ``config`` (its ``DATABASE_URL`` a PostgreSQL one) whose every connection goes
+    through a :class:`PostgresProxy`; its threads stopped and its pools closed afterwards."""
+    from sqlalchemy.engine import make_url
+
+    from trellis import create_app  # not at import: the test plugin loads this module before any app
+
+    url = make_url(config["DATABASE_URL"])
+    with PostgresProxy(url.port or 5432, url.host or "127.0.0.1") as proxy:
+        app = create_app({**config, "DATABASE_URL": url.set(port=proxy.port).render_as_string(False)})
+        try:
+            yield app, proxy
+        finally:
+            app.extensions["trellis_events"].stop()
+            app.extensions["trellis"].engine.dispose()
+            app.extensions["trellis"].reads.dispose()

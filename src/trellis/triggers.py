@@ -32,7 +32,8 @@ class Triggers(Protocol):
         write stores what the client sent, as it would without triggers)."""
 
     def before(self, schema: str, kind: str, doc: dict[str, Any], previous: dict[str, Any] | None) -> dict[str, Any]:
-        """Run the before-triggers in the write's transaction; the document to store (for a delete, ignored).
+        """Run the before-triggers ahead of the write (what they write joins the session's transaction, which
+        the write then joins too); the document to store (for a delete, ignored).
         ``doc`` is the document as it will be stored, ``previous`` as it was (updates). Raises
         :class:`trellis.errors.APIError` to refuse the write: nothing of it is stored."""
 

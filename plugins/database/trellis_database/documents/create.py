@@ -116,11 +116,12 @@ def _create_one(
         now_parameter = sa.bindparam("now", type_=schema.documents_table.c.created_at.type)
         inserted = _insert_statement(schema, data=from_text, created_at=now_parameter, updated_at=now_parameter)
         written = inserted.returning(schema.documents_table.c.id).cte("written")
-        parts = events.recorded_by(topic, written, sa.bindparam("payload", type_=sa.Text), alone)
+        payload = sa.bindparam("payload", type_=sa.Text)  # the event's, which the queued runs' splice too
+        parts = events.recorded_by(topic, written, payload, alone)
         if grant is not None:
             parts.append(document_access.owner_grant(schema, written).cte("granted"))
         if queued is not None:
-            parts.append(queued.part(written, sa.bindparam("payload", type_=sa.Text)))
+            parts.append(queued.part(written, payload))
         return sa.select(written.c.id).add_cte(*parts)
 
     doc_id, data_text, stamped = new_id(), serialise(data), stamp(now)

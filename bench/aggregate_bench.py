@@ -35,13 +35,13 @@ import psycopg2
 import requests
 
 from bench.access_bench import (
-    _dsn,
     _Recording,
     arguments,
     provenance,
     recording_app,
     seed,
 )
+from bench.access_data import _dsn
 from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, redis_child, report_header, wrk
 from bench.peer_bench import _backends, _process_cpu
 

@@ -21,8 +21,11 @@ Operations (Trellis ÷ Parse, req/s):
 
 Each round runs every operation on both servers, alternating which goes first; ratios are taken
 within a round and the median over rounds is reported. ``--as-user`` calls Trellis as a user under access
-control and runs an admin's Trellis (access off) in the same rounds: user ÷ admin is then paired too (two
-separate runs an hour apart moved it by 0.1 on a drifting machine). ``--without-event-log`` runs a third
+control and Parse as a user under its ACLs, both given the access benchmark's data (10,000 users, 1,000
+teams three levels deep, an owner per Item and 20,000 grants to users and teams: the measured user reads
+~2% of the Items; on Parse the teams are roles, sub-teams in their parent's ``roles`` relation, and each
+Item's ``_rperm``/``_wperm`` name the same users and roles), and runs an admin's Trellis (access off) in the
+same rounds: user ÷ admin is then paired too. ``--without-event-log`` runs a third
 Trellis (the admin's, ``TRELLIS_EVENTS=false``) in the same rounds: every write of ours records an event,
 Parse's none, and this prices that difference beside Parse. "Foreign CPU" is the share of the machine's
 two cores used during a measured run by processes that are not part of it (other engineers' tests):
@@ -53,6 +56,7 @@ from typing import Any, NamedTuple
 import psycopg2
 import requests
 
+from bench.access_data import seed_access, sign_in
 from bench.common import (
     ROOT,
     _free_port,
@@ -289,19 +293,23 @@ def _cases(
     collection: str,
     listed: Callable[[int, bool], str],
     update_method: str,
+    editable: list[str] | None = None,
+    new_item: dict[str, Any] = NEW_ITEM,
 ) -> dict[str, dict[str, Any]]:
-    """The five operations on one server: ``collection`` is the Items' path, ``listed(x, counted)`` a
-    list's path (prices below x, sorted by price descending, 20 a page)."""
+    """The five operations on one server: ``ids`` are read by id, ``editable`` (by default ``ids``)
+    updated; ``collection`` is the Items' path, ``listed(x, counted)`` a list's path (prices below x,
+    sorted by price descending, 20 a page), ``new_item`` the body of a create."""
     sample = rnd.sample(ids, min(5000, len(ids)))
+    changed = sample if editable is None else rnd.sample(editable, min(5000, len(editable)))
     xs = [rnd.randint(1, 950) for _ in range(20_000)]
     return {
         "get by id": {**common, "paths": [f"{collection}/{i}" for i in sample]},
         "list + exact count": {**common, "paths": [listed(x, True) for x in xs]},
         "list, no count": {**common, "paths": [listed(x, False) for x in xs]},
-        "create": {**common, "paths": [collection], "method": "POST", "body": NEW_ITEM},
+        "create": {**common, "paths": [collection], "method": "POST", "body": new_item},
         "update": {
             **common,
-            "paths": [f"{collection}/{i}" for i in sample],
+            "paths": [f"{collection}/{i}" for i in changed],
             "method": update_method,
             "body": {"price": 99.5},
         },
@@ -309,23 +317,28 @@ def _cases(
 
 
 def trellis_cases(
-    ids: list[str], rnd: random.Random, headers: dict[str, str] | None = None
+    ids: list[str], rnd: random.Random, headers: dict[str, str] | None = None, editable: list[str] | None = None
 ) -> dict[str, dict[str, Any]]:
     def listed(x: int, counted: bool) -> str:
         return f"/database/Item?price[$lt]={x}&sort=-price&limit=20" + ("" if counted else "&count=none")
 
-    return _cases(ids, rnd, {"headers": headers} if headers else {}, "/database/Item", listed, "PATCH")
+    return _cases(ids, rnd, {"headers": headers} if headers else {}, "/database/Item", listed, "PATCH", editable)
 
 
-def parse_cases(ids: list[str], rnd: random.Random) -> dict[str, dict[str, Any]]:
+def parse_cases(ids: list[str], rnd: random.Random, user: ParseUser | None = None) -> dict[str, dict[str, Any]]:
     """Parse's side of each operation: its list with ``count=1`` beside ours with the exact count, its
-    plain list beside ours with ``count=none``."""
+    plain list beside ours with ``count=none``. With ``user``, called with its session token: its readable
+    Items are read, its editable ones updated, and what it creates is its own (an ACL naming it)."""
 
     def listed(x: int, counted: bool) -> str:
         where = urllib.parse.quote(json.dumps({"price": {"$lt": x}}, separators=(",", ":")))
         return f"/parse/classes/Item?where={where}&order=-price&limit=20" + ("&count=1" if counted else "")
 
-    return _cases(ids, rnd, {"headers": PARSE_HEADERS}, "/parse/classes/Item", listed, "PUT")
+    if user is None:
+        return _cases(ids, rnd, {"headers": PARSE_HEADERS}, "/parse/classes/Item", listed, "PUT")
+    mine = {**NEW_ITEM, "ACL": {user.id: {"read": True, "write": True}}}
+    headers = {"headers": user.headers}
+    return _cases(user.readable, rnd, headers, "/parse/classes/Item", listed, "PUT", user.editable, mine)
 
 
 def measure(
@@ -376,6 +389,123 @@ def as_user(url: str, admin_headers: dict[str, str], database_url: str, doc_ids:
     return {"Authorization": f"Bearer {tokens.json()['accessToken']}"}
 
 
+# ---- a user under access control on both sides -----------------------------------------------------
+
+USERS, GRANTS = 10_000, 20_000  # the access benchmark's sizes (bench/access_bench.py)
+PARSE_APP = {"X-Parse-Application-Id": "bench", "X-Parse-REST-API-Key": "bench-rest"}
+
+
+class ParseUser(NamedTuple):
+    """Parse's measured user: its object id, its request headers (session token), what it may read and
+    edit (Parse's ids of the same Items as Trellis's user)."""
+
+    id: str
+    headers: dict[str, str]
+    readable: list[str]
+    editable: list[str]
+
+
+class UnderAccess(NamedTuple):
+    """Trellis's measured user (headers, Items it may read and edit) and Parse's twin."""
+
+    headers: dict[str, str]
+    readable: list[str]
+    editable: list[str]
+    parse: ParseUser
+
+
+def under_access(trellis: Any, trellis_ids: list[str], rnd: random.Random) -> UnderAccess:
+    """The access benchmark's users, teams and grants (``bench.access_bench.seed_access``: the measured user
+    reads ~2% of the Items, through its own grants and its team's, its team's parent's and root's) on
+    Trellis, and the same access given on Parse (:func:`parse_under_access`)."""
+    measured, token, _ = sign_in(trellis)
+    plan = seed_access(trellis, trellis_ids, measured, USERS, GRANTS, rnd, resource="Item")
+    subjects = {f"User:{measured}", *(f"Team:{team}" for team in plan["teams"])}
+    readable = sorted({d for s, _, d in plan["relations"] if s in subjects})
+    editable = sorted({d for s, r, d in plan["relations"] if s in subjects and r != "reader"})
+    if set(readable) != set(plan["readable"]):
+        raise SystemExit("the measured user's readable Items differ from what authz_relations gives it")
+    return UnderAccess(
+        {"Authorization": f"Bearer {token}"},
+        readable,
+        editable,
+        parse_under_access(plan, measured, trellis_ids, readable, editable),
+    )
+
+
+def _forget_parse_users() -> None:
+    """Parse's users, sessions and roles of an earlier run emptied (its ``seed.sh`` renews the Items only)."""
+    tables = ["_User", "_Session", "_Role", "_Join:users:_Role", "_Join:roles:_Role"]
+    with contextlib.closing(psycopg2.connect(PARSE_DSN)) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(quote_ident(t)) IS NOT NULL", (tables,))
+        present = [row[0] for row in cursor.fetchall()]
+        if present:
+            cursor.execute("TRUNCATE " + ", ".join(f'"{table}"' for table in present))
+        connection.commit()
+
+
+def parse_under_access(
+    plan: dict[str, Any], measured: str, trellis_ids: list[str], readable: list[str], editable: list[str]
+) -> ParseUser:
+    """Parse given the same access: the measured user signs up, each team is a role (``team_<id>``) whose
+    users are its members and whose ``roles`` relation holds its sub-teams (so their members inherit it,
+    as in Trellis), and every Item gets ``_rperm``/``_wperm`` from its tuples (owner and editor: read and
+    write; reader: read). Users, roles and relations are written by bulk SQL into the tables Parse made.
+    ``readable`` and ``editable`` (Trellis's ids) come back as Parse's ids of the same Items."""
+    _forget_parse_users()
+    body = {"username": "measured", "password": "peer-bench-password-1"}
+    signed = requests.post(f"{PARSE_URL}/users", json=body, headers=PARSE_APP, timeout=30)
+    signed.raise_for_status()
+    uid, session = signed.json()["objectId"], signed.json()["sessionToken"]
+    role = {"name": "bench_tables", "ACL": {"*": {"read": True}}}  # makes _Role and its two join tables
+    requests.post(f"{PARSE_URL}/roles", json=role, headers=PARSE_HEADERS, timeout=30).raise_for_status()
+
+    def subject(tuple_subject: str) -> str:
+        kind, name = tuple_subject.split(":", 1)
+        if kind == "Team":
+            return f"role:team_{name}"
+        return uid if name == measured else name
+
+    with contextlib.closing(psycopg2.connect(PARSE_DSN)) as connection, connection.cursor() as cursor:
+        cursor.execute('SELECT "objectId" FROM "Item" ORDER BY "createdAt" DESC, "objectId"')
+        same = dict(zip(trellis_ids, [row[0] for row in cursor.fetchall()], strict=True))
+        perms: dict[str, tuple[set[str], set[str]]] = {}
+        for tuple_subject, relation, document in plan["relations"]:
+            reads, writes = perms.setdefault(same[document], (set(), set()))
+            reads.add(subject(tuple_subject))
+            if relation != "reader":
+                writes.add(subject(tuple_subject))
+        others = [user for user in plan["users"] if user != measured]
+        cursor.execute(
+            'INSERT INTO "_User" ("objectId", "createdAt", "updatedAt", username) '
+            "SELECT u, now(), now(), u FROM unnest(%s::text[]) AS u",
+            (others,),
+        )
+        cursor.execute(
+            'INSERT INTO "_Role" ("objectId", "createdAt", "updatedAt", name, "_rperm", "_wperm") '
+            "SELECT t, now(), now(), 'team_' || t, '{*}', '{}' FROM unnest(%s::text[]) AS t",
+            ([team for team, _ in plan["teams_tree"]],),
+        )
+        cursor.execute(
+            'INSERT INTO "_Join:users:_Role" ("owningId", "relatedId") SELECT * FROM unnest(%s::text[], %s::text[])',
+            ([team for team, _ in plan["members"]], [subject(f"User:{user}") for _, user in plan["members"]]),
+        )
+        parented = [(team, parent) for team, parent in plan["teams_tree"] if parent]
+        cursor.execute(
+            'INSERT INTO "_Join:roles:_Role" ("owningId", "relatedId") SELECT * FROM unnest(%s::text[], %s::text[])',
+            ([parent for _, parent in parented], [team for team, _ in parented]),
+        )
+        cursor.execute(
+            'UPDATE "Item" SET "_rperm" = ARRAY(SELECT jsonb_array_elements_text(p.value -> 0)), '
+            '"_wperm" = ARRAY(SELECT jsonb_array_elements_text(p.value -> 1)) '
+            'FROM jsonb_each(%s::jsonb) AS p WHERE "Item"."objectId" = p.key',
+            (json.dumps({item: [sorted(r), sorted(w)] for item, (r, w) in perms.items()}),),
+        )
+        connection.commit()
+    headers = {**PARSE_APP, "X-Parse-Session-Token": session}
+    return ParseUser(uid, headers, [same[d] for d in readable], [same[d] for d in editable])
+
+
 def run(
     rounds: int,
     warmup: int,
@@ -389,7 +519,8 @@ def run(
     triggers: bool = False,
 ) -> list[dict[str, Any]]:
     """Every round: each operation on each side, the sides' order turning round by round. With ``user``
-    the user's Trellis (access control on) runs beside Parse *and* beside an admin's Trellis (a second
+    the user's Trellis (access control on) runs beside Parse's user under ACLs (:func:`under_access`) *and*
+    beside an admin's Trellis (a second
     server, access off, its own database and Redis), so that user ÷ admin is a ratio of the same round.
     With ``without_log`` a third Trellis (the admin's, ``TRELLIS_EVENTS=false``, its own database and
     Redis) runs in the same rounds: what the event log costs against Parse, which records no event. With
@@ -414,12 +545,20 @@ def run(
         )
         ceiling = stack.enter_context(ceiling_server())
         trellis_ids = load_trellis(trellis.url, trellis.admin_headers, ACCESS if user else None, fields)
-        headers = as_user(trellis.url, trellis.admin_headers, trellis.database_url, trellis_ids) if user else None
+        access = under_access(trellis, trellis_ids, rnd) if user else None
+        ours = (
+            trellis_cases(access.readable, rnd, access.headers, access.editable)
+            if access
+            else trellis_cases(trellis_ids, rnd)
+        )
         sides = {
-            "trellis": _Side(
-                trellis.url, trellis_cases(trellis_ids, rnd, headers), trellis.process.pid, trellis.database_url
+            "trellis": _Side(trellis.url, ours, trellis.process.pid, trellis.database_url),
+            "parse": _Side(
+                PARSE_URL.rsplit("/parse", 1)[0],
+                parse_cases(parse_ids, rnd, access.parse if access else None),
+                parse_pid(),
+                PARSE_DSN,
             ),
-            "parse": _Side(PARSE_URL.rsplit("/parse", 1)[0], parse_cases(parse_ids, rnd), parse_pid(), PARSE_DSN),
         }
         if user:
             admin_redis = stack.enter_context(redis_child())
@@ -516,13 +655,20 @@ def _print_row(row: dict[str, Any]) -> None:
         )
 
 
-GOALS = {"get by id": 1.2, "list + exact count": 2.5, "list, no count": 1.2, "create": 1.0, "update": 1.0}
+GOALS = {"get by id": 1.6, "list + exact count": 3.0, "list, no count": 1.5, "create": 1.2, "update": 1.2}
+# A user under access beside Parse's user under ACLs: reads well ahead, writes at least level.
+USER_GOALS = {"get by id": 1.2, "list + exact count": 1.2, "list, no count": 1.2, "create": 1.0, "update": 1.0}
 BESIDE = {"list + exact count": "Parse with `count=1`", "list, no count": "Parse's plain list"}
 
 
 def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace, revision: str) -> str:
     """A dated section for ``bench/results/peer.md``: the medians, then every round."""
-    caller = "a user under access control (an `editor` tuple per Item)" if args.as_user else "the admin"
+    caller = (
+        "a user under access control (the access benchmark's users, teams and grants: it reads ~2% of the Items), "
+        "Parse by its twin under ACLs (`_rperm`/`_wperm`, the teams as roles)"
+        if args.as_user
+        else "the admin"
+    )
     if args.as_user:
         caller += (
             ", and beside it, in every round, the admin on a second Trellis without access control (user ÷ admin: "
@@ -580,7 +726,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         rows = [r for r in results if r["operation"] == name]
         ratios = [r["trellis"]["rps"] / r["parse"]["rps"] for r in rows]
         foreign = [r[s]["foreign_pct"] for r in rows for s in ("trellis", "parse")]
-        goal = GOALS.get(name)
+        goal = (USER_GOALS if args.as_user else GOALS).get(name)
         label = f"{name} (beside {BESIDE[name]})" if name in BESIDE else name
         lines.append(
             f"| {label} | **{statistics.median(ratios):.2f}** {_interval(ratios)} | {', '.join(f'{x:.2f}' for x in ratios)} "
@@ -605,6 +751,7 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
         + (" | |" if args.triggers else "")
         + (" | |" if args.base else "")
     )
+    lines += ["", *_tails(results, names)]
     lines += [
         "",
         "Every round (req/s; µs/request server + PostgreSQL; p50 ms):",
@@ -654,6 +801,26 @@ def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace
     if errors:
         lines += ["", "Non-2xx answers: " + "; ".join(f"{op} ({side}): {n}" for op, side, n in errors)]
     return "\n".join(lines) + "\n"
+
+
+def _tails(results: list[dict[str, Any]], names: list[str]) -> list[str]:
+    """The tails: each side's p99 (wrk's, ms) per operation, median and per round, and in how many rounds
+    Trellis's was no longer than Parse's (the goal: all of them)."""
+    lines = [
+        "Tails under the same load (wrk's p99, ms; per round Trellis / Parse):",
+        "",
+        "| operation | Trellis p99, median | Parse p99, median | per round | Trellis ≤ Parse in |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for name in names:
+        rows = [r for r in results if r["operation"] == name]
+        pairs = [(r["trellis"]["p99_ms"], r["parse"]["p99_ms"]) for r in rows]
+        within = sum(ours <= theirs for ours, theirs in pairs)
+        lines.append(
+            f"| {name} | {statistics.median(t for t, _ in pairs):.1f} | {statistics.median(p for _, p in pairs):.1f} "
+            f"| {', '.join(f'{t:.1f} / {p:.1f}' for t, p in pairs)} | {within} of {len(pairs)} |"
+        )
+    return lines
 
 
 def _paired_columns(rows: list[dict[str, Any]], side: str, beside: str, described: str) -> str:

@@ -49,7 +49,8 @@ from typing import Any
 import psycopg2
 import requests
 
-from bench.access_bench import _dsn, load_documents, measure, seed_access, sign_in
+from bench.access_bench import load_documents, measure
+from bench.access_data import _dsn, seed_access, sign_in
 from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, paired_line
 from bench.peer_bench import _backends
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import requests
 
-from bench.access_bench import sign_in
+from bench.access_data import sign_in
 from bench.common import Server, bench_server, insert_many, redis_child
 from bench.peer_bench import _process_cpu, wrk
 

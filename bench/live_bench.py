@@ -39,12 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import requests
 import socketio
 
 from bench.common import MASTER_KEY, ROOT, Server, bench_server, serve, wrk
@@ -85,7 +87,24 @@ class Tally:
             self.first_worker.append(now)
 
 
-async def connect(url: str, subscriber: int, schema: str, tally: Tally, http: aiohttp.ClientSession) -> Any:
+# A subscriber of a run: its number, its Socket.IO ``auth`` and its ``subscribe`` request.
+Plan = list[tuple[int, dict[str, Any], dict[str, Any]]]
+
+
+def bucket_plan(subscribers: int, schema: str) -> Plan:
+    """Masterkey subscribers with ``where: {bucket: n mod 10}``: this benchmark's own shape."""
+    auth = {"masterkey": MASTER_KEY}
+    return [(n, auth, {"schema": schema, "where": {"bucket": n % BUCKETS}}) for n in range(subscribers)]
+
+
+def bucket_readers(subscribers: int) -> Callable[[int], Iterable[int]]:
+    """The subscribers a write of ``bucket_plan`` reaches."""
+    return lambda seq: range(seq % BUCKETS, subscribers, BUCKETS)
+
+
+async def connect(
+    url: str, subscriber: int, auth: dict[str, Any], request: dict[str, Any], tally: Tally, http: aiohttp.ClientSession
+) -> Any:
     client = socketio.AsyncClient(reconnection=False, http_session=http)
 
     async def on_change(change: dict[str, Any]) -> None:
@@ -93,14 +112,9 @@ async def connect(url: str, subscriber: int, schema: str, tally: Tally, http: ai
 
     client.on("change", on_change, namespace=NAMESPACE)
     await client.connect(
-        url,
-        socketio_path="realtime",
-        namespaces=[NAMESPACE],
-        transports=["websocket"],
-        auth={"masterkey": "bench-master-key"},
-        wait_timeout=60,
+        url, socketio_path="realtime", namespaces=[NAMESPACE], transports=["websocket"], auth=auth, wait_timeout=60
     )
-    ack = await client.call("subscribe", {"schema": schema, "where": {"bucket": subscriber % BUCKETS}}, NAMESPACE, 60)
+    ack = await client.call("subscribe", request, NAMESPACE, 60)
     assert "subscriptionId" in ack, ack
     return client
 
@@ -129,14 +143,13 @@ class LeanSubscriber:
                 return text
             await self.socket.send_str("3")
 
-    async def subscribe(self, schema: str) -> None:
+    async def subscribe(self, auth: dict[str, Any], request: dict[str, Any]) -> None:
         opened = await self._next()
         assert opened.startswith("0"), opened
-        await self.socket.send_str(_CONNECTED + json.dumps({"masterkey": MASTER_KEY}))
+        await self.socket.send_str(_CONNECTED + json.dumps(auth))
         connected = await self._next()
         assert connected.startswith(_CONNECTED), connected
-        where = {"bucket": self.subscriber % BUCKETS}
-        await self.socket.send_str(f"{_EVENT}0" + json.dumps(["subscribe", {"schema": schema, "where": where}]))
+        await self.socket.send_str(f"{_EVENT}0" + json.dumps(["subscribe", request]))
         ack = await self._next()
         assert ack.startswith(f"{_ACK}0") and "subscriptionId" in json.loads(ack[len(_ACK) + 1 :])[0], ack
         self.reader = asyncio.create_task(self._read())
@@ -160,10 +173,12 @@ class LeanSubscriber:
         await self.socket.close()
 
 
-async def connect_lean(url: str, subscriber: int, schema: str, tally: Tally, http: aiohttp.ClientSession) -> Any:
+async def connect_lean(
+    url: str, subscriber: int, auth: dict[str, Any], request: dict[str, Any], tally: Tally, http: aiohttp.ClientSession
+) -> Any:
     socket = await http.ws_connect(f"{url}/realtime/?EIO=4&transport=websocket", max_msg_size=0)
     client = LeanSubscriber(socket, subscriber, tally)
-    await client.subscribe(schema)
+    await client.subscribe(auth, request)
     return client
 
 
@@ -206,17 +221,17 @@ async def write_at_rate(
         return time.perf_counter() - started
 
 
-async def _subscribe_all(
-    urls: list[str], indices: list[int], schema: str, tally: Tally, http: Any, client: str = "lean"
-) -> list[Any]:
+async def _subscribe_all(urls: list[str], plan: Plan, tally: Tally, http: Any, client: str = "lean") -> list[Any]:
+    """Subscriber ``n`` on ``urls[n mod len(urls)]``, 20 subscribes at a time (each one reads the
+    subscriber's viewer: the machine's PostgreSQL connections are shared)."""
     gate = asyncio.Semaphore(20)
     connect_one = CLIENTS[client]
 
-    async def one(n: int) -> Any:
+    async def one(n: int, auth: dict[str, Any], request: dict[str, Any]) -> Any:
         async with gate:
-            return await connect_one(urls[n % len(urls)], n, schema, tally, http)
+            return await connect_one(urls[n % len(urls)], n, auth, request, tally, http)
 
-    return await asyncio.gather(*(one(n) for n in indices))
+    return await asyncio.gather(*(one(*entry) for entry in plan))
 
 
 async def _until_received(tally: Tally, expected: set[tuple[int, int]]) -> None:
@@ -247,10 +262,8 @@ def collector_paused(paused: bool = True) -> Iterator[None]:
         gc.unfreeze()
 
 
-def subscriber_process(
-    urls: list[str], indices: list[int], schema: str, pipe: Any, pause_gc: bool = True, client: str = "lean"
-) -> None:
-    """A child holding ``indices``' subscribers: "ready" once all are subscribed, then, given the
+def subscriber_process(urls: list[str], plan: Plan, pipe: Any, pause_gc: bool = True, client: str = "lean") -> None:
+    """A child holding ``plan``'s subscribers: "ready" once all are subscribed, then, given the
     (subscriber, seq) pairs it must receive, its receipts and the CPU seconds it spent meanwhile.
     ``time.perf_counter`` is the system's monotonic clock, the same in every process, so receipts compare
     with the writer's times."""
@@ -258,7 +271,7 @@ def subscriber_process(
     async def main() -> None:
         tally = Tally()
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-            clients = await _subscribe_all(urls, indices, schema, tally, http, client)
+            clients = await _subscribe_all(urls, plan, tally, http, client)
             with collector_paused(pause_gc):
                 pipe.send("ready")
                 cpu = time.process_time()
@@ -271,9 +284,38 @@ def subscriber_process(
     asyncio.run(main())
 
 
+@dataclass
+class Shape:
+    """What a run subscribes, writes and expects."""
+
+    schema: str
+    plan: Plan
+    readers: Callable[[int], Iterable[int]]  # the subscribers write ``seq`` must reach, exactly once each
+    body: Callable[[int], dict[str, Any]]  # the document of write ``seq``
+    unread: Callable[[int], dict[str, Any]]  # a document no subscriber may receive (the warm-up's)
+    before_writes: Callable[[], object] | None = None  # run in a thread after the warm-up (a bulk load)
+
+
+def bucket_shape(subscribers: int) -> Shape:
+    return Shape(
+        "LiveBench",
+        bucket_plan(subscribers, "LiveBench"),
+        bucket_readers(subscribers),
+        lambda seq: {"seq": seq, "bucket": seq % BUCKETS},
+        lambda seq: {"seq": -1 - seq, "bucket": BUCKETS},
+    )
+
+
+def create_schema(server: Server, body: dict[str, Any]) -> None:
+    response = requests.post(
+        f"{server.url}/admin/database/schemas", json=body, headers=server.admin_headers, timeout=60
+    )
+    assert response.status_code == 201, response.text
+
+
 async def run(
     servers: list[Server],
-    subscribers: int,
+    shape: Shape,
     rate: int,
     seconds: float,
     processes: int,
@@ -282,25 +324,20 @@ async def run(
     client: str = "lean",
 ) -> dict[str, Any]:
     """Subscribers in ``processes`` child processes (each its own event loop: one Python process receiving
-    all deliveries is a client-side queue of its own), the writer in this one."""
+    all deliveries is a client-side queue of its own), the writer in this one. The schema exists already."""
     tally = Tally()
-    async with aiohttp.ClientSession(headers={"masterkey": "bench-master-key"}) as http:
-        schema = "LiveBench"
-        body = {"name": schema, "fields": {"seq": "Number", "bucket": "Number"}}
-        async with http.post(f"{servers[0].url}/admin/database/schemas", json=body) as response:
-            assert response.status == 201, await response.text()
+    schema = shape.schema
     figures: dict[str, Any] = {"rss_idle_mb": [s.rss_mb() for s in servers]}
     urls = [server.url for server in servers]
+    figures["subscribers_per_server"] = [sum(n % len(urls) == k for n, _, _ in shape.plan) for k in range(len(urls))]
     context = multiprocessing.get_context("spawn")
-    shares = [list(range(subscribers))[k::processes] for k in range(processes)]
+    shares = [shape.plan[k::processes] for k in range(processes)]
     children = []
     for share in shares:
         ours, theirs = context.Pipe()
-        child = context.Process(
-            target=subscriber_process, args=(urls, share, schema, theirs, pause_gc, client), daemon=True
-        )
+        child = context.Process(target=subscriber_process, args=(urls, share, theirs, pause_gc, client), daemon=True)
         child.start()
-        children.append((child, ours, share))
+        children.append((child, ours, [n for n, _, _ in share]))
     loop = asyncio.get_running_loop()
     for _, pipe, _ in children:
         assert await loop.run_in_executor(None, pipe.recv) == "ready"
@@ -310,17 +347,19 @@ async def run(
     # Warm-up: writes no subscriber matches (bucket BUCKETS) open the servers' database connections and
     # prepare their statements. Fresh servers measured cold put the first second's deliveries among the
     # latest of a run (1,539 of them over 100 ms in one, 2026-11-27).
-    await write_at_rate(
-        servers, schema, rate, WARMUP_SECONDS, Tally(), lambda seq: {"seq": -1 - seq, "bucket": BUCKETS}
-    )
+    await write_at_rate(servers, schema, rate, WARMUP_SECONDS, Tally(), shape.unread)
+    if shape.before_writes is not None:
+        started = time.perf_counter()
+        await loop.run_in_executor(None, shape.before_writes)
+        figures["before_writes_seconds"] = time.perf_counter() - started
     sampled_from = time.perf_counter()
     cpu = _cpu_now(servers)
     stalls = asyncio.create_task(_io_stalls(seconds + 2))
     with collector_paused(pause_gc):
-        figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally)
+        figures["write_seconds"] = await write_at_rate(servers, schema, rate, seconds, tally, shape.body)
     if spy is not None:
         await loop.run_in_executor(None, spy.wait)
-    expected = {(n, seq) for seq in tally.sent_at for n in range(subscribers) if n % BUCKETS == seq % BUCKETS}
+    expected = {(n, seq) for seq in tally.sent_at for n in shape.readers(seq)}
     for _, pipe, share in children:
         mine = set(share)
         pipe.send({pair for pair in expected if pair[0] in mine})
@@ -576,10 +615,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         last = number == args.runs - 1
         with bench_server("postgresql", TRELLIS_REDIS_URL=REDIS_URL) as first, tempfile.TemporaryDirectory() as folder:
             with serve(first.env, folder) as second:
+                shape = bucket_shape(args.subscribers)
+                create_schema(first, {"name": shape.schema, "fields": {"seq": "Number", "bucket": "Number"}})
                 figures = asyncio.run(
                     run(
                         [first, second],
-                        args.subscribers,
+                        shape,
                         args.rate,
                         args.seconds,
                         args.client_processes,

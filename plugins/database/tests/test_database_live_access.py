@@ -229,6 +229,37 @@ def test_team_join_removal_and_deletion(server, watchers):
         watcher.quiet(0.5)
 
 
+def test_a_team_change_moves_the_subscriber_between_audiences(server, watchers):
+    """Who an event reaches is looked up among the subscribers by what their access names (users, teams):
+    a subscriber whose teams change is found under its new teams for the very next change, and no longer
+    under those it left."""
+    api = Access(server.url)
+    name = api.access_schema({"title": "String", "crew": {"type": "Relation", "model": "Team"}}, {"crew": "reader"})
+    alice, bob, carol = users(server, 3)
+    team = api.teams("POST", "", alice, 201, json={"name": "team-" + uuid.uuid4().hex[:6]})
+    sub_team = api.teams("POST", "", alice, 201, json={"name": "sub", "parentTeam": team["_id"]})
+    admin, member = admin_and(bob, server, watchers, name)
+    bystander = watchers(server.url, {"token": carol.access_token})
+    bystander.subscribe(schema=name)
+
+    first = api.create(name, {"title": "one", "crew": team["_id"]}, headers=alice.headers)
+    assert events_of(admin, 1) == [("create", first)]
+    api.teams("POST", f"/{sub_team['_id']}/add", alice, 201, json={"userId": bob.id, "role": "member"})
+    assert events_of(member, 1) == [("enter", first)]
+    second = api.create(name, {"title": "two", "crew": team["_id"]}, headers=alice.headers)
+    assert events_of(member, 1) == [("create", second)]
+    assert events_of(admin, 1) == [("create", second)]
+    api.teams("DELETE", f"/{sub_team['_id']}/members", alice, 200, params={"members": bob.id})
+    left = sorted(events_of(member, 2), key=lambda found: found[1]["_id"])
+    assert left == sorted(
+        [("leave", {"_id": doc["_id"]}) for doc in (first, second)], key=lambda found: found[1]["_id"]
+    )
+    third = api.create(name, {"title": "three", "crew": team["_id"]}, headers=alice.headers)
+    assert events_of(admin, 1) == [("create", third)]
+    for watcher in (member, bystander):
+        watcher.quiet(0.3)
+
+
 def within(lines: Iterator[str], seconds: float = WAIT) -> Iterator[str]:
     """A stream's lines, failing once ``seconds`` have passed (heartbeats keep each read short)."""
     deadline = time.monotonic() + seconds

@@ -32,13 +32,13 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from flask import Flask, current_app
 from sqlalchemy.exc import DBAPIError
 
 from trellis import access, connections, db, events
-from trellis.access import Acting
+from trellis.access import Acting, Audience
 from trellis.credentials import Identity
 from trellis.errors import APIError, bad_request, database_unavailable, not_found
 
@@ -191,6 +191,9 @@ class LiveHub:
         self._by_schema: dict[str, dict[str, dict[str, Subscription]]] = {}
         self._by_owner: dict[str, dict[str, Subscription]] = {}
         self._starting: dict[str, Subscription] = {}  # replaying or holding: every event concerns them
+        # (schema, filter key) → the group's subscriptions by their viewers, and the ``_changed`` it was made at
+        self._indexes: dict[tuple[str, str], tuple[int, access.AudienceIndex[Subscription]]] = {}
+        self._changed = 0  # counts the subscriptions added and removed and the viewers replaced
         self._stop_listening: list[Callable[[], None]] | None = None
 
     def _listen(self) -> None:
@@ -243,6 +246,7 @@ class LiveHub:
             groups = self._by_schema.setdefault(subscription.schema, {})
             groups.setdefault(subscription.filter_key, {})[subscription.id] = subscription
             self._starting[subscription.id] = subscription
+            self._changed += 1
 
     def start(self, subscription: Subscription) -> None:
         """Send the replay, then what was held, then go live."""
@@ -258,7 +262,9 @@ class LiveHub:
         subscription.last = max(subscription.last, subscription.since)
         if subscription.viewer is not None and subscription.user_id is not None:
             with self._app.app_context():  # its teams as they were then: the team changes since replay in order
-                subscription.viewer = live_access.viewer_at(subscription.user_id, subscription.since)
+                viewer = live_access.viewer_at(subscription.user_id, subscription.since)
+                with self._lock:
+                    self._set_viewer(subscription, viewer)
         holding = False
         while self._active(subscription):
             with self._app.app_context():  # a stream reads its pages after its request has ended
@@ -300,10 +306,12 @@ class LiveHub:
                 group.pop(sub_id, None)
                 if not group:
                     groups.pop(subscription.filter_key, None)
+                    self._indexes.pop((subscription.schema, subscription.filter_key), None)
                 if not groups:
                     self._by_schema.pop(subscription.schema, None)
             if not mine:
                 self._by_owner.pop(owner, None)
+            self._changed += 1
             return bool(ids)
 
     def count(self) -> int:
@@ -330,7 +338,7 @@ class LiveHub:
                     if sub.viewer is not None
                 ]
                 self._offer(inheriting, event, module, cache)
-                for group in list(self._by_schema.get(family_name, {}).values()):
+                for filter_key, group in list(self._by_schema.get(family_name, {}).items()):
                     try:
                         if self._filtered_out(next(iter(group.values())), event, cache):
                             continue  # the same answer for every subscription of the group
@@ -338,7 +346,7 @@ class LiveHub:
                         for subscription in list(group.values()):
                             self._lose(subscription, event)
                         continue
-                    for subscription in list(group.values()):
+                    for subscription in self._readers(family_name, filter_key, group, event, cache):
                         if subscription.pending is None and not subscription.replaying:
                             self._pass(subscription, event, cache)
                 return
@@ -366,6 +374,38 @@ class LiveHub:
                 subscription.pending.append(event)
             else:
                 self._pass(subscription, event, cache)
+
+    def _readers(
+        self, schema: str, filter_key: str, group: dict[str, Subscription], event: events.Event, cache: dict[Any, Any]
+    ) -> list[Subscription]:
+        """The subscriptions of a group the event's document may concern: those its audiences before and
+        after may admit (found in the group's index) and administrators'; every one when an audience is
+        not known (no access rule, or its reads failed: each subscription then meets the failure itself)."""
+        found = self._indexes.get((schema, filter_key))
+        if found is None or found[0] != self._changed:
+            index = access.AudienceIndex((sub, sub.viewer) for sub in group.values())
+            self._indexes[(schema, filter_key)] = found = (self._changed, index)
+        index = found[1]
+        if not index.restricted:
+            return list(group.values())
+        restricted = next((sub for sub in group.values() if sub.viewer is not None), None)
+        if restricted is None:
+            return list(group.values())
+        try:
+            audiences = [
+                audience
+                for side in _sides(restricted, event, cache)
+                for audience in (side.readers_before, side.readers_after)
+            ]
+        except Exception:
+            return list(group.values())
+        if any(audience is None for audience in audiences):
+            return list(group.values())
+        return index.candidates(cast("list[Audience]", audiences))
+
+    def _set_viewer(self, subscription: Subscription, viewer: Acting | None) -> None:
+        subscription.viewer = viewer
+        self._changed += 1
 
     @staticmethod
     def _inherits(schema_name: str, target: str, cache: dict[Any, Any]) -> bool:
@@ -439,7 +479,7 @@ class LiveHub:
         new = cache[key]
         if new is None or (set(new.subjects), set(new.team_ids)) == (set(old.subjects), set(old.team_ids)):
             return []
-        subscription.viewer = new
+        self._set_viewer(subscription, new)
         if not send:
             return []
         changes = []

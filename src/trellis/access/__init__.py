@@ -22,7 +22,7 @@ from __future__ import annotations
 from flask import Flask, current_app
 
 from .acting import ADMIN, Acting
-from .live import GRANT_EVENTS, Audience, GrantChange, Probe
+from .live import GRANT_EVENTS, Audience, AudienceIndex, GrantChange, Probe
 from .protocols import AccessControl, Callers, Lifecycle, LiveAudiences, Predicates, Sharing
 from .tables import SUBJECTS, TEAMS, USERS, Catalog, FieldRef, ResourceTable, any_of
 
@@ -35,6 +35,7 @@ __all__ = [
     "AccessControl",
     "Acting",
     "Audience",
+    "AudienceIndex",
     "Callers",
     "Catalog",
     "FieldRef",

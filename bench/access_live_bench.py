@@ -13,10 +13,12 @@ three levels deep: leaves of 10 members (users shuffled into them), a middle tea
 to one schema under access control WITHOUT a filter, half on each process: what it receives is decided by
 access alone. Write ``seq`` names its readers in two field-backed relations (``reader``):
 
-- ``viewers: [User]``: the users ``n`` with ``n mod 20 == seq mod 20`` (5% of them, directly);
-- ``teams: [Team]``: middle team ``seq mod M`` (of M), read by the members of its leaves (about 5%).
+- ``viewers: [User]``: the users ``n`` with ``n mod 200 == seq mod 200`` (0.5% of them, directly);
+- ``teams: [Team]``: middle teams ``seq mod M`` and ``(seq + M/2) mod M`` (of M), read by the members of
+  their leaves (about 10% with 2,000 users: M is 20).
 
-So a write reaches about a tenth of the subscribers, each a different set of writes. The expected deliveries
+So a write reaches about a tenth of the subscribers (as ``bench.live_bench``'s filter), each a different set
+of writes. The expected deliveries
 are computed from the same rule and the memberships written; a receipt outside them is a leak.
 
 ``--bulk N``: before each run's writes, N documents no user may read, through ``POST /database/<schema>/many``
@@ -46,6 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import psycopg2
 
 from bench.access_data import _dsn, _insert, _new_id
@@ -56,7 +59,9 @@ from bench.live_bench import (
     TARGET_P99_MS,
     Plan,
     Shape,
+    Tally,
     bucket_shape,
+    connect_lean,
     cpu_row,
     create_schema,
     late_row,
@@ -65,7 +70,7 @@ from bench.live_bench import (
 
 RESULTS = ROOT / "bench" / "results" / "access_live.md"
 SCHEMA = "AccessLiveBench"
-DIRECT = 20  # write seq names the users n with n mod DIRECT == seq mod DIRECT
+DIRECT = 200  # write seq names the users n with n mod DIRECT == seq mod DIRECT
 TEAM_SIZE = 10  # members of a leaf team; leaves under a middle team
 ROOT_SPAN = 5  # middle teams under a root
 TARGET_KB = 30.0
@@ -95,16 +100,21 @@ class Population:
             by_middle.setdefault(self.leaf_of[n] // TEAM_SIZE, []).append(n)
         self._by_middle = by_middle
 
-    def middle(self, seq: int) -> int:
-        return seq % len(self.middles)
+    def named_middles(self, seq: int) -> list[int]:
+        """The middle teams write ``seq`` names: two of them, apart by half their number (one when there is one)."""
+        count = len(self.middles)
+        return sorted({seq % count, (seq + count // 2) % count})
 
     def body(self, seq: int) -> dict[str, Any]:
-        count = len(self.users)
-        viewers = [self.users[n] for n in range(seq % DIRECT, count, DIRECT)]
-        return {"seq": seq, "bucket": seq % BUCKETS, "viewers": viewers, "teams": [self.middles[self.middle(seq)]]}
+        viewers = [self.users[n] for n in range(seq % DIRECT, len(self.users), DIRECT)]
+        teams = [self.middles[m] for m in self.named_middles(seq)]
+        return {"seq": seq, "bucket": seq % BUCKETS, "viewers": viewers, "teams": teams}
 
     def readers(self, seq: int) -> set[int]:
-        return set(range(seq % DIRECT, len(self.users), DIRECT)) | set(self._by_middle.get(self.middle(seq), ()))
+        found = set(range(seq % DIRECT, len(self.users), DIRECT))
+        for middle in self.named_middles(seq):
+            found.update(self._by_middle.get(middle, ()))
+        return found
 
     def write(self, server: Server) -> None:
         """Users, teams and memberships with bulk SQL, as ``bench.access_bench.seed_access`` does."""
@@ -203,6 +213,44 @@ def one_run(mode: str, args: argparse.Namespace, rnd: random.Random, profile: Pa
     return {"mode": mode, **figures}
 
 
+STAGES = ("websocket", "namespace", "subscribed")
+
+
+def memory_stages(args: argparse.Namespace, rnd: random.Random) -> dict[str, tuple[float, float]]:
+    """Idle server memory per subscriber at each step of a subscribe: Engine.IO's websocket open only, the
+    namespace connected too (token checked), and subscribed. Each step on a fresh server process (RSS
+    does not shrink after sockets close), same database and users; (KB per subscriber, MB idle)."""
+    found = {}
+    with bench_server("postgresql", TRELLIS_REDIS_URL=REDIS_URL) as first, tempfile.TemporaryDirectory() as folder:
+        shape = access_shape(first, args.subscribers, 0, rnd)
+        for stage in STAGES:
+            with serve(first.env, folder) as server:
+                plan = [
+                    (n, auth if stage != "websocket" else None, request if stage == "subscribed" else None)
+                    for n, auth, request in shape.plan
+                ]
+                idle = server.rss_mb()
+                found[stage] = (asyncio.run(_held_rss(server, plan)) - idle) * 1024 / len(plan), idle
+    return found
+
+
+async def _held_rss(server: Server, plan: Any) -> float:
+    """The server's RSS (MB) with every subscriber of ``plan`` connected as far as its entries say."""
+    tally = Tally()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        gate = asyncio.Semaphore(20)
+
+        async def one(n: int, auth: Any, request: Any) -> Any:
+            async with gate:
+                return await connect_lean(server.url, n, auth, request, tally, http)
+
+        clients = await asyncio.gather(*(one(*entry) for entry in plan))
+        await asyncio.sleep(2)
+        rss = server.rss_mb()
+        await asyncio.gather(*(client.disconnect() for client in clients))
+    return rss
+
+
 def kb_per_subscriber(figures: dict[str, Any]) -> list[float]:
     return [
         (connected - idle) * 1024 / max(count, 1)
@@ -245,8 +293,8 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
 
 `{command}` on {platform.node()} ({os.cpu_count()} cores, shared), PostgreSQL + Redis, two eventlet processes
 (fresh for each run). {args.subscribers} lean subscribers (users, token auth, no filter; half per process, held
-by {args.client_processes} client processes), each write readable by the users it names and by the members of
-the team it names (see the module docstring); {args.rate} writes/s for {args.seconds} s a run;
+by {args.client_processes} client processes), each write readable by the users it names (0.5%) and by the members
+of the two teams it names (see the module docstring); {args.rate} writes/s for {args.seconds} s a run;
 {f"{args.bulk} documents by `/many` before each run's writes" if args.bulk else "no bulk load"}.
 
 | run | mode | load | bulk (s) | latency from send p50 / p90 / p99 (ms) | expected | lost / leaked / duplicated | refused writes | idle KB per subscriber (per process) | CPU s: servers / subscribers / writer / PostgreSQL |
@@ -262,6 +310,24 @@ Under access: p99 < {TARGET_P99_MS:.0f} ms in {met} of {len(access)} runs (media
 """
 
 
+def memory_report(stages: dict[str, tuple[float, float]], args: argparse.Namespace, command: str) -> str:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    rows = "\n".join(
+        f"| {stage} | {kb:.1f} | {kb - previous:+.1f} | {idle:.0f} |"
+        for (stage, (kb, idle)), previous in zip(
+            stages.items(), [0.0, *(kb for kb, _ in stages.values())], strict=False
+        )
+    )
+    return f"""## {stamp} — idle server memory per subscriber, step by step{f" ({args.label})" if args.label else ""}
+
+`{command}`: {args.subscribers} lean subscribers on one fresh server process per step (same database and users).
+
+| step | KB per subscriber | added by the step | RSS idle before (MB) |
+|---|---|---|---|
+{rows}
+"""
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--subscribers", type=int, default=2000)
@@ -272,11 +338,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--baseline", action="store_true", help="after each run, one with a filter instead")
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks of the first server, last run")
+    parser.add_argument("--memory", action="store_true", help="only idle memory per subscriber, step by step")
     parser.add_argument("--label", default="", help="what the runs measure (the section's title)")
     parser.add_argument("--no-write", action="store_true", help="print the report, do not append it")
     args = parser.parse_args(argv)
     command = "python -m bench.access_live_bench " + " ".join(argv if argv is not None else sys.argv[1:])
     rnd = random.Random(7)
+    if args.memory:
+        stages = memory_stages(args, rnd)
+        text = memory_report(stages, args, command.strip())
+        print(text)
+        if not args.no_write:
+            with RESULTS.open("a") as results:
+                results.write("\n" + text)
+        return []
     runs = []
     for number in range(args.runs):
         for mode in ("access", "filter") if args.baseline else ("access",):

@@ -143,15 +143,18 @@ class LeanSubscriber:
                 return text
             await self.socket.send_str("3")
 
-    async def subscribe(self, auth: dict[str, Any], request: dict[str, Any]) -> None:
+    async def subscribe(self, auth: dict[str, Any] | None, request: dict[str, Any] | None) -> None:
+        """Engine.IO's open, the namespace's connect with ``auth``, then ``request`` (None: none) and reading."""
         opened = await self._next()
         assert opened.startswith("0"), opened
-        await self.socket.send_str(_CONNECTED + json.dumps(auth))
-        connected = await self._next()
-        assert connected.startswith(_CONNECTED), connected
-        await self.socket.send_str(f"{_EVENT}0" + json.dumps(["subscribe", request]))
-        ack = await self._next()
-        assert ack.startswith(f"{_ACK}0") and "subscriptionId" in json.loads(ack[len(_ACK) + 1 :])[0], ack
+        if auth is not None:
+            await self.socket.send_str(_CONNECTED + json.dumps(auth))
+            connected = await self._next()
+            assert connected.startswith(_CONNECTED), connected
+        if request is not None:
+            await self.socket.send_str(f"{_EVENT}0" + json.dumps(["subscribe", request]))
+            ack = await self._next()
+            assert ack.startswith(f"{_ACK}0") and "subscriptionId" in json.loads(ack[len(_ACK) + 1 :])[0], ack
         self.reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -174,8 +177,15 @@ class LeanSubscriber:
 
 
 async def connect_lean(
-    url: str, subscriber: int, auth: dict[str, Any], request: dict[str, Any], tally: Tally, http: aiohttp.ClientSession
+    url: str,
+    subscriber: int,
+    auth: dict[str, Any] | None,
+    request: dict[str, Any] | None,
+    tally: Tally,
+    http: aiohttp.ClientSession,
 ) -> Any:
+    """A ``LeanSubscriber``; ``auth`` and ``request`` None stop it before the namespace's connect and the
+    subscribe (what each step costs the server: ``bench.access_live_bench --memory``)."""
     socket = await http.ws_connect(f"{url}/realtime/?EIO=4&transport=websocket", max_msg_size=0)
     client = LeanSubscriber(socket, subscriber, tally)
     await client.subscribe(auth, request)

@@ -15,7 +15,7 @@ from trellis.errors import forbidden, not_found
 from trellis.hooks import hookimpl
 
 from . import audience, decisions, definitions, subjects, tuples
-from .predicate import condition
+from .predicate import condition, held
 
 
 class Callers:
@@ -40,8 +40,13 @@ class Predicates:
         """Changes whenever a definition changes: part of the key of statements built with a predicate."""
         return definitions.of().stamp
 
-    def predicate(self, resource: ResourceTable, permission: str, dialect: str) -> sa.ColumnElement[bool]:
-        return condition(resource, permission, dialect)
+    def predicate(
+        self, resource: ResourceTable, permission: str, dialect: str, membership: bool = False
+    ) -> sa.ColumnElement[bool]:
+        return condition(resource, permission, dialect, membership=membership)
+
+    def held(self, resource: ResourceTable, permission: str, dialect: str) -> sa.Select:
+        return held(resource, permission, dialect)
 
     def change_families(self, resource: ResourceTable) -> list[str]:
         """The event families whose change numbers key a count under access: the resource's grants, and

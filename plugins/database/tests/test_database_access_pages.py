@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from trellis.testing.plugin import statements_run
 from trellis_database.documents import list_access
 
 ACCESS = {"conduit": {"authorization": {"enabled": True}}}
@@ -116,3 +117,77 @@ def test_a_narrow_callers_hint_ends(dbapi, notes, make_user, monkeypatch):
     _many(dbapi, carol, "Note", [{"text": "c", "n": 100 + n} for n in range(3)])
     assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [102, 101]  # walked again: a whole page
     assert _narrow_callers() == 0
+
+
+def _membership_pages(seen: list[str]) -> int:
+    """Statements that read a page by membership of the caller's set (``list_statements.few_page``)."""
+    return sum("_held" in sql and "LIMIT" in sql and "count(" not in sql for sql in seen)
+
+
+def test_a_narrow_caller_who_holds_few_gets_its_pages_by_membership(dbapi, notes, make_user):
+    alice, carol = make_user(), make_user()
+    ids = _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
+    _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(3)])
+    for n in (10, 50):
+        response = dbapi.client.post(
+            f"/database/Note/{ids[n]}/grants", json={"subject": f"User:{carol.id}", "relation": "reader"},
+            headers=alice.headers,
+        )  # fmt: skip
+        assert response.status_code == 201
+    assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [50, 10]  # a short walk: the hint is made
+    with statements_run() as seen:
+        assert _ns(dbapi, carol, "Note", "sort=-n&limit=2&skip=2") == [2.5, 1.5]
+        assert _ns(dbapi, carol, "Note", "sort=-n&limit=2&skip=4") == [0.5]
+        assert _ns(dbapi, carol, "Note", "sort=n&limit=3&n[$gt]=1") == [1.5, 2.5, 10]
+        listed = dbapi.list("Note", "sort=-n&limit=2&n[$lt]=40", headers=carol.headers)
+    assert [d["n"] for d in listed["documents"]] == [10, 2.5]
+    assert listed["count"] == 4
+    assert _membership_pages(seen) == 4
+    # the hint is per caller: alice reads everything and walks
+    with statements_run() as seen:
+        assert _ns(dbapi, alice, "Note", "sort=-n&limit=3") == [59, 58, 57]
+    assert _membership_pages(seen) == 0
+
+
+def test_a_narrow_caller_who_holds_many_keeps_the_deferred_join(dbapi, notes, make_user, monkeypatch):
+    monkeypatch.setattr(list_access, "FEW", 2)  # carol holds 5 documents: more than "few"
+    alice, carol = make_user(), make_user()
+    _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
+    _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(5)])
+    assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [4.5, 3.5]
+    assert _narrow_callers() == 1
+    with statements_run() as seen:
+        assert _ns(dbapi, carol, "Note", "sort=-n&limit=2&skip=2") == [2.5, 1.5]
+    assert _membership_pages(seen) == 0
+
+
+def test_membership_pages_follow_inherited_and_field_backed_access(dbapi, make_user):
+    dbapi.tasks_read_through_projects({"n": "Number"})
+    alice, bob = make_user(), make_user()
+    shared, private = (dbapi.post("Project", {"name": name}, headers=alice.headers)["_id"] for name in "sp")
+    response = dbapi.client.post(
+        f"/database/Project/{shared}/grants", json={"subject": f"User:{bob.id}", "relation": "reader"},
+        headers=alice.headers,
+    )  # fmt: skip
+    assert response.status_code == 201
+    tasks = _many(dbapi, alice, "Task", [{"n": n, "project": shared if n % 10 == 3 else private} for n in range(40)])
+    response = dbapi.client.post(
+        f"/database/Task/{tasks[20]}/grants", json={"subject": f"User:{bob.id}", "relation": "reader"},
+        headers=alice.headers,
+    )  # fmt: skip
+    assert response.status_code == 201
+    expected = [33, 23, 20, 13, 3]  # through the project, and one task granted directly
+    with statements_run() as seen:
+        pages = [_ns(dbapi, bob, "Task", f"sort=-n&limit=2&skip={skip}") for skip in (0, 2, 4)]
+    assert [n for page in pages for n in page] == expected
+    assert _membership_pages(seen) == 2  # the first page found the caller narrow
+
+    options = {"conduit": {"authorization": {"enabled": True, "fields": {"assignee": "editor"}}}}
+    dbapi.create_schema(
+        "Ticket", {"n": "Number", "assignee": {"type": "Relation", "model": "User"}}, modelOptions=options
+    )
+    _many(dbapi, alice, "Ticket", [{"n": n, "assignee": bob.id if n % 9 == 0 else alice.id} for n in range(30)])
+    with statements_run() as seen:
+        pages = [_ns(dbapi, bob, "Ticket", f"sort=-n&limit=2&skip={skip}") for skip in (0, 2)]
+    assert [n for page in pages for n in page] == [27, 18, 9, 0]
+    assert _membership_pages(seen) == 1

@@ -197,9 +197,18 @@ def nameable_teams() -> set[str] | None:
     return set(users_service.team_ids_of(identity.id)) if identity.id is not None else set()
 
 
-def read_condition(schema: CompiledSchema, acting_as: Acting, permission: str = "read") -> sa.ColumnElement[bool]:
-    """The predicate for ``permission`` over the schema's table (bound parameters: ``acting_as.parameters()``)."""
-    return control().predicate(describe(schema), permission, db.engine().dialect.name)
+def read_condition(
+    schema: CompiledSchema, acting_as: Acting, permission: str = "read", membership: bool = False
+) -> sa.ColumnElement[bool]:
+    """The predicate for ``permission`` over the schema's table (bound parameters: ``acting_as.parameters()``);
+    ``membership``: its form for a caller who holds few documents (``trellis.access.Predicates.predicate``)."""
+    return control().predicate(describe(schema), permission, db.engine().dialect.name, membership)
+
+
+def held(schema: CompiledSchema, permission: str = "read") -> sa.Select:
+    """The ids of the schema's documents the caller's grants give ``permission`` on (bound parameters:
+    ``Acting.parameters()``)."""
+    return control().held(describe(schema), permission, db.engine().dialect.name)
 
 
 def change_families(schema: CompiledSchema) -> list[str]:

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from trellis import events, statements
 from trellis.access import Acting
 
-from .. import counts
+from .. import counts, document_access
 from .broad_callers import broad_hints, change_key, everything_query, note_broad, reads_everything
 from .caller_hints import CallerHints
 from .list_statements import WALK
@@ -18,8 +18,10 @@ from .listing import Listing
 MAX_WALKED_PAGE = 100  # deeper pages take the deferred join at once
 NARROW_SECONDS = 60.0
 # Callers whose last walked page came back short, per schema (the page is the same whichever statement
-# finds it): their next pages go to the deferred join at once.
+# finds it): their next pages go to the deferred join at once, or to the membership page when their grants
+# name at most FEW documents (the hint's value is then FEW).
 narrow_callers = CallerHints()
+FEW = 10_000  # documents: a set this size is built in a few milliseconds, and fits PostgreSQL's hash memory
 
 
 def read_under_access(
@@ -84,7 +86,8 @@ def _page(connection: sa.Connection, listing: Listing, acting: Acting, access_ke
             listing.broad = True
             return rows
     caller = (schema.documents_table.name, acting.subjects)
-    if built.walked is not None and skip + limit <= MAX_WALKED_PAGE and narrow_callers.get(caller) is None:
+    narrow = narrow_callers.get(caller)
+    if built.walked is not None and skip + limit <= MAX_WALKED_PAGE and narrow is None:
         rows = statements.execute_compiled(
             connection, built.walked, {**bound, "walk": WALK * (skip + limit)}, schema.statements
         )
@@ -94,10 +97,24 @@ def _page(connection: sa.Connection, listing: Listing, acting: Acting, access_ke
         found = statements.execute_compiled(connection, built.page, bound, schema.statements)
         if len(found) > len(rows):
             # Too few readable rows near the front: the deferred join finds the page, and the caller's
-            # next pages go there at once. (When the matches ran out, the walk's page was the page.)
-            narrow_callers.put(caller, True, NARROW_SECONDS)
+            # next pages go there at once, or to the membership page if it holds few documents. (When the
+            # matches ran out, the walk's page was the page.)
+            narrow_callers.put(caller, FEW if _holds_few(connection, listing, acting) else True, NARROW_SECONDS)
         return found
+    if narrow == FEW and built.few is not None:
+        return statements.execute_compiled(connection, built.few, bound, schema.statements)
     return statements.execute_compiled(connection, built.page, bound, schema.statements)
+
+
+def _holds_few(connection: sa.Connection, listing: Listing, acting: Acting) -> bool:
+    """Whether the caller's grants name at most ``FEW`` of the schema's documents: a count that stops there."""
+    schema = listing.shape.schema
+    key = ("holds few", document_access.statement_key(schema))
+    counted = schema.statements.get(key)
+    if counted is None:
+        named = document_access.held(schema).limit(FEW + 1).subquery("named")
+        counted = schema.statements[key] = sa.select(sa.func.count()).select_from(named)
+    return connection.execute(counted, acting.parameters()).scalar_one() <= FEW
 
 
 def _unguarded_page(

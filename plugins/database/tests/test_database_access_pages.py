@@ -37,6 +37,14 @@ def _ns(dbapi, user, schema: str, query: str) -> list[float]:
     return [doc["n"] for doc in dbapi.list(schema, query, headers=user.headers)["documents"]]
 
 
+def _grant(dbapi, owner, schema: str, doc_id: str, reader) -> None:
+    response = dbapi.client.post(
+        f"/database/{schema}/{doc_id}/grants", json={"subject": f"User:{reader.id}", "relation": "reader"},
+        headers=owner.headers,
+    )  # fmt: skip
+    assert response.status_code == 201, response.get_json()
+
+
 def _narrow_callers() -> int:
     return len(list_access.narrow_callers)
 
@@ -66,11 +74,7 @@ def test_a_narrow_callers_page_comes_from_the_deferred_join(dbapi, notes, make_u
     ids = _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
     _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(3)])
     for n in (10, 50):
-        response = dbapi.client.post(
-            f"/database/Note/{ids[n]}/grants", json={"subject": f"User:{carol.id}", "relation": "reader"},
-            headers=alice.headers,
-        )  # fmt: skip
-        assert response.status_code == 201
+        _grant(dbapi, alice, "Note", ids[n], carol)
     first = dbapi.list("Note", "sort=-n&limit=2", headers=carol.headers)
     assert [d["n"] for d in first["documents"]] == [50, 10]  # the first 4 matches hold one readable row
     assert first["count"] == 5
@@ -85,11 +89,7 @@ def test_walked_pages_follow_inherited_and_field_backed_access(dbapi, make_user)
     dbapi.tasks_read_through_projects({"n": "Number"})
     alice, bob = make_user(), make_user()
     shared, private = (dbapi.post("Project", {"name": name}, headers=alice.headers)["_id"] for name in "sp")
-    response = dbapi.client.post(
-        f"/database/Project/{shared}/grants", json={"subject": f"User:{bob.id}", "relation": "reader"},
-        headers=alice.headers,
-    )  # fmt: skip
-    assert response.status_code == 201
+    _grant(dbapi, alice, "Project", shared, bob)
     _many(dbapi, alice, "Task", [{"n": n, "project": private if n % 10 == 3 else shared} for n in range(40)])
     expected = [n for n in range(39, -1, -1) if n % 10 != 3]
     assert [n for skip in (0, 6, 12) for n in _ns(dbapi, bob, "Task", f"sort=-n&limit=6&skip={skip}")] == expected[:18]
@@ -129,11 +129,7 @@ def test_a_narrow_caller_who_holds_few_gets_its_pages_by_membership(dbapi, notes
     ids = _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
     _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(3)])
     for n in (10, 50):
-        response = dbapi.client.post(
-            f"/database/Note/{ids[n]}/grants", json={"subject": f"User:{carol.id}", "relation": "reader"},
-            headers=alice.headers,
-        )  # fmt: skip
-        assert response.status_code == 201
+        _grant(dbapi, alice, "Note", ids[n], carol)
     assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [50, 10]  # a short walk: the hint is made
     with statements_run() as seen:
         assert _ns(dbapi, carol, "Note", "sort=-n&limit=2&skip=2") == [2.5, 1.5]
@@ -165,17 +161,9 @@ def test_membership_pages_follow_inherited_and_field_backed_access(dbapi, make_u
     dbapi.tasks_read_through_projects({"n": "Number"})
     alice, bob = make_user(), make_user()
     shared, private = (dbapi.post("Project", {"name": name}, headers=alice.headers)["_id"] for name in "sp")
-    response = dbapi.client.post(
-        f"/database/Project/{shared}/grants", json={"subject": f"User:{bob.id}", "relation": "reader"},
-        headers=alice.headers,
-    )  # fmt: skip
-    assert response.status_code == 201
+    _grant(dbapi, alice, "Project", shared, bob)
     tasks = _many(dbapi, alice, "Task", [{"n": n, "project": shared if n % 10 == 3 else private} for n in range(40)])
-    response = dbapi.client.post(
-        f"/database/Task/{tasks[20]}/grants", json={"subject": f"User:{bob.id}", "relation": "reader"},
-        headers=alice.headers,
-    )  # fmt: skip
-    assert response.status_code == 201
+    _grant(dbapi, alice, "Task", tasks[20], bob)
     expected = [33, 23, 20, 13, 3]  # through the project, and one task granted directly
     with statements_run() as seen:
         pages = [_ns(dbapi, bob, "Task", f"sort=-n&limit=2&skip={skip}") for skip in (0, 2, 4)]

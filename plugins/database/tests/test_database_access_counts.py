@@ -220,7 +220,7 @@ def test_a_narrow_caller_is_never_asked_whether_it_reads_everything(api, make_us
     assert _count(api, bob.headers, 20) == 3
     # two counts of his, joined; the whole-table question (two counts in one statement) never asked
     assert _tuple_counts(statements) == 2
-    assert not any(sql.count("count(*)") > 1 for sql in statements)
+    assert not any(sql.count("count(*)") > 1 for sql in statements if "_held" not in sql)
     assert sum("_held" in sql and "count(*)" in sql for sql in statements) == 1  # how many he holds: once
 
 

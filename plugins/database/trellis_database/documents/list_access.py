@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import REGCLASS
 
 from trellis import events, statements
 from trellis.access import Acting
@@ -21,7 +23,12 @@ NARROW_SECONDS = 60.0
 # finds it): their next pages go to the deferred join at once, or to the membership page when their grants
 # name at most FEW documents (the hint's value is then FEW).
 narrow_callers = CallerHints()
-FEW = 10_000  # documents: a set this size is built in a few milliseconds, and fits PostgreSQL's hash memory
+# How many documents "few" is. Building the caller's set costs per document it names; the deferred join
+# costs a tuple-index probe per walked row, ~rows ÷ named per row returned: they break even near
+# sqrt(TRADE × rows) named (~4,500 of 100,000; ``bench/results/peer.md#a-narrow-callers-page-by-membership``).
+FEW = 10_000  # at most: a set this size is built in a few milliseconds and fits PostgreSQL's hash memory
+MIN_FEW = 1_000  # at least: small tables
+TRADE = 200
 
 
 def read_under_access(
@@ -107,14 +114,24 @@ def _page(connection: sa.Connection, listing: Listing, acting: Acting, access_ke
 
 
 def _holds_few(connection: sa.Connection, listing: Listing, acting: Acting) -> bool:
-    """Whether the caller's grants name at most ``FEW`` of the schema's documents: a count that stops there."""
+    """Whether the caller's grants name few of the schema's documents (see ``FEW``): a count that stops at
+    ``FEW``, beside the table's size (PostgreSQL's estimate; SQLite counts)."""
     schema = listing.shape.schema
     key = ("holds few", document_access.statement_key(schema))
     counted = schema.statements.get(key)
     if counted is None:
         named = document_access.held(schema).limit(FEW + 1).subquery("named")
-        counted = schema.statements[key] = sa.select(sa.func.count()).select_from(named)
-    return connection.execute(counted, acting.parameters()).scalar_one() <= FEW
+        table = schema.documents_table
+        rows: sa.Select[Any]
+        if connection.dialect.name == "postgresql":
+            rows = sa.select(sa.column("reltuples")).select_from(sa.table("pg_class"))
+            rows = rows.where(sa.column("oid") == sa.cast(sa.literal(table.name), REGCLASS))
+        else:
+            rows = sa.select(sa.func.count()).select_from(table)
+        counted = sa.select(sa.select(sa.func.count()).select_from(named).scalar_subquery(), rows.scalar_subquery())
+        schema.statements[key] = counted
+    named_count, rows_count = connection.execute(counted, acting.parameters()).one()
+    return named_count <= min(FEW, max(MIN_FEW, math.sqrt(TRADE * max(rows_count or 0, 0))))
 
 
 def _unguarded_page(

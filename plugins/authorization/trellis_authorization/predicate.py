@@ -4,7 +4,9 @@ For a resource ``R`` and a permission ``p`` it is the OR of:
 
 - a tuple: ``EXISTS (SELECT 1 FROM authz_relations t WHERE t.resource_type = 'R' AND t.resource_id = d.id
   AND t.relation IN (<relations granting p>) AND t.subject = ANY(:acc_subjects))``, one probe of the
-  unique index per row;
+  unique index per row; or, in the *membership* form for a caller whose tuples name few documents,
+  ``(d.id IN (SELECT t.resource_id FROM authz_relations t WHERE <the same>)) IS TRUE``, the caller's set
+  built once per statement and one hash probe per row;
 - field-backed relations (``authorization.fields``): the field holds the caller's user id (or one of its
   team ids), read from the row itself;
 - inheritance (``<field>-><permission>``), one hop: ``EXISTS (SELECT 1 FROM <related table> r WHERE

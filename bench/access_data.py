@@ -41,6 +41,35 @@ def sign_in(server: Server) -> tuple[str, str, str]:
     return tokens.json()["userId"], tokens.json()["accessToken"], admin.json()["token"]
 
 
+def insert_people(
+    cursor: Any,
+    users: list[tuple[str, str]],
+    teams: list[tuple[str, str | None]],
+    members: list[tuple[str, str, str]],
+) -> None:
+    """Users (id, email), teams (id, parent) and memberships (team, user, role) in the Authentication
+    module's tables, one statement each."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _insert(
+        cursor,
+        "auth_users",
+        ["id", "email", "is_active", "is_verified", "two_fa_enabled", "providers", "extra", "created_at", "updated_at"],
+        [(user, email, True, True, False, "[]", "{}", now, now) for user, email in users],
+    )
+    _insert(
+        cursor,
+        "auth_teams",
+        ["id", "name", "parent_id", "created_at", "updated_at"],
+        [(team, f"team {k}", parent, now, now) for k, (team, parent) in enumerate(teams)],
+    )
+    _insert(
+        cursor,
+        "auth_team_members",
+        ["team_id", "user_id", "role", "created_at"],
+        [(team, user, role, now) for team, user, role in members],
+    )
+
+
 def _insert(cursor: Any, table: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     """Many rows in one statement: one array per column, unnested by PostgreSQL."""
     arrays = [list(column) for column in zip(*rows, strict=True)]
@@ -108,33 +137,11 @@ def seed_access(
         subject = f"User:{rnd.choice(others)}" if rnd.random() < 0.7 else f"Team:{rnd.choice(team_ids)}"
         relations.add((subject, rnd.choice(("reader", "editor")), rnd.choice(doc_ids)))
     with contextlib.closing(psycopg2.connect(_dsn(server))) as connection, connection.cursor() as cursor:
-        _insert(
+        insert_people(
             cursor,
-            "auth_users",
-            [
-                "id",
-                "email",
-                "is_active",
-                "is_verified",
-                "two_fa_enabled",
-                "providers",
-                "extra",
-                "created_at",
-                "updated_at",
-            ],
-            [(u, f"user{i}@example.com", True, True, False, "[]", "{}", now, now) for i, u in enumerate(others)],
-        )
-        _insert(
-            cursor,
-            "auth_teams",
-            ["id", "name", "parent_id", "created_at", "updated_at"],
-            [(t, f"team {i}", parent, now, now) for i, (t, parent) in enumerate(teams)],
-        )
-        _insert(
-            cursor,
-            "auth_team_members",
-            ["team_id", "user_id", "role", "created_at"],
-            [(team_ids[i // 10], u, "owner" if i % 10 == 0 else "member", now) for i, u in enumerate(members)],
+            [(u, f"user{i}@example.com") for i, u in enumerate(others)],
+            teams,
+            [(team_ids[i // 10], u, "owner" if i % 10 == 0 else "member") for i, u in enumerate(members)],
         )
         _insert(
             cursor,

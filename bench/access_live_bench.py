@@ -42,7 +42,6 @@ import random
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +50,7 @@ from typing import Any
 import aiohttp
 import psycopg2
 
-from bench.access_data import _dsn, _insert, _new_id
+from bench.access_data import _dsn, _new_id, insert_people
 from bench.common import ROOT, Server, bench_server, insert_many, serve
 from bench.live_bench import (
     BUCKETS,
@@ -118,33 +117,16 @@ class Population:
 
     def write(self, server: Server) -> None:
         """Users, teams and memberships with bulk SQL, as ``bench.access_bench.seed_access`` does."""
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         teams = [(t, None) for t in self.roots]
         teams += [(m, self.roots[k // ROOT_SPAN]) for k, m in enumerate(self.middles)]
         teams += self.leaves
         members = [(self.leaves[self.leaf_of[n]][0], user) for n, user in enumerate(self.users)]
         with contextlib.closing(psycopg2.connect(_dsn(server))) as connection, connection.cursor() as cursor:
-            _insert(
+            insert_people(
                 cursor,
-                "auth_users",
-                ["id", "email", "is_active", "is_verified", "two_fa_enabled", "providers", "extra"]
-                + ["created_at", "updated_at"],
-                [
-                    (u, f"live{n}@example.com", True, True, False, "[]", "{}", now, now)
-                    for n, u in enumerate(self.users)
-                ],
-            )
-            _insert(
-                cursor,
-                "auth_teams",
-                ["id", "name", "parent_id", "created_at", "updated_at"],
-                [(t, f"team {k}", parent, now, now) for k, (t, parent) in enumerate(teams)],
-            )
-            _insert(
-                cursor,
-                "auth_team_members",
-                ["team_id", "user_id", "role", "created_at"],
-                [(team, user, "member", now) for team, user in members],
+                [(u, f"live{n}@example.com") for n, u in enumerate(self.users)],
+                teams,
+                [(team, user, "member") for team, user in members],
             )
             connection.commit()
 

@@ -45,6 +45,16 @@ def _grant(dbapi, owner, schema: str, doc_id: str, reader) -> None:
     assert response.status_code == 201, response.get_json()
 
 
+def _carol_reads_five(dbapi, make_user) -> tuple[Any, Any]:
+    """Alice's 60 notes (n = 0..59) and carol's 3 (0.5, 1.5, 2.5); carol may read alice's 10 and 50 too."""
+    alice, carol = make_user(), make_user()
+    ids = _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
+    _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(3)])
+    for n in (10, 50):
+        _grant(dbapi, alice, "Note", ids[n], carol)
+    return alice, carol
+
+
 def _narrow_callers() -> int:
     return len(list_access.narrow_callers)
 
@@ -70,11 +80,7 @@ def test_a_broad_callers_full_pages_are_walked_and_exact(dbapi, notes, make_user
 
 
 def test_a_narrow_callers_page_comes_from_the_deferred_join(dbapi, notes, make_user):
-    alice, carol = make_user(), make_user()
-    ids = _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
-    _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(3)])
-    for n in (10, 50):
-        _grant(dbapi, alice, "Note", ids[n], carol)
+    alice, carol = _carol_reads_five(dbapi, make_user)
     first = dbapi.list("Note", "sort=-n&limit=2", headers=carol.headers)
     assert [d["n"] for d in first["documents"]] == [50, 10]  # the first 4 matches hold one readable row
     assert first["count"] == 5
@@ -125,11 +131,7 @@ def _membership_pages(seen: list[str]) -> int:
 
 
 def test_a_narrow_caller_who_holds_few_gets_its_pages_by_membership(dbapi, notes, make_user):
-    alice, carol = make_user(), make_user()
-    ids = _many(dbapi, alice, "Note", [{"text": "a", "n": n} for n in range(60)])
-    _many(dbapi, carol, "Note", [{"text": "c", "n": n + 0.5} for n in range(3)])
-    for n in (10, 50):
-        _grant(dbapi, alice, "Note", ids[n], carol)
+    alice, carol = _carol_reads_five(dbapi, make_user)
     assert _ns(dbapi, carol, "Note", "sort=-n&limit=2") == [50, 10]  # a short walk: the hint is made
     with statements_run() as seen:
         assert _ns(dbapi, carol, "Note", "sort=-n&limit=2&skip=2") == [2.5, 1.5]

@@ -21,8 +21,9 @@ MAX_WALKED_PAGE = 100  # deeper pages take the deferred join at once
 NARROW_SECONDS = 60.0
 # Callers whose last walked page came back short, per schema (the page is the same whichever statement
 # finds it): their next pages go to the deferred join at once, or to the membership page when their grants
-# name at most FEW documents (the hint's value is then FEW).
+# name few documents (the hint's value is then HOLDS_FEW).
 narrow_callers = CallerHints()
+HOLDS_FEW = "holds few"
 # How many documents "few" is. Building the caller's set costs per document it names; the deferred join
 # costs a tuple-index probe per walked row, ~rows ÷ named per row returned: they break even near
 # sqrt(TRADE × rows) named (~4,500 of 100,000; ``bench/results/peer.md#a-narrow-callers-page-by-membership``).
@@ -52,6 +53,8 @@ def read_under_access(
       finds more than the walk did, the caller is narrow and its next pages come here at once (a page short
       because the matches ran out is no sign of that:
       ``bench/results/documents.md#a-short-page-is-no-sign-of-a-narrow-caller``).
+    - **membership** (:func:`.list_statements.few_page`): instead of the deferred join for a narrow caller
+      whose grants name few documents (:func:`_holds_few`, asked when its hint is made).
 
     The total, from the first of these that applies:
 
@@ -106,9 +109,9 @@ def _page(connection: sa.Connection, listing: Listing, acting: Acting, access_ke
             # Too few readable rows near the front: the deferred join finds the page, and the caller's
             # next pages go there at once, or to the membership page if it holds few documents. (When the
             # matches ran out, the walk's page was the page.)
-            narrow_callers.put(caller, FEW if _holds_few(connection, listing, acting) else True, NARROW_SECONDS)
+            narrow_callers.put(caller, HOLDS_FEW if _holds_few(connection, listing, acting) else True, NARROW_SECONDS)
         return found
-    if narrow == FEW and built.few is not None:
+    if narrow == HOLDS_FEW and built.few is not None:
         return statements.execute_compiled(connection, built.few, bound, schema.statements)
     return statements.execute_compiled(connection, built.page, bound, schema.statements)
 

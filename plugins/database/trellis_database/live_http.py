@@ -30,17 +30,9 @@ from trellis.http import Blueprint
 from trellis.settings import COUNT, SECONDS, Setting
 
 from .crud_gate import authorize
-from .live import (
-    SharedEncoding,
-    Subscription,
-    check_replayable,
-    compile_filter,
-    hub,
-    parse_kinds,
-    parse_since,
-    replayed_families,
-)
+from .live import SharedEncoding, Subscription, hub
 from .live_access import viewer
+from .live_requests import check_replayable, compile_filter, parse_kinds, parse_since, replayed_families
 from .query import parse_filters
 from .registry import snapshot_having
 

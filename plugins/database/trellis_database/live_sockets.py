@@ -37,18 +37,16 @@ from trellis.errors import (
 from trellis.realtime import error_ack, socket_event, socket_id
 from trellis.server.socket_fanout import send_encoded
 
-from .live import (
-    SharedEncoding,
-    Subscription,
+from .live import SharedEncoding, Subscription, hub
+from .live_access import viewer
+from .live_requests import (
     check_replayable,
-    hub,
     parse_kinds,
     parse_since,
     readable_schema,
     replayed_families,
     where_filter,
 )
-from .live_access import viewer
 
 log = logging.getLogger(__name__)
 

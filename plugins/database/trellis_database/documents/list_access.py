@@ -12,10 +12,12 @@ from trellis import events, statements
 from trellis.access import Acting
 
 from .. import counts, document_access
+from ..registry import CompiledSchema
 from .broad_callers import broad_hints, change_key, everything_query, note_broad, reads_everything
 from .caller_hints import CallerHints
 from .list_statements import WALK
 from .listing import Listing
+from .statement_cache import cached_statement
 
 MAX_WALKED_PAGE = 100  # deeper pages take the deferred join at once
 NARROW_SECONDS = 60.0
@@ -121,20 +123,22 @@ def _holds_few(connection: sa.Connection, listing: Listing, acting: Acting) -> b
     ``FEW``, beside the table's size (PostgreSQL's estimate; SQLite counts)."""
     schema = listing.shape.schema
     key = ("holds few", document_access.statement_key(schema))
-    counted = schema.statements.get(key)
-    if counted is None:
-        named = document_access.held(schema).limit(FEW + 1).subquery("named")
-        table = schema.documents_table
-        rows: sa.Select[Any]
-        if connection.dialect.name == "postgresql":
-            rows = sa.select(sa.column("reltuples")).select_from(sa.table("pg_class"))
-            rows = rows.where(sa.column("oid") == sa.cast(sa.literal(table.name), REGCLASS))
-        else:
-            rows = sa.select(sa.func.count()).select_from(table)
-        counted = sa.select(sa.select(sa.func.count()).select_from(named).scalar_subquery(), rows.scalar_subquery())
-        schema.statements[key] = counted
+    counted = cached_statement(schema, key, lambda: _named_and_rows(schema, connection.dialect.name))
     named_count, rows_count = connection.execute(counted, acting.parameters()).one()
     return named_count <= min(FEW, max(MIN_FEW, math.sqrt(TRADE * max(rows_count or 0, 0))))
+
+
+def _named_and_rows(schema: CompiledSchema, dialect_name: str) -> sa.Select[Any]:
+    """How many documents the caller's grants name, up to ``FEW`` + 1, and how many rows the table has."""
+    named = document_access.held(schema).limit(FEW + 1).subquery("named")
+    table = schema.documents_table
+    rows: sa.Select[Any]
+    if dialect_name == "postgresql":
+        rows = sa.select(sa.column("reltuples")).select_from(sa.table("pg_class"))
+        rows = rows.where(sa.column("oid") == sa.cast(sa.literal(table.name), REGCLASS))
+    else:
+        rows = sa.select(sa.func.count()).select_from(table)
+    return sa.select(sa.select(sa.func.count()).select_from(named).scalar_subquery(), rows.scalar_subquery())
 
 
 def _unguarded_page(

@@ -20,7 +20,7 @@ from flask import Flask
 from flask.globals import app_ctx
 from sqlalchemy import JSON, DateTime, MetaData, Table, Text, TypeDecorator, create_engine, event, literal_column
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import URL, CursorResult, Engine, Result, make_url
+from sqlalchemy.engine import URL, Connection, CursorResult, Engine, Result, make_url
 from sqlalchemy.orm import DeclarativeBase, Session, scoped_session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -284,6 +284,15 @@ session: scoped_session[Session] = scoped_session(
 def in_transaction() -> bool:
     """Whether the core session has a transaction open (without making a session for the question)."""
     return session.registry.has() and session().in_transaction()
+
+
+def flushed_connection() -> Connection:
+    """The session's connection, its pending ORM changes flushed first (what the session's own queries see,
+    for a statement run on the connection itself); within ``no_autoflush``, unflushed as there."""
+    current = session()
+    if current.autoflush:
+        current.flush()
+    return current.connection()
 
 
 def commit() -> None:

@@ -318,3 +318,27 @@ def _unnest_insert(table: Table, names: tuple[str, ...]) -> sa.TextClause:
             for n, column in enumerate(columns)
         )
     )
+
+
+def existing_ids(connection: Connection, column: sa.ColumnElement[Any], ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` are values of ``column`` (a primary key), read on ``connection``: the check of every
+    write that names users or teams. Never remembered: an id deleted by another process is gone for the
+    next call. The statement is built and compiled once per column and dialect and, on PostgreSQL, run on
+    the driver's cursor with the ids as one array (``= ANY``): through the ORM session its construction,
+    compilation cache lookup and result wrapping cost more than the round trip."""
+    if not ids:
+        return set()
+    statement = _existence(column, connection.dialect.name)
+    return {row[0] for row in execute_compiled(connection, statement, {"ids": list(ids)}, _EXISTENCE)}
+
+
+_EXISTENCE: dict[Any, Any] = {}  # compiled forms of the existence statements (execute_compiled's cache)
+
+
+@functools.lru_cache(maxsize=64)
+def _existence(column: sa.ColumnElement[Any], dialect: str) -> sa.Select:
+    if dialect == "postgresql":
+        wanted: sa.ColumnElement[bool] = column == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.String)))
+    else:  # no arrays: an expanding IN, run through SQLAlchemy
+        wanted = column.in_(sa.bindparam("ids", expanding=True))
+    return sa.select(column).where(wanted)

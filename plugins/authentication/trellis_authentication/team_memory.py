@@ -74,6 +74,5 @@ def _team_ids_of(user_id: str) -> list[str]:
 
 
 def existing_team_ids(team_ids: list[str]) -> set[str]:
-    if not team_ids:
-        return set()
-    return set(db.session.execute(select(Team.id).where(Team.id.in_(team_ids))).scalars())
+    """Which of ``team_ids`` are teams (one query in the session's transaction, as ``users.existing_ids``)."""
+    return statements.existing_ids(db.flushed_connection(), Team.__table__.c.id, team_ids)

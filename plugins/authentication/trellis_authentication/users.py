@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Row, select
 
-from trellis import db, events
+from trellis import db, events, statements
 from trellis.errors import bad_request, forbidden, not_found
 from trellis.http import paginate
 from trellis.module_config import get as get_config
@@ -158,10 +158,11 @@ def taken(column: Any, value: Any, user_id: str | None = None) -> bool:
 
 
 def existing_ids(user_ids: list[str]) -> set[str]:
-    """Which of ``user_ids`` are users (one query)."""
+    """Which of ``user_ids`` are users (one query, in the session's transaction: it sees what the caller
+    wrote there, flushed first as the session's own queries would)."""
     if not user_ids:
         return set()
-    return set(db.session.execute(select(User.id).where(User.id.in_(user_ids))).scalars())
+    return statements.existing_ids(db.flushed_connection(), User.__table__.c.id, user_ids)
 
 
 def public_users(user_ids: list[str]) -> dict[str, dict[str, Any]]:

@@ -41,14 +41,18 @@ def _flush() -> None:
 
 
 def _where(frame: Any) -> str:
-    """The innermost frame of Trellis's own code (a module or plugin) and the innermost frame of all."""
+    """Whose greenthread it was (its outermost frame of Trellis's own code: a request's view, the event log's
+    thread …), the innermost frame of Trellis's own code, and the innermost frame of all."""
     inner = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"
+    ours: list[str] = []
     while frame is not None:
         name = frame.f_code.co_filename
         if "/trellis" in name and "site-packages" not in name and "sitecustomize" not in name:
-            return f"{os.path.basename(name)}:{frame.f_code.co_name} … {inner}"
+            ours.append(f"{os.path.basename(name)}:{frame.f_code.co_name}")
         frame = frame.f_back
-    return inner
+    if not ours:
+        return inner
+    return f"[{ours[-1]}] {ours[0]} … {inner}"
 
 
 def _trace_slices() -> None:

@@ -341,3 +341,36 @@ def test_a_revoke_on_one_process_is_in_force_on_the_other(live_server_factory, r
     assert events_of(watcher, 1) == [("leave", {"_id": note["_id"]})]
     api_one.update(name, note["_id"], {"title": "after"}, alice)
     watcher.quiet(0.5)
+
+
+def test_a_bulk_load_reaches_exactly_its_readers_in_order(server, watchers):
+    """Documents loaded by ``/many`` (their events judged together, a batch's audiences read at once) reach
+    each subscriber that its field-backed relation or a grant lets read them, in the order they were made,
+    and no one else; the writes right after the load arrive after it."""
+    api = Access(server.url)
+    name = api.access_schema({"n": "Number", "viewers": [{"type": "Relation", "model": "User"}]}, {"viewers": "reader"})
+    people = users(server, 3)
+    sockets = [watchers(server.url, {"token": person.access_token}) for person in people]
+    admin = watchers(server.url, ADMIN)
+    for watcher in (*sockets, admin):
+        watcher.subscribe(schema=name)
+    readers = [[people[0].id], [people[1].id, people[0].id], []]  # document n: readers[n % 3]; people[2] none
+    docs = [{"n": n, "viewers": readers[n % 3]} for n in range(600)]
+    loaded = []
+    for start in range(0, len(docs), 300):
+        response = api.http.post(
+            f"{server.url}/database/{name}/many", json={"docs": docs[start : start + 300]}, headers=ADMIN, timeout=WAIT
+        )
+        assert response.status_code == 201, response.text
+        loaded += response.json()["docs"]
+    after = api.create(name, {"n": 600, "viewers": [people[2].id]})
+    expected = [
+        [doc["_id"] for doc in loaded if person.id in doc["viewers"]] + ([after["_id"]] if k == 2 else [])
+        for k, person in enumerate(people)
+    ]
+    for watcher, ids in zip((*sockets, admin), [*expected, [doc["_id"] for doc in [*loaded, after]]], strict=True):
+        changes = watcher.take(len(ids))
+        assert [change["document"]["_id"] for change in changes] == ids
+        assert {change["event"] for change in changes} == {"create"}
+    for watcher in (*sockets, admin):
+        watcher.quiet(0.3)

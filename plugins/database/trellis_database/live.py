@@ -6,7 +6,10 @@ order, across processes). Per event the hub evaluates each distinct filter once 
 the list's own conditions) on the document before and after, and sends ``create``/``update``/``delete``,
 or ``enter``/``leave`` when an update makes a document start or stop matching. Under access control a
 subscriber also sees only what it may read, and grants, revokes and team changes send ``enter``/``leave``
-(see :mod:`.live_access`: one query per event, never one per subscriber).
+(see :mod:`.live_access`: one query per event, never one per subscriber). The events of one delivery of
+the log are judged together, in order, at its end (:meth:`LiveHub.judge`): the audiences of its changes of
+one schema are read in one statement and the log's tail once, not two statements per event (a bulk load
+is one event per document, in each process).
 
 A subscription without ``since`` starts at :meth:`LiveHub.now`: a change acknowledged before the subscribe is
 never its own, however late the log numbers it. A subscription with ``since`` replays first: the events after
@@ -26,6 +29,7 @@ Nothing here holds a database connection between events.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
@@ -39,6 +43,7 @@ from sqlalchemy.exc import DBAPIError
 from trellis import access, connections, events
 from trellis.access import Acting, Audience
 from trellis.errors import bad_request, database_unavailable
+from trellis.server.socket_fanout import deferred
 
 from . import live_access
 from .live_access import Sides
@@ -221,9 +226,56 @@ class LiveHub:
     # events
 
     def on_event(self, event: events.Event) -> None:
-        """A consumer of the log (its receiver thread): one event, to every subscription it may concern."""
+        """A consumer of the log (its receiver thread). The events of one delivery
+        (``socket_fanout.gathered_writes``) are held to its end and judged together (:meth:`judge`)."""
+        held = deferred(self, self.judge)
+        if held is None:
+            self.judge([event])
+        else:
+            held.append(event)
+
+    def judge(self, batch: list[events.Event]) -> None:
+        """Each event of ``batch`` (ascending), in order, to every subscription it may concern; the audiences
+        of its events of one schema are read together first (:meth:`_read_ahead`)."""
+        with self._app.app_context():
+            caches = self._read_ahead(batch)
+            for event in batch:
+                try:
+                    self._judge(event, caches.get(event.id, {}))
+                except Exception:
+                    log.exception("live delivery of event %d failed", event.id)
+
+    def _read_ahead(self, batch: list[events.Event]) -> dict[int, dict[Any, Any]]:
+        """What the batch's changes of documents are for the subscriptions under access control of their
+        schema (``live_access.document_sides``: two statements for each schema's events, not two per event),
+        as each event's cache; an event left out reads its own when judged (and meets a failure there)."""
+        by_schema: dict[str, list[events.Event]] = {}
+        for event in batch:
+            module, family_name, _kind = event.topic.split(".", 2)
+            if module == "database":
+                by_schema.setdefault(family_name, []).append(event)
+        caches: dict[int, dict[Any, Any]] = {}
+        for schema, found in by_schema.items():
+            if len(found) < 2 or not self._restricted(schema):
+                continue
+            try:
+                sides = once_more_if_lost(functools.partial(live_access.document_sides, found, schema))
+            except Exception:
+                continue
+            for event_id, event_sides in sides.items():
+                caches.setdefault(event_id, {})[("sides", schema, True)] = event_sides
+        return caches
+
+    def _restricted(self, schema: str) -> bool:
+        """Whether a subscription of the schema reads under access control (its events' audiences are read)."""
+        with self._lock:
+            groups = self._by_schema.get(schema, {})
+            return any(sub.viewer is not None for group in groups.values() for sub in group.values())
+
+    def _judge(self, event: events.Event, cache: dict[Any, Any]) -> None:
+        """One event to every subscription it may concern; ``cache``: what this one event is, computed once
+        per schema, filter, user."""
         module, family_name, _kind = event.topic.split(".", 2)
-        cache: dict[Any, Any] = {}  # what this one event is, computed once per schema, filter, user
         with self._lock:
             if module == "database":
                 starting = [sub for sub in self._starting.values() if sub.schema == family_name]

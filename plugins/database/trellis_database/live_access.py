@@ -8,7 +8,8 @@ each change of its user's teams, which records the teams it leaves the user in; 
 when no Authorization module is installed). An event is turned, once for every subscription, into
 :class:`Sides`: the document before and after and its *audiences* before and after
 (``LiveAudiences.audiences``: the tuples on the document and the related documents it inherits from, as
-they were at the event's commit (:mod:`.live_history`), read once per event and only when the schema is
+they were at the event's commit (:mod:`.live_history`), read once per event (once for a delivery's
+changes of the schema: :func:`document_sides`) and only when the schema is
 under access control and has a subscriber that is not an administrator; field-backed relations from the
 event's own documents). Each subscription then decides in memory (``Audience.admits``): no query per
 subscriber per event.
@@ -104,26 +105,14 @@ def sides(event: events.Event, schema_name: str, restricted: bool) -> list[Sides
 
 
 def _document_sides(event: events.Event, kind: str, restricted: bool) -> list[Sides]:
-    _, schema_name, _ = event.topic.split(".", 2)
-    payload = event.payload
-    document, previous = payload.get("document"), payload.get("previous")
-    if not isinstance(document, dict):
+    side = _document_side(event, kind)
+    if side is None:
         return []
-    doc_id = str(document.get("_id"))
-    before = previous if kind != "create" and isinstance(previous, dict) else None
-    found = Sides(kind, doc_id, before, document if kind != "delete" else None)
-    found.gone = document if kind == "delete" else found.gone
-    resolved = resource_of(schema_name) if restricted else None  # administrators read every document
+    found, probes = side
+    resolved = resource_of(_schema_of(event)) if restricted else None  # administrators read every document
     if resolved is None:
         return [found]
     _, resource = resolved
-    removed = tuple((f"{schema_name}:{doc_id}", s, r) for s, r in payload.get("grants") or ())
-
-    def probes(plus: tuple[live_history.Key, ...] = (), minus: tuple[live_history.Key, ...] = ()) -> list[Probe]:
-        if kind == "delete":
-            return [Probe(before or {"_id": doc_id}, plus=removed + plus, minus=minus)]
-        return [Probe(doc, plus, minus) for doc in (before, document) if doc is not None]
-
     # Usually nothing that decides who reads the schema changed after the event: the audiences read now,
     # then a tail read after them and found empty, prove they are the event's (no transaction needed).
     with _connection() as connection:
@@ -133,13 +122,80 @@ def _document_sides(event: events.Event, kind: str, restricted: bool) -> list[Si
         with live_history.snapshot() as connection:
             tail = _tail(connection, event.id, resource)
             found_audiences = control().audiences(resource, probes(*tail.changes()), connection, related=tail.documents)
-    if kind == "delete":
-        found.readers_before, found.readers_after = found_audiences[0], Audience()
-    elif before is None:
-        found.readers_before, found.readers_after = Audience(), found_audiences[0]
-    else:
-        found.readers_before, found.readers_after = found_audiences
+    _settle(found, found_audiences)
     return [found]
+
+
+def document_sides(batch: list[events.Event], schema_name: str) -> dict[int, list[Sides]]:
+    """``sides(event, schema_name, True)`` for each event of ``batch`` (changes of the schema's own
+    documents, in ascending order), read together: the audiences of all their documents in one read per
+    ``READ_AHEAD`` events, then the tail after the first of them once. An event left out (none when the
+    schema is not under access control) reads its own as ``sides`` does: those of a chunk after whose first
+    event something that decides who may read changed (their tails differ)."""
+    resolved = resource_of(schema_name)
+    if resolved is None:
+        return {}
+    _, resource = resolved
+    found: dict[int, list[Sides]] = {}
+    for start in range(0, len(batch), READ_AHEAD):
+        chunk = batch[start : start + READ_AHEAD]
+        prepared: list[tuple[int, Sides | None, list[Probe]]] = []
+        for event in chunk:
+            made = _document_side(event, event.topic.split(".", 2)[2])
+            prepared.append((event.id, made[0], made[1]()) if made is not None else (event.id, None, []))
+        probes = [probe for _, _, made in prepared for probe in made]
+        with _connection() as connection:
+            audiences = control().audiences(resource, probes, connection) if probes else []
+            if not _tail(connection, chunk[0].id, resource).empty:
+                continue
+        position = 0
+        for event_id, side, own in prepared:
+            if side is None:
+                found[event_id] = []
+                continue
+            _settle(side, audiences[position : position + len(own)])
+            position += len(own)
+            found[event_id] = [side]
+    return found
+
+
+READ_AHEAD = 500  # events whose audiences one statement reads (document_sides)
+
+
+def _schema_of(event: events.Event) -> str:
+    return event.topic.split(".", 2)[1]
+
+
+def _document_side(event: events.Event, kind: str) -> tuple[Sides, Callable[..., list[Probe]]] | None:
+    """The event's document as a :class:`Sides` whose audiences are still to be read, and its probes
+    (``probes(plus, minus)``: the tuples a later change undoes); None when it carries no document."""
+    schema_name = _schema_of(event)
+    payload = event.payload
+    document, previous = payload.get("document"), payload.get("previous")
+    if not isinstance(document, dict):
+        return None
+    doc_id = str(document.get("_id"))
+    before = previous if kind != "create" and isinstance(previous, dict) else None
+    found = Sides(kind, doc_id, before, document if kind != "delete" else None)
+    found.gone = document if kind == "delete" else found.gone
+    removed = tuple((f"{schema_name}:{doc_id}", s, r) for s, r in payload.get("grants") or ())
+
+    def probes(plus: tuple[live_history.Key, ...] = (), minus: tuple[live_history.Key, ...] = ()) -> list[Probe]:
+        if kind == "delete":
+            return [Probe(before or {"_id": doc_id}, plus=removed + plus, minus=minus)]
+        return [Probe(doc, plus, minus) for doc in (before, document) if doc is not None]
+
+    return found, probes
+
+
+def _settle(found: Sides, audiences: list[Audience]) -> None:
+    """Its audiences before and after, from those of its probes (in their order)."""
+    if found.kind == "delete":
+        found.readers_before, found.readers_after = audiences[0], Audience()
+    elif found.before is None:
+        found.readers_before, found.readers_after = Audience(), audiences[0]
+    else:
+        found.readers_before, found.readers_after = audiences[0], audiences[1]
 
 
 def _tail(

@@ -29,8 +29,9 @@ Checked against python-engineio 4.15.1, python-socketio 5.18.1 and eventlet 0.41
 
 from __future__ import annotations
 
+import logging
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,6 +46,7 @@ CONNECTION_ATTRIBUTE = "trellis_websocket"
 # eventlet's green socket class (set by ``install_websocket``): a connection of exactly this type is plain
 # TCP, whose descriptor underneath takes a non-blocking ``send`` (TLS sockets are of other classes).
 _plain_socket: type[Any] | None = None
+log = logging.getLogger(__name__)
 
 
 def websocket_frame(message: str | bytes) -> bytes:
@@ -214,25 +216,60 @@ _MESSAGE = str(eio_packet.MESSAGE)  # an Engine.IO message: this digit, then the
 # ``threading.local``: under eventlet that is ``corolocal.local``, dear on every read (same section as the
 # module's docstring).
 _gathering: dict[Any, dict[str, tuple[Any, list[str]]]] = {}
+# What each open block holds for its end (see :func:`deferred`): owner → (its items, what runs them).
+_deferred: dict[Any, dict[Any, tuple[list[Any], Callable[[list[Any]], object]]]] = {}
 
 
 @contextmanager
 def gathered_writes() -> Iterator[None]:
     """Hold what :func:`send_encoded` sends inside the block; at its end write each socket's packets as one
     write (their frames joined), in the order they were sent. A delivery of several events then costs one
-    ``send`` per socket, and its client reads them with one ``recv``. Nested blocks write at the outer end."""
+    ``send`` per socket, and its client reads them with one ``recv``. Nested blocks write at the outer end.
+    Work :func:`deferred` to the block's end runs first, its sends gathered with the rest."""
     me = getcurrent()
     if me in _gathering:
         yield
         return
     sockets: dict[str, tuple[Any, list[str]]] = {}
     _gathering[me] = sockets
+    _deferred[me] = {}
     try:
         yield
     finally:
-        del _gathering[me]
-        for eio_sid, (server, texts) in sockets.items():
-            _write_texts(server, eio_sid, texts)
+        try:
+            _run_deferred(me)
+        finally:
+            del _gathering[me]
+            for eio_sid, (server, texts) in sockets.items():
+                _write_texts(server, eio_sid, texts)
+
+
+def deferred(owner: object, run: Callable[[list[Any]], object]) -> list[Any] | None:
+    """Inside :func:`gathered_writes`: the list ``owner`` fills for this block, made on the first call, and
+    ``run(items)`` called at the block's end before its writes go out (the live hub judges the events of one
+    delivery together: their reads then cover them all). None outside a block: the caller does its work now."""
+    held = _deferred.get(getcurrent())
+    if held is None:
+        return None
+    found = held.get(owner)
+    if found is None:
+        found = held[owner] = ([], run)
+    return found[0]
+
+
+def _run_deferred(me: Any) -> None:
+    """Each owner's deferred items, in the order the owners first asked; one that fails leaves the others."""
+    held = _deferred[me]
+    try:
+        while held:  # what runs may defer more (for this block's end too)
+            owner = next(iter(held))
+            items, run = held.pop(owner)
+            try:
+                run(items)
+            except Exception:
+                log.exception("deferred delivery of %d items failed", len(items))
+    finally:
+        del _deferred[me]
 
 
 def send_encoded(server: python_socketio.Server, namespace: str, sid: str, text: str) -> None:

@@ -13,6 +13,7 @@ import inspect
 import io
 import re
 import sqlite3
+import sys
 import warnings
 from types import ModuleType
 
@@ -22,9 +23,9 @@ from trellis import statements
 
 with warnings.catch_warnings():  # eventlet announces its deprecation on first import
     warnings.filterwarnings("ignore", r"\s*Eventlet is deprecated")
-    from trellis.server import formbody, http_protocol, safety, serve, socket_fanout, token_reader
+    from trellis.server import formbody, http_protocol, safety, serve, socket_fanout, token_reader, upgraded
 
-MODULES = [serve, http_protocol, safety, socket_fanout, token_reader, formbody, statements]
+MODULES = [serve, http_protocol, safety, socket_fanout, token_reader, formbody, upgraded, statements]
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -105,6 +106,39 @@ def test_eventlet_header_reader_raises_the_errors_answered_431():
     with pytest.raises(eventlet.wsgi.HeadersTooLarge):
         while block.readline():
             pass
+
+
+def test_eventlet_websocket_calls_set_idle_after_its_handshake_and_reads_the_socket_itself():
+    """``upgraded``: the hook the protocol answers, and files nothing reads once the connection is upgraded."""
+    import eventlet.websocket
+    import eventlet.wsgi
+
+    call = eventlet.websocket.WebSocketWSGI.__call__
+    assert "eventlet.set_idle" in call.__code__.co_consts
+    assert "eventlet.set_idle" in eventlet.wsgi.HttpProtocol.get_environ.__code__.co_consts
+    source = inspect.getsource(call)
+    assert source.index("_handle_hybi_request") < source.index("eventlet.set_idle") < source.index("self.handler(ws)")
+    assert "makefile" in _names(eventlet.wsgi.HttpProtocol.setup)
+    for method in (eventlet.websocket.WebSocket.wait, eventlet.websocket.RFC6455WebSocket._recv_frame):
+        assert "rfile" not in _names(method) and "recv" in _names(method)
+
+
+def test_reinitialising_a_buffered_file_frees_its_buffer_and_keeps_it_working():
+    """``upgraded`` shrinks the buffers of live files with ``__init__`` (CPython's ``_io``)."""
+    import socket
+
+    left, right = socket.socketpair()
+    with left, right:
+        writer, reader = left.makefile("wb", 16 << 10), right.makefile("rb", -1)
+        big = sys.getsizeof(writer), sys.getsizeof(reader)
+        writer.__init__(writer.raw, upgraded.UPGRADED_BUFFER_BYTES)
+        reader.__init__(reader.raw, upgraded.UPGRADED_BUFFER_BYTES)
+        assert sys.getsizeof(writer) < big[0] - (16 << 10) + 64 and sys.getsizeof(reader) < big[1] - 8000
+        writer.write(b"still writes")
+        writer.flush()
+        assert reader.read(12) == b"still writes"
+        writer.close()
+        reader.close()
 
 
 def test_eventlet_pool_and_threads_as_the_connection_guard_uses_them():

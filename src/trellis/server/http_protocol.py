@@ -30,8 +30,8 @@ deadline in a dict; one sweeper per process closes the connections past their de
 
 Checked against eventlet 0.41.3 (see :mod:`trellis.server`): ``HttpProtocol.handle_one_request`` calls
 ``_read_request_line`` then ``parse_request`` with ``rfile`` wrapped in ``FileObjectForHeaders`` (whose
-``HeaderLineTooLong`` and ``HeadersTooLarge`` are answered here), and ``get_environ`` reads
-``headers._headers``.
+``HeaderLineTooLong`` and ``HeadersTooLarge`` are answered here), ``get_environ`` reads
+``headers._headers`` and sets ``eventlet.set_idle`` (replaced here: see :mod:`trellis.server.upgraded`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ import greenlet
 from eventlet.support import get_errno
 
 from ..errors import body
+from .upgraded import release_buffers
 
 CHECKED = {"eventlet": "0.41.3"}  # see trellis.server
 MAX_HEADERS = 100  # the standard library's limit (http.client._MAXHEADERS)
@@ -154,6 +155,17 @@ class FastHttpProtocol(eventlet.wsgi.HttpProtocol):
             )
         finally:
             self.guard.waiting.pop(self._greenlet, None)
+
+    def get_environ(self) -> dict[str, Any]:
+        environ = super().get_environ()
+        environ["eventlet.set_idle"] = self.upgraded  # eventlet's websocket calls it after its handshake
+        return environ
+
+    def upgraded(self) -> None:
+        """The connection is a websocket now: idle for eventlet (its own ``set_idle``), without the buffers
+        of its HTTP requests (:mod:`trellis.server.upgraded`)."""
+        self.conn_state[2] = eventlet.wsgi.STATE_IDLE
+        release_buffers(self)
 
     def _read_request_line(self) -> bytes:
         """eventlet's, with deadlines: the first byte within the idle timeout (a new connection: the header

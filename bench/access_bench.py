@@ -67,7 +67,8 @@ from bench.common import (
     report_header,
     serve,
 )
-from bench.peer_bench import CpuWindow, _backends, _process_cpu, wrk
+from bench.cpu_window import CpuWindow, pg_backends, process_cpu
+from bench.peer_bench import wrk
 
 RESULTS = ROOT / "bench" / "results" / "access.md"
 MODULES = "authentication,authorization,database,email,sms"
@@ -210,9 +211,9 @@ def measure(base: str, paths: list[str], headers: dict[str, str], pids: list[int
         wrk(base, paths, warmup, headers=headers)
     """wrk's figures, the CPU shares of the run, and the server process's CPU per request (``pids[0]``)."""
     window = CpuWindow(pids)
-    server = _process_cpu(pids[0])
+    server = process_cpu(pids[0])
     stats = wrk(base, paths, seconds, headers=headers)
-    cpu_us = (_process_cpu(pids[0]) - server) / max(stats["rps"] * seconds, 1) * 1e6
+    cpu_us = (process_cpu(pids[0]) - server) / max(stats["rps"] * seconds, 1) * 1e6
     return {**stats, **window.close(), "server_cpu_us": cpu_us}
 
 
@@ -263,7 +264,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 order = ["user", "admin"] if (number + len(rows)) % 2 else ["admin", "user"]
                 row: dict[str, Any] = {"round": number, "case": name}
                 for caller in order:
-                    pids = [server.process.pid, *_backends(PG_ADMIN_DSN, database)]
+                    pids = [server.process.pid, *pg_backends(PG_ADMIN_DSN, database)]
                     row[caller] = measure(server.url, paths, callers[caller], pids, args.warmup, args.duration)
                 rows.append(row)
                 print(paired_line(number, name, ("user", row["user"]), ("admin", row["admin"])), flush=True)

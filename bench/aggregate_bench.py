@@ -43,7 +43,7 @@ from bench.access_bench import (
 )
 from bench.access_data import _dsn
 from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, redis_child, report_header, wrk
-from bench.peer_bench import _backends, _process_cpu
+from bench.cpu_window import pg_backends, process_cpu
 
 RESULTS = ROOT / "bench" / "results" / "aggregate.md"
 MODULES = "authentication,authorization,database,email,sms"
@@ -96,12 +96,12 @@ def raw(dsn: str, sql: str, parameters: Any, seconds: float, connections: int = 
     for thread in threads:
         thread.start()
     start.wait()
-    cpu = sum(_process_cpu(pid) for pid in backends)
+    cpu = sum(process_cpu(pid) for pid in backends)
     began = time.monotonic()
     deadline[0] = began + seconds
     finish.wait()
     elapsed = time.monotonic() - began
-    cpu = sum(_process_cpu(pid) for pid in backends) - cpu
+    cpu = sum(process_cpu(pid) for pid in backends) - cpu
     release.wait()
     for thread in threads:
         thread.join()
@@ -118,10 +118,10 @@ def raw(dsn: str, sql: str, parameters: Any, seconds: float, connections: int = 
 def trellis(server: Server, headers: dict[str, str], seconds: int) -> dict[str, float]:
     """wrk's figures, and the CPU per request (µs) of the server process and its PostgreSQL backends."""
     database = server.database_url.rsplit("/", 1)[1]
-    pids = [server.process.pid, *_backends(PG_ADMIN_DSN, database)]
-    cpu = sum(_process_cpu(pid) for pid in pids)
+    pids = [server.process.pid, *pg_backends(PG_ADMIN_DSN, database)]
+    cpu = sum(process_cpu(pid) for pid in pids)
     stats = wrk(server.url, connections=CONNECTIONS, duration=seconds, threads=1, headers=headers, paths=[QUERY])
-    cpu = sum(_process_cpu(pid) for pid in pids) - cpu
+    cpu = sum(process_cpu(pid) for pid in pids) - cpu
     return {**stats, "cpu_us": cpu / max(stats["rps"] * seconds, 1) * 1e6}
 
 

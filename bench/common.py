@@ -278,11 +278,12 @@ wrk.body = {body}
 {headers}
 """
 
-# Lua that lets each request pick a different path from a file (e.g. many document ids).
+# Lua that lets each request pick the next path from a file (e.g. many document ids), from a random start: a
+# measured run does not replay its warm-up's paths (rows it has just read into the caches).
 _LUA_PATHS = """
 local paths = {{}}
 for line in io.lines({paths_file}) do paths[#paths + 1] = line end
-local i = 0
+local i = math.random(#paths)
 request = function()
   i = i + 1
   return wrk.format(nil, paths[(i % #paths) + 1])

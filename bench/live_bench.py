@@ -50,7 +50,7 @@ import requests
 import socketio
 
 from bench.common import MASTER_KEY, ROOT, Server, bench_server, serve, wrk
-from bench.peer_bench import _process_cpu
+from bench.cpu_window import process_cpu
 
 NAMESPACE = "/database/"
 BUCKETS = 10
@@ -452,7 +452,7 @@ def _postgres_cpu() -> float:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             if stat.read_text().split(" ", 2)[1] == "(postgres)":
-                total += _process_cpu(int(stat.parent.name))
+                total += process_cpu(int(stat.parent.name))
         except OSError:  # gone meanwhile
             continue
     return total
@@ -461,7 +461,7 @@ def _postgres_cpu() -> float:
 def _cpu_now(servers: list[Server]) -> dict[str, float]:
     """CPU seconds so far: the servers', this process's (the writer's), PostgreSQL's."""
     return {
-        "servers": sum(_process_cpu(server.process.pid) for server in servers),
+        "servers": sum(process_cpu(server.process.pid) for server in servers),
         "writer": time.process_time(),
         "postgresql": _postgres_cpu(),
     }

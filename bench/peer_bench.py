@@ -39,174 +39,35 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import psycopg2
 import requests
 
+from bench import common
 from bench.access_data import seed_access, sign_in
-from bench.common import (
-    ROOT,
-    _free_port,
-    bench_server,
-    ceiling_server,
-    checkout,
-    interpreter,
-    median_interval,
-    paired_line,
-    parse_wrk,
-)
+from bench.common import ROOT, bench_server, ceiling_server, checkout, paired_line, redis_child
+from bench.cpu_window import CpuWindow, pg_backends, process_cpu
+from bench.peer_cases import ACCESS, CONNECTIONS, LIKE_PARSE, NEW_ITEM, SCHEMA, trellis_cases
+from bench.peer_parse import PARSE_DSN, PARSE_URL, ParseUser, parse_cases, parse_pid, parse_server, parse_under_access
+from bench.peer_report import load_average, report
 
-PARSE_DIR = Path(os.environ.get("TRELLIS_PEER_PARSE", "/work/shared/peers/parse"))
-PARSE_URL = "http://127.0.0.1:1337/parse"
-PARSE_DSN = "postgresql://bench:bench@127.0.0.1:5432/bench"
-PARSE_HEADERS = {"X-Parse-Application-Id": "bench", "X-Parse-Master-Key": "bench-master"}
 RESULTS = ROOT / "bench" / "results" / "peer.md"
 TRIGGERS = ROOT / "bench" / "peer_triggers"  # the same two triggers on both sides (--triggers)
-SCHEMA = {"title": "String", "price": "Number", "tags": ["String"], "owner": "String"}
-# Parse's seed indexes price only (Parse never indexes a field by itself); Trellis indexes every single-valued
-# field unless it says ``index: false``. Like with like: only price, unless ``--index-all`` asks for
-# Trellis's default (two more index entries per create, and per update, which rewrites every index).
-LIKE_PARSE = {**SCHEMA, "title": {"type": "String", "index": False}, "owner": {"type": "String", "index": False}}
-ACCESS = {"conduit": {"authorization": {"enabled": True}}}
-NEW_ITEM = {"title": "Bench item", "price": 12.5, "tags": ["new", "sale"], "owner": "user1"}
-CONNECTIONS = 16
 
 
 # ---- CPU accounting -------------------------------------------------------------------------------
 
 
-def _machine_busy() -> float:
-    """Busy CPU seconds of the whole machine since boot (all cores)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _process_cpu(pid: int) -> float:
-    try:
-        parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _backends(dsn: str, database: str) -> list[int]:
-    """PostgreSQL backends connected to ``database`` (none when the server refuses one more client:
-    their CPU then counts as foreign, which overstates the load from others)."""
-    try:
-        with contextlib.closing(psycopg2.connect(dsn)) as connection, connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (database,)
-            )
-            return [row[0] for row in cursor.fetchall()]
-    except psycopg2.OperationalError:
-        return []
-
-
-class CpuWindow:
-    """CPU used during one measured run: ours (server, PostgreSQL backends, wrk) and everyone else's."""
-
-    def __init__(self, pids: list[int]) -> None:
-        self.pids = pids
-        self.machine = _machine_busy()
-        self.ours = sum(_process_cpu(pid) for pid in pids)
-        self.children = self._children()
-        self.started = time.monotonic()
-
-    @staticmethod
-    def _children() -> float:
-        usage = os.times()
-        return usage.children_user + usage.children_system
-
-    def close(self) -> dict[str, float]:
-        elapsed = time.monotonic() - self.started
-        machine = _machine_busy() - self.machine
-        ours = sum(_process_cpu(pid) for pid in self.pids) - self.ours + self._children() - self.children
-        cores = os.cpu_count() or 1
-        return {
-            "foreign_pct": max(0.0, (machine - ours) / (elapsed * cores) * 100),
-            "ours_pct": ours / (elapsed * cores) * 100,
-        }
-
-
 # ---- servers ------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def parse_server(documents: int, cloud: Path | None = None) -> Iterator[list[str]]:
-    """Parse started (with the Cloud Code file ``cloud``), seeded with ``documents`` Items; yields existing
-    object ids. Stopped afterwards."""
-    if not (PARSE_DIR / "node_modules").is_dir():
-        raise SystemExit(f"Parse is not installed: cd {PARSE_DIR} && npm ci --no-audit --no-fund")
-    _bench_role()
-    env = {**os.environ, **({"PARSE_CLOUD": str(cloud)} if cloud else {})}
-    subprocess.run([str(PARSE_DIR / "start.sh")], check=True, capture_output=True, env=env)
-    try:
-        seeded = subprocess.run([str(PARSE_DIR / "seed.sh"), str(documents)], capture_output=True, text=True)
-        if seeded.returncode:
-            raise SystemExit(f"Parse's seed.sh failed: {seeded.stderr.strip()[-500:]}")
-        ids = (PARSE_DIR.parent / "data" / "parse_ids.txt").read_text().split()
-        yield ids
-    finally:
-        subprocess.run([str(PARSE_DIR / "stop.sh")], capture_output=True)
-
-
-def _bench_role() -> None:
-    """The role and database Parse's README asks for, made once per machine. ``seed.sh`` ends with a
-    CHECKPOINT, which PostgreSQL 15 allows only to superusers and members of ``pg_checkpoint``."""
-    admin = psycopg2.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-    admin.autocommit = True  # CREATE DATABASE runs outside a transaction: no ``with admin`` (psycopg2 ≥ 2.9 opens one)
-    with admin.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = 'bench'")
-        if cursor.fetchone() is None:
-            cursor.execute("CREATE ROLE bench LOGIN PASSWORD 'bench'")
-        cursor.execute("SELECT 1 FROM pg_database WHERE datname = 'bench'")
-        if cursor.fetchone() is None:
-            cursor.execute("CREATE DATABASE bench OWNER bench")
-        cursor.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pg_checkpoint'")
-        if cursor.fetchone() is not None:
-            cursor.execute("GRANT pg_checkpoint TO bench")
-    admin.close()
-
-
-def parse_pid() -> int:
-    return int((PARSE_DIR.parent / "run" / "parse.pid").read_text())
-
-
-@contextlib.contextmanager
-def redis_child() -> Iterator[str]:
-    """A throwaway redis-server on a free port (the shared one on 6379 is left alone)."""
-    port = _free_port()
-    process = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(50):
-            with contextlib.suppress(OSError):
-                import socket
-
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            time.sleep(0.1)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def load_trellis(
@@ -262,19 +123,6 @@ def vacuum(database_url: str) -> None:
 
 # ---- load ---------------------------------------------------------------------------------------
 
-_SCRIPT = """
-wrk.method = {method}
-wrk.body = {body}
-{headers}
-local paths = {{}}
-for line in io.lines({paths_file}) do paths[#paths + 1] = line end
-local i = math.random(#paths)
-request = function()
-  i = i + 1
-  return wrk.format(nil, paths[(i % #paths) + 1])
-end
-"""
-
 
 def wrk(
     base: str,
@@ -284,84 +132,17 @@ def wrk(
     body: Any = None,
     headers: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    headers = dict(headers or {})
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-    lua_headers = "\n".join(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}" for k, v in headers.items())
-    with tempfile.TemporaryDirectory() as tmp:
-        paths_file = Path(tmp) / "paths.txt"
-        paths_file.write_text("\n".join(paths))
-        script = Path(tmp) / "run.lua"
-        script.write_text(
-            _SCRIPT.format(
-                method=json.dumps(method),
-                body=json.dumps(json.dumps(body)) if body else "nil",
-                headers=lua_headers,
-                paths_file=json.dumps(str(paths_file)),
-            )
-        )
-        result = subprocess.run(
-            ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "-s", str(script), base],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    return parse_wrk(result.stdout)
-
-
-def _cases(
-    ids: list[str],
-    rnd: random.Random,
-    common: dict[str, Any],
-    collection: str,
-    listed: Callable[[int, bool], str],
-    update_method: str,
-    editable: list[str] | None = None,
-    new_item: dict[str, Any] = NEW_ITEM,
-) -> dict[str, dict[str, Any]]:
-    """The five operations on one server: ``ids`` are read by id, ``editable`` (by default ``ids``)
-    updated; ``collection`` is the Items' path, ``listed(x, counted)`` a list's path (prices below x,
-    sorted by price descending, 20 a page), ``new_item`` the body of a create."""
-    sample = rnd.sample(ids, min(5000, len(ids)))
-    changed = sample if editable is None else rnd.sample(editable, min(5000, len(editable)))
-    xs = [rnd.randint(1, 950) for _ in range(20_000)]
-    return {
-        "get by id": {**common, "paths": [f"{collection}/{i}" for i in sample]},
-        "list + exact count": {**common, "paths": [listed(x, True) for x in xs]},
-        "list, no count": {**common, "paths": [listed(x, False) for x in xs]},
-        "create": {**common, "paths": [collection], "method": "POST", "body": new_item},
-        "update": {
-            **common,
-            "paths": [f"{collection}/{i}" for i in changed],
-            "method": update_method,
-            "body": {"price": 99.5},
-        },
-    }
-
-
-def trellis_cases(
-    ids: list[str], rnd: random.Random, headers: dict[str, str] | None = None, editable: list[str] | None = None
-) -> dict[str, dict[str, Any]]:
-    def listed(x: int, counted: bool) -> str:
-        return f"/database/Item?price[$lt]={x}&sort=-price&limit=20" + ("" if counted else "&count=none")
-
-    return _cases(ids, rnd, {"headers": headers} if headers else {}, "/database/Item", listed, "PATCH", editable)
-
-
-def parse_cases(ids: list[str], rnd: random.Random, user: ParseUser | None = None) -> dict[str, dict[str, Any]]:
-    """Parse's side of each operation: its list with ``count=1`` beside ours with the exact count, its
-    plain list beside ours with ``count=none``. With ``user``, called with its session token: its readable
-    Items are read, its editable ones updated, and what it creates is its own (an ACL naming it)."""
-
-    def listed(x: int, counted: bool) -> str:
-        where = urllib.parse.quote(json.dumps({"price": {"$lt": x}}, separators=(",", ":")))
-        return f"/parse/classes/Item?where={where}&order=-price&limit=20" + ("&count=1" if counted else "")
-
-    if user is None:
-        return _cases(ids, rnd, {"headers": PARSE_HEADERS}, "/parse/classes/Item", listed, "PUT")
-    mine = {**NEW_ITEM, "ACL": {user.id: {"read": True, "write": True}}}
-    headers = {"headers": user.headers}
-    return _cases(user.readable, rnd, headers, "/parse/classes/Item", listed, "PUT", user.editable, mine)
+    """One measured load: ``wrk -t1 -c16`` on ``paths`` (each request the next path)."""
+    return common.wrk(
+        base,
+        connections=CONNECTIONS,
+        duration=seconds,
+        threads=1,
+        method=method,
+        headers=headers,
+        body=body,
+        paths=paths,
+    )
 
 
 def measure(
@@ -374,13 +155,13 @@ def measure(
         wrk(base, case["paths"], warmup, case.get("method", "GET"), case.get("body"), case.get("headers"))
     pg = backends()
     window = CpuWindow([server_pid, *pg])
-    server, pg_before = _process_cpu(server_pid), {pid: _process_cpu(pid) for pid in pg}
+    server, pg_before = process_cpu(server_pid), {pid: process_cpu(pid) for pid in pg}
     stats = wrk(base, case["paths"], seconds, case.get("method", "GET"), case.get("body"), case.get("headers"))
     requests_done = max(stats["rps"] * seconds, 1)
-    cpu_us = (_process_cpu(server_pid) - server) / requests_done * 1e6
+    cpu_us = (process_cpu(server_pid) - server) / requests_done * 1e6
     # Backends listed again: one opened during the run counts whole, one closed during it is lost (its
     # CPU is no longer readable), so a pool that churns connections is undercounted, never negative.
-    after = {pid: _process_cpu(pid) for pid in backends()}
+    after = {pid: process_cpu(pid) for pid in backends()}
     pg_us = sum(max(0.0, cpu - pg_before.get(pid, 0.0)) for pid, cpu in after.items()) / requests_done * 1e6
     churn = len(set(pg) ^ set(after))
     return {**stats, **window.close(), "server_cpu_us": cpu_us, "pg_cpu_us": pg_us, "backends_churned": churn}
@@ -415,17 +196,6 @@ def as_user(url: str, admin_headers: dict[str, str], database_url: str, doc_ids:
 # ---- a user under access control on both sides -----------------------------------------------------
 
 USERS, GRANTS = 10_000, 20_000  # the access benchmark's sizes (bench/access_bench.py)
-PARSE_APP = {"X-Parse-Application-Id": "bench", "X-Parse-REST-API-Key": "bench-rest"}
-
-
-class ParseUser(NamedTuple):
-    """Parse's measured user: its object id, its request headers (session token), what it may read and
-    edit (Parse's ids of the same Items as Trellis's user)."""
-
-    id: str
-    headers: dict[str, str]
-    readable: list[str]
-    editable: list[str]
 
 
 class UnderAccess(NamedTuple):
@@ -454,79 +224,6 @@ def under_access(trellis: Any, trellis_ids: list[str], rnd: random.Random) -> Un
         editable,
         parse_under_access(plan, measured, trellis_ids, readable, editable),
     )
-
-
-def _forget_parse_users() -> None:
-    """Parse's users, sessions and roles of an earlier run emptied (its ``seed.sh`` renews the Items only)."""
-    tables = ["_User", "_Session", "_Role", "_Join:users:_Role", "_Join:roles:_Role"]
-    with contextlib.closing(psycopg2.connect(PARSE_DSN)) as connection, connection.cursor() as cursor:
-        cursor.execute("SELECT t FROM unnest(%s::text[]) AS t WHERE to_regclass(quote_ident(t)) IS NOT NULL", (tables,))
-        present = [row[0] for row in cursor.fetchall()]
-        if present:
-            cursor.execute("TRUNCATE " + ", ".join(f'"{table}"' for table in present))
-        connection.commit()
-
-
-def parse_under_access(
-    plan: dict[str, Any], measured: str, trellis_ids: list[str], readable: list[str], editable: list[str]
-) -> ParseUser:
-    """Parse given the same access: the measured user signs up, each team is a role (``team_<id>``) whose
-    users are its members and whose ``roles`` relation holds its sub-teams (so their members inherit it,
-    as in Trellis), and every Item gets ``_rperm``/``_wperm`` from its tuples (owner and editor: read and
-    write; reader: read). Users, roles and relations are written by bulk SQL into the tables Parse made.
-    ``readable`` and ``editable`` (Trellis's ids) come back as Parse's ids of the same Items."""
-    _forget_parse_users()
-    body = {"username": "measured", "password": "peer-bench-password-1"}
-    signed = requests.post(f"{PARSE_URL}/users", json=body, headers=PARSE_APP, timeout=30)
-    signed.raise_for_status()
-    uid, session = signed.json()["objectId"], signed.json()["sessionToken"]
-    role = {"name": "bench_tables", "ACL": {"*": {"read": True}}}  # makes _Role and its two join tables
-    requests.post(f"{PARSE_URL}/roles", json=role, headers=PARSE_HEADERS, timeout=30).raise_for_status()
-
-    def subject(tuple_subject: str) -> str:
-        kind, name = tuple_subject.split(":", 1)
-        if kind == "Team":
-            return f"role:team_{name}"
-        return uid if name == measured else name
-
-    with contextlib.closing(psycopg2.connect(PARSE_DSN)) as connection, connection.cursor() as cursor:
-        cursor.execute('SELECT "objectId" FROM "Item" ORDER BY "createdAt" DESC, "objectId"')
-        same = dict(zip(trellis_ids, [row[0] for row in cursor.fetchall()], strict=True))
-        perms: dict[str, tuple[set[str], set[str]]] = {}
-        for tuple_subject, relation, document in plan["relations"]:
-            reads, writes = perms.setdefault(same[document], (set(), set()))
-            reads.add(subject(tuple_subject))
-            if relation != "reader":
-                writes.add(subject(tuple_subject))
-        others = [user for user in plan["users"] if user != measured]
-        cursor.execute(
-            'INSERT INTO "_User" ("objectId", "createdAt", "updatedAt", username) '
-            "SELECT u, now(), now(), u FROM unnest(%s::text[]) AS u",
-            (others,),
-        )
-        cursor.execute(
-            'INSERT INTO "_Role" ("objectId", "createdAt", "updatedAt", name, "_rperm", "_wperm") '
-            "SELECT t, now(), now(), 'team_' || t, '{*}', '{}' FROM unnest(%s::text[]) AS t",
-            ([team for team, _ in plan["teams_tree"]],),
-        )
-        cursor.execute(
-            'INSERT INTO "_Join:users:_Role" ("owningId", "relatedId") SELECT * FROM unnest(%s::text[], %s::text[])',
-            ([team for team, _ in plan["members"]], [subject(f"User:{user}") for _, user in plan["members"]]),
-        )
-        parented = [(team, parent) for team, parent in plan["teams_tree"] if parent]
-        cursor.execute(
-            'INSERT INTO "_Join:roles:_Role" ("owningId", "relatedId") SELECT * FROM unnest(%s::text[], %s::text[])',
-            ([parent for _, parent in parented], [team for team, _ in parented]),
-        )
-        cursor.execute(
-            'UPDATE "Item" SET "_rperm" = ARRAY(SELECT jsonb_array_elements_text(p.value -> 0)), '
-            '"_wperm" = ARRAY(SELECT jsonb_array_elements_text(p.value -> 1)) '
-            'FROM jsonb_each(%s::jsonb) AS p WHERE "Item"."objectId" = p.key',
-            (json.dumps({item: [sorted(r), sorted(w)] for item, (r, w) in perms.items()}),),
-        )
-        connection.commit()
-    headers = {**PARSE_APP, "X-Parse-Session-Token": session}
-    return ParseUser(uid, headers, [same[d] for d in readable], [same[d] for d in editable])
 
 
 def run(
@@ -647,7 +344,7 @@ class _Side(NamedTuple):
 
     def measure(self, name: str, warmup: int, seconds: int) -> dict[str, float]:
         database = self.database_url.rsplit("/", 1)[1]
-        return measure(self.url, self.cases[name], self.pid, lambda: _backends(PARSE_DSN, database), warmup, seconds)
+        return measure(self.url, self.cases[name], self.pid, lambda: pg_backends(PARSE_DSN, database), warmup, seconds)
 
 
 def _print_row(row: dict[str, Any]) -> None:
@@ -678,211 +375,6 @@ def _print_row(row: dict[str, Any]) -> None:
             paired_line(row["round"], row["operation"], ("this tree", row["trellis"]), ("base", row["base"])),
             flush=True,
         )
-
-
-GOALS = {"get by id": 1.6, "list + exact count": 3.0, "list, no count": 1.5, "create": 1.2, "update": 1.2}
-# A user under access beside Parse's user under ACLs: reads well ahead, writes at least level.
-USER_GOALS = {"get by id": 1.2, "list + exact count": 1.2, "list, no count": 1.2, "create": 1.0, "update": 1.0}
-BESIDE = {"list + exact count": "Parse with `count=1`", "list, no count": "Parse's plain list"}
-
-
-def report(results: list[dict[str, Any]], command: str, args: argparse.Namespace, revision: str) -> str:
-    """A dated section for ``bench/results/peer.md``: the medians, then every round."""
-    caller = (
-        "a user under access control (the access benchmark's users, teams and grants: it reads ~2% of the Items), "
-        "Parse by its twin under ACLs (`_rperm`/`_wperm`, the teams as roles)"
-        if args.as_user
-        else "the admin"
-    )
-    if args.as_user:
-        caller += (
-            ", and beside it, in every round, the admin on a second Trellis without access control (user ÷ admin: "
-            "req/s of the same round; its µs server + PG are the admin's)"
-        )
-    if args.without_event_log:
-        caller += (
-            "; and in every round the admin on a Trellis without the event log (`TRELLIS_EVENTS=false`, its own "
-            "database and Redis) beside Parse"
-        )
-    paired = (
-        (" user ÷ admin, median (per round) | admin µs server + PG | user goal |", "---:|---:|---:|")
-        if args.as_user
-        else ("", "")
-    )
-    if args.without_event_log:
-        paired = (
-            paired[0] + " without the log ÷ Parse, median (per round) | its µs server + PG |",
-            paired[1] + "---:|---:|",
-        )
-    if args.triggers:
-        caller += (
-            "; with one trivial before- and after-trigger per write on both sides (Trellis: "
-            "`bench/peer_triggers/triggers.py`, Parse: `triggers.js`), and in every round the admin on a Trellis "
-            "without triggers (the Functions module loaded, no file)"
-        )
-        paired = (
-            paired[0] + " with ÷ without triggers, median (per round) | without µs server + PG |",
-            paired[1] + "---:|---:|",
-        )
-    if args.base:
-        caller += f"; and in every round the admin on a Trellis of revision `{args.base}` (the base)"
-        paired = (paired[0] + " this ÷ base, median (per round) | base µs server + PG |", paired[1] + "---:|---:|")
-    lines = [
-        f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (revision `{revision}`)",
-        "",
-        f"Command: `{command}`. {args.documents:,} Items on each side, one process each, same PostgreSQL, "
-        f"`wrk -t1 -c{CONNECTIONS}`, {args.warmup} s warm-up + {args.duration} s measured per run, "
-        f"{args.rounds} interleaved rounds; Trellis on {interpreter()}, called by {caller}; Item's indexes: "
-        f"{'every field (Trellis default)' if args.index_all else 'price only, as Parse'}. Load average before the run: "
-        f"{args.load_before}, after: {_load()}. µs/request: CPU of the server process and of the PostgreSQL "
-        "backends serving it (`/proc/<pid>/stat`), divided by the requests answered. [a, b] beside a median: "
-        f"the rounds that bracket it with {median_interval([0.0] * args.rounds)[2]:.0%} confidence (sign test).",
-        "",
-        "| operation | Trellis ÷ Parse, median | per round | Trellis req/s | Parse req/s "
-        "| Trellis µs server + PG | Parse µs server + PG | foreign CPU % | goal |" + paired[0],
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|" + paired[1],
-    ]
-    names = list(dict.fromkeys(r["operation"] for r in results if r["operation"] != "floor"))
-
-    def med(rows: list[dict[str, Any]], side: str, key: str) -> float:
-        return statistics.median(r[side][key] for r in rows)
-
-    for name in names:
-        rows = [r for r in results if r["operation"] == name]
-        ratios = [r["trellis"]["rps"] / r["parse"]["rps"] for r in rows]
-        foreign = [r[s]["foreign_pct"] for r in rows for s in ("trellis", "parse")]
-        goal = (USER_GOALS if args.as_user else GOALS).get(name)
-        label = f"{name} (beside {BESIDE[name]})" if name in BESIDE else name
-        lines.append(
-            f"| {label} | **{statistics.median(ratios):.2f}** {_interval(ratios)} | {', '.join(f'{x:.2f}' for x in ratios)} "
-            f"| {med(rows, 'trellis', 'rps'):,.0f} | {med(rows, 'parse', 'rps'):,.0f} "
-            f"| {med(rows, 'trellis', 'server_cpu_us'):,.0f} + {med(rows, 'trellis', 'pg_cpu_us'):,.0f} "
-            f"| {med(rows, 'parse', 'server_cpu_us'):,.0f} + {med(rows, 'parse', 'pg_cpu_us'):,.0f} "
-            f"| {min(foreign):.0f}–{max(foreign):.0f} | {f'≥ {goal}' if goal else '—'} |"
-            + (_user_columns(rows) if args.as_user else "")
-            + (_unlogged_columns(rows) if args.without_event_log else "")
-            + (_paired_columns(rows, "trellis", "plain", "plain") if args.triggers else "")
-            + (_base_columns(rows) if args.base else "")
-        )
-    floors = [r for r in results if r["operation"] == "floor"]
-    per_round = ", ".join(f"{r['floor']['rps']:,.0f}" for r in floors)
-    lines.append(
-        f"| bare Flask route (the floor) | | {per_round} req/s "
-        f"| {med(floors, 'floor', 'rps'):,.0f} | | {med(floors, 'floor', 'server_cpu_us'):,.0f} | "
-        f"| {min(r['floor']['foreign_pct'] for r in floors):.0f}–{max(r['floor']['foreign_pct'] for r in floors):.0f} "
-        "| |"
-        + (" | | |" if args.as_user else "")
-        + (" | |" if args.without_event_log else "")
-        + (" | |" if args.triggers else "")
-        + (" | |" if args.base else "")
-    )
-    lines += ["", *_tails(results, names)]
-    lines += [
-        "",
-        "Every round (req/s; µs/request server + PostgreSQL; p50 ms):",
-        "",
-        "| round | operation | Trellis req/s | Parse req/s | ratio | Trellis µs | Parse µs | Trellis p50 | Parse p50 "
-        "| foreign % |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        if r["operation"] == "floor":
-            f = r["floor"]
-            lines.append(
-                f"| {r['round']} | floor | {f['rps']:,.0f} | | | {f['server_cpu_us']:,.0f} | | {f['p50_ms']} | "
-                f"| {f['foreign_pct']:.0f} |"
-            )
-            continue
-        t, p = r["trellis"], r["parse"]
-        lines.append(
-            f"| {r['round']} | {r['operation']} | {t['rps']:,.0f} | {p['rps']:,.0f} | {t['rps'] / p['rps']:.2f} "
-            f"| {t['server_cpu_us']:,.0f} + {t['pg_cpu_us']:,.0f} | {p['server_cpu_us']:,.0f} + {p['pg_cpu_us']:,.0f} "
-            f"| {t['p50_ms']} | {p['p50_ms']} | {t['foreign_pct']:.0f} / {p['foreign_pct']:.0f} |"
-        )
-        if "admin" in r:  # the admin's run of the round, and the user ÷ admin ratio in the ratio column
-            a = r["admin"]
-            lines.append(
-                f"| {r['round']} | {r['operation']}, admin | {a['rps']:,.0f} | | {t['rps'] / a['rps']:.2f} "
-                f"| {a['server_cpu_us']:,.0f} + {a['pg_cpu_us']:,.0f} | | {a['p50_ms']} | | {a['foreign_pct']:.0f} |"
-            )
-        if "plain" in r:  # the run without triggers, and with ÷ without in the ratio column
-            w = r["plain"]
-            lines.append(
-                f"| {r['round']} | {r['operation']}, without triggers | {w['rps']:,.0f} | | {t['rps'] / w['rps']:.2f} "
-                f"| {w['server_cpu_us']:,.0f} + {w['pg_cpu_us']:,.0f} | | {w['p50_ms']} | | {w['foreign_pct']:.0f} |"
-            )
-        if "unlogged" in r:  # the run without the event log, and its ratio to Parse in the ratio column
-            u = r["unlogged"]
-            lines.append(
-                f"| {r['round']} | {r['operation']}, without the log | {u['rps']:,.0f} | | {u['rps'] / p['rps']:.2f} "
-                f"| {u['server_cpu_us']:,.0f} + {u['pg_cpu_us']:,.0f} | | {u['p50_ms']} | | {u['foreign_pct']:.0f} |"
-            )
-    errors = [
-        (r["operation"], side, int(r[side]["non_2xx"]))
-        for r in results
-        for side in ("trellis", "parse", "admin", "unlogged", "plain")
-        if side in r and r[side]["non_2xx"]
-    ]
-    if errors:
-        lines += ["", "Non-2xx answers: " + "; ".join(f"{op} ({side}): {n}" for op, side, n in errors)]
-    return "\n".join(lines) + "\n"
-
-
-def _tails(results: list[dict[str, Any]], names: list[str]) -> list[str]:
-    """The tails: each side's p99 (wrk's, ms) per operation, median and per round, and in how many rounds
-    Trellis's was no longer than Parse's (the goal: all of them)."""
-    lines = [
-        "Tails under the same load (wrk's p99, ms; per round Trellis / Parse):",
-        "",
-        "| operation | Trellis p99, median | Parse p99, median | per round | Trellis ≤ Parse in |",
-        "|---|---:|---:|---|---:|",
-    ]
-    for name in names:
-        rows = [r for r in results if r["operation"] == name]
-        pairs = [(r["trellis"]["p99_ms"], r["parse"]["p99_ms"]) for r in rows]
-        within = sum(ours <= theirs for ours, theirs in pairs)
-        lines.append(
-            f"| {name} | {statistics.median(t for t, _ in pairs):.1f} | {statistics.median(p for _, p in pairs):.1f} "
-            f"| {', '.join(f'{t:.1f} / {p:.1f}' for t, p in pairs)} | {within} of {len(pairs)} |"
-        )
-    return lines
-
-
-def _paired_columns(rows: list[dict[str, Any]], side: str, beside: str, described: str) -> str:
-    """Columns of an operation's summary row: ``side`` ÷ ``beside`` (req/s, median and per round) and the
-    µs server + PG of ``described``."""
-    ratios = [r[side]["rps"] / r[beside]["rps"] for r in rows]
-    server = statistics.median(r[described]["server_cpu_us"] for r in rows)
-    pg = statistics.median(r[described]["pg_cpu_us"] for r in rows)
-    per_round = ", ".join(f"{x:.2f}" for x in ratios)
-    return f" **{statistics.median(ratios):.2f}** {_interval(ratios)} ({per_round}) | {server:,.0f} + {pg:,.0f} |"
-
-
-def _interval(ratios: list[float]) -> str:
-    low, high, _ = median_interval(ratios)
-    return f"[{low:.2f}, {high:.2f}]"
-
-
-def _user_columns(rows: list[dict[str, Any]]) -> str:
-    """The user ÷ admin columns (``--as-user``); the µs are the admin's."""
-    return _paired_columns(rows, "trellis", "admin", "admin") + f" ≥ {USER_GOAL} |"
-
-
-USER_GOAL = 0.8  # a user under access control, against the admin's figure
-
-
-def _unlogged_columns(rows: list[dict[str, Any]]) -> str:
-    """Trellis without the event log ÷ Parse (``--without-event-log``), with its own µs."""
-    return _paired_columns(rows, "unlogged", "parse", "unlogged")
-
-
-def _base_columns(rows: list[dict[str, Any]]) -> str:
-    """This tree ÷ the base revision's Trellis (``--base``), with the base's own µs."""
-    return _paired_columns(rows, "trellis", "base", "base")
-
-
-def _load() -> str:
-    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -927,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
     )
-    args.load_before = _load()
+    args.load_before = load_average()
     fields = SCHEMA if args.index_all else LIKE_PARSE
     results = run(
         args.rounds,

@@ -38,7 +38,7 @@ import psycopg2  # noqa: E402
 from eventlet.support import psycopg2_patcher  # noqa: E402
 
 from bench.common import throwaway_database  # noqa: E402
-from bench.peer_bench import _process_cpu  # noqa: E402
+from bench.cpu_window import process_cpu  # noqa: E402
 from trellis.statements import run_prepared  # noqa: E402
 
 psycopg2_patcher.make_psycopg_green()
@@ -145,14 +145,14 @@ def main(argv: list[str] | None = None) -> None:
                 values = [{"p0": rnd.randint(1, 950), "limit": 20, "skip": 0} for _ in range(args.statements)]
                 for warm in values[:20]:
                     assert len(run(warm)) == 20
-                ours, theirs, started = time.process_time(), _process_cpu(backend), time.monotonic()
+                ours, theirs, started = time.process_time(), process_cpu(backend), time.monotonic()
                 for value in values:
                     run(value)
                 n = len(values)
                 row = {
                     "wall_us": (time.monotonic() - started) / n * 1e6,
                     "client_us": (time.process_time() - ours) / n * 1e6,
-                    "pg_us": (_process_cpu(backend) - theirs) / n * 1e6,
+                    "pg_us": (process_cpu(backend) - theirs) / n * 1e6,
                 }
                 results[name].append(row)
                 print(

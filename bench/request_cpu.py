@@ -22,27 +22,11 @@ from pathlib import Path
 
 import requests
 
-from bench.common import bench_server, ceiling_server
-from bench.peer_bench import (
-    ACCESS,
-    ACCESS_MODULES,
-    LIKE_PARSE,
-    PARSE_DSN,
-    PARSE_URL,
-    SCHEMA,
-    TRIGGERS,
-    _backends,
-    _process_cpu,
-    as_user,
-    load_trellis,
-    parse_cases,
-    parse_pid,
-    parse_server,
-    redis_child,
-    trellis_cases,
-    vacuum,
-    wrk,
-)
+from bench.common import bench_server, ceiling_server, redis_child
+from bench.cpu_window import pg_backends, process_cpu
+from bench.peer_bench import ACCESS_MODULES, TRIGGERS, as_user, load_trellis, vacuum, wrk
+from bench.peer_cases import ACCESS, LIKE_PARSE, SCHEMA, trellis_cases
+from bench.peer_parse import PARSE_DSN, PARSE_URL, parse_cases, parse_pid, parse_server
 
 
 def measure(
@@ -52,8 +36,8 @@ def measure(
     extra = (case.get("method", "GET"), case.get("body"), case.get("headers"))
     if warmup:
         wrk(*args, warmup, *extra)
-    backends = _backends(PARSE_DSN, database)  # after the warm-up: the pools have opened their connections
-    server, pg = _process_cpu(server_pid), sum(_process_cpu(p) for p in backends)
+    backends = pg_backends(PARSE_DSN, database)  # after the warm-up: the pools have opened their connections
+    server, pg = process_cpu(server_pid), sum(process_cpu(p) for p in backends)
     started = time.monotonic()
     spy = None
     if profile is not None:  # py-spy samples the server during the measured run (collapsed stacks)
@@ -85,8 +69,8 @@ def measure(
     done = stats["rps"] * seconds or 1
     return {
         "rps": stats["rps"],
-        "server_us": (_process_cpu(server_pid) - server) / done * 1e6,
-        "pg_us": (sum(_process_cpu(p) for p in backends) - pg) / done * 1e6,
+        "server_us": (process_cpu(server_pid) - server) / done * 1e6,
+        "pg_us": (sum(process_cpu(p) for p in backends) - pg) / done * 1e6,
         "non_2xx": stats["non_2xx"],
         "elapsed": elapsed,
     }

@@ -48,7 +48,8 @@ from bench.common import (
     interpreter,
     redis_child,
 )
-from bench.peer_bench import LIKE_PARSE, NEW_ITEM, PLAIN_MODULES, TRIGGERS, trellis_cases
+from bench.peer_bench import PLAIN_MODULES, TRIGGERS
+from bench.peer_cases import LIKE_PARSE, NEW_ITEM, trellis_cases
 
 CASES = ["get by id", "list, no count", "list + exact count", "create", "update"]
 

@@ -52,7 +52,7 @@ import requests
 from bench.access_bench import load_documents, measure
 from bench.access_data import _dsn, seed_access, sign_in
 from bench.common import PG_ADMIN_DSN, ROOT, Server, bench_server, paired_line
-from bench.peer_bench import _backends
+from bench.cpu_window import pg_backends
 
 RESULTS = ROOT / "bench" / "results" / "search.md"
 MODULES = "authentication,authorization,database,email,sms"
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 order = ["search", "contains"] if (number + len(rows)) % 2 else ["contains", "search"]
                 row: dict[str, Any] = {"round": number, "caller": caller}
                 for name in order:
-                    pids = [server.process.pid, *_backends(PG_ADMIN_DSN, database)]
+                    pids = [server.process.pid, *pg_backends(PG_ADMIN_DSN, database)]
                     row[name] = measure(server.url, cases[name], headers, pids, args.warmup, args.duration)
                 rows.append(row)
                 print(paired_line(number, caller, ("search", row["search"]), ("contains", row["contains"])), flush=True)

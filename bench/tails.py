@@ -30,8 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, bench_server
-from bench.peer_bench import PLAIN_MODULES, load_trellis, parse_server, redis_child, trellis_cases, wrk
+from bench.common import ROOT, bench_server, redis_child
+from bench.peer_bench import PLAIN_MODULES, load_trellis, wrk
+from bench.peer_cases import trellis_cases
+from bench.peer_parse import parse_server
 
 PROBE = ROOT / "bench" / "tails_probe"
 RESULTS = ROOT / "bench" / "results" / "tails.md"

@@ -38,7 +38,8 @@ import requests
 
 from bench.access_data import sign_in
 from bench.common import Server, bench_server, insert_many, redis_child
-from bench.peer_bench import _process_cpu, wrk
+from bench.cpu_window import process_cpu
+from bench.peer_bench import wrk
 
 MODULES = "authentication,authorization,database,email,sms"
 ITEM = {"title": "String", "price": "Number"}
@@ -87,10 +88,10 @@ def measure(made: Server, case: dict[str, Any], warmup: int, seconds: int) -> di
     args = (made.url, case["paths"], seconds, case["method"], case["body"], case["headers"])
     if warmup:
         wrk(made.url, case["paths"], warmup, case["method"], case["body"], case["headers"])
-    before = _process_cpu(made.process.pid)
+    before = process_cpu(made.process.pid)
     stats = wrk(*args)
     done = max(stats["rps"] * seconds, 1)
-    return {"rps": stats["rps"], "cpu_us": (_process_cpu(made.process.pid) - before) / done * 1e6}
+    return {"rps": stats["rps"], "cpu_us": (process_cpu(made.process.pid) - before) / done * 1e6}
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import requests
 
 from bench.common import bench_server
-from bench.peer_bench import LIKE_PARSE, NEW_ITEM
+from bench.peer_cases import LIKE_PARSE, NEW_ITEM
 
 HERE = Path(__file__).parent
 

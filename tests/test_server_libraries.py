@@ -23,9 +23,18 @@ from trellis import statements
 
 with warnings.catch_warnings():  # eventlet announces its deprecation on first import
     warnings.filterwarnings("ignore", r"\s*Eventlet is deprecated")
-    from trellis.server import formbody, http_protocol, safety, serve, socket_fanout, token_reader, upgraded
+    from trellis.server import (
+        formbody,
+        http_protocol,
+        safety,
+        serve,
+        socket_fanout,
+        socket_pings,
+        token_reader,
+        upgraded,
+    )
 
-MODULES = [serve, http_protocol, safety, socket_fanout, token_reader, formbody, upgraded, statements]
+MODULES = [serve, http_protocol, safety, socket_fanout, socket_pings, token_reader, formbody, upgraded, statements]
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -164,6 +173,21 @@ def test_engineio_builds_websockets_from_its_driver_table_with_a_bound_handler()
     assert {"_async", "_websocket_handler"} <= set(upgrade)
     socket_fanout.install_websocket(server)
     assert issubclass(server.eio._async["websocket"], websocket)
+
+
+def test_engineio_pings_through_a_background_task_that_sleeps_then_sends():
+    """``socket_pings`` replaces the task ``schedule_ping`` starts with a timer doing what follows its sleep."""
+    import engineio.socket
+
+    socket = engineio.socket.Socket
+    schedule = inspect.getsource(socket.schedule_ping)
+    assert "self.server.start_background_task(self._send_ping)" in schedule
+    assert "= self.server.start_background_task" not in schedule  # what it returns is not kept
+    assert _parameters(socket._send_ping) == ["self"]
+    send_ping = _names(socket._send_ping)
+    assert {"sleep", "ping_interval", "closing", "closed", "last_ping", "send", "PING"} <= set(send_ping)
+    assert {"check_ping_timeout", "queue", "put"} <= set(_names(socket.send))
+    assert socket_pings._SEND_PING is socket._send_ping
 
 
 def test_engineio_socket_has_what_write_now_reads():

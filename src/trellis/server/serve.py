@@ -10,6 +10,9 @@ header and payload, or an event then its ack). With Nagle's algorithm the second
 client's delayed ACK, ~40 ms on Linux. Measured by ``bench/chat_bench.py --nodelay-rounds``; see
 ``bench/results/chat_nodelay.md``.
 
+Engine.IO's pings leave from hub timers, not a green thread per socket
+(:mod:`trellis.server.socket_pings`).
+
 Slow and idle clients are bounded by :class:`trellis.server.http_protocol.ConnectionGuard` (its settings:
 ``TRELLIS_HEADER_TIMEOUT``, ``TRELLIS_IDLE_TIMEOUT``, ``TRELLIS_MAX_CONNECTIONS``). The port is bound
 without ``SO_REUSEPORT`` (eventlet's default sets it): a second server on a used port would otherwise
@@ -159,6 +162,9 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False, banner: st
         return
     import eventlet.wsgi
 
+    from .socket_pings import install_ping_timers
+
+    install_ping_timers(socketio.server)
     guard = connection_guard(app.config)
     ensure_file_limit(guard.max_connections)
     guard.start()

@@ -16,7 +16,8 @@ from pathlib import Path
 RATE = 200  # samples a second (bench.live_bench.start_profile)
 # (part, markers): a sample belongs to the first part one of whose markers is in its stack
 PARTS: list[tuple[str, tuple[str, ...]]] = [
-    ("live: socket writes (frames, send)", ("socket_fanout.py",)),
+    # the writes themselves, not the hub's judging that the end of a delivery runs under gathered_writes
+    ("live: socket writes (frames, send)", ("_write_texts (", "write_now (", "_finish (", "FanOutManager.emit (")),
     ("live: JSON encoding of changes", ("live_sockets.py", "live_http.py")),
     ("live: hub (filters, access, change dicts)", ("live.py", "live_access.py")),
     ("event log: receiver (Redis message, decode, order)", ("heard (", "offer (", "catch_up (", "RedisListener")),

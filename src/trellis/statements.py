@@ -320,25 +320,37 @@ def _unnest_insert(table: Table, names: tuple[str, ...]) -> sa.TextClause:
     )
 
 
-def existing_ids(connection: Connection, column: sa.ColumnElement[Any], ids: Sequence[str]) -> set[str]:
-    """Which of ``ids`` are values of ``column`` (a primary key), read on ``connection``: the check of every
-    write that names users or teams. Never remembered: an id deleted by another process is gone for the
-    next call. The statement is built and compiled once per column and dialect and, on PostgreSQL, run on
-    the driver's cursor with the ids as one array (``= ANY``): through the ORM session its construction,
-    compilation cache lookup and result wrapping cost more than the round trip."""
-    if not ids:
-        return set()
-    statement = _existence(column, connection.dialect.name)
-    return {row[0] for row in execute_compiled(connection, statement, {"ids": list(ids)}, _EXISTENCE)}
+def existing_ids(connection: Connection, *wanted: tuple[sa.Column[Any], Sequence[str]]) -> list[set[str]]:
+    """For each ``(column, ids)`` (a primary key and the ids asked about), which of the ids are values of the
+    column, all read in one statement on ``connection``: the check of every write that names users and
+    teams, one round trip however many kinds it names. Never remembered: an id deleted by another process
+    is gone for the next call. The statement is built and compiled once per columns and dialect and, on
+    PostgreSQL, run on the driver's cursor with each list as one array (``= ANY``): through the ORM
+    session its construction, compilation cache lookup and result wrapping cost more than the round trip."""
+    asked = [(position, column, list(ids)) for position, (column, ids) in enumerate(wanted) if ids]
+    found: list[set[str]] = [set() for _ in wanted]
+    if not asked:
+        return found
+    statement = _existence(tuple(column for _, column, _ in asked), connection.dialect.name)
+    parameters = {f"ids{k}": ids for k, (_, _, ids) in enumerate(asked)}
+    for which, value in execute_compiled(connection, statement, parameters, _EXISTENCE):
+        found[asked[which][0]].add(value)
+    return found
 
 
 _EXISTENCE: dict[Any, Any] = {}  # compiled forms of the existence statements (execute_compiled's cache)
 
 
 @functools.lru_cache(maxsize=64)
-def _existence(column: sa.ColumnElement[Any], dialect: str) -> sa.Select:
-    if dialect == "postgresql":
-        wanted: sa.ColumnElement[bool] = column == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.String)))
-    else:  # no arrays: an expanding IN, run through SQLAlchemy
-        wanted = column.in_(sa.bindparam("ids", expanding=True))
-    return sa.select(column).where(wanted)
+def _existence(columns: tuple[sa.Column[Any], ...], dialect: str) -> sa.Select[Any] | sa.CompoundSelect[Any]:
+    """``SELECT k, column WHERE column is one of :ids<k>`` for each column, joined by UNION ALL."""
+    parts = []
+    for k, column in enumerate(columns):
+        if dialect == "postgresql":
+            one_of: sa.ColumnElement[bool] = column == sa.any_(
+                sa.bindparam(f"ids{k}", type_=postgresql.ARRAY(sa.String))
+            )
+        else:  # no arrays: an expanding IN, run through SQLAlchemy
+            one_of = column.in_(sa.bindparam(f"ids{k}", expanding=True))
+        parts.append(sa.select(sa.literal_column(str(k)), column).where(one_of))
+    return parts[0] if len(parts) == 1 else sa.union_all(*parts)

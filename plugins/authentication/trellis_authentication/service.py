@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from trellis import db, statements
+
 from . import teams, users
+from .models import User
 from .team_events import FAMILY as TEAM_FAMILY
 from .team_events import PATTERN as TEAM_EVENTS
 from .team_events import TeamChange, team_change
+from .team_models import Team
 from .users import existing_ids, get_user
 
 __all__ = [
@@ -19,6 +23,7 @@ __all__ = [
     "TEAM_FAMILY",
     "TeamChange",
     "existing_team_ids",
+    "existing_user_and_team_ids",
     "existing_user_ids",
     "get_user",
     "public_users",
@@ -31,6 +36,14 @@ __all__ = [
 def existing_user_ids(user_ids: list[str]) -> set[str]:
     """Which of ``user_ids`` are users (one query; unknown ids are left out)."""
     return existing_ids(user_ids)
+
+
+def existing_user_and_team_ids(user_ids: list[str], team_ids: list[str]) -> tuple[set[str], set[str]]:
+    """Which of ``user_ids`` are users and which of ``team_ids`` are teams (one query for both)."""
+    users_found, teams_found = statements.existing_ids(
+        db.flushed_connection(), (User.__table__.c.id, user_ids), (Team.__table__.c.id, team_ids)
+    )
+    return users_found, teams_found
 
 
 def team_ids_of(user_id: str) -> list[str]:

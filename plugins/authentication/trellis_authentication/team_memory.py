@@ -75,4 +75,4 @@ def _team_ids_of(user_id: str) -> list[str]:
 
 def existing_team_ids(team_ids: list[str]) -> set[str]:
     """Which of ``team_ids`` are teams (one query in the session's transaction, as ``users.existing_ids``)."""
-    return statements.existing_ids(db.flushed_connection(), Team.__table__.c.id, team_ids)
+    return statements.existing_ids(db.flushed_connection(), (Team.__table__.c.id, team_ids))[0]

@@ -162,7 +162,7 @@ def existing_ids(user_ids: list[str]) -> set[str]:
     wrote there, flushed first as the session's own queries would)."""
     if not user_ids:
         return set()
-    return statements.existing_ids(db.flushed_connection(), User.__table__.c.id, user_ids)
+    return statements.existing_ids(db.flushed_connection(), (User.__table__.c.id, user_ids))[0]
 
 
 def public_users(user_ids: list[str]) -> dict[str, dict[str, Any]]:

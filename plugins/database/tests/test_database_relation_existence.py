@@ -55,6 +55,8 @@ def test_a_user_or_team_deleted_through_another_app_is_refused_by_the_next_write
     _refused(_post(other, {"assignee": bob.id}), "assignee", bob.id)
     _refused(_post(other, {"viewers": [alice.id, bob.id]}), "viewers", bob.id)
     _refused(_post(other, {"viewers": [MISSING_ID]}), "viewers", MISSING_ID)
+    _refused(_post(other, {"viewers": [bob.id], "teams": [team]}, alice.headers), "viewers", bob.id)
+    _refused(_post(other, {"viewers": [alice.id], "teams": [MISSING_ID]}), "teams", MISSING_ID)
     assert _post(other, {"viewers": [alice.id], "teams": [team]}, alice.headers).status_code == 201
 
     assert one.delete(f"/authentication/teams/{team}", headers=alice.headers).status_code == 200

@@ -32,7 +32,8 @@ def check_relations(
     a missing id: a write must neither tell which hidden ids exist nor put a
     document into the lists of those who read a document the writer cannot. ``doc_ids`` (updates, in the
     order of ``docs``): a hidden id the document already holds in that field may stay (a PUT sends it back).
-    One query per related schema, reading existence and readability together."""
+    One query per related schema, reading existence and readability together (users and teams: one for
+    both)."""
     wanted: dict[str, set[str]] = {}
     for doc in docs:
         for name, field in schema.fields.items():
@@ -40,13 +41,18 @@ def check_relations(
                 wanted.setdefault(field.target, set()).update(_named(doc, name, field.array))
     missing: dict[str, set[str]] = {}
     hidden: dict[str, set[str]] = {}
+    people: tuple[set[str], set[str]] = (set(), set())  # the users and teams named that exist: one round trip
+    if wanted.get("User") or wanted.get("Team"):
+        people = users_service.existing_user_and_team_ids(
+            sorted(wanted.get("User", ())), sorted(wanted.get("Team", ()))
+        )
     for model, ids in wanted.items():
         target = snapshot.document_schema(model)
         found: set[str] = set()
         if model == "User" and ids:
-            found = users_service.existing_user_ids(sorted(ids))
+            found = people[0]
         elif model == "Team" and ids:
-            found = users_service.existing_team_ids(sorted(ids))
+            found = people[1]
             teams = document_access.nameable_teams()
             hidden[model] = found - teams if teams is not None else set()
         elif target is not None and ids:

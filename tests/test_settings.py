@@ -201,3 +201,19 @@ def test_a_readme_table_that_differs_is_found_and_rewritten(tmp_path):
     text = readme.read_text()
     assert "TRELLIS_GONE" not in text and text.count("| `TRELLIS_") == len(CORE) and text.endswith(f"{END}\nafter\n")
     assert stale({readme: CORE}) == []
+
+
+def test_the_database_pool_size_bounds_a_process_s_postgresql_connections(app_config, db):
+    from trellis import create_app
+
+    app = create_app({**app_config, "DATABASE_POOL_SIZE": 3}, modules=[])
+    state = app.extensions["trellis"]
+    if state.engine.dialect.name != "postgresql":  # SQLite: one file, no server connections to budget
+        assert app.config["DATABASE_POOL_SIZE"] == 3
+        return
+    # The session's pool and its overflow, and the reads' own pool at half of it: 3 + 3 + 1 + 1.
+    assert (state.engine.pool.size(), state.engine.pool._max_overflow) == (3, 3)
+    reads = state.reads.engine.pool
+    assert (reads.size(), reads._max_overflow) == (1, 1)
+    default = create_app(app_config, modules=[]).extensions["trellis"]
+    assert (default.engine.pool.size(), default.reads.engine.pool.size()) == (32, 16)

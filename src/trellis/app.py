@@ -119,7 +119,7 @@ def create_app(config: dict[str, Any] | None = None, modules: Iterable[Module] |
         hooks=make_manager(),
         limiter=init_limiter(app),
         metrics=Metrics(app),
-        reads=ReadConnections(engine),
+        reads=ReadConnections(engine, max(1, int(app.config["DATABASE_POOL_SIZE"]) // 2)),
     )
     app.extensions["trellis"] = trellis
     events.init_app(app)

@@ -136,7 +136,7 @@ def normalise_url(url: str, async_mode: str) -> URL:
     return parsed
 
 
-def make_engine(url: str, async_mode: str = "threading") -> Engine:
+def make_engine(url: str, async_mode: str = "threading", pool_size: int = 32) -> Engine:
     parsed = normalise_url(url, async_mode)
     kwargs: dict[str, Any] = {"future": True}
     if parsed.get_backend_name() == "sqlite":
@@ -149,7 +149,7 @@ def make_engine(url: str, async_mode: str = "threading") -> Engine:
         # No pre-ping: it costs a round trip per checkout; stale connections are recycled instead.
         # The pool keeps as many connections as an eventlet worker serves requests at once: an overflow
         # connection is closed on check-in, so a too-small pool opens a new PostgreSQL backend per request.
-        kwargs.update(pool_size=32, max_overflow=32, pool_recycle=1800)
+        kwargs.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
         if async_mode == "eventlet" and _eventlet_patched():
             from eventlet.support import psycopg2_patcher
 
@@ -363,7 +363,7 @@ event.listen(_AppSession, "after_rollback", _drop_after_commit)
 
 
 def init_app(app: Flask) -> Engine:
-    eng = make_engine(app.config["DATABASE_URL"], app.config["ASYNC_MODE"])
+    eng = make_engine(app.config["DATABASE_URL"], app.config["ASYNC_MODE"], int(app.config["DATABASE_POOL_SIZE"]))
     statements.prepare_statements(eng, bool(app.config.get("DATABASE_PREPARE", True)))
 
     @app.teardown_appcontext

@@ -69,7 +69,7 @@ class ReadConnections:
 
     retryable = True  # a statement on its own is safe to run again on a fresh connection
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, pool_size: int = 16) -> None:
         self.base = engine
         self.engine = engine
         if db.is_postgresql(engine):
@@ -77,8 +77,8 @@ class ReadConnections:
                 engine.url,
                 isolation_level="AUTOCOMMIT",
                 pool_reset_on_return=None,
-                pool_size=16,
-                max_overflow=16,
+                pool_size=pool_size,
+                max_overflow=pool_size,
                 pool_recycle=1800,
             )
             # The reads' connections prepare their statements when the app's main engine does.

@@ -191,6 +191,15 @@ CORE: tuple[Setting, ...] = (
         "that hands each transaction another server connection (pgbouncer's transaction mode)",
     ),
     Setting(
+        "DATABASE_POOL_SIZE",
+        COUNT,
+        32,
+        "PostgreSQL: connections a process keeps for its transactions, opening as many again under load; its "
+        "autocommit reads keep half as many (and as many again). A process may hold 3× this, so PostgreSQL's "
+        "`max_connections` must cover every process's share (its default of 100 does not cover two processes "
+        "at the default)",
+    ),
+    Setting(
         "REDIS_URL", TEXT, None, "Socket.IO message queue between workers, rate-limit storage, Database list counts"
     ),
     Setting("MASTER_KEY", TEXT, None, "the `masterkey` header value", shown="generated into `instance/`"),

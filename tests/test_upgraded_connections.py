@@ -1,19 +1,20 @@
 """A connection upgraded to a websocket gives back its HTTP buffers (``trellis.server.upgraded``), and stays a
 working websocket: large frames both ways, a client that leaves ends it cleanly. Plain HTTP keeps its buffers.
 
-eventlet's server with Trellis's protocol runs in this process (green sockets, no monkey-patching), so the
-test can look at the protocol objects themselves; the Socket.IO suites run the same code on real servers.
+The server runs in this process (``green_server``) so the test can look at the protocol objects themselves;
+the Socket.IO suites run the same code on real servers.
 """
 
 from __future__ import annotations
 
-import base64
 import os
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from .green_server import green_server, open_websocket, wait_for
 
 pytestmark = pytest.mark.filterwarnings(r"ignore:\s*Eventlet is deprecated")
 
@@ -48,60 +49,14 @@ class Recorder:
 
 @pytest.fixture()
 def server() -> Iterator[tuple[Recorder, int, Any]]:
-    import eventlet
-    import eventlet.wsgi
-
-    from trellis.server.http_protocol import ConnectionGuard
-    from trellis.server.safety import eventlet_server_options
-
     app = Recorder()
-    listener = eventlet.listen(("127.0.0.1", 0))
-    guard = ConnectionGuard(10, 10, 16)
-    thread = eventlet.spawn(
-        eventlet.wsgi.server,
-        listener,
-        app,
-        protocol=guard.protocol(),
-        custom_pool=guard.pool,
-        log_output=False,
-        **eventlet_server_options(),
-    )
-    yield app, listener.getsockname()[1], guard
-    thread.kill()
-    listener.close()
-
-
-def open_websocket(port: int) -> Any:
-    """A client websocket (eventlet's own, in client mode: masked frames) after a real handshake."""
-    from eventlet.green import socket
-    from eventlet.websocket import RFC6455WebSocket
-
-    sock = socket.create_connection(("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(
-        f"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {key}\r\n\r\n".encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += sock.recv(1)  # byte by byte: the first frame must stay in the socket
-    assert head.startswith(b"HTTP/1.1 101"), head
-    return RFC6455WebSocket(sock, {}, version=13, client=True)
-
-
-def wait_for(condition: Any) -> None:
-    import eventlet
-
-    for _ in range(500):
-        if condition():
-            return
-        eventlet.sleep(0.01)
-    raise AssertionError("not reached in 5 s")
+    with green_server(app) as (port, guard):
+        yield app, port, guard
 
 
 def test_an_upgraded_connection_holds_no_http_buffer_and_carries_large_frames(server):
     app, port, _ = server
-    ws = open_websocket(port)
+    ws = open_websocket(port, "/ws")
     ws.send("small")
     assert ws.wait() == "small"
     (protocol,) = app.protocols
@@ -115,7 +70,7 @@ def test_an_upgraded_connection_holds_no_http_buffer_and_carries_large_frames(se
 
 def test_a_client_that_leaves_ends_the_upgraded_connection(server):
     app, port, guard = server
-    polite, abrupt = open_websocket(port), open_websocket(port)
+    polite, abrupt = open_websocket(port, "/ws"), open_websocket(port, "/ws")
     wait_for(lambda: len(app.protocols) == 2)
     polite.close()  # a close frame, then the socket
     abrupt.socket.close()  # no close frame

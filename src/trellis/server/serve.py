@@ -10,8 +10,8 @@ header and payload, or an event then its ack). With Nagle's algorithm the second
 client's delayed ACK, ~40 ms on Linux. Measured by ``bench/chat_bench.py --nodelay-rounds``; see
 ``bench/results/chat_nodelay.md``.
 
-Engine.IO's pings leave from hub timers, not a green thread per socket
-(:mod:`trellis.server.socket_pings`).
+Engine.IO's pings leave from hub timers and its websocket writers run only while they have something to send,
+not as two green threads per socket (:mod:`trellis.server.socket_pings`, :mod:`trellis.server.socket_writer`).
 
 Slow and idle clients are bounded by :class:`trellis.server.http_protocol.ConnectionGuard` (its settings:
 ``TRELLIS_HEADER_TIMEOUT``, ``TRELLIS_IDLE_TIMEOUT``, ``TRELLIS_MAX_CONNECTIONS``). The port is bound
@@ -163,8 +163,10 @@ def serve(app: Flask, host: str, port: int, log_output: bool = False, banner: st
     import eventlet.wsgi
 
     from .socket_pings import install_ping_timers
+    from .socket_writer import install_on_demand_writers
 
     install_ping_timers(socketio.server)
+    install_on_demand_writers(socketio.server)
     guard = connection_guard(app.config)
     ensure_file_limit(guard.max_connections)
     guard.start()

@@ -30,11 +30,23 @@ with warnings.catch_warnings():  # eventlet announces its deprecation on first i
         serve,
         socket_fanout,
         socket_pings,
+        socket_writer,
         token_reader,
         upgraded,
     )
 
-MODULES = [serve, http_protocol, safety, socket_fanout, socket_pings, token_reader, formbody, upgraded, statements]
+MODULES = [
+    serve,
+    http_protocol,
+    safety,
+    socket_fanout,
+    socket_pings,
+    socket_writer,
+    token_reader,
+    formbody,
+    upgraded,
+    statements,
+]
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -188,6 +200,29 @@ def test_engineio_pings_through_a_background_task_that_sleeps_then_sends():
     assert {"sleep", "ping_interval", "closing", "closed", "last_ping", "send", "PING"} <= set(send_ping)
     assert {"check_ping_timeout", "queue", "put"} <= set(_names(socket.send))
     assert socket_pings._SEND_PING is socket._send_ping
+
+
+def test_engineio_websocket_handler_starts_a_writer_and_joins_it_once_the_client_is_gone():
+    """``socket_writer`` recognises the library's writer by name, takes its socket and websocket from its free
+    variables and answers ``join``; the writer it replaces polls the queue and closes the websocket."""
+    import engineio.socket
+    import eventlet.queue
+    import socketio
+
+    handler = engineio.socket.Socket._websocket_handler
+    writer = next(c for c in handler.__code__.co_consts if inspect.iscode(c) and c.co_name == "writer")
+    assert f"{writer.co_qualname}" == socket_writer.WRITER
+    assert set(writer.co_freevars) == {"self", "ws"}
+    assert {"poll", "QueueEmpty", "send", "encode", "close"} <= set(writer.co_names)
+    source = inspect.getsource(handler)
+    assert "writer_task = self.server.start_background_task(writer)" in source
+    assert source.index("self.queue.put(None)") < source.index("writer_task.join()")
+    poll = engineio.socket.Socket.poll
+    assert {"get", "task_done", "ping_interval", "ping_timeout"} <= set(_names(poll))
+    server = socketio.Server(async_mode="eventlet")
+    assert server.eio._async["queue"] is eventlet.queue.Queue
+    assert server.eio.get_queue_empty_exception() is eventlet.queue.Empty
+    assert "_async" in _names(server.eio.create_queue.__func__)
 
 
 def test_engineio_socket_has_what_write_now_reads():

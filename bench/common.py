@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import shutil
 import subprocess
@@ -278,12 +279,13 @@ wrk.body = {body}
 {headers}
 """
 
-# Lua that lets each request pick the next path from a file (e.g. many document ids), from a random start: a
-# measured run does not replay its warm-up's paths (rows it has just read into the caches).
+# Lua that lets each request pick the next path from a file (e.g. many document ids), from a start chosen here
+# (wrk never seeds Lua's math.random): a measured run does not replay its warm-up's paths, whose rows it has
+# just read into the caches.
 _LUA_PATHS = """
 local paths = {{}}
 for line in io.lines({paths_file}) do paths[#paths + 1] = line end
-local i = math.random(#paths)
+local i = {start}
 request = function()
   i = i + 1
   return wrk.format(nil, paths[(i % #paths) + 1])
@@ -317,7 +319,7 @@ def wrk(
         if paths:
             paths_file = Path(tmp) / "paths.txt"
             paths_file.write_text("\n".join(paths))
-            script += _LUA_PATHS.format(paths_file=json.dumps(str(paths_file)))
+            script += _LUA_PATHS.format(paths_file=json.dumps(str(paths_file)), start=random.randrange(len(paths)))
         script_file = Path(tmp) / "req.lua"
         script_file.write_text(script)
         result = subprocess.run(

@@ -205,7 +205,13 @@ def test_a_readme_table_that_differs_is_found_and_rewritten(tmp_path):
 
 def test_the_database_pool_size_bounds_a_process_s_postgresql_connections(app_config, db):
     from trellis import create_app
+    from trellis.db import make_engine
+    from trellis.reads import ReadConnections
 
+    # Engines do not connect when made: the wiring is checked on either test database.
+    engine = make_engine("postgresql://nobody@127.0.0.1:1/none", pool_size=3)
+    assert (engine.pool.size(), engine.pool._max_overflow) == (3, 3)
+    assert ReadConnections(engine, 1).engine.pool.size() == 1
     app = create_app({**app_config, "DATABASE_POOL_SIZE": 3}, modules=[])
     state = app.extensions["trellis"]
     if state.engine.dialect.name != "postgresql":  # SQLite: one file, no server connections to budget

@@ -10,7 +10,7 @@ C stack and its own stack of Python frames (``bench/results/access_live.md``).
 packet is put, a green thread sends what is queued, in order, and ends once the queue is empty. The rest is
 kept: one packet after another with the queue's ``task_done`` as they are taken, the websocket closed after
 a ``None`` or a failed send, a timer closing it (by queueing ``None``) when nothing was queued for
-``ping_interval + ping_timeout`` seconds, and ``join`` waiting for the last sends. Between taking a packet and
+``ping_interval + ping_timeout`` seconds since the queue was last emptied (the library's wait for a packet), and ``join`` waiting for the last sends. Between taking a packet and
 sending it nothing yields, as in the library's writer, so ``trellis.server.socket_fanout`` still sees either
 a non-empty queue or a held send lock while a packet is on its way.
 
@@ -64,13 +64,15 @@ class OnDemandWriter:
             self.expect()
 
     def wake(self) -> None:
+        """A packet was queued: the silence is over (as the library's wait ends), and a thread sends it."""
+        if self.silence is not None:
+            self.silence.cancel()
+            self.silence = None
         if self.thread is None and not self.done:
             self.thread = eventlet.spawn(self.drain)
 
     def expect(self) -> None:
-        """(Re)start the wait after which a socket with nothing queued is closed, as the library's writer."""
-        if self.silence is not None:
-            self.silence.cancel()
+        """Start the wait after which a socket with nothing queued is closed, as the library's writer."""
         server = self.socket.server
         self.silence = eventlet.hubs.get_hub().schedule_call_global(
             server.ping_interval + server.ping_timeout, self.socket.queue.put, None

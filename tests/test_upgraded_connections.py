@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,3 +101,44 @@ def test_plain_http_keeps_its_buffers_and_its_keep_alive(server):
         assert app.protocols == [protocol, protocol]  # one connection, kept alive
         assert sys.getsizeof(protocol.wfile) >= HTTP_WRITE_BUFFER
     assert answers == [b"ok" + body, b"ok"]
+
+
+@pytest.mark.live
+def test_large_socketio_messages_both_ways_on_a_real_server(module_live_server):
+    """Through the whole stack (Flask-SocketIO, Engine.IO, the on-demand writer): a large packet from the
+    client is answered and a large change reaches it, on a websocket that gave back its HTTP buffers."""
+    import uuid
+
+    import requests
+
+    from trellis.testing.plugin import TEST_MASTER_KEY
+    from trellis.testing.sockets import InOrderClient
+
+    admin = {"masterkey": TEST_MASTER_KEY}
+    url = module_live_server.url
+    name = "Large" + uuid.uuid4().hex[:8]
+    created = requests.post(
+        f"{url}/admin/database/schemas",
+        json={"name": name, "fields": {"body": {"type": "String", "index": False}}},
+        headers=admin,
+        timeout=30,
+    )
+    assert created.status_code == 201, created.text
+    changes: list[Any] = []
+    client = InOrderClient(reconnection=False)
+    client.on("change", changes.append, namespace="/database/")
+    client.connect(url, socketio_path="realtime", namespaces=["/database/"], transports=["websocket"], auth=admin)
+    try:
+        refused = client.call("subscribe", {"schema": name, "bogus": "y" * 400_000}, namespace="/database/", timeout=30)
+        assert refused["error"]["status"] == 400
+        assert "subscriptionId" in client.call("subscribe", {"schema": name}, namespace="/database/", timeout=30)
+        body = "é" * 150_000 + "x" * 100_000
+        response = requests.post(f"{url}/database/{name}", json={"body": body}, headers=admin, timeout=30)
+        assert response.status_code == 201, response.text
+        for _ in range(300):
+            if changes:
+                break
+            time.sleep(0.1)
+        assert [change["document"]["body"] for change in changes] == [body]
+    finally:
+        client.disconnect()

@@ -35,7 +35,7 @@ def test_a_socket_is_pinged_on_time_and_again_after_each_pong_without_a_green_th
     for _ in range(3):
         started = time.monotonic()
         assert ws.wait() == "2"
-        assert PING_INTERVAL * 0.8 <= time.monotonic() - started < PING_INTERVAL * 4
+        assert PING_INTERVAL * 0.8 <= time.monotonic() - started < PING_INTERVAL + 2  # late only on a busy machine
         ws.send("3")
     assert "_send_ping" not in started_tasks
     assert len(server.eio.sockets) == 1

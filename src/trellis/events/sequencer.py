@@ -46,6 +46,10 @@ BUSY_BATCH = 4
 # numbered in place, the move is prepared once per connection, and it runs on the driver's cursor
 # (``statements.execute_compiled``): each cheaper than its alternative
 # (``bench/results/event_log.md#sequencer-round-trip``).
+# The move is planned with sequential scans off: both tables are planned while nearly empty (at start, or
+# before autovacuum's next analyze), and a sequential scan of the pending table then reads every row the
+# passes deleted since its last vacuum, and one of the log every row it holds, at each pass; their indexes
+# reach the few rows a pass wants whatever the tables hold (``bench/results/event_log.md#stale-plans``).
 _NUMBER = sa.text(
     """
     WITH moved AS (
@@ -59,7 +63,9 @@ _NUMBER = sa.text(
     FROM moved
     RETURNING event_id, topic, family, payload, created_at
 """
-).execution_options(**statements.preceded_by(f"SELECT pg_advisory_xact_lock({SEQUENCER_LOCK})"))
+).execution_options(
+    **statements.preceded_by(f"SET LOCAL enable_seqscan = off; SELECT pg_advisory_xact_lock({SEQUENCER_LOCK})")
+)
 _COMPILED: dict[Any, Any] = {}  # execute_compiled's form of _NUMBER
 
 

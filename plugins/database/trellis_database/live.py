@@ -12,8 +12,9 @@ one schema are read in one statement and the log's tail once, not two statements
 is one event per document, in each process).
 
 A subscription without ``since`` starts at :meth:`LiveHub.now`: a change acknowledged before the subscribe is
-never its own, however late the log numbers it. A subscription with ``since`` replays first: the events after
-it are read from the log a page at a time (:meth:`LiveHub.replay`, a generator, so a stream reads the next
+never its own, however late the log numbers it; it reads the log from there once it is added, for what this
+process delivered while the subscribe was still reading (its viewer, its filter). A subscription with
+``since`` replays first: the events after it are read from the log a page at a time (:meth:`LiveHub.replay`, a generator, so a stream reads the next
 page only when its client has taken the last one), and live events meanwhile are left to those reads. Once a
 read comes back short, live events are held, the log is read once more (what was left to the reads while the
 last one ran), then the held ones whose id is higher than the last replayed go out (no gap, no duplicate at
@@ -73,14 +74,14 @@ class Subscription:
     # not counted): nothing at or below it again
     last: int = 0
     pending: list[events.Event] | None = field(default_factory=list)  # live events held until it goes live
-    replaying: bool = False  # reading the log after ``since``: live events are left to those reads
+    replaying: bool = False  # reading the log after its start: live events are left to those reads
     viewer: Acting | None = None  # who it reads as (None: everything, an administrator)
     # an event could not be judged for it (the database failed): it has been removed, and its client is
     # told to subscribe again from ``since`` (the last event passed), so nothing is silently skipped
     lost: Callable[[int], object] = lambda since: None
 
     def __post_init__(self) -> None:
-        self.replaying = self.since is not None
+        self.replaying = True  # from its start (``since`` or ``now``) until the log's reads caught up
 
 
 class LiveHub:
@@ -160,14 +161,15 @@ class LiveHub:
         self.go_live(subscription)
 
     def replay(self, subscription: Subscription) -> Iterator[dict[str, Any]]:
-        """The changes after ``since``, read from the log a page at a time (see the module docstring);
-        ends early when the subscription is removed meanwhile."""
-        if subscription.since is None:
-            return
-        subscription.last = max(subscription.last, subscription.since)
+        """The changes after ``since`` (without it, after :meth:`now`), read from the log a page at a time
+        (see the module docstring); ends early when the subscription is removed meanwhile. Without ``since``
+        this is what this process delivered between :meth:`now` and :meth:`add` (the subscribe's reads
+        yield to the log's receiver): usually nothing, and one short read."""
+        if subscription.since is not None:
+            subscription.last = max(subscription.last, subscription.since)
         if subscription.viewer is not None and subscription.user_id is not None:
             with self._app.app_context():  # its teams as they were then: the team changes since replay in order
-                viewer = live_access.viewer_at(subscription.user_id, subscription.since)
+                viewer = live_access.viewer_at(subscription.user_id, subscription.last)
                 with self._lock:
                     self._set_viewer(subscription, viewer)
         holding = False
@@ -260,7 +262,10 @@ class LiveHub:
                 continue
             try:
                 sides = once_more_if_lost(functools.partial(live_access.document_sides, found, schema))
-            except Exception:
+            except Exception as exc:  # each event then reads its own: slower, not wrong, so say it once per batch
+                log.warning(
+                    "reading %d events' audiences of %s together failed (%s)", len(found), schema, type(exc).__name__
+                )
                 continue
             for event_id, event_sides in sides.items():
                 caches.setdefault(event_id, {})[("sides", schema, True)] = event_sides

@@ -35,7 +35,7 @@ from trellis.errors import (
     unauthorized,
 )
 from trellis.realtime import error_ack, socket_event, socket_id
-from trellis.server.socket_fanout import send_encoded
+from trellis.server.socket_fanout import send_encoded, send_event
 
 from .live import SharedEncoding, Subscription, hub
 from .live_access import viewer
@@ -212,15 +212,12 @@ def _start(app: Any, subscription: Subscription, namespace: DatabaseNamespace, s
 
 
 def _lost(namespace: DatabaseNamespace, sid: str, subscription_id: str, since: int) -> None:
-    """The subscription ended because an event could not be judged: the client subscribes again from ``since``."""
+    """The subscription ended because an event could not be judged: the client subscribes again from ``since``.
+    Sent as its changes are (gathered, in order): the changes up to ``since`` still held for the delivery's
+    end go out before it, so a client that drops what follows an ended subscription has lost none of them."""
     error = APIError(503, f"The subscription ended; subscribe again with since={since}")
-    namespace.socketio.emit(
-        "subscriptionError",
-        {"subscriptionId": subscription_id, "since": since, **error_ack(error)},
-        to=sid,
-        namespace=namespace.namespace,
-        ignore_queue=True,
-    )
+    notice = {"subscriptionId": subscription_id, "since": since, **error_ack(error)}
+    send_event(namespace.socketio.server, namespace.namespace, sid, "subscriptionError", notice)
 
 
 def namespace_factories() -> tuple[Callable[[], DatabaseNamespace], ...]:

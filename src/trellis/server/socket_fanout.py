@@ -241,7 +241,10 @@ def gathered_writes() -> Iterator[None]:
         finally:
             del _gathering[me]
             for eio_sid, (server, texts) in sockets.items():
-                _write_texts(server, eio_sid, texts)
+                try:
+                    _write_texts(server, eio_sid, texts)
+                except Exception:  # a socket closing under its write (its handlers run inline) spares the rest
+                    log.exception("a gathered socket write failed")
 
 
 def deferred(owner: object, run: Callable[[list[Any]], object]) -> list[Any] | None:
@@ -270,6 +273,14 @@ def _run_deferred(me: Any) -> None:
                 log.exception("deferred delivery of %d items failed", len(items))
     finally:
         del _deferred[me]
+
+
+def send_event(server: python_socketio.Server, namespace: str, sid: str, name: str, data: Any) -> None:
+    """``emit(name, data, to=sid, ignore_queue=True)`` of JSON ``data`` (no binary) through :func:`send_encoded`:
+    gathered in order with the packets of an open :func:`gathered_writes` block rather than written ahead."""
+    send_encoded(
+        server, namespace, sid, server.packet_class(sio_packet.EVENT, namespace=namespace, data=[name, data]).encode()
+    )
 
 
 def send_encoded(server: python_socketio.Server, namespace: str, sid: str, text: str) -> None:

@@ -25,8 +25,15 @@ test("200 writes across two dropped connections arrive exactly once, in order", 
     drops[drops.length - 1].writtenAtReconnect = written;
   });
 
+  // The writer waits at 60 and 150 for the drop due by then (at 30 and 120 changes seen), so that writes go
+  // on while the connection is down however fast the changes arrive.
+  const pauses = new Map([
+    [60, 1],
+    [150, 2],
+  ]);
   const burst = (async () => {
     for (let n = 0; n < WRITES; n += 1) {
+      if (pauses.has(n)) await until(() => drops.length >= pauses.get(n), `drop ${pauses.get(n)}`, 60000);
       await writer.create({ n });
       written += 1;
     }

@@ -39,7 +39,10 @@ def existing_user_ids(user_ids: list[str]) -> set[str]:
 
 
 def existing_user_and_team_ids(user_ids: list[str], team_ids: list[str]) -> tuple[set[str], set[str]]:
-    """Which of ``user_ids`` are users and which of ``team_ids`` are teams (one query for both)."""
+    """Which of ``user_ids`` are users and which of ``team_ids`` are teams (one query for both, none for
+    neither)."""
+    if not user_ids and not team_ids:
+        return set(), set()
     users_found, teams_found = statements.existing_ids(
         db.flushed_connection(), (User.__table__.c.id, user_ids), (Team.__table__.c.id, team_ids)
     )

@@ -38,16 +38,14 @@ def parse(subject: Any, key: str = "subject") -> tuple[str, str | None]:
 
 
 def check_exists(subjects: list[str], key: str = "subject") -> None:
-    """400 when a ``User:`` or ``Team:`` subject names nobody (one query per kind)."""
+    """400 when a ``User:`` or ``Team:`` subject names nobody (one query for both kinds)."""
     wanted: dict[str, set[str]] = {"User": set(), "Team": set()}
     for subject in subjects:
         kind, ident = parse(subject, key)
         if ident is not None:
             wanted[kind].add(ident)
-    found = {
-        "User": users.existing_user_ids(sorted(wanted["User"])) if wanted["User"] else set(),
-        "Team": users.existing_team_ids(sorted(wanted["Team"])) if wanted["Team"] else set(),
-    }
+    found_users, found_teams = users.existing_user_and_team_ids(sorted(wanted["User"]), sorted(wanted["Team"]))
+    found = {"User": found_users, "Team": found_teams}
     for kind, ids in wanted.items():
         missing = ids - found[kind]
         if missing:

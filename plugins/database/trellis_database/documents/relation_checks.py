@@ -41,11 +41,8 @@ def check_relations(
                 wanted.setdefault(field.target, set()).update(_named(doc, name, field.array))
     missing: dict[str, set[str]] = {}
     hidden: dict[str, set[str]] = {}
-    people: tuple[set[str], set[str]] = (set(), set())  # the users and teams named that exist: one round trip
-    if wanted.get("User") or wanted.get("Team"):
-        people = users_service.existing_user_and_team_ids(
-            sorted(wanted.get("User", ())), sorted(wanted.get("Team", ()))
-        )
+    # the users and teams named that exist: one round trip for both
+    people = users_service.existing_user_and_team_ids(sorted(wanted.get("User", ())), sorted(wanted.get("Team", ())))
     for model, ids in wanted.items():
         target = snapshot.document_schema(model)
         found: set[str] = set()

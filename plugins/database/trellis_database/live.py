@@ -74,14 +74,13 @@ class Subscription:
     # not counted): nothing at or below it again
     last: int = 0
     pending: list[events.Event] | None = field(default_factory=list)  # live events held until it goes live
-    replaying: bool = False  # reading the log after its start: live events are left to those reads
+    # reading the log after its start (``since``, or ``now``) until the reads caught up: live events are left
+    # to those reads
+    replaying: bool = True
     viewer: Acting | None = None  # who it reads as (None: everything, an administrator)
     # an event could not be judged for it (the database failed): it has been removed, and its client is
     # told to subscribe again from ``since`` (the last event passed), so nothing is silently skipped
     lost: Callable[[int], object] = lambda since: None
-
-    def __post_init__(self) -> None:
-        self.replaying = True  # from its start (``since`` or ``now``) until the log's reads caught up
 
 
 class LiveHub:

@@ -203,6 +203,34 @@ def test_a_batch_published_before_an_earlier_one_waits_for_it_not_for_the_table(
     log.reset()  # the receiver is ahead of the table now: start again from what it holds
 
 
+def test_a_batch_consumer_gets_each_delivered_run_whole_and_a_backlog_one_read_at_a_time(log):
+    """``subscribe_batches``: one call per delivered batch with the events matching any of its patterns, in
+    order, none left out; a gap read from the table is handed over a read (``BATCH`` rows) at a time, so a
+    large backlog is never held whole. A per-event consumer beside it hears every event once."""
+    batches: queue.Queue = queue.Queue()
+    events.subscribe_batches(("gap.a.*", "gap.c.*"), batches.put)
+    each, _ = _collect("gap.*.*")
+    base = events.latest()
+    now = db.utcnow()
+    count = events.BATCH + 6
+    rows = [
+        {"event_id": base + n, "topic": f"gap.{'ab'[n % 2]}.{n}", "family": f"gap.{'ab'[n % 2]}", "payload": "{}"}
+        for n in range(1, count + 1)
+    ]
+    with db.engine().begin() as connection:  # numbered by "another process" whose publications never arrived
+        connection.execute(table.insert(), [{**row, "created_at": now} for row in rows])
+    last = rows[-1]
+    log.offer([events.Event(last["event_id"], last["topic"], last["family"], {}, db.isoformat(now))])
+    assert [each.get(timeout=WAIT).id for _ in range(count)] == [base + n for n in range(1, count + 1)]
+    calls: list[list[int]] = []
+    while sum(len(call) for call in calls) < count // 2:
+        calls.append([event.id for event in batches.get(timeout=WAIT)])
+    assert [i for call in calls for i in call] == [base + n for n in range(2, count + 1, 2)]
+    assert len(calls) >= 2 and all(0 < len(call) <= events.BATCH // 2 for call in calls), [len(c) for c in calls]
+    with pytest.raises(queue.Empty):
+        batches.get(timeout=0.3)
+
+
 def test_retention_keeps_recent_events_and_the_last_n_of_each_family(app_config, log):
     pruning = create_app({**app_config, "EVENTS_RETENTION_SECONDS": 600, "EVENTS_RETENTION_COUNT": 3})
     old, recent = db.utcnow() - timedelta(minutes=30), db.utcnow()

@@ -162,33 +162,3 @@ def test_packets_gathered_for_a_socket_go_out_in_one_write_in_their_order(idle_s
     send_encoded(server, "/database/", "gone", texts[0])  # a socket that disconnected meanwhile: skipped
     with pytest.raises(plain_socket.timeout):
         client.recv(1000)
-
-
-def test_work_deferred_to_a_deliverys_end_runs_once_per_owner_in_order_before_its_writes(caplog):
-    """``deferred``: outside a delivery there is nothing to defer to; inside, each owner's items run once at
-    its end, owners in the order they first asked, nested blocks at the outer end, one failure logged
-    without stopping the others."""
-    from trellis.server.socket_fanout import deferred, gathered_writes
-
-    ran: list[tuple[str, list[int]]] = []
-    assert deferred("first", lambda items: ran.append(("first", items))) is None
-
-    def failing(items: list[int]) -> None:
-        raise RuntimeError("judging failed")
-
-    with gathered_writes():
-        for n in range(3):
-            held = deferred("first", lambda items: ran.append(("first", items)))
-            assert held is not None
-            held.append(n)
-            with gathered_writes():  # nested: still this delivery's
-                other = deferred("second", failing)
-                assert other is not None
-                other.append(n)
-        last = deferred("third", lambda items: ran.append(("third", items)))
-        assert last is not None
-        last.append(9)
-        assert ran == []
-    assert ran == [("first", [0, 1, 2]), ("third", [9])]
-    assert "deferred delivery of 3 items failed" in caplog.text
-    assert deferred("first", lambda items: None) is None

@@ -7,13 +7,13 @@ event. Real database and event log (a committing app); the subscriptions' ``send
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from trellis import events
-from trellis.testing.plugin import TEST_MASTER_KEY, statements_run
+from trellis import events, reads
+from trellis.testing.plugin import TEST_MASTER_KEY, database_kind, statements_run
 from trellis_authentication.testing import UserAccount, create_user_with_client
 from trellis_database import live_access
 from trellis_database.live import LiveHub, Subscription
@@ -76,15 +76,23 @@ class World:
         return [[self.users[0].id], [self.users[2].id, self.users[0].id], []][n % 3]
 
 
-def _judged(world: World, batch: list[events.Event], together: bool, since: int) -> dict[str, list[Any]]:
-    """What each subscriber (every user and an administrator, on both schemas) is sent when ``batch`` is
-    judged in one pass (``together``) or one event at a time, by a hub of its own."""
+def _judged(
+    world: World,
+    batch: list[events.Event],
+    together: bool,
+    since: int,
+    before: Callable[[], object] = lambda: None,
+    schemas: tuple[str, ...] = ("Note", "Memo"),
+) -> dict[str, list[Any]]:
+    """What each subscriber (every user and an administrator, on each of ``schemas``) is sent when ``batch``
+    is judged in one pass (``together``) or one event at a time, by a hub of its own (``before`` runs just
+    before the judging)."""
     hub = LiveHub(world.app)
     hub._stop_listening = []  # fed by the test alone: the app's log would hand it this batch's last events too
     sent: dict[str, list[Any]] = {}
     with world.app.app_context():
         for who, user in [("admin", None), *((f"user{k}", u) for k, u in enumerate(world.users))]:
-            for schema in ("Note", "Memo"):
+            for schema in schemas:
                 received = sent.setdefault(f"{who} {schema}", [])
                 subscription = Subscription(
                     schema=schema,
@@ -100,6 +108,7 @@ def _judged(world: World, batch: list[events.Event], together: bool, since: int)
                 )
                 hub.add(subscription)
                 hub.go_live(subscription)
+    before()
     if together:
         hub.judge(batch)
     else:
@@ -160,19 +169,60 @@ def test_updates_a_grant_and_a_delete_in_the_batch_are_judged_as_one_event_at_a_
     assert (notes[2]["_id"]) in {d for _, kind, d in together["user3 Note"] if kind == "enter"}
 
 
-def test_a_batch_whose_reads_fail_loses_no_event(world):
-    """The read-ahead failing (its connection gone) leaves each event to read its own, as before."""
+def test_a_batch_of_a_delete_moves_and_creates_under_inherited_access_stays_on_the_batched_reads(world):
+    """Comments readable by whoever reads their Note (``note->read``): a delete first (the tail is what
+    follows it), then comments moved between notes of different readers, then new ones. Nothing in the
+    batch changes who reads a Note, so the batch is judged with one read of each schema's tuples and one of the tail, and
+    sends what judging one event at a time sends."""
+    body = {"name": "Comment", "fields": {"n": "Number", "note": {"type": "Relation", "model": "Note"}}}
+    body["modelOptions"] = _access({})
+    assert world.client.post("/admin/database/schemas", json=body, headers=ADMIN).status_code == 201
+    inherited = {"read": ["reader", "editor", "owner", "note->read"], "edit": ["editor", "owner"]}
+    world.call(
+        "PATCH",
+        "/admin/authorization/resources/Comment",
+        {"permissions": {**inherited, "delete": ["owner"], "share": ["owner"]}},
+    )
+    notes = world.many(
+        "Note", [{"n": n, "viewers": world.viewers(n), "teams": [world.team] * (n == 3)} for n in range(4)]
+    )
+    comments = world.many("Comment", [{"n": n, "note": notes[n % 4]["_id"]} for n in range(8)])
+    since = world.head()
+    world.call("DELETE", f"/database/Comment/{comments[0]['_id']}")
+    for n in range(1, 7):
+        world.call("PATCH", f"/database/Comment/{comments[n]['_id']}", {"note": notes[(n + 1) % 4]["_id"]})
+    world.many("Comment", [{"n": 10 + n, "note": notes[n % 4]["_id"]} for n in range(5)])
+    batch = world.events_after(since)
+    assert {event.topic for event in batch} == {f"database.Comment.{kind}" for kind in ("delete", "update", "create")}
+    one_by_one = _judged(world, batch, together=False, since=since, schemas=("Comment",))
+    with statements_run(world.app.extensions["trellis"].reads.engine) as seen:
+        together = _judged(world, batch, together=True, since=since, schemas=("Comment",))
+    assert together == one_by_one
+    kinds = {kind for changes in together.values() for _, kind, _ in changes}
+    assert kinds >= {"create", "update", "enter", "leave", "delete"}, kinds
+    reads = [sql for sql in seen if "FROM authz_relations" in sql or "ORDER BY recorded.event_id IS NULL" in sql]
+    # the comments' own tuples, their notes' (one hop), the tail: not three for each of the 12 events
+    assert len(reads) == 3, reads
+
+
+@pytest.mark.skipif(database_kind() != "postgresql", reason="ends PostgreSQL backends")
+def test_a_batch_whose_connection_was_ended_reads_again_and_loses_no_event(world, caplog):
+    """The read-ahead's pooled connections ended by the server (a restart, an administrator) under it: the
+    batch is read once more on a fresh connection, and every subscriber gets what it would have."""
     since = world.head()
     world.many("Note", [{"n": n, "viewers": world.viewers(n)} for n in range(5)])
     batch = world.events_after(since)
     expected = _judged(world, batch, together=False, since=since)
-    original = live_access.document_sides
 
-    def failing(*args: Any) -> Any:
-        raise sa.exc.OperationalError("SELECT 1", {}, Exception("connection lost"))
+    def end_the_next_read_connection() -> None:
+        """The read connection the provider hands out next (the last one given back) ended by the server."""
+        with world.app.app_context():
+            provider = reads.provider()
+            connection = provider.open()
+            pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            provider.close(connection)
+        with world.app.extensions["trellis"].engine.connect() as killer:
+            assert killer.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})").scalar()
 
-    live_access.document_sides = failing  # type: ignore[assignment]
-    try:
-        assert _judged(world, batch, together=True, since=since) == expected
-    finally:
-        live_access.document_sides = original  # type: ignore[assignment]
+    assert _judged(world, batch, together=True, since=since, before=end_the_next_read_connection) == expected
+    assert "database connection lost" in caplog.text

@@ -44,7 +44,6 @@ from sqlalchemy.exc import DBAPIError
 from trellis import access, connections, events
 from trellis.access import Acting, Audience
 from trellis.errors import bad_request, database_unavailable
-from trellis.server.socket_fanout import deferred
 
 from . import live_access
 from .live_access import Sides
@@ -107,10 +106,8 @@ class LiveHub:
             with self._listen_lock:
                 if self._stop_listening is None:
                     with self._app.app_context():
-                        self._stop_listening = [
-                            events.subscribe(pattern, self.on_event)
-                            for pattern in ("database.*.*", access.GRANT_EVENTS, live_access.TEAM_EVENTS)
-                        ]
+                        topics = ("database.*.*", access.GRANT_EVENTS, live_access.TEAM_EVENTS)
+                        self._stop_listening = [events.subscribe_batches(topics, self.judge)]
 
     # users
 
@@ -226,18 +223,10 @@ class LiveHub:
 
     # events
 
-    def on_event(self, event: events.Event) -> None:
-        """A consumer of the log (its receiver thread). The events of one delivery
-        (``socket_fanout.gathered_writes``) are held to its end and judged together (:meth:`judge`)."""
-        held = deferred(self, self.judge)
-        if held is None:
-            self.judge([event])
-        else:
-            held.append(event)
-
     def judge(self, batch: list[events.Event]) -> None:
-        """Each event of ``batch`` (ascending), in order, to every subscription it may concern; the audiences
-        of its events of one schema are read together first (:meth:`_read_ahead`)."""
+        """The log's consumer (its receiver thread, one call per delivered batch): each event of ``batch``
+        (ascending), in order, to every subscription it may concern; the audiences of its events of one
+        schema are read together first (:meth:`_read_ahead`)."""
         with self._app.app_context():
             caches = self._read_ahead(batch)
             for event in batch:
@@ -530,10 +519,11 @@ def once_more_if_lost(read: Callable[[], T]) -> T:
     pool then replaces every older connection); a second failure is the caller's (``LiveHub._lose``)."""
     try:
         return read()
-    except DBAPIError as exc:
+    except Exception as exc:  # SQLAlchemy's errors, and the driver's own from reads shared through the cache
         if not database_unavailable(exc):
             raise
-        log.warning("live delivery: database connection lost (%s); reading again", exc.orig.__class__.__name__)
+        cause = exc.orig if isinstance(exc, DBAPIError) else exc
+        log.warning("live delivery: database connection lost (%s); reading again", type(cause).__name__)
     return read()
 
 

@@ -12,7 +12,8 @@ The parts, in the order an event meets them:
 - ``counters``: the change numbers, bumped at commit;
 - ``sequencer``: numbers committed events contiguously in commit order (and why a pass, not a horizon);
 - ``fanout``: publishes a numbered batch on Redis, or hands it over in-process;
-- ``receiver``: each process delivers to its consumers (:func:`subscribe`) in ``event_id`` order;
+- ``receiver``: each process delivers to its consumers (:func:`subscribe`, :func:`subscribe_batches`) in
+  ``event_id`` order;
 - ``reading``: :func:`read`, :func:`latest`, :func:`head`, :func:`oldest`, :func:`complete_after` (replay);
 - ``retention``: prunes old events beyond each family's last N;
 - ``consumers``: durable named cursors moved in the consumer's transaction (:func:`consumer`);
@@ -32,7 +33,7 @@ from .counters import SLOTS, change_number, count_commit
 from .fanout import LISTEN_RETRY_SECONDS
 from .log import WAIT_FOR_STOP_SECONDS, EventLog, current_log, init_app, start
 from .reading import BATCH
-from .receiver import GAP_WAIT_SECONDS
+from .receiver import GAP_WAIT_SECONDS, Listener
 from .recording import enabled, record, record_many, recorded, recorded_by, written
 from .records import Event, Numbered, family_of, matches
 from .retention import RETENTION_LOCK, RETENTION_PERIOD_SECONDS
@@ -73,6 +74,7 @@ __all__ = [
     "recorded_by",
     "start",
     "subscribe",
+    "subscribe_batches",
     "topics",
     "written",
 ]
@@ -106,11 +108,17 @@ def complete_after(after: int, family: str) -> bool:
     return current_log().complete_after(after, family)
 
 
-def subscribe(pattern: str, callback: Callable[[Event], None]) -> Callable[[], None]:
+def subscribe(pattern: str, callback: Callable[[Event], object]) -> Callable[[], None]:
     """Call ``callback(event)`` for every event of this process's receiver whose topic matches
     ``pattern`` (dotted, ``*`` = one segment), in ``event_id`` order, from a background thread inside an
     app context. Returns the function that unsubscribes. Callbacks must be quick (no blocking I/O)."""
-    return current_log().subscribe(pattern, callback)
+    return current_log().subscribe(Listener((pattern,), callback))
+
+
+def subscribe_batches(patterns: tuple[str, ...], callback: Callable[[list[Event]], object]) -> Callable[[], None]:
+    """As :func:`subscribe`, for several patterns, with each delivered batch's matching events in one call
+    (``event_id`` order, each once): a consumer that reads for its events reads once per batch."""
+    return current_log().subscribe(Listener(patterns, callback, batched=True))
 
 
 def topics() -> list[EventTopic]:

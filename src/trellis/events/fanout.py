@@ -38,7 +38,7 @@ def publish(log_: EventLog, batch: list[Numbered]) -> None:
     app = log_.app()
     client = redis_client(app) if app is not None and log_.redis_url else None
     if client is None:
-        if log_.receiver.consumers:
+        if log_.receiver.listeners:
             log_.offer([numbered.event() for numbered in batch])
         return
     message = "[" + ",".join(numbered.wire() for numbered in batch) + "]"
@@ -71,5 +71,5 @@ def heard(ref: weakref.ref[EventLog], message: dict[str, Any]) -> None:
     log_ = ref()
     # A process nobody in listens to (no live subscription, no webhook) reads no payload
     # (``bench/results/event_log.md#process-without-consumers``).
-    if log_ is not None and log_.receiver.consumers:
+    if log_ is not None and log_.receiver.listeners:
         log_.offer([Event(*item) for item in json.loads(message["data"])])

@@ -19,7 +19,7 @@ from .. import background, current
 from ..modules import ModuleError, declared_topic
 from . import fanout
 from .reading import BATCH, LogReader
-from .receiver import Receiver
+from .receiver import Listener, Receiver
 from .records import Event, Numbered
 from .retention import RETENTION_PERIOD_SECONDS, Retention
 from .sequencer import BUSY_BATCH, COALESCE_BUSY_SECONDS, COALESCE_SECONDS, PERIOD_SECONDS, Sequencer
@@ -91,9 +91,9 @@ class EventLog:
         self.start()
         self._wake.set()
 
-    def subscribe(self, pattern: str, callback: Callable[[Event], None]) -> Callable[[], None]:
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
         self.start()
-        return self.receiver.subscribe(pattern, callback)
+        return self.receiver.subscribe(listener)
 
     def read(self, after: int, family: str | tuple[str, ...] | None = None, limit: int = BATCH) -> list[Event]:
         return self.reader.read(after, family, limit)

@@ -1,7 +1,9 @@
 """The receiver: each process delivers the numbered events it hears to its consumers (:func:`subscribe`)
 strictly in ``event_id`` order, once each. A gap is read from the table, and a poll of ``max(event_id)``
-every period catches a lost last message. A delivered batch's socket writes go out together
-(``socket_fanout.gathered_writes``). Nothing holds a database connection while idle."""
+every period catches a lost last message. Each delivered run of events (what arrived together, or one read
+of the table) is one batch: a batch consumer gets it whole, and its socket writes go out together
+(``socket_fanout.gathered_writes``), so a backlog is held a read at a time. Nothing holds a database
+connection while idle."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from flask import Flask
 
@@ -33,7 +36,7 @@ class Receiver:
         self._app = app
         self.reader = reader
         self.redis_url = redis_url
-        self.consumers: list[tuple[str, Callable[[Event], None]]] = []
+        self.listeners: list[Listener] = []
         self.received = threading.Event()  # set by an offer: the receiver thread's turn
         self._inbox: list[Event] = []  # offered, not yet taken by the receiver thread
         self._inbox_lock = threading.Lock()
@@ -44,19 +47,18 @@ class Receiver:
         self._polled: int | None = None  # the highest event_id at the last poll (see poll)
         self._next_poll = 0.0
 
-    def subscribe(self, pattern: str, callback: Callable[[Event], None]) -> Callable[[], None]:
+    def subscribe(self, entry: Listener) -> Callable[[], None]:
         """Add a consumer; returns the function that removes it."""
-        entry = (pattern, callback)
         with self._deliver_lock:
             if self._delivered is None:  # from now on: what committed before is for read() (replay)
                 self._delivered = self.reader.latest()
-            self.consumers.append(entry)
+            self.listeners.append(entry)
 
         def unsubscribe() -> None:
             with self._deliver_lock:
-                if entry in self.consumers:
-                    self.consumers.remove(entry)
-                if not self.consumers:  # a later first consumer starts from then, as the first one did
+                if entry in self.listeners:
+                    self.listeners.remove(entry)
+                if not self.listeners:  # a later first consumer starts from then, as the first one did
                     self._delivered = None
 
         return unsubscribe
@@ -92,7 +94,7 @@ class Receiver:
         GAP_WAIT_SECONDS, then the gap is read from the table."""
         with self._inbox_lock:
             items, self._inbox = self._inbox, []
-        with self._deliver_lock, gathered_writes():
+        with self._deliver_lock:
             if self._delivered is None and items:
                 # A receiver starts at the head of the log: what came before is for read() (replay).
                 self._delivered = min(item.id for item in items) - 1
@@ -131,7 +133,7 @@ class Receiver:
 
     def catch_up(self, through: int | None = None) -> None:
         """Deliver what the table holds after the last delivered event (up to ``through``)."""
-        with self._deliver_lock, gathered_writes():
+        with self._deliver_lock:
             if self._delivered is None:
                 self._delivered = self.reader.latest()
                 return
@@ -156,11 +158,11 @@ class Receiver:
         milliseconds, and delivering it from here instead read the table and ran every consumer on this
         thread while the message was on its way (``bench/results/event_log.md#receiver-poll-with-redis``).
         A restart's state and a table that went back are handled at once, as without Redis."""
-        if not self.consumers:
+        if not self.listeners:
             # Nobody to deliver to (publications are dropped unread: see fanout.heard); a first consumer
             # starts at the head of the log (subscribe).
             with self._deliver_lock:
-                if not self.consumers:
+                if not self.listeners:
                     self._delivered = None
                     return
         if not self.redis_url:
@@ -176,20 +178,42 @@ class Receiver:
                 self._deliver_following()
 
     def _deliver(self, batch: list[Event]) -> None:
-        """Hand ``batch`` (contiguous, following the last delivered event) to the consumers. Their socket
-        writes are gathered by the caller (``gathered_writes``): one write per socket for the batch."""
+        """Hand ``batch`` (contiguous, following the last delivered event) to the consumers, its socket
+        writes gathered: one write per socket for the batch."""
         if not batch:
             return
         app = self._app()
-        consumers = list(self.consumers)
+        listeners = list(self.listeners)
         self._delivered = batch[-1].id
-        if app is None or not consumers:
+        if app is None or not listeners:
             return
-        with app.app_context():
-            for item in batch:
-                for pattern, callback in consumers:
-                    if matches(pattern, item.topic):
-                        try:
-                            callback(item)
-                        except Exception:
-                            log.exception("event consumer %r failed on event %d", callback, item.id)
+        with app.app_context(), gathered_writes():
+            for listener in listeners:
+                listener.deliver(batch)
+
+
+@dataclass(frozen=True, eq=False)  # compared by identity: the same callback may subscribe twice
+class Listener:
+    """Who hears which events: ``callback(event)`` for each event whose topic matches one of ``patterns``,
+    or, when ``batched``, ``callback(events)`` once per delivered batch with its matching events (in order,
+    none left out): a consumer that reads the database for each event reads once for them all."""
+
+    patterns: tuple[str, ...]
+    callback: Callable[[Event], object] | Callable[[list[Event]], object]
+    batched: bool = False
+
+    def deliver(self, batch: list[Event]) -> None:
+        found = [item for item in batch if any(matches(pattern, item.topic) for pattern in self.patterns)]
+        if not found:
+            return
+        if self.batched:
+            try:
+                self.callback(found)  # type: ignore[arg-type]
+            except Exception:
+                log.exception("event consumer %r failed on events %d to %d", self.callback, found[0].id, found[-1].id)
+            return
+        for item in found:
+            try:
+                self.callback(item)  # type: ignore[arg-type]
+            except Exception:
+                log.exception("event consumer %r failed on event %d", self.callback, item.id)

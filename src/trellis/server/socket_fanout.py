@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -216,63 +216,28 @@ _MESSAGE = str(eio_packet.MESSAGE)  # an Engine.IO message: this digit, then the
 # ``threading.local``: under eventlet that is ``corolocal.local``, dear on every read (same section as the
 # module's docstring).
 _gathering: dict[Any, dict[str, tuple[Any, list[str]]]] = {}
-# What each open block holds for its end (see :func:`deferred`): owner → (its items, what runs them).
-_deferred: dict[Any, dict[Any, tuple[list[Any], Callable[[list[Any]], object]]]] = {}
 
 
 @contextmanager
 def gathered_writes() -> Iterator[None]:
     """Hold what :func:`send_encoded` sends inside the block; at its end write each socket's packets as one
     write (their frames joined), in the order they were sent. A delivery of several events then costs one
-    ``send`` per socket, and its client reads them with one ``recv``. Nested blocks write at the outer end.
-    Work :func:`deferred` to the block's end runs first, its sends gathered with the rest."""
+    ``send`` per socket, and its client reads them with one ``recv``. Nested blocks write at the outer end."""
     me = getcurrent()
     if me in _gathering:
         yield
         return
     sockets: dict[str, tuple[Any, list[str]]] = {}
     _gathering[me] = sockets
-    _deferred[me] = {}
     try:
         yield
     finally:
-        try:
-            _run_deferred(me)
-        finally:
-            del _gathering[me]
-            for eio_sid, (server, texts) in sockets.items():
-                try:
-                    _write_texts(server, eio_sid, texts)
-                except Exception:  # a socket closing under its write (its handlers run inline) spares the rest
-                    log.exception("a gathered socket write failed")
-
-
-def deferred(owner: object, run: Callable[[list[Any]], object]) -> list[Any] | None:
-    """Inside :func:`gathered_writes`: the list ``owner`` fills for this block, made on the first call, and
-    ``run(items)`` called at the block's end before its writes go out (the live hub judges the events of one
-    delivery together: their reads then cover them all). None outside a block: the caller does its work now."""
-    held = _deferred.get(getcurrent())
-    if held is None:
-        return None
-    found = held.get(owner)
-    if found is None:
-        found = held[owner] = ([], run)
-    return found[0]
-
-
-def _run_deferred(me: Any) -> None:
-    """Each owner's deferred items, in the order the owners first asked; one that fails leaves the others."""
-    held = _deferred[me]
-    try:
-        while held:  # what runs may defer more (for this block's end too)
-            owner = next(iter(held))
-            items, run = held.pop(owner)
+        del _gathering[me]
+        for eio_sid, (server, texts) in sockets.items():
             try:
-                run(items)
-            except Exception:
-                log.exception("deferred delivery of %d items failed", len(items))
-    finally:
-        del _deferred[me]
+                _write_texts(server, eio_sid, texts)
+            except Exception:  # a socket closing under its write (its handlers run inline) spares the rest
+                log.exception("a gathered socket write failed")
 
 
 def send_event(server: python_socketio.Server, namespace: str, sid: str, name: str, data: Any) -> None:

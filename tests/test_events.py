@@ -231,6 +231,46 @@ def test_a_batch_consumer_gets_each_delivered_run_whole_and_a_backlog_one_read_a
         batches.get(timeout=0.3)
 
 
+@pytest.mark.skipif(database_kind() != "postgresql", reason="PostgreSQL's pending table: SQLite numbers as it inserts")
+def test_the_pass_that_drains_a_large_backlog_vacuums_the_pending_table(log):
+    """Rows a pass moves are dead in the pending table until a vacuum, and a read of the whole table reads
+    them all; once VACUUM_AFTER_ROWS have moved, the pass that drains it vacuums it (here to nothing)."""
+    from trellis.events.sequencer import VACUUM_AFTER_ROWS
+
+    def pending_pages() -> int:
+        with db.engine().connect() as connection:
+            return connection.exec_driver_sql("SELECT pg_relation_size('core_events_pending') / 8192").scalar()
+
+    base = events.latest()
+    events.record_many("vacuum.t.x", [{"n": n} for n in range(VACUUM_AFTER_ROWS + 10)])
+    db.session.commit()
+    assert _eventually(lambda: events.latest() == base + VACUUM_AFTER_ROWS + 10)
+    assert _eventually(lambda: pending_pages() == 0), pending_pages()
+    events.record_many("vacuum.t.x", [{"n": n} for n in range(10)])  # below the threshold: left to autovacuum
+    db.session.commit()
+    assert _eventually(lambda: events.latest() == base + VACUUM_AFTER_ROWS + 20)
+    assert pending_pages() > 0
+
+
+@pytest.mark.skipif(database_kind() != "postgresql", reason="PostgreSQL's pass")
+def test_the_pass_planned_on_an_empty_pending_table_probes_the_batch_in_its_index(log):
+    """The move's generic plan, made while the pending table is empty (a vacuum truncated it), must not join
+    every pending row to the batch: that plan took seconds a pass once a bulk load filled the table."""
+    from trellis.events.sequencer import _NUMBER
+
+    with db.engine().connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM core_events_pending")
+        connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        connection.exec_driver_sql("SET enable_seqscan = off")  # as the pass sets it (its preceding statement)
+        connection.exec_driver_sql(f"PREPARE probe(int) AS {str(_NUMBER).replace(':batch', '$1')}")
+        try:
+            plan = "\n".join(row[0] for row in connection.exec_driver_sql("EXPLAIN EXECUTE probe(1000)"))
+        finally:
+            connection.exec_driver_sql("DEALLOCATE probe")
+            connection.exec_driver_sql("RESET plan_cache_mode; RESET enable_seqscan")
+    assert "Join" not in plan and "Index Cond: (id = ANY" in plan, plan
+
+
 def test_retention_keeps_recent_events_and_the_last_n_of_each_family(app_config, log):
     pruning = create_app({**app_config, "EVENTS_RETENTION_SECONDS": 600, "EVENTS_RETENTION_COUNT": 3})
     old, recent = db.utcnow() - timedelta(minutes=30), db.utcnow()

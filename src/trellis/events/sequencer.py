@@ -20,6 +20,7 @@ has an xid, so no horizon covers it. What the pass costs a write is small
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,6 +29,7 @@ from .. import statements
 from .reading import BATCH, LogReader
 from .records import Numbered, numbered_from_row
 
+log = logging.getLogger("trellis.events")
 SEQUENCER_LOCK = 0x7472656C6C6973  # "trellis": the advisory lock of the sequencer (PostgreSQL)
 PERIOD_SECONDS = 1.0  # sequencer pass and receiver poll, whether poked or not
 # A poke waits this long before its pass, so the commits of a burst share one numbering transaction
@@ -50,11 +52,14 @@ BUSY_BATCH = 4
 # before autovacuum's next analyze), and a sequential scan of the pending table then reads every row the
 # passes deleted since its last vacuum, and one of the log every row it holds, at each pass; their indexes
 # reach the few rows a pass wants whatever the tables hold (``bench/results/event_log.md#stale-plans``).
+# The batch's ids are one array, probed in the primary key: as ``id IN (subquery)``, a plan made while the
+# table was empty (a vacuum had just truncated it) joined each pending row to the whole batch, and a pass
+# over 45,000 pending rows took seconds of CPU (``bench/results/event_log.md#dead-pending-rows``).
 _NUMBER = sa.text(
     """
     WITH moved AS (
         DELETE FROM core_events_pending
-        WHERE id IN (SELECT id FROM core_events_pending ORDER BY id LIMIT :batch)
+        WHERE id = ANY(ARRAY(SELECT id FROM core_events_pending ORDER BY id LIMIT :batch))
         RETURNING id, topic, family, payload, created_at
     )
     INSERT INTO core_events (id, event_id, topic, family, payload, created_at)
@@ -68,6 +73,14 @@ _NUMBER = sa.text(
 )
 _COMPILED: dict[Any, Any] = {}  # execute_compiled's form of _NUMBER
 
+# Every row a pass moves stays in the pending table as a dead one until a vacuum, and whatever reads the
+# table whole (the live tails' ``events.recorded``, which has no index to use there) reads them all: after a
+# bulk load of 50,000 documents, 1,800 pages at each read for as long as autovacuum waits, which it did for
+# a whole minute's run (``bench/results/event_log.md#dead-pending-rows``). So once this many rows have moved
+# since the last one, the pass that drains the table vacuums it; SKIP_LOCKED leaves it to a vacuum at work.
+VACUUM_AFTER_ROWS = 5000
+_VACUUM = "VACUUM (SKIP_LOCKED) core_events_pending"
+
 
 class Sequencer:
     """Numbers one app's committed events (PostgreSQL) or finds what its writers numbered (SQLite)."""
@@ -77,6 +90,7 @@ class Sequencer:
         self.postgresql = postgresql
         self.reader = reader
         self._sequenced: int | None = None  # SQLite: the last event_id a pass has published
+        self._moved = 0  # PostgreSQL: rows moved since the last vacuum of the pending table
 
     def sequence(self) -> list[Numbered]:
         """Number the committed pending rows (locked passes); returns them, ascending."""
@@ -86,8 +100,22 @@ class Sequencer:
         while True:
             batch = self._number()
             numbered += batch
+            self._moved += len(batch)
             if len(batch) < BATCH:
-                return numbered
+                break
+        if self._moved >= VACUUM_AFTER_ROWS:
+            self._moved = 0
+            self._vacuum()
+        return numbered
+
+    def _vacuum(self) -> None:
+        """Vacuum the pending table (outside a transaction, as VACUUM must be); a failure only leaves it to
+        autovacuum. A role that does not own the table gets PostgreSQL's warning, not an error."""
+        try:
+            with self.engine.connect() as connection:
+                connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(_VACUUM)
+        except sa.exc.DBAPIError as exc:
+            log.warning("vacuum of the pending events failed (%s); autovacuum will", type(exc.orig).__name__)
 
     def _numbered_since_last_pass(self) -> list[Numbered]:
         """SQLite: events are numbered as inserted; a pass hands on what committed since the last one."""

@@ -9,7 +9,7 @@ idle server memory per subscriber; the same with a bulk load just before the wri
 Each run has two fresh eventlet processes on one PostgreSQL database and Redis. The subscribers are users
 (rows written with bulk SQL, each signed in by an app in this process: no password hash per user) in teams
 three levels deep: leaves of 10 members (users shuffled into them), a middle team over 10 leaves, a root over
-5 middle teams. Each is a lean websocket client (``bench.live_bench.LeanSubscriber``, token auth), subscribed
+5 middle teams. Each is a lean websocket client (``bench.live_subscribers.LeanSubscriber``, token auth), subscribed
 to one schema under access control WITHOUT a filter, half on each process: what it receives is decided by
 access alone. Write ``seq`` names its readers in two field-backed relations (``reader``):
 
@@ -56,16 +56,14 @@ from bench.live_bench import (
     BUCKETS,
     REDIS_URL,
     TARGET_P99_MS,
-    Plan,
     Shape,
-    Tally,
     bucket_shape,
-    connect_lean,
     cpu_row,
     create_schema,
     late_row,
     run,
 )
+from bench.live_subscribers import Plan, Tally, connect_lean
 
 RESULTS = ROOT / "bench" / "results" / "access_live.md"
 SCHEMA = "AccessLiveBench"

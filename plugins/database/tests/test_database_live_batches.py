@@ -226,3 +226,30 @@ def test_a_batch_whose_connection_was_ended_reads_again_and_loses_no_event(world
 
     assert _judged(world, batch, together=True, since=since, before=end_the_next_read_connection) == expected
     assert "database connection lost" in caplog.text
+
+
+def test_a_live_read_is_made_once_more_after_a_dead_connection_and_never_after_a_pool_timeout():
+    """``once_more_if_lost``: the driver's own disconnect (a read shared through the cache raises it, not
+    SQLAlchemy's) is read once more; a pool that had no free connection is not waited for twice; a
+    query's own error is the caller's."""
+    psycopg2 = pytest.importorskip("psycopg2")
+    from sqlalchemy.exc import ProgrammingError
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+    from trellis_database.live import once_more_if_lost
+
+    def failing_once(error: Exception) -> Callable[[], str]:
+        calls: list[int] = []
+
+        def read() -> str:
+            calls.append(1)
+            if len(calls) == 1:
+                raise error
+            return f"read {len(calls)} times"
+
+        return read
+
+    assert once_more_if_lost(failing_once(psycopg2.OperationalError("server closed the connection"))) == "read 2 times"
+    for error in (PoolTimeoutError("QueuePool limit reached"), ProgrammingError("SELECT", {}, Exception("syntax"))):
+        with pytest.raises(type(error)):
+            once_more_if_lost(failing_once(error))

@@ -40,6 +40,7 @@ from typing import Any, Generic, TypeVar, cast
 
 from flask import Flask, current_app
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from trellis import access, connections, events
 from trellis.access import Acting, Audience
@@ -520,7 +521,8 @@ def once_more_if_lost(read: Callable[[], T]) -> T:
     try:
         return read()
     except Exception as exc:  # SQLAlchemy's errors, and the driver's own from reads shared through the cache
-        if not database_unavailable(exc):
+        # A pool timeout is no dead connection: a second wait as long would only delay the caller's handling.
+        if isinstance(exc, PoolTimeoutError) or not database_unavailable(exc):
             raise
         cause = exc.orig if isinstance(exc, DBAPIError) else exc
         log.warning("live delivery: database connection lost (%s); reading again", type(cause).__name__)

@@ -21,6 +21,7 @@ has an xid, so no horizon covers it. What the pass costs a write is small
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import sqlalchemy as sa
@@ -91,6 +92,7 @@ class Sequencer:
         self.reader = reader
         self._sequenced: int | None = None  # SQLite: the last event_id a pass has published
         self._moved = 0  # PostgreSQL: rows moved since the last vacuum of the pending table
+        self._vacuuming: threading.Thread | None = None
 
     def sequence(self) -> list[Numbered]:
         """Number the committed pending rows (locked passes); returns them, ascending."""
@@ -103,9 +105,12 @@ class Sequencer:
             self._moved += len(batch)
             if len(batch) < BATCH:
                 break
-        if self._moved >= VACUUM_AFTER_ROWS:
+        if self._moved >= VACUUM_AFTER_ROWS and (self._vacuuming is None or not self._vacuuming.is_alive()):
             self._moved = 0
-            self._vacuum()
+            # On a thread of its own: a vacuum retries the lock that truncates the table for up to 5 s while a
+            # transaction holds rows of it, and numbering must not wait for that.
+            self._vacuuming = threading.Thread(target=self._vacuum, daemon=True, name="trellis-vacuum-pending")
+            self._vacuuming.start()
         return numbered
 
     def _vacuum(self) -> None:

@@ -119,8 +119,9 @@ class Sequencer:
         try:
             with self.engine.connect() as connection:
                 connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(_VACUUM)
-        except sa.exc.DBAPIError as exc:
-            log.warning("vacuum of the pending events failed (%s); autovacuum will", type(exc.orig).__name__)
+        except Exception as exc:  # on a thread of its own: anything uncaught would end in a bare traceback
+            cause = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc  # e.g. no free connection in time
+            log.warning("vacuum of the pending events failed (%s); autovacuum will", type(cause).__name__)
 
     def _numbered_since_last_pass(self) -> list[Numbered]:
         """SQLite: events are numbered as inserted; a pass hands on what committed since the last one."""
